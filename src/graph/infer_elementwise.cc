@@ -1,0 +1,289 @@
+// Inference for creation, copy and pointwise ops: PyTorch's type promotion and broadcasting.
+#include <cmath>
+
+#include "graph/infer_ops.h"
+#include "support/check.h"
+
+namespace coil {
+
+namespace {
+
+// Strides that `preserve_format` keeps: the input's, when they are a permutation of a dense
+// layout; otherwise contiguous.
+SymShape preserved_strides(const TensorMeta& m) {
+  auto sizes = constant_shape(m.sizes);
+  auto strides = constant_shape(m.strides);
+  if (!sizes || !strides) return contiguous_strides(m.sizes);
+  std::vector<size_t> order(sizes->size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  // Innermost first: by stride, ties broken by position (later dims are inner).
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if ((*strides)[a] != (*strides)[b]) return (*strides)[a] < (*strides)[b];
+    return a > b;
+  });
+  int64_t expected = 1;
+  for (size_t d : order) {
+    if ((*sizes)[d] == 1) continue;
+    if ((*strides)[d] != expected) return contiguous_strides(m.sizes);
+    expected *= (*sizes)[d];
+  }
+  SymShape out(sizes->size());
+  int64_t s = 1;
+  for (size_t d : order) {
+    out[d] = s;
+    s *= std::max<int64_t>((*sizes)[d], 1);
+  }
+  return out;
+}
+
+SymShape channels_last_strides(const SymShape& sizes, const std::string& op) {
+  if (sizes.size() != 4) fail("{}: channels_last needs a 4-d tensor, got {} dims", op, sizes.size());
+  // NHWC: C is innermost, then W, H, N.
+  SymShape s(4);
+  s[1] = 1;
+  s[3] = sizes[1];
+  s[2] = sizes[1] * sizes[3];
+  s[0] = sizes[1] * sizes[3] * sizes[2];
+  return s;
+}
+
+TensorMeta with_format(TensorMeta m, const TensorMeta* like, const std::optional<std::string>& format,
+                       const std::string& op) {
+  std::string f = format.value_or("preserve_format");
+  if (f == "preserve_format" && like) m.strides = preserved_strides(*like);
+  else if (f == "channels_last") m.strides = channels_last_strides(m.sizes, op);
+  else if (f == "channels_last_3d") fail("{}: channels_last_3d is not supported", op);
+  else m.strides = contiguous_strides(m.sizes);
+  return m;
+}
+
+Device device_or(const ArgReader& a, Device fallback) {
+  if (a.is_none("device")) return fallback;
+  return std::get<Device>(a.raw("device").value);
+}
+
+SymInt arange_length(const ArgReader& a) {
+  const Arg& start = a.raw("start");
+  const Arg& end = a.raw("end");
+  const Arg& step = a.raw("step");
+  auto as_const = [](const Arg& x) -> std::optional<double> {
+    if (auto* s = std::get_if<SymInt>(&x.value)) {
+      if (!s->is_constant()) return std::nullopt;
+      return static_cast<double>(*s->constant());
+    }
+    if (auto* d = std::get_if<double>(&x.value)) return *d;
+    return std::nullopt;
+  };
+  auto s0 = as_const(start), s1 = as_const(end), st = as_const(step);
+  if (st && *st == 0) fail("{}: step must be nonzero", a.op_name());
+  if (s0 && s1 && st) {
+    double n = std::ceil((*s1 - *s0) / *st);
+    if (!std::isfinite(n)) fail("{}: unsupported range {} to {} with step {}", a.op_name(), *s0, *s1, *st);
+    if (n < 0) fail("{}: upper bound and larger bound inconsistent with step sign", a.op_name());
+    return static_cast<int64_t>(n);
+  }
+  // A symbolic end with constant integer start and positive step: ceil((end - start) / step).
+  auto* e = std::get_if<SymInt>(&end.value);
+  auto* b = std::get_if<SymInt>(&start.value);
+  auto* t = std::get_if<SymInt>(&step.value);
+  if (e && b && t && b->is_constant() && t->is_constant() && *t->constant() > 0)
+    return floordiv(*e - *b + *t - 1, *t);
+  fail("{}: start and step must be constants", a.op_name());
+}
+
+std::vector<TensorMeta> creation(const ArgReader& a) {
+  const std::string& op = a.op_name();
+  switch (a.node().op) {
+    case OpKind::Full: {
+      DType dt = a.opt_dtype("dtype").value_or(scalar_dtype(a.raw("fill_value")));
+      return {TensorMeta::contiguous(dt, a.syms("size"), device_or(a, {}))};
+    }
+    case OpKind::FullLike: {
+      const TensorMeta& self = a.tensor("self");
+      TensorMeta m = TensorMeta::contiguous(a.opt_dtype("dtype").value_or(self.dtype), self.sizes, device_or(a, self.device));
+      return {with_format(m, &self, a.opt_str("memory_format"), op)};
+    }
+    case OpKind::ArangeStartStep: {
+      DType dt = DType::i64;
+      for (auto name : {"start", "end", "step"})
+        if (std::holds_alternative<double>(a.raw(name).value)) dt = DType::f32;
+      dt = a.opt_dtype("dtype").value_or(dt);
+      return {TensorMeta::contiguous(dt, {arange_length(a)}, device_or(a, {}))};
+    }
+    case OpKind::ScalarTensor:
+      return {TensorMeta::contiguous(a.opt_dtype("dtype").value_or(DType::f32), {}, device_or(a, {}))};
+    case OpKind::EmptyMemoryFormat: {
+      TensorMeta m = TensorMeta::contiguous(a.opt_dtype("dtype").value_or(DType::f32), a.syms("size"), device_or(a, {}));
+      for (const auto& s : m.sizes)
+        if (s.is_constant() && *s.constant() < 0) fail("{}: negative dimension {}", op, *s.constant());
+      return {with_format(m, nullptr, a.opt_str("memory_format"), op)};
+    }
+    case OpKind::EmptyStrided: {
+      TensorMeta m = TensorMeta::contiguous(a.opt_dtype("dtype").value_or(DType::f32), a.syms("size"), device_or(a, {}));
+      m.strides = a.syms("stride");
+      if (m.strides.size() != m.sizes.size())
+        fail("{}: mismatch in length of strides ({}) and shape ({})", op, m.strides.size(), m.sizes.size());
+      return {m};
+    }
+    case OpKind::Clone: {
+      const TensorMeta& self = a.tensor("self");
+      return {with_format(TensorMeta::contiguous(self.dtype, self.sizes, self.device), &self, a.opt_str("memory_format"), op)};
+    }
+    case OpKind::ToCopy: {
+      const TensorMeta& self = a.tensor("self");
+      TensorMeta m = TensorMeta::contiguous(a.opt_dtype("dtype").value_or(self.dtype), self.sizes, device_or(a, self.device));
+      return {with_format(m, &self, a.opt_str("memory_format"), op)};
+    }
+    case OpKind::Copy: {
+      const TensorMeta& self = a.tensor("self");
+      const TensorMeta& src = a.tensor("src");
+      if (broadcast_shapes(self.sizes, src.sizes, op) != self.sizes)
+        fail("{}: src of shape {} cannot be broadcast to self of shape {}", op, shape_str(src.sizes),
+             shape_str(self.sizes));
+      return {with_format(TensorMeta::contiguous(self.dtype, self.sizes, self.device), &self, std::nullopt, op)};
+    }
+    default: break;
+  }
+  COIL_CHECK(false) << "no creation rule for " << op;
+}
+
+enum class UnaryRule { int_to_float, same, same_no_bool, float_only, to_bool, integral_only };
+
+UnaryRule unary_rule(OpKind op) {
+  switch (op) {
+    case OpKind::Exp: case OpKind::Expm1: case OpKind::Log: case OpKind::Log1p: case OpKind::Log2:
+    case OpKind::Log10: case OpKind::Sqrt: case OpKind::Rsqrt: case OpKind::Reciprocal: case OpKind::Sin:
+    case OpKind::Cos: case OpKind::Tan: case OpKind::Tanh: case OpKind::Sigmoid: case OpKind::Erf:
+      return UnaryRule::int_to_float;
+    case OpKind::Abs: case OpKind::Neg: case OpKind::Relu: case OpKind::Hardtanh:
+      return UnaryRule::same_no_bool;
+    case OpKind::Gelu: case OpKind::Silu: case OpKind::Elu: case OpKind::LeakyRelu:
+      return UnaryRule::float_only;
+    case OpKind::Isnan: case OpKind::Isinf: case OpKind::LogicalNot:
+      return UnaryRule::to_bool;
+    case OpKind::BitwiseNot:
+      return UnaryRule::integral_only;
+    default:
+      return UnaryRule::same;  // floor ceil round trunc sign
+  }
+}
+
+DType unary_dtype(const ArgReader& a, DType in) {
+  const std::string& op = a.op_name();
+  switch (unary_rule(a.node().op)) {
+    case UnaryRule::int_to_float: return is_integral(in, true) ? DType::f32 : in;
+    case UnaryRule::same: return in;
+    case UnaryRule::same_no_bool:
+      if (in == DType::b8) fail("{}: not supported for bool tensors", op);
+      return in;
+    case UnaryRule::float_only:
+      if (!is_float(in)) fail("{}: expects a floating-point tensor, got {}", op, dtype_name(in));
+      return in;
+    case UnaryRule::to_bool: return DType::b8;
+    case UnaryRule::integral_only:
+      if (!is_integral(in, true)) fail("{}: expects an integer or bool tensor, got {}", op, dtype_name(in));
+      return in;
+  }
+  return in;
+}
+
+bool is_compare(OpKind op) {
+  switch (op) {
+    case OpKind::EqTensor: case OpKind::EqScalar: case OpKind::NeTensor: case OpKind::NeScalar:
+    case OpKind::LtTensor: case OpKind::LtScalar: case OpKind::LeTensor: case OpKind::LeScalar:
+    case OpKind::GtTensor: case OpKind::GtScalar: case OpKind::GeTensor: case OpKind::GeScalar:
+    case OpKind::LogicalAnd: case OpKind::LogicalOr: case OpKind::LogicalXor:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_bitwise(OpKind op) {
+  switch (op) {
+    case OpKind::BitwiseAndTensor: case OpKind::BitwiseAndScalar: case OpKind::BitwiseOrTensor:
+    case OpKind::BitwiseOrScalar: case OpKind::BitwiseXorTensor: case OpKind::BitwiseXorScalar:
+      return true;
+    default:
+      return false;
+  }
+}
+
+DType binary_dtype(const ArgReader& a, DType common) {
+  const std::string& op = a.op_name();
+  OpKind k = a.node().op;
+  if (is_compare(k)) return DType::b8;
+  if (is_bitwise(k) && !is_integral(common, true))
+    fail("{}: bitwise ops need integer or bool operands, got {}", op, dtype_name(common));
+  if ((k == OpKind::SubTensor || k == OpKind::SubScalar) && common == DType::b8)
+    fail("{}: subtraction with two bool tensors is not supported; use logical_xor", op);
+  bool true_div = (k == OpKind::DivTensor || k == OpKind::DivScalar) ||
+                  ((k == OpKind::DivTensorMode || k == OpKind::DivScalarMode) && a.is_none("rounding_mode"));
+  if (k == OpKind::DivTensorMode || k == OpKind::DivScalarMode) {
+    auto mode = a.opt_str("rounding_mode");
+    if (mode && *mode != "trunc" && *mode != "floor")
+      fail("{}: rounding_mode must be none, \"trunc\" or \"floor\", got \"{}\"", op, *mode);
+  }
+  if ((true_div || k == OpKind::Atan2) && is_integral(common, true)) return DType::f32;
+  int alpha = a.node().schema().arg_index("alpha");
+  if (alpha >= 0) {
+    const Arg& al = a.node().args[static_cast<size_t>(alpha)];
+    if (is_integral(common, true) && std::holds_alternative<double>(al.value))
+      fail("{}: for integral input tensors, argument alpha must not be a floating point number", op);
+    if (common != DType::b8 && std::holds_alternative<bool>(al.value))
+      fail("{}: boolean alpha only supported for bool tensors", op);
+  }
+  return common;
+}
+
+std::vector<TensorMeta> pointwise(const ArgReader& a) {
+  const OpSchema& schema = a.node().schema();
+  const std::string& op = schema.name;
+  // Operands: every Tensor and Scalar argument that takes part in the computation.
+  std::vector<PromoteOperand> operands;
+  SymShape shape;
+  std::optional<Device> device;
+  bool first_tensor = true;
+  for (size_t i = 0; i < schema.args.size(); ++i) {
+    const ArgSchema& s = schema.args[i];
+    const Arg& v = a.node().args[i];
+    bool is_condition = s.name == "condition";
+    if (s.type == ArgType::Tensor && !v.is_none()) {
+      const TensorMeta& m = a.graph().meta(std::get<ValueRef>(v.value));
+      shape = first_tensor ? m.sizes : broadcast_shapes(shape, m.sizes, op);
+      first_tensor = false;
+      if (device && *device != m.device && m.dim() > 0)
+        fail("{}: expected all tensors on one device, found {} and {}", op, device_name(*device), device_name(m.device));
+      if (!device) device = m.device;
+      if (is_condition) {
+        if (m.dtype != DType::b8)
+          fail("{}: expected condition to be a boolean tensor, but got a tensor with dtype {}", op, dtype_name(m.dtype));
+        continue;
+      }
+      operands.push_back(operand_of(m));
+    } else if (s.type == ArgType::Scalar && !v.is_none() && s.name != "alpha" && schema.family != OpFamily::unary) {
+      operands.push_back(operand_of_scalar(v));
+    }
+  }
+  COIL_CHECK(!operands.empty()) << op << " has no operands";
+  DType common = result_type(operands);
+  OpKind k = a.node().op;
+  if (k == OpKind::Clamp && a.is_none("min") && a.is_none("max"))
+    fail("{}: at least one of 'min' or 'max' must not be none", op);
+  DType out;
+  if (schema.family == OpFamily::unary) out = unary_dtype(a, operands[0].dtype);
+  else if (schema.family == OpFamily::binary) out = binary_dtype(a, common);
+  else out = common;
+  if (k == OpKind::Gelu) {
+    auto approx = std::get<std::string>(a.raw("approximate").value);
+    if (approx != "none" && approx != "tanh") fail("{}: approximate must be \"none\" or \"tanh\", got \"{}\"", op, approx);
+  }
+  return {TensorMeta::contiguous(out, shape, device.value_or(Device{}))};
+}
+
+}  // namespace
+
+std::vector<TensorMeta> infer_creation(const ArgReader& args) { return creation(args); }
+std::vector<TensorMeta> infer_pointwise(const ArgReader& args) { return pointwise(args); }
+
+}  // namespace coil

@@ -1,0 +1,441 @@
+// Inference for views (strides and offsets as PyTorch computes them), shape ops and indexing.
+#include <algorithm>
+#include <numeric>
+
+#include "graph/infer_ops.h"
+#include "graph/view_strides.h"
+#include "coil/tensor.h"
+#include "support/check.h"
+
+namespace coil {
+
+std::optional<std::vector<int64_t>> view_strides(const std::vector<int64_t>& old_sizes,
+                                                 const std::vector<int64_t>& old_strides,
+                                                 const std::vector<int64_t>& new_sizes) {
+  // Splits the old shape into chunks of dims that are contiguous with each other; each chunk
+  // must map onto a run of new dims with the same element count.
+  std::vector<int64_t> out(new_sizes.size());
+  int64_t numel = std::accumulate(old_sizes.begin(), old_sizes.end(), int64_t{1}, std::multiplies<>());
+  if (numel == 0 || old_sizes.empty()) return contiguous_strides(new_sizes);
+  int64_t view_d = static_cast<int64_t>(new_sizes.size()) - 1;
+  int64_t chunk_base_stride = old_strides.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t d = static_cast<int64_t>(old_sizes.size()) - 1; d >= 0; --d) {
+    tensor_numel *= old_sizes[static_cast<size_t>(d)];
+    bool chunk_ends = d == 0 || (old_sizes[static_cast<size_t>(d - 1)] != 1 &&
+                                 old_strides[static_cast<size_t>(d - 1)] != tensor_numel * chunk_base_stride);
+    if (!chunk_ends) continue;
+    while (view_d >= 0 && (view_numel < tensor_numel || new_sizes[static_cast<size_t>(view_d)] == 1)) {
+      out[static_cast<size_t>(view_d)] = view_numel * chunk_base_stride;
+      view_numel *= new_sizes[static_cast<size_t>(view_d)];
+      --view_d;
+    }
+    if (view_numel != tensor_numel) return std::nullopt;
+    if (d > 0) {
+      chunk_base_stride = old_strides[static_cast<size_t>(d - 1)];
+      tensor_numel = 1;
+      view_numel = 1;
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return out;
+}
+
+namespace {
+
+// Slice bounds the way PyTorch clamps them: negative values count from the end, and
+// out-of-range values clamp to [0, size].
+SymInt clamp_bound(const SymInt& v, const SymInt& size) {
+  if (auto c = v.constant()) {
+    if (auto n = size.constant()) {
+      int64_t x = *c < 0 ? *c + *n : *c;
+      return std::clamp<int64_t>(x, 0, *n);
+    }
+    if (*c >= (int64_t{1} << 40)) return size;  // "to the end" sentinels such as INT64_MAX
+    if (*c < 0) return max(size + v, 0);
+    return min(v, size);
+  }
+  return min(v, size);
+}
+
+SymShape infer_view_size(const ArgReader& a, const TensorMeta& self) {
+  IntList size = a.syms("size");
+  SymInt numel = product(self.sizes);
+  int infer_at = -1;
+  SymInt known = 1;
+  for (size_t i = 0; i < size.size(); ++i) {
+    if (size[i] == SymInt(-1)) {
+      if (infer_at >= 0) fail("{}: only one dimension can be inferred", a.op_name());
+      infer_at = static_cast<int>(i);
+    } else if (size[i].is_constant() && *size[i].constant() < 0) {
+      fail("{}: invalid shape dimension {}", a.op_name(), *size[i].constant());
+    } else {
+      known = known * size[i];
+    }
+  }
+  if (infer_at >= 0) {
+    if (known == SymInt(0)) fail("{}: cannot reshape tensor of {} elements into shape {} because the unspecified dimension size -1 can be any value", a.op_name(), numel.str(), shape_str(size));
+    size[static_cast<size_t>(infer_at)] = floordiv(numel, known);
+    known = known * size[static_cast<size_t>(infer_at)];
+  }
+  if (known != numel)
+    fail("{}: shape {} is invalid for input of size {}", a.op_name(), shape_str(size), numel.str());
+  return size;
+}
+
+TensorMeta view_like(const TensorMeta& self, SymShape sizes, SymShape strides, SymInt offset) {
+  TensorMeta m = self;
+  m.sizes = std::move(sizes);
+  m.strides = std::move(strides);
+  m.offset = std::move(offset);
+  return m;
+}
+
+std::vector<int64_t> wrap_dims(const std::vector<int64_t>& dims, int64_t rank, const std::string& op) {
+  std::vector<int64_t> out;
+  for (int64_t d : dims) {
+    int64_t w = wrap_dim(d, rank, op);
+    if (std::find(out.begin(), out.end(), w) != out.end()) fail("{}: dim {} appears multiple times in the list of dims", op, w);
+    out.push_back(w);
+  }
+  return out;
+}
+
+std::vector<TensorMeta> views(const ArgReader& a) {
+  const std::string& op = a.op_name();
+  const TensorMeta& self = a.tensor("self");
+  int64_t rank = self.dim();
+  switch (a.node().op) {
+    case OpKind::Alias: return {self};
+    case OpKind::View:
+    case OpKind::UnsafeView: {
+      SymShape size = infer_view_size(a, self);
+      if (self.is_contiguous() || self.strides == contiguous_strides(self.sizes))
+        return {view_like(self, size, contiguous_strides(size), self.offset)};
+      auto os = constant_shape(self.sizes), ost = constant_shape(self.strides), ns = constant_shape(size);
+      if (!os || !ost || !ns) fail("{}: cannot view a non-contiguous tensor with symbolic sizes", op);
+      auto strides = view_strides(*os, *ost, *ns);
+      if (!strides)
+        fail("{}: view size is not compatible with input tensor's size and stride (at least one dimension spans "
+             "across two contiguous subspaces); use reshape or clone first",
+             op);
+      SymShape st(strides->begin(), strides->end());
+      return {view_like(self, size, st, self.offset)};
+    }
+    case OpKind::Permute: {
+      auto dims = a.ints("dims");
+      if (static_cast<int64_t>(dims.size()) != rank)
+        fail("{}: number of dims don't match in permute (tensor has {}, dims has {})", op, rank, dims.size());
+      dims = wrap_dims(dims, rank, op);
+      SymShape sizes, strides;
+      for (int64_t d : dims) {
+        sizes.push_back(self.sizes[static_cast<size_t>(d)]);
+        strides.push_back(self.strides[static_cast<size_t>(d)]);
+      }
+      return {view_like(self, sizes, strides, self.offset)};
+    }
+    case OpKind::Expand: {
+      IntList size = a.syms("size");
+      if (static_cast<int64_t>(size.size()) < rank)
+        fail("{}: the number of sizes provided ({}) must be greater or equal to the number of dimensions in the tensor ({})", op, size.size(), rank);
+      size_t lead = size.size() - static_cast<size_t>(rank);
+      SymShape sizes(size.size()), strides(size.size());
+      for (size_t i = 0; i < size.size(); ++i) {
+        if (i < lead) {
+          if (size[i] == SymInt(-1)) fail("{}: -1 is not allowed in a leading, non-existing dimension {}", op, i);
+          sizes[i] = size[i];
+          strides[i] = 0;
+          continue;
+        }
+        const SymInt& have = self.sizes[i - lead];
+        if (size[i] == SymInt(-1) || size[i] == have) {
+          sizes[i] = have;
+          strides[i] = self.strides[i - lead];
+        } else if (have == SymInt(1)) {
+          sizes[i] = size[i];
+          strides[i] = 0;
+        } else {
+          fail("{}: the expanded size of the tensor ({}) must match the existing size ({}) at non-singleton dimension {}; target sizes {}, tensor sizes {}", op, size[i].str(), have.str(), i, shape_str(size), shape_str(self.sizes));
+        }
+      }
+      return {view_like(self, sizes, strides, self.offset)};
+    }
+    case OpKind::SliceTensor: {
+      if (rank == 0) fail("{}: slice() cannot be applied to a 0-dim tensor", op);
+      auto d = static_cast<size_t>(wrap_dim(a.integer("dim"), rank, op));
+      SymInt step = a.sym("step");
+      if (!step.is_constant() || *step.constant() <= 0) fail("{}: slice step must be a positive constant", op);
+      const SymInt& n = self.sizes[d];
+      SymInt start = clamp_bound(a.opt_sym("start").value_or(0), n);
+      SymInt end = clamp_bound(a.opt_sym("end").value_or(n), n);
+      SymInt len = max(end - start, 0);
+      len = floordiv(len + step - 1, step);
+      SymShape sizes = self.sizes, strides = self.strides;
+      sizes[d] = len;
+      strides[d] = self.strides[d] * step;
+      return {view_like(self, sizes, strides, self.offset + start * self.strides[d])};
+    }
+    case OpKind::SelectInt: {
+      if (rank == 0) fail("{}: select() cannot be applied to a 0-dim tensor", op);
+      auto d = static_cast<size_t>(wrap_dim(a.integer("dim"), rank, op));
+      SymInt index = a.sym("index");
+      const SymInt& n = self.sizes[d];
+      if (index.is_constant() && n.is_constant()) {
+        int64_t i = *index.constant(), size = *n.constant();
+        if (i < -size || i >= size)
+          fail("{}: index {} out of range for tensor of size {} at dimension {}", op, i, shape_str(self.sizes), d);
+        index = i < 0 ? i + size : i;
+      } else if (index.is_constant() && *index.constant() < 0) {
+        index = n + index;
+      }
+      SymShape sizes = self.sizes, strides = self.strides;
+      sizes.erase(sizes.begin() + static_cast<std::ptrdiff_t>(d));
+      strides.erase(strides.begin() + static_cast<std::ptrdiff_t>(d));
+      return {view_like(self, sizes, strides, self.offset + index * self.strides[d])};
+    }
+    case OpKind::Squeeze:
+    case OpKind::SqueezeDim:
+    case OpKind::SqueezeDims: {
+      std::vector<int64_t> dims;
+      if (a.node().op == OpKind::SqueezeDim) dims = {wrap_dim(a.integer("dim"), rank, op)};
+      else if (a.node().op == OpKind::SqueezeDims) dims = wrap_dims(a.ints("dim"), rank, op);
+      SymShape sizes, strides;
+      for (int64_t i = 0; i < rank; ++i) {
+        bool listed = a.node().op == OpKind::Squeeze || std::find(dims.begin(), dims.end(), i) != dims.end();
+        if (listed && self.sizes[static_cast<size_t>(i)] == SymInt(1)) continue;
+        sizes.push_back(self.sizes[static_cast<size_t>(i)]);
+        strides.push_back(self.strides[static_cast<size_t>(i)]);
+      }
+      return {view_like(self, sizes, strides, self.offset)};
+    }
+    case OpKind::Unsqueeze: {
+      auto d = static_cast<size_t>(wrap_dim(a.integer("dim"), rank + 1, op));
+      SymShape sizes = self.sizes, strides = self.strides;
+      SymInt stride = d >= static_cast<size_t>(rank) ? SymInt(1) : self.sizes[d] * self.strides[d];
+      sizes.insert(sizes.begin() + static_cast<std::ptrdiff_t>(d), 1);
+      strides.insert(strides.begin() + static_cast<std::ptrdiff_t>(d), stride);
+      return {view_like(self, sizes, strides, self.offset)};
+    }
+    case OpKind::AsStrided: {
+      IntList size = a.syms("size"), stride = a.syms("stride");
+      if (size.size() != stride.size())
+        fail("{}: mismatch in length of strides ({}) and shape ({})", op, stride.size(), size.size());
+      for (const auto& s : stride)
+        if (s.is_constant() && *s.constant() < 0) fail("{}: negative strides are not supported, got {}", op, *s.constant());
+      return {view_like(self, size, stride, a.opt_sym("storage_offset").value_or(self.offset))};
+    }
+    case OpKind::SplitWithSizes: {
+      if (rank == 0) fail("{}: split expects at least a 1-dimensional tensor", op);
+      auto d = static_cast<size_t>(wrap_dim(a.integer("dim"), rank, op));
+      IntList parts = a.syms("split_sizes");
+      SymInt total = 0;
+      for (const auto& p : parts) {
+        if (p.is_constant() && *p.constant() < 0) fail("{}: split_sizes must be non-negative, got {}", op, *p.constant());
+        total = total + p;
+      }
+      if (total != self.sizes[d])
+        fail("{}: split_sizes {} must sum to the size of dimension {} ({}), but got sum {}", op, shape_str(parts), d,
+             self.sizes[d].str(), total.str());
+      std::vector<TensorMeta> out;
+      SymInt start = 0;
+      for (const auto& p : parts) {
+        SymShape sizes = self.sizes;
+        sizes[d] = p;
+        out.push_back(view_like(self, sizes, self.strides, self.offset + start * self.strides[d]));
+        start = start + p;
+      }
+      return out;
+    }
+    default: break;
+  }
+  COIL_CHECK(false) << "no view rule for " << op;
+}
+
+std::vector<TensorMeta> shape_ops(const ArgReader& a) {
+  const std::string& op = a.op_name();
+  switch (a.node().op) {
+    case OpKind::Cat: {
+      auto list = a.tensor_list("tensors");
+      if (list.empty()) fail("{}: expected a non-empty list of tensors", op);
+      // Legacy rule: 1-d empty tensors are skipped when the others have a different shape.
+      std::vector<TensorMeta> parts;
+      std::vector<PromoteOperand> operands;
+      for (const auto& m : list) {
+        operands.push_back({m->dtype, PromoteOperand::Category::dimensioned});
+        if (!(m->dim() == 1 && m->sizes[0] == SymInt(0))) parts.push_back(*m);
+      }
+      DType dt = result_type(operands);
+      if (parts.empty()) return {TensorMeta::contiguous(dt, list[0]->sizes, list[0]->device)};
+      int64_t rank = parts[0].dim();
+      if (rank == 0) fail("{}: zero-dimensional tensor cannot be concatenated", op);
+      auto d = static_cast<size_t>(wrap_dim(a.integer("dim"), rank, op));
+      SymShape sizes = parts[0].sizes;
+      sizes[d] = 0;
+      for (size_t i = 0; i < parts.size(); ++i) {
+        if (parts[i].dim() != rank)
+          fail("{}: tensors must have the same number of dimensions: got {} and {}", op, rank, parts[i].dim());
+        for (size_t k = 0; k < static_cast<size_t>(rank); ++k)
+          if (k != d && parts[i].sizes[k] != parts[0].sizes[k])
+            fail("{}: sizes of tensors must match except in dimension {}; expected size {} but got size {} for tensor number {} in the list", op, d, parts[0].sizes[k].str(), parts[i].sizes[k].str(), i);
+        sizes[d] = sizes[d] + parts[i].sizes[d];
+      }
+      return {TensorMeta::contiguous(dt, sizes, parts[0].device)};
+    }
+    case OpKind::ConstantPadNd: {
+      const TensorMeta& self = a.tensor("self");
+      IntList pad = a.syms("pad");
+      if (pad.size() % 2 != 0) fail("{}: length of pad must be even but instead it equals {}", op, pad.size());
+      if (static_cast<int64_t>(pad.size() / 2) > self.dim())
+        fail("{}: length of pad should be no more than twice the number of dimensions of the input ({} > 2*{})", op, pad.size(), self.dim());
+      SymShape sizes = self.sizes;
+      for (size_t i = 0; i < pad.size() / 2; ++i) {
+        size_t d = sizes.size() - 1 - i;
+        sizes[d] = sizes[d] + pad[2 * i] + pad[2 * i + 1];
+        if (sizes[d].is_constant() && *sizes[d].constant() < 0)
+          fail("{}: the input size {} plus negative padding {} and {} resulted in a negative output size", op, self.sizes[d].str(), pad[2 * i].str(), pad[2 * i + 1].str());
+      }
+      return {TensorMeta::contiguous(self.dtype, sizes, self.device)};
+    }
+    case OpKind::Flip: {
+      const TensorMeta& self = a.tensor("self");
+      wrap_dims(a.ints("dims"), self.dim(), op);
+      return {TensorMeta::contiguous(self.dtype, self.sizes, self.device)};
+    }
+    case OpKind::Repeat: {
+      const TensorMeta& self = a.tensor("self");
+      IntList reps = a.syms("repeats");
+      if (static_cast<int64_t>(reps.size()) < self.dim())
+        fail("{}: number of dimensions of repeat dims ({}) can not be smaller than number of dimensions of tensor ({})", op, reps.size(), self.dim());
+      SymShape sizes(reps.size());
+      size_t lead = reps.size() - static_cast<size_t>(self.dim());
+      for (size_t i = 0; i < reps.size(); ++i) {
+        if (reps[i].is_constant() && *reps[i].constant() < 0) fail("{}: repeats can not be negative, got {}", op, *reps[i].constant());
+        sizes[i] = i < lead ? reps[i] : self.sizes[i - lead] * reps[i];
+      }
+      return {TensorMeta::contiguous(self.dtype, sizes, self.device)};
+    }
+    default: break;
+  }
+  COIL_CHECK(false) << "no shape rule for " << op;
+}
+
+void require_index_dtype(const TensorMeta& index, const std::string& op, std::string_view what, bool allow_i32) {
+  if (index.dtype == DType::i64 || (allow_i32 && index.dtype == DType::i32)) return;
+  fail("{}: {} must be {}, got {}", op, what, allow_i32 ? "i64 or i32" : "i64", dtype_name(index.dtype));
+}
+
+std::vector<TensorMeta> indexing(const ArgReader& a) {
+  const std::string& op = a.op_name();
+  switch (a.node().op) {
+    case OpKind::IndexSelect: {
+      const TensorMeta& self = a.tensor("self");
+      const TensorMeta& index = a.tensor("index");
+      require_index_dtype(index, op, "index", true);
+      if (index.dim() > 1) fail("{}: index must be 0-d or 1-d, got {} dims", op, index.dim());
+      auto d = static_cast<size_t>(wrap_dim(a.integer("dim"), self.dim(), op));
+      SymShape sizes = self.sizes;
+      if (!sizes.empty()) sizes[d] = index.dim() == 0 ? SymInt(1) : index.sizes[0];
+      return {TensorMeta::contiguous(self.dtype, sizes, self.device)};
+    }
+    case OpKind::Gather: {
+      const TensorMeta& self = a.tensor("self");
+      const TensorMeta& index = a.tensor("index");
+      require_index_dtype(index, op, "index", false);
+      wrap_dim(a.integer("dim"), self.dim(), op);
+      if (index.dim() != self.dim() && !(index.dim() <= 1 && self.dim() <= 1))
+        fail("{}: index tensor must have the same number of dimensions as input tensor ({} vs {})", op, index.dim(), self.dim());
+      return {TensorMeta::contiguous(self.dtype, index.sizes, self.device)};
+    }
+    case OpKind::Embedding: {
+      const TensorMeta& weight = a.tensor("weight");
+      const TensorMeta& indices = a.tensor("indices");
+      if (weight.dim() != 2) fail("{}: weight must be 2-D, got {} dims", op, weight.dim());
+      require_index_dtype(indices, op, "indices", true);
+      SymShape sizes = indices.sizes;
+      sizes.push_back(weight.sizes[1]);
+      return {TensorMeta::contiguous(weight.dtype, sizes, weight.device)};
+    }
+    case OpKind::IndexTensor: {
+      const TensorMeta& self = a.tensor("self");
+      auto indices = a.tensor_list("indices");
+      if (static_cast<int64_t>(indices.size()) > self.dim())
+        fail("{}: too many indices for tensor of dimension {} (got {})", op, self.dim(), indices.size());
+      SymShape bshape;
+      bool first = true;
+      int first_pos = -1, last_pos = -1;
+      for (size_t i = 0; i < indices.size(); ++i) {
+        if (!indices[i]) continue;
+        if (indices[i]->dtype == DType::b8 || indices[i]->dtype == DType::u8)
+          fail("{}: boolean mask indices give a data-dependent shape and are not supported; use where() or masked ops", op);
+        require_index_dtype(*indices[i], op, "indices", true);
+        bshape = first ? indices[i]->sizes : broadcast_shapes(bshape, indices[i]->sizes, op);
+        first = false;
+        if (first_pos < 0) first_pos = static_cast<int>(i);
+        last_pos = static_cast<int>(i);
+      }
+      if (first) fail("{}: at least one index must be a tensor", op);
+      bool adjacent = true;
+      for (int i = first_pos; i <= last_pos; ++i)
+        if (!indices[static_cast<size_t>(i)]) adjacent = false;
+      SymShape sizes;
+      auto kept = [&](int64_t d) {
+        return d >= static_cast<int64_t>(indices.size()) || !indices[static_cast<size_t>(d)];
+      };
+      if (adjacent) {
+        for (int64_t d = 0; d < first_pos; ++d) sizes.push_back(self.sizes[static_cast<size_t>(d)]);
+        sizes.insert(sizes.end(), bshape.begin(), bshape.end());
+        for (int64_t d = last_pos + 1; d < self.dim(); ++d) sizes.push_back(self.sizes[static_cast<size_t>(d)]);
+      } else {
+        sizes = bshape;
+        for (int64_t d = 0; d < self.dim(); ++d)
+          if (kept(d)) sizes.push_back(self.sizes[static_cast<size_t>(d)]);
+      }
+      return {TensorMeta::contiguous(self.dtype, sizes, self.device)};
+    }
+    case OpKind::SliceScatter:
+    case OpKind::SelectScatter: {
+      const TensorMeta& self = a.tensor("self");
+      const TensorMeta& src = a.tensor("src");
+      // The expected src shape is that of the matching view of self.
+      Graph probe;
+      ValueRef base = probe.add_input("self", self.dtype, self.sizes, self.device);
+      bool is_slice = a.node().op == OpKind::SliceScatter;
+      std::vector<std::pair<std::string, Arg>> kw = {{"dim", a.raw("dim")}};
+      if (is_slice) {
+        kw.push_back({"start", a.raw("start")});
+        kw.push_back({"end", a.raw("end")});
+        kw.push_back({"step", a.raw("step")});
+      } else {
+        kw.push_back({"index", a.raw("index")});
+      }
+      ValueRef view = probe.call1(is_slice ? OpKind::SliceTensor : OpKind::SelectInt, {base}, kw);
+      if (probe.meta(view).sizes != src.sizes)
+        fail("{}: expected src to have a size equal to the slice of self; src size {}, slice size {}", op,
+             shape_str(src.sizes), shape_str(probe.meta(view).sizes));
+      return {TensorMeta::contiguous(self.dtype, self.sizes, self.device)};
+    }
+    case OpKind::ScatterSrc:
+    case OpKind::ScatterAdd: {
+      const TensorMeta& self = a.tensor("self");
+      const TensorMeta& index = a.tensor("index");
+      const TensorMeta& src = a.tensor("src");
+      require_index_dtype(index, op, "index", false);
+      wrap_dim(a.integer("dim"), self.dim(), op);
+      if (index.dim() != self.dim() || src.dim() != self.dim())
+        fail("{}: index, src and self must have the same number of dimensions ({}, {}, {})", op, index.dim(), src.dim(), self.dim());
+      if (src.dtype != self.dtype)
+        fail("{}: expected self.dtype to be equal to src.dtype ({} vs {})", op, dtype_name(self.dtype), dtype_name(src.dtype));
+      return {TensorMeta::contiguous(self.dtype, self.sizes, self.device)};
+    }
+    default: break;
+  }
+  COIL_CHECK(false) << "no indexing rule for " << op;
+}
+
+}  // namespace
+
+std::vector<TensorMeta> infer_view(const ArgReader& args) { return views(args); }
+std::vector<TensorMeta> infer_shape(const ArgReader& args) { return shape_ops(args); }
+std::vector<TensorMeta> infer_indexing(const ArgReader& args) { return indexing(args); }
+
+}  // namespace coil

@@ -1,0 +1,58 @@
+// Shared pieces of output-metadata inference: typed argument access, dim wrapping,
+// broadcasting and PyTorch's result_type. Private to src/graph.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "coil/graph.h"
+
+namespace coil {
+
+// Typed access to a node's bound arguments; errors name the op and the argument.
+class ArgReader {
+ public:
+  ArgReader(const Graph& graph, const Node& node) : graph_(graph), node_(node) {}
+  const Graph& graph() const { return graph_; }
+  const Node& node() const { return node_; }
+  const std::string& op_name() const { return node_.schema().name; }
+
+  const TensorMeta& tensor(std::string_view name) const;
+  std::optional<TensorMeta> opt_tensor(std::string_view name) const;
+  std::vector<std::optional<TensorMeta>> tensor_list(std::string_view name) const;
+  SymInt sym(std::string_view name) const;
+  std::optional<SymInt> opt_sym(std::string_view name) const;
+  int64_t integer(std::string_view name) const;  // must be a constant
+  std::optional<std::vector<int64_t>> opt_ints(std::string_view name) const;
+  std::vector<int64_t> ints(std::string_view name) const;  // constants
+  IntList syms(std::string_view name) const;
+  double real(std::string_view name) const;
+  bool flag(std::string_view name) const;
+  std::optional<std::string> opt_str(std::string_view name) const;
+  std::optional<DType> opt_dtype(std::string_view name) const;
+  const Arg& raw(std::string_view name) const { return node_.arg(name); }
+  bool is_none(std::string_view name) const { return node_.arg(name).is_none(); }
+
+ private:
+  const Graph& graph_;
+  const Node& node_;
+};
+
+// PyTorch's dim wrapping: -1 is the last dim; a 0-d tensor accepts dims 0 and -1.
+int64_t wrap_dim(int64_t dim, int64_t rank, const std::string& op);
+SymShape broadcast_shapes(const SymShape& a, const SymShape& b, const std::string& op);
+
+// An operand of PyTorch's type promotion: a dimensioned tensor, a 0-d tensor, or a wrapped
+// Python scalar.
+struct PromoteOperand {
+  enum class Category { dimensioned, zero_dim, wrapped };
+  DType dtype;
+  Category category;
+};
+PromoteOperand operand_of(const TensorMeta& m);
+PromoteOperand operand_of_scalar(const Arg& scalar);  // bool, int or float
+DType result_type(const std::vector<PromoteOperand>& operands);
+// The dtype a Python scalar literal has when it makes a tensor: bool, i64 or f32.
+DType scalar_dtype(const Arg& scalar);
+
+}  // namespace coil

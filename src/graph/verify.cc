@@ -1,0 +1,139 @@
+// The verifier: a graph is well formed when every node's arguments fit its schema, refer to
+// earlier values, use declared symbols, and every declared output type is the inferred one.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "coil/graph.h"
+#include "graph/text_util.h"
+#include "support/check.h"
+
+namespace coil {
+
+namespace {
+
+void collect_arg_symbols(const Arg& a, std::vector<std::string>& out) {
+  if (auto* s = std::get_if<SymInt>(&a.value)) s->collect_symbols(out);
+  if (auto* l = std::get_if<IntList>(&a.value))
+    for (const auto& s : *l) s.collect_symbols(out);
+}
+
+void collect_meta_symbols(const TensorMeta& m, std::vector<std::string>& out) {
+  for (const auto& s : m.sizes) s.collect_symbols(out);
+  for (const auto& s : m.strides) s.collect_symbols(out);
+  m.offset.collect_symbols(out);
+}
+
+// A computed (non-view) result may use any dense, non-overlapping layout.
+bool is_dense_layout(const TensorMeta& m) {
+  if (m.offset != SymInt(0) || m.strides.size() != m.sizes.size()) return false;
+  if (m.strides == contiguous_strides(m.sizes)) return true;
+  auto sizes = constant_shape(m.sizes);
+  auto strides = constant_shape(m.strides);
+  if (!sizes || !strides) return false;
+  std::vector<size_t> order(sizes->size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return (*strides)[a] < (*strides)[b]; });
+  int64_t expected = 1;
+  for (size_t d : order) {
+    if ((*sizes)[d] == 1) continue;
+    if ((*strides)[d] != expected) return false;
+    expected *= (*sizes)[d];
+  }
+  return true;
+}
+
+void check_ref(const Graph& g, const ValueRef& r, size_t before) {
+  if (r.node < 0 || static_cast<size_t>(r.node) >= before)
+    fail("refers to a value defined later or not at all (node #{})", r.node);
+  if (r.output < 0 || static_cast<size_t>(r.output) >= g.nodes[static_cast<size_t>(r.node)].outputs.size())
+    fail("refers to output {} of %{}, which has {}", r.output, g.nodes[static_cast<size_t>(r.node)].name(),
+         g.nodes[static_cast<size_t>(r.node)].outputs.size());
+}
+
+}  // namespace
+
+void verify_node(const Graph& g, size_t index, const std::set<std::string>& symbols) {
+  const Node& node = g.nodes[index];
+  const OpSchema& schema = node.schema();
+  if (node.outputs.empty()) fail("has no outputs");
+  if (node.args.size() != schema.args.size())
+    fail("has {} arguments, its schema {} has {}", node.args.size(), schema.text, schema.args.size());
+  std::vector<std::pair<std::string, Arg>> by_name;
+  for (size_t i = 0; i < schema.args.size(); ++i) by_name.emplace_back(schema.args[i].name, node.args[i]);
+  bind_arguments(schema, {}, std::move(by_name));  // type-checks every argument
+  std::vector<std::string> used;
+  for (const auto& a : node.args) {
+    if (auto* r = std::get_if<ValueRef>(&a.value)) check_ref(g, *r, index);
+    if (auto* l = std::get_if<TensorList>(&a.value))
+      for (const auto& e : *l)
+        if (e) check_ref(g, *e, index);
+    collect_arg_symbols(a, used);
+  }
+  for (const auto& o : node.outputs) collect_meta_symbols(o.meta, used);
+  for (const auto& s : used)
+    if (!symbols.count(s)) fail("uses size symbol '{}', which is not declared (add `sym {}`)", s, s);
+
+  if (schema.family == OpFamily::source) {
+    if (node.outputs.size() != 1) fail("must have exactly one output");
+    const TensorMeta& m = node.outputs[0].meta;
+    if (!m.is_contiguous()) fail("{} values must be contiguous, got {}", schema.base, m.str());
+    if (node.op == OpKind::Weight && std::get<std::string>(node.arg("key").value).empty())
+      fail("weight key must not be empty");
+    if (node.op == OpKind::Constant) {
+      auto shape = constant_shape(m.sizes);
+      if (!shape) fail("constant must have a constant shape, got {}", shape_str(m.sizes));
+      int64_t numel = 1;
+      for (int64_t s : *shape) numel *= s;
+      size_t have = std::get<FloatList>(node.arg("value").value).size();
+      if (static_cast<int64_t>(have) != numel)
+        fail("constant of shape {} needs {} value{}, got {}", shape_str(m.sizes), numel, numel == 1 ? "" : "s", have);
+    }
+    return;
+  }
+  std::vector<TensorMeta> inferred = infer_outputs(g, node);
+  if (inferred.size() != node.outputs.size())
+    fail("{} produces {} output{} here, but {} {} declared", schema.name, inferred.size(), inferred.size() == 1 ? "" : "s",
+         node.outputs.size(), node.outputs.size() == 1 ? "is" : "are");
+  for (size_t i = 0; i < inferred.size(); ++i) {
+    const TensorMeta& want = inferred[i];
+    const TensorMeta& have = node.outputs[i].meta;
+    bool layout_ok = schema.is_view ? (have.strides == want.strides && have.offset == want.offset) : is_dense_layout(have);
+    if (have.dtype != want.dtype || have.sizes != want.sizes || have.device != want.device || !layout_ok)
+      fail("output %{} is declared {} but {} gives {}", node.outputs[i].name, have.str(), schema.name, want.str());
+  }
+}
+
+void verify(const Graph& g) {
+  std::set<std::string> symbols;
+  for (const auto& s : g.symbols) {
+    if (s.name.empty()) fail("graph {}: a size symbol has an empty name", g.name);
+    if (!symbols.insert(s.name).second) fail("graph {}: size symbol '{}' is declared twice", g.name, s.name);
+    if (s.hint && *s.hint < 0) fail("graph {}: size symbol '{}' has a negative hint {}", g.name, s.name, *s.hint);
+  }
+  std::set<std::string> names;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& node = g.nodes[i];
+    std::string label = node.outputs.empty() ? fmt::format("#{}", i) : "%" + node.name();
+    try {
+      for (const auto& o : node.outputs) {
+        if (o.name.empty()) fail("has an output with an empty name");
+        if (!names.insert(o.name).second) fail("defines %{} a second time", o.name);
+      }
+      verify_node(g, i, symbols);
+    } catch (const Error& e) {
+      fail("graph {}: node {} ({}): {}", g.name, label, node.schema().name, e.what());
+    }
+  }
+  if (g.outputs.empty()) fail("graph {}: has no outputs (add a `return`)", g.name);
+  for (const auto& r : g.outputs) {
+    try {
+      check_ref(g, r, g.nodes.size());
+    } catch (const Error& e) {
+      fail("graph {}: return: {}", g.name, e.what());
+    }
+  }
+}
+
+}  // namespace coil

@@ -1,0 +1,269 @@
+// Reference evaluation of creation, copy and pointwise ops. Operands are converted to the
+// op's computation type first (as PyTorch's TensorIterator does), computed in double, and
+// rounded to the output dtype on store.
+#include <cmath>
+#include <numbers>
+
+#include "reference/eval.h"
+#include "support/check.h"
+
+namespace coil::ref {
+
+namespace {
+
+std::vector<Tensor> creation(const NodeEval& e) {
+  Tensor out = e.new_output();
+  switch (e.op()) {
+    case OpKind::Full:
+    case OpKind::FullLike: {
+      double v = e.real("fill_value");
+      for_each_index(out.sizes(), [&](const Shape& idx) { set(out, idx, v); });
+      return {out};
+    }
+    case OpKind::ArangeStartStep: {
+      double start = e.real("start"), step = e.real("step");
+      for (int64_t i = 0; i < out.numel(); ++i) out.store(out.element_index(Shape{i}), start + static_cast<double>(i) * step);
+      return {out};
+    }
+    case OpKind::ScalarTensor:
+      out.store(out.offset(), e.real("s"));
+      return {out};
+    case OpKind::EmptyMemoryFormat:
+    case OpKind::EmptyStrided:
+      return {out};  // contents are unspecified; zeros keep runs deterministic
+    case OpKind::Clone:
+    case OpKind::ToCopy:
+      copy_into(out, e.tensor("self"));
+      return {out};
+    case OpKind::Copy:
+      copy_into(out, e.tensor("src"));
+      return {out};
+    default: break;
+  }
+  COIL_CHECK(false) << "no creation evaluator for " << e.op_name();
+}
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+double unary(const NodeEval& e, double x, DType in) {
+  switch (e.op()) {
+    case OpKind::Abs: return std::fabs(x);
+    case OpKind::Neg: return -x;
+    case OpKind::Exp: return std::exp(x);
+    case OpKind::Expm1: return std::expm1(x);
+    case OpKind::Log: return std::log(x);
+    case OpKind::Log1p: return std::log1p(x);
+    case OpKind::Log2: return std::log2(x);
+    case OpKind::Log10: return std::log10(x);
+    case OpKind::Sqrt: return std::sqrt(x);
+    case OpKind::Rsqrt: return 1.0 / std::sqrt(x);
+    case OpKind::Reciprocal: return 1.0 / x;
+    case OpKind::Sin: return std::sin(x);
+    case OpKind::Cos: return std::cos(x);
+    case OpKind::Tan: return std::tan(x);
+    case OpKind::Tanh: return std::tanh(x);
+    case OpKind::Sigmoid: return sigmoid(x);
+    case OpKind::Erf: return std::erf(x);
+    case OpKind::Relu: return std::isnan(x) ? x : std::max(x, 0.0);
+    case OpKind::Gelu: {
+      if (*e.opt_str("approximate") == "tanh") {
+        double k = std::sqrt(2.0 / std::numbers::pi);
+        return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
+      }
+      return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2));
+    }
+    case OpKind::Silu: return x * sigmoid(x);
+    case OpKind::LeakyRelu: return x > 0 ? x : x * e.real("negative_slope");
+    case OpKind::Elu: {
+      double alpha = e.real("alpha"), scale = e.real("scale"), input_scale = e.real("input_scale");
+      return x > 0 ? scale * x : scale * alpha * std::expm1(x * input_scale);
+    }
+    case OpKind::Hardtanh: {
+      if (std::isnan(x)) return x;
+      return std::min(std::max(x, e.real("min_val")), e.real("max_val"));
+    }
+    case OpKind::Floor: return std::floor(x);
+    case OpKind::Ceil: return std::ceil(x);
+    case OpKind::Round: return std::nearbyint(x);  // half to even
+    case OpKind::Trunc: return std::trunc(x);
+    case OpKind::Sign: return in == DType::b8 ? x : static_cast<double>((x > 0) - (x < 0));
+    case OpKind::Isnan: return std::isnan(x);
+    case OpKind::Isinf: return std::isinf(x);
+    case OpKind::LogicalNot: return x == 0;
+    default: break;
+  }
+  COIL_CHECK(false) << "no unary evaluator for " << e.op_name();
+}
+
+int64_t checked_divisor(int64_t b) {
+  if (b == 0) fail("integer division by zero (ZeroDivisionError)");
+  return b;
+}
+
+int64_t floor_div_int(int64_t a, int64_t b) {
+  checked_divisor(b);
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
+// Floor division of floats that stays exact where a/b rounds across an integer.
+double floor_div_real(double a, double b) {
+  if (b == 0) return a / b;
+  double m = std::fmod(a, b);
+  double d = (a - m) / b;
+  if (m != 0 && ((b < 0) != (m < 0))) d -= 1;
+  if (d == 0) return std::copysign(0.0, a / b);
+  double f = std::floor(d);
+  return d - f > 0.5 ? f + 1 : f;
+}
+
+double remainder_real(double a, double b) {
+  double r = std::fmod(a, b);
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  return r;
+}
+
+int64_t ipow(int64_t base, int64_t exp) {
+  if (exp < 0) {
+    if (base == 1) return 1;
+    if (base == -1) return exp % 2 == 0 ? 1 : -1;
+    fail("integers to negative integer powers are not allowed");
+  }
+  uint64_t result = 1, b = static_cast<uint64_t>(base);  // unsigned: wraps like the kernels do
+  while (exp) {
+    if (exp & 1) result *= b;
+    b *= b;
+    exp >>= 1;
+  }
+  return static_cast<int64_t>(result);
+}
+
+double binary(const NodeEval& e, double a, double b, bool integral) {
+  auto as_int = [](double v) { return static_cast<int64_t>(v); };
+  switch (e.op()) {
+    case OpKind::AddTensor: case OpKind::AddScalar: return a + e.real("alpha") * b;
+    case OpKind::SubTensor: case OpKind::SubScalar: return a - e.real("alpha") * b;
+    case OpKind::MulTensor: case OpKind::MulScalar: return a * b;
+    case OpKind::DivTensor: case OpKind::DivScalar: return a / b;
+    case OpKind::DivTensorMode: case OpKind::DivScalarMode: {
+      auto mode = e.opt_str("rounding_mode");
+      if (!mode) return a / b;
+      if (integral) {
+        int64_t x = as_int(a), y = checked_divisor(as_int(b));
+        return static_cast<double>(*mode == "trunc" ? x / y : floor_div_int(x, y));
+      }
+      return *mode == "trunc" ? std::trunc(a / b) : floor_div_real(a, b);
+    }
+    case OpKind::PowTensorTensor: case OpKind::PowTensorScalar: case OpKind::PowScalar:
+      return integral ? static_cast<double>(ipow(as_int(a), as_int(b))) : std::pow(a, b);
+    case OpKind::RemainderTensor: case OpKind::RemainderScalar:
+      if (integral) {
+        int64_t x = as_int(a), y = checked_divisor(as_int(b));
+        return static_cast<double>(x - floor_div_int(x, y) * y);
+      }
+      return remainder_real(a, b);
+    case OpKind::FmodTensor: case OpKind::FmodScalar:
+      if (integral) return static_cast<double>(as_int(a) % checked_divisor(as_int(b)));
+      return std::fmod(a, b);
+    case OpKind::Maximum: return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
+    case OpKind::Minimum: return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
+    case OpKind::Atan2: return std::atan2(a, b);
+    case OpKind::EqTensor: case OpKind::EqScalar: return a == b;
+    case OpKind::NeTensor: case OpKind::NeScalar: return a != b;
+    case OpKind::LtTensor: case OpKind::LtScalar: return a < b;
+    case OpKind::LeTensor: case OpKind::LeScalar: return a <= b;
+    case OpKind::GtTensor: case OpKind::GtScalar: return a > b;
+    case OpKind::GeTensor: case OpKind::GeScalar: return a >= b;
+    case OpKind::LogicalAnd: return (a != 0) && (b != 0);
+    case OpKind::LogicalOr: return (a != 0) || (b != 0);
+    case OpKind::LogicalXor: return (a != 0) != (b != 0);
+    case OpKind::BitwiseAndTensor: case OpKind::BitwiseAndScalar: return static_cast<double>(as_int(a) & as_int(b));
+    case OpKind::BitwiseOrTensor: case OpKind::BitwiseOrScalar: return static_cast<double>(as_int(a) | as_int(b));
+    case OpKind::BitwiseXorTensor: case OpKind::BitwiseXorScalar: return static_cast<double>(as_int(a) ^ as_int(b));
+    default: break;
+  }
+  COIL_CHECK(false) << "no binary evaluator for " << e.op_name();
+}
+
+// The dtype operands are converted to before computing: the promoted type of the operands,
+// or the float output type for ops that turn integers into floats.
+DType compute_dtype(const NodeEval& e, const std::vector<DType>& operand_dtypes, bool has_scalar_float) {
+  DType out = e.out_dtype();
+  if (out != DType::b8 && is_float(out)) return out;
+  DType common = operand_dtypes.empty() ? out : operand_dtypes[0];
+  for (DType d : operand_dtypes) common = promote_types(common, d);
+  if (has_scalar_float && !is_float(common)) return DType::f32;
+  return common;
+}
+
+std::vector<Tensor> pointwise(const NodeEval& e) {
+  Tensor out = e.new_output();
+  const OpSchema& schema = e.node().schema();
+  // Operands in schema order: tensors broadcast to the output, scalars as constants.
+  struct Operand {
+    std::optional<Tensor> tensor;
+    double scalar = 0;
+  };
+  std::vector<Operand> operands;
+  std::optional<Tensor> condition;
+  std::vector<DType> dtypes;
+  bool scalar_float = false;
+  for (size_t i = 0; i < schema.args.size(); ++i) {
+    const ArgSchema& s = schema.args[i];
+    if (s.type == ArgType::Tensor) {
+      auto t = e.opt_tensor(s.name);
+      if (s.name == "condition") {
+        condition = broadcast_to(*t, out.sizes());
+        continue;
+      }
+      if (!t) {
+        operands.push_back({std::nullopt, NAN});  // an absent clamp bound
+        continue;
+      }
+      dtypes.push_back(t->dtype());
+      operands.push_back({broadcast_to(*t, out.sizes()), 0});
+    } else if (s.type == ArgType::Scalar && s.name != "alpha" && schema.family != OpFamily::unary) {
+      auto v = e.opt_real(s.name);
+      if (v && std::holds_alternative<double>(e.raw(s.name).value)) scalar_float = true;
+      operands.push_back({std::nullopt, v.value_or(NAN)});
+    }
+  }
+  bool is_compare = out.dtype() == DType::b8 && schema.family == OpFamily::binary;
+  DType compute = is_compare || schema.family != OpFamily::unary ? compute_dtype(e, dtypes, scalar_float) : e.out_dtype();
+  if (schema.family == OpFamily::unary) compute = is_float(e.out_dtype()) ? e.out_dtype() : dtypes[0];
+  bool integral = is_integral(compute, true);
+  std::vector<double> x(operands.size());
+  for_each_index(out.sizes(), [&](const Shape& idx) {
+    for (size_t k = 0; k < operands.size(); ++k) {
+      const auto& o = operands[k];
+      double v = o.tensor ? at(*o.tensor, idx) : o.scalar;
+      x[k] = std::isnan(v) && !o.tensor ? v : opmath_round(v, compute);
+    }
+    double r;
+    switch (schema.family) {
+      case OpFamily::unary:
+        r = e.op() == OpKind::BitwiseNot ? (compute == DType::b8 ? (x[0] == 0) : static_cast<double>(~static_cast<int64_t>(x[0])))
+                                         : unary(e, x[0], compute);
+        break;
+      case OpFamily::binary: r = binary(e, x[0], x[1], integral); break;
+      default:
+        if (condition) {
+          r = at(*condition, idx) != 0 ? x[0] : x[1];
+        } else {  // clamp: lower bound first, then upper; NaN in the input propagates
+          r = x[0];
+          if (!std::isnan(r) && !std::isnan(x[1])) r = std::max(r, x[1]);
+          if (!std::isnan(r) && !std::isnan(x[2])) r = std::min(r, x[2]);
+        }
+    }
+    set(out, idx, r);
+  });
+  return {out};
+}
+
+}  // namespace
+
+std::vector<Tensor> eval_creation(const NodeEval& e) { return creation(e); }
+std::vector<Tensor> eval_pointwise(const NodeEval& e) { return pointwise(e); }
+
+}  // namespace coil::ref

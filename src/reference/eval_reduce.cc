@@ -1,0 +1,303 @@
+// Reference evaluation of reductions, scans and normalizations: plain loops in double.
+#include <algorithm>
+#include <cmath>
+
+#include "reference/eval.h"
+#include "support/check.h"
+
+namespace coil::ref {
+
+namespace {
+
+std::vector<int64_t> dims_or_all(const std::optional<std::vector<int64_t>>& dims, int64_t rank) {
+  std::vector<int64_t> out;
+  if (!dims || dims->empty()) {
+    for (int64_t d = 0; d < rank; ++d) out.push_back(d);
+    return out;
+  }
+  for (int64_t d : *dims) out.push_back(wrap(d, rank));
+  return out;
+}
+
+// Groups the input's elements by output position: calls fn(out_index, values) once per
+// output element with the reduced elements in row-major order, plus their flat positions
+// within the reduced sub-space (for argmax).
+void reduce(const Tensor& in, const std::vector<int64_t>& dims, bool keepdim,
+            const std::function<void(const Shape&, const std::vector<double>&)>& fn) {
+  Shape kept_sizes, red_sizes;
+  for (int64_t d = 0; d < in.dim(); ++d) {
+    bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
+    (reduced ? red_sizes : kept_sizes).push_back(in.sizes()[static_cast<size_t>(d)]);
+  }
+  for_each_index(kept_sizes, [&](const Shape& kept) {
+    std::vector<double> values;
+    for_each_index(red_sizes, [&](const Shape& red) {
+      Shape idx;
+      size_t k = 0, r = 0;
+      for (int64_t d = 0; d < in.dim(); ++d) {
+        bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
+        idx.push_back(reduced ? red[r++] : kept[k++]);
+      }
+      values.push_back(at(in, idx));
+    });
+    Shape out_idx;
+    size_t k = 0;
+    for (int64_t d = 0; d < in.dim(); ++d) {
+      bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
+      if (!reduced) out_idx.push_back(kept[k++]);
+      else if (keepdim) out_idx.push_back(0);
+    }
+    fn(out_idx, values);
+  });
+}
+
+// Index of the max (or min); NaN counts as the extreme, and the first occurrence wins.
+size_t arg_extreme(const std::vector<double>& v, bool want_max) {
+  size_t best = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (std::isnan(v[best])) break;
+    if (std::isnan(v[i]) || (want_max ? v[i] > v[best] : v[i] < v[best])) best = i;
+  }
+  return best;
+}
+
+double sum(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return s;
+}
+
+double variance(const std::vector<double>& v, double correction) {
+  double n = static_cast<double>(v.size());
+  double mean = sum(v) / n;
+  double ss = 0;
+  for (double x : v) ss += (x - mean) * (x - mean);
+  return ss / std::max(0.0, n - correction);
+}
+
+std::vector<Tensor> reductions(const NodeEval& e) {
+  const Tensor& self = e.tensor("self");
+  Tensor out = e.new_output();
+  int64_t rank = self.dim();
+  DType acc = e.out_dtype();
+  // Values are converted to the output (accumulation) dtype first, as PyTorch does.
+  auto cast_all = [&](std::vector<double> v, DType dt) {
+    for (double& x : v) x = opmath_round(x, dt);
+    return v;
+  };
+  auto write = [&](const Tensor& t, const Shape& idx, double v) { set(t, idx, v); };
+  switch (e.op()) {
+    case OpKind::Sum: case OpKind::SumDimIntList: case OpKind::Mean: case OpKind::MeanDim:
+    case OpKind::Prod: case OpKind::ProdDimInt: {
+      std::optional<std::vector<int64_t>> dims;
+      if (e.op() == OpKind::SumDimIntList || e.op() == OpKind::MeanDim) dims = e.opt_ints("dim");
+      if (e.op() == OpKind::ProdDimInt) dims = std::vector<int64_t>{e.integer("dim")};
+      bool keep = e.node().schema().arg_index("keepdim") >= 0 && e.flag("keepdim");
+      bool is_prod = e.op() == OpKind::Prod || e.op() == OpKind::ProdDimInt;
+      bool is_mean = e.op() == OpKind::Mean || e.op() == OpKind::MeanDim;
+      reduce(self, dims_or_all(dims, rank), keep, [&](const Shape& idx, const std::vector<double>& raw) {
+        auto v = cast_all(raw, acc);
+        double r = is_prod ? 1.0 : sum(v);
+        if (is_prod)
+          for (double x : v) r *= x;
+        if (is_mean) r /= static_cast<double>(v.size());
+        write(out, idx, r);
+      });
+      return {out};
+    }
+    case OpKind::Amax: case OpKind::Amin: {
+      bool want_max = e.op() == OpKind::Amax;
+      reduce(self, dims_or_all(e.ints("dim"), rank), e.flag("keepdim"), [&](const Shape& idx, const std::vector<double>& v) {
+        write(out, idx, v[arg_extreme(v, want_max)]);
+      });
+      return {out};
+    }
+    case OpKind::Argmax: case OpKind::Argmin: {
+      bool want_max = e.op() == OpKind::Argmax;
+      auto dim = e.opt_integer("dim");
+      if (!dim) {
+        // Over the flattened tensor; keepdim gives all-ones dims.
+        std::vector<double> v;
+        for_each_index(self.sizes(), [&](const Shape& i) { v.push_back(at(self, i)); });
+        out.store(out.offset(), static_cast<double>(arg_extreme(v, want_max)));
+        return {out};
+      }
+      reduce(self, {wrap(*dim, rank)}, e.flag("keepdim"), [&](const Shape& idx, const std::vector<double>& v) {
+        write(out, idx, static_cast<double>(arg_extreme(v, want_max)));
+      });
+      return {out};
+    }
+    case OpKind::VarCorrection: {
+      double correction = e.opt_real("correction").value_or(1.0);
+      reduce(self, dims_or_all(e.opt_ints("dim"), rank), e.flag("keepdim"), [&](const Shape& idx, const std::vector<double>& v) {
+        write(out, idx, variance(v, correction));
+      });
+      return {out};
+    }
+    case OpKind::Any: case OpKind::AnyDim: case OpKind::AnyDims: {
+      std::optional<std::vector<int64_t>> dims;
+      if (e.op() == OpKind::AnyDim) dims = std::vector<int64_t>{e.integer("dim")};
+      if (e.op() == OpKind::AnyDims) dims = e.opt_ints("dim");
+      bool keep = e.op() != OpKind::Any && e.flag("keepdim");
+      reduce(self, dims_or_all(dims, rank), keep, [&](const Shape& idx, const std::vector<double>& v) {
+        write(out, idx, std::any_of(v.begin(), v.end(), [](double x) { return x != 0; }));
+      });
+      return {out};
+    }
+    case OpKind::MaxDim: case OpKind::MinDim: {
+      Tensor indices = e.new_output(1);
+      bool want_max = e.op() == OpKind::MaxDim;
+      reduce(self, {wrap(e.integer("dim"), rank)}, e.flag("keepdim"), [&](const Shape& idx, const std::vector<double>& v) {
+        size_t i = arg_extreme(v, want_max);
+        write(out, idx, v[i]);
+        write(indices, idx, static_cast<double>(i));
+      });
+      return {out, indices};
+    }
+    case OpKind::Cumsum: {
+      int64_t d = wrap(e.integer("dim"), rank);
+      if (rank == 0) {
+        set(out, {}, opmath_round(at(self, {}), acc));
+        return {out};
+      }
+      Shape outer = self.sizes();
+      outer[static_cast<size_t>(d)] = 1;
+      for_each_index(outer, [&](const Shape& base) {
+        double running = 0;
+        Shape idx = base;
+        for (int64_t i = 0; i < self.sizes()[static_cast<size_t>(d)]; ++i) {
+          idx[static_cast<size_t>(d)] = i;
+          running += opmath_round(at(self, idx), acc);
+          set(out, idx, running);
+        }
+      });
+      return {out};
+    }
+    default: break;
+  }
+  COIL_CHECK(false) << "no reduction evaluator for " << e.op_name();
+}
+
+// Visits the rows along `dim`: fn(indices of the row's elements).
+void for_each_row(const Shape& sizes, int64_t dim, const std::function<void(const std::vector<Shape>&)>& fn) {
+  if (sizes.empty()) {
+    fn({Shape{}});
+    return;
+  }
+  Shape outer = sizes;
+  outer[static_cast<size_t>(dim)] = 1;
+  for_each_index(outer, [&](const Shape& base) {
+    std::vector<Shape> row;
+    for (int64_t i = 0; i < sizes[static_cast<size_t>(dim)]; ++i) {
+      row.push_back(base);
+      row.back()[static_cast<size_t>(dim)] = i;
+    }
+    fn(row);
+  });
+}
+
+std::vector<Tensor> normalizations(const NodeEval& e) {
+  switch (e.op()) {
+    case OpKind::Softmax: case OpKind::LogSoftmax: {
+      const Tensor& self = e.tensor("self");
+      Tensor out = e.new_output();
+      bool log = e.op() == OpKind::LogSoftmax;
+      for_each_row(self.sizes(), wrap(e.integer("dim"), self.dim()), [&](const std::vector<Shape>& row) {
+        double m = -INFINITY;
+        for (const auto& i : row) m = std::max(m, at(self, i));
+        double s = 0;
+        for (const auto& i : row) s += std::exp(at(self, i) - m);
+        for (const auto& i : row) {
+          double x = at(self, i) - m;
+          set(out, i, log ? x - std::log(s) : std::exp(x) / s);
+        }
+      });
+      return {out};
+    }
+    case OpKind::NativeLayerNorm: {
+      const Tensor& input = e.tensor("input");
+      auto weight = e.opt_tensor("weight"), bias = e.opt_tensor("bias");
+      Tensor out = e.new_output(0), mean = e.new_output(1), rstd = e.new_output(2);
+      double eps = e.real("eps");
+      size_t k = e.ints("normalized_shape").size();
+      std::vector<int64_t> dims;
+      for (int64_t d = input.dim() - static_cast<int64_t>(k); d < input.dim(); ++d) dims.push_back(d);
+      Shape inner(input.sizes().end() - static_cast<std::ptrdiff_t>(k), input.sizes().end());
+      reduce(input, dims, true, [&](const Shape& idx, const std::vector<double>& v) {
+        double mu = sum(v) / static_cast<double>(v.size());
+        double r = 1.0 / std::sqrt(variance(v, 0) + eps);
+        set(mean, idx, mu);
+        set(rstd, idx, r);
+        size_t n = 0;
+        for_each_index(inner, [&](const Shape& j) {
+          Shape full(idx.begin(), idx.end() - static_cast<std::ptrdiff_t>(k));
+          full.insert(full.end(), j.begin(), j.end());
+          double y = (v[n++] - mu) * r;
+          if (weight) y *= at(*weight, j);
+          if (bias) y += at(*bias, j);
+          set(out, full, y);
+        });
+      });
+      return {out, mean, rstd};
+    }
+    case OpKind::NativeGroupNorm: {
+      const Tensor& input = e.tensor("input");
+      auto weight = e.opt_tensor("weight"), bias = e.opt_tensor("bias");
+      Tensor out = e.new_output(0), mean = e.new_output(1), rstd = e.new_output(2);
+      int64_t n = input.sizes()[0], c = input.sizes()[1], groups = e.integer("group");
+      int64_t per = c / groups;
+      double eps = e.real("eps");
+      Shape spatial(input.sizes().begin() + 2, input.sizes().end());
+      for (int64_t b = 0; b < n; ++b) {
+        for (int64_t g = 0; g < groups; ++g) {
+          std::vector<Shape> members;
+          for (int64_t ch = g * per; ch < (g + 1) * per; ++ch)
+            for_each_index(spatial, [&](const Shape& s) {
+              Shape idx = {b, ch};
+              idx.insert(idx.end(), s.begin(), s.end());
+              members.push_back(idx);
+            });
+          std::vector<double> v;
+          for (const auto& i : members) v.push_back(at(input, i));
+          double mu = v.empty() ? NAN : sum(v) / static_cast<double>(v.size());
+          double r = 1.0 / std::sqrt(variance(v, 0) + eps);
+          set(mean, {b, g}, mu);
+          set(rstd, {b, g}, r);
+          for (size_t i = 0; i < members.size(); ++i) {
+            int64_t ch = members[i][1];
+            double y = (v[i] - mu) * r;
+            if (weight) y *= at(*weight, {ch});
+            if (bias) y += at(*bias, {ch});
+            set(out, members[i], y);
+          }
+        }
+      }
+      return {out, mean, rstd};
+    }
+    case OpKind::BatchNormNoTraining: {
+      const Tensor& input = e.tensor("input");
+      auto weight = e.opt_tensor("weight"), bias = e.opt_tensor("bias");
+      const Tensor& rm = e.tensor("running_mean");
+      const Tensor& rv = e.tensor("running_var");
+      double eps = e.real("eps");
+      Tensor out = e.new_output(0);
+      for_each_index(input.sizes(), [&](const Shape& idx) {
+        Shape ch = {idx[1]};
+        double y = (at(input, idx) - at(rm, ch)) / std::sqrt(at(rv, ch) + eps);
+        if (weight) y *= at(*weight, ch);
+        if (bias) y += at(*bias, ch);
+        set(out, idx, y);
+      });
+      return {out, e.new_output(1), e.new_output(2)};
+    }
+    default: break;
+  }
+  COIL_CHECK(false) << "no normalization evaluator for " << e.op_name();
+}
+
+}  // namespace
+
+std::vector<Tensor> eval_reduction(const NodeEval& e) { return reductions(e); }
+std::vector<Tensor> eval_normalization(const NodeEval& e) { return normalizations(e); }
+
+}  // namespace coil::ref

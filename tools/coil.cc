@@ -1,0 +1,142 @@
+// The coil command line: check and run graphs. Every failure is one line on stderr and a
+// non-zero exit; output files are written atomically, so a failure never leaves one half-made.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+
+#include "coil/coil.h"
+
+namespace {
+
+struct RunOptions {
+  std::string file;
+  std::string inputs;
+  std::string out;
+  uint64_t seed = 0;
+  std::vector<std::string> sizes;
+  int preview = 6;
+};
+
+std::map<std::string, int64_t> parse_sizes(const std::vector<std::string>& items) {
+  std::map<std::string, int64_t> out;
+  for (const auto& item : items) {
+    auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) throw coil::Error("--size expects NAME=VALUE, got '" + item + "'");
+    try {
+      size_t used = 0;
+      int64_t v = std::stoll(item.substr(eq + 1), &used);
+      if (used != item.size() - eq - 1 || v < 0) throw std::invalid_argument("bad");
+      out[item.substr(0, eq)] = v;
+    } catch (const std::exception&) {
+      throw coil::Error("--size expects a non-negative integer value, got '" + item + "'");
+    }
+  }
+  return out;
+}
+
+coil::TensorMap read_inputs(const coil::Graph& g, const std::string& path) {
+  coil::TensorMap out;
+  auto tensors = coil::read_safetensors(path);
+  for (auto& [name, t] : tensors) out.emplace(name, std::move(t));
+  for (int n : g.input_nodes()) {
+    const auto& name = g.nodes[static_cast<size_t>(n)].name();
+    if (!out.count(name)) {
+      std::string have;
+      for (const auto& [k, v] : out) have += (have.empty() ? "" : ", ") + k;
+      throw coil::Error(fmt::format("{}: no tensor named '{}' for input %{} (the file has: {})", path, name, name,
+                                    have.empty() ? "nothing" : have));
+    }
+  }
+  return out;
+}
+
+std::string preview(const coil::Tensor& t, int count) {
+  std::string s = "[";
+  int64_t n = std::min<int64_t>(t.numel(), count);
+  coil::Tensor c = t.contiguous_copy();
+  for (int64_t i = 0; i < n; ++i) {
+    double v = c.load(i);
+    s += (i ? ", " : "") + (coil::is_float(t.dtype()) ? fmt::format("{:.6g}", v) : fmt::format("{}", static_cast<int64_t>(v)));
+  }
+  if (t.numel() > n) s += ", ...";
+  s += "]";
+  if (t.numel() > 0 && coil::is_float(t.dtype())) {
+    double lo = INFINITY, hi = -INFINITY, sum = 0;
+    for (int64_t i = 0; i < c.numel(); ++i) {
+      double v = c.load(i);
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+      sum += v;
+    }
+    s += fmt::format("  min {:.6g} max {:.6g} mean {:.6g}", lo, hi, sum / static_cast<double>(c.numel()));
+  }
+  return s;
+}
+
+int check(const std::string& file) {
+  coil::Graph g = coil::parse_graph_file(file);
+  std::cout << coil::print_graph(g);
+  return 0;
+}
+
+int run(const RunOptions& o) {
+  coil::Graph g = coil::parse_graph_file(o.file);
+  std::string dir = std::filesystem::path(o.file).parent_path().string();
+  coil::TensorMap weights = coil::load_weights(g, dir.empty() ? "." : dir);
+  coil::TensorMap inputs = o.inputs.empty() ? coil::random_inputs(g, o.seed, parse_sizes(o.sizes)) : read_inputs(g, o.inputs);
+  std::vector<coil::Tensor> outputs = coil::evaluate_reference(g, inputs, weights);
+  coil::NamedTensors named;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const std::string& name = g.value_name(g.outputs[i]);
+    const coil::Tensor& t = outputs[i];
+    fmt::print("%{}: {}{} = {}\n", name, coil::dtype_name(t.dtype()), coil::shape_to_string(t.sizes()), preview(t, o.preview));
+    named.emplace_back(name, t);
+  }
+  if (!o.out.empty()) {
+    coil::write_safetensors(o.out, named);
+    fmt::print("wrote {} output{} to {}\n", named.size(), named.size() == 1 ? "" : "s", o.out);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"coil: a tensor compiler for PyTorch programs"};
+  app.require_subcommand(1);
+  std::string check_file;
+  auto* check_cmd = app.add_subcommand("check", "Verify a graph file and print it in normalized form");
+  check_cmd->add_option("FILE", check_file, "graph file (.coil)")->required();
+
+  RunOptions run_options;
+  auto* run_cmd = app.add_subcommand("run", "Run a graph on inputs (random from a seed unless --inputs is given)");
+  run_cmd->add_option("FILE", run_options.file, "graph file (.coil)")->required();
+  run_cmd->add_option("--inputs", run_options.inputs, "a .safetensors file with one tensor per graph input");
+  run_cmd->add_option("--seed", run_options.seed, "seed for random inputs")->default_val(0);
+  run_cmd->add_option("--size", run_options.sizes, "a size symbol's value for random inputs, NAME=VALUE (repeatable)");
+  run_cmd->add_option("--out", run_options.out, "write the outputs to this .safetensors file");
+  run_cmd->add_option("--preview", run_options.preview, "values printed per output")->default_val(6);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    if (*check_cmd) return check(check_file);
+    if (*run_cmd) return run(run_options);
+  } catch (const coil::Error& e) {
+    std::string message = e.what();
+    std::replace(message.begin(), message.end(), '\n', ' ');
+    std::cerr << "coil: error: " << message << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "coil: internal error: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}
