@@ -1,6 +1,8 @@
 // infer_outputs: dispatch by family, plus the shared helpers of infer_util.h.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "graph/infer_ops.h"
 #include "graph/infer_util.h"
 #include "support/check.h"
@@ -87,6 +89,29 @@ std::optional<std::string> ArgReader::opt_str(std::string_view name) const {
 std::optional<DType> ArgReader::opt_dtype(std::string_view name) const {
   if (is_none(name)) return std::nullopt;
   return std::get<DType>(node_.arg(name).value);
+}
+
+std::optional<SymShape> dense_strides(const SymShape& sizes, const SymShape& strides) {
+  if (sizes.size() != strides.size()) return std::nullopt;
+  for (const auto& s : sizes)
+    if (s == SymInt(0)) return contiguous_strides(sizes);
+  // Innermost first: the next dim must have the running product as its stride.
+  std::vector<size_t> order, rest;
+  for (size_t d = sizes.size(); d-- > 0;)
+    if (sizes[d] != SymInt(1)) rest.push_back(d);
+  SymInt expected = 1;
+  while (!rest.empty()) {
+    auto it = std::find_if(rest.begin(), rest.end(), [&](size_t d) { return strides[d] == expected; });
+    if (it == rest.end()) return std::nullopt;
+    order.push_back(*it);
+    expected = expected * sizes[*it];
+    rest.erase(it);
+  }
+  SymShape out = strides;
+  // Size-1 dims take the stride they would have in front of their right neighbour.
+  for (size_t d = sizes.size(); d-- > 0;)
+    if (sizes[d] == SymInt(1)) out[d] = d + 1 < sizes.size() ? out[d + 1] * sizes[d + 1] : SymInt(1);
+  return out;
 }
 
 int64_t wrap_dim(int64_t dim, int64_t rank, const std::string& op) {

@@ -11,29 +11,7 @@ namespace {
 // Strides that `preserve_format` keeps: the input's, when they are a permutation of a dense
 // layout; otherwise contiguous.
 SymShape preserved_strides(const TensorMeta& m) {
-  auto sizes = constant_shape(m.sizes);
-  auto strides = constant_shape(m.strides);
-  if (!sizes || !strides) return contiguous_strides(m.sizes);
-  std::vector<size_t> order(sizes->size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  // Innermost first: by stride, ties broken by position (later dims are inner).
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    if ((*strides)[a] != (*strides)[b]) return (*strides)[a] < (*strides)[b];
-    return a > b;
-  });
-  int64_t expected = 1;
-  for (size_t d : order) {
-    if ((*sizes)[d] == 1) continue;
-    if ((*strides)[d] != expected) return contiguous_strides(m.sizes);
-    expected *= (*sizes)[d];
-  }
-  SymShape out(sizes->size());
-  int64_t s = 1;
-  for (size_t d : order) {
-    out[d] = s;
-    s *= std::max<int64_t>((*sizes)[d], 1);
-  }
-  return out;
+  return dense_strides(m.sizes, m.strides).value_or(contiguous_strides(m.sizes));
 }
 
 SymShape channels_last_strides(const SymShape& sizes, const std::string& op) {

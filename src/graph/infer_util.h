@@ -38,6 +38,11 @@ class ArgReader {
   const Node& node_;
 };
 
+// When `strides` lay `sizes` out densely in some dim order (a permuted contiguous layout),
+// returns that layout's strides with size-1 dims normalized; nullopt otherwise. Symbolic
+// sizes work: strides are matched as expressions.
+std::optional<SymShape> dense_strides(const SymShape& sizes, const SymShape& strides);
+
 // PyTorch's dim wrapping: -1 is the last dim; a 0-d tensor accepts dims 0 and -1.
 int64_t wrap_dim(int64_t dim, int64_t rank, const std::string& op);
 SymShape broadcast_shapes(const SymShape& a, const SymShape& b, const std::string& op);

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "coil/graph.h"
+#include "graph/infer_util.h"
 #include "graph/text_util.h"
 #include "support/check.h"
 
@@ -27,21 +28,7 @@ void collect_meta_symbols(const TensorMeta& m, std::vector<std::string>& out) {
 
 // A computed (non-view) result may use any dense, non-overlapping layout.
 bool is_dense_layout(const TensorMeta& m) {
-  if (m.offset != SymInt(0) || m.strides.size() != m.sizes.size()) return false;
-  if (m.strides == contiguous_strides(m.sizes)) return true;
-  auto sizes = constant_shape(m.sizes);
-  auto strides = constant_shape(m.strides);
-  if (!sizes || !strides) return false;
-  std::vector<size_t> order(sizes->size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return (*strides)[a] < (*strides)[b]; });
-  int64_t expected = 1;
-  for (size_t d : order) {
-    if ((*sizes)[d] == 1) continue;
-    if ((*strides)[d] != expected) return false;
-    expected *= (*sizes)[d];
-  }
-  return true;
+  return m.offset == SymInt(0) && dense_strides(m.sizes, m.strides).has_value();
 }
 
 void check_ref(const Graph& g, const ValueRef& r, size_t before) {
