@@ -93,7 +93,7 @@ Arg parse_default(std::string_view s, const ArgSchema& arg) {
   if (s == "None") return Arg();
   if (s == "True") return Arg(true);
   if (s == "False") return Arg(false);
-  if (s.size() >= 2 && s.front() == '\'') return Arg(std::string(s.substr(1, s.size() - 2)));
+  if (s.size() >= 2 && (s.front() == '\'' || s.front() == '"')) return Arg(std::string(s.substr(1, s.size() - 2)));
   if (s.size() >= 2 && s.front() == '[') {
     IntList items;
     std::string_view body = s.substr(1, s.size() - 2);

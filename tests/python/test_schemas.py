@@ -1,0 +1,26 @@
+"""ops.def carries PyTorch's own schema strings: check each against torch's registry, so the
+argument names, types and defaults coil binds are exactly ATen's."""
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+OPS_DEF = Path(__file__).resolve().parents[2] / "include" / "coil" / "ops.def"
+ENTRIES = [
+    (m.group(1), m.group(3).replace('\\"', '"'))
+    for m in re.finditer(r'^COIL_OP\((\w+), (\w+), "(.*)"\)', OPS_DEF.read_text(), re.M)
+    if m.group(2) != "source"
+]
+
+
+def test_op_list_is_not_empty():
+    assert len(ENTRIES) > 130
+
+
+@pytest.mark.parametrize("enum,schema", ENTRIES, ids=[e for e, _ in ENTRIES])
+def test_schema_matches_torch(enum, schema):
+    name = schema.split("(")[0]
+    base, _, overload = name.partition(".")
+    op = getattr(getattr(torch.ops.aten, base), overload or "default")
+    assert str(op._schema).replace("aten::", "") == schema
