@@ -51,6 +51,11 @@ class SymInt {
   std::shared_ptr<const Node> node_;
 };
 
+// `e`'s operator applied to new operands, through the canonicalizing constructors.
+SymInt with_operands(const SymInt& e, const std::vector<SymInt>& operands);
+// Replaces symbols by expressions (e.g. loop variables by index maps).
+SymInt substitute(const SymInt& e, const std::map<std::string, SymInt>& replacement);
+
 using SymShape = std::vector<SymInt>;
 std::string shape_str(const SymShape& s);  // "[B, 4]"
 SymInt product(const SymShape& s);

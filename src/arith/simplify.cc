@@ -49,16 +49,6 @@ SymInt simplify(const SymInt& e, const RangeEnv& env) {
   std::vector<SymInt> ops;
   for (const auto& o : e.operands()) ops.push_back(simplify(o, env));
   switch (e.kind()) {
-    case SymInt::Kind::add: {
-      SymInt s = 0;
-      for (const auto& o : ops) s = s + o;
-      return s;
-    }
-    case SymInt::Kind::mul: {
-      SymInt p = 1;
-      for (const auto& o : ops) p = p * o;
-      return p;
-    }
     case SymInt::Kind::floordiv: return simplify_floordiv(ops[0], ops[1], env);
     case SymInt::Kind::mod: return simplify_mod(ops[0], ops[1], env);
     case SymInt::Kind::min:
@@ -69,7 +59,7 @@ SymInt simplify(const SymInt& e, const RangeEnv& env) {
       if (y.hi <= x.lo) return is_min ? ops[1] : ops[0];
       return is_min ? min(ops[0], ops[1]) : max(ops[0], ops[1]);
     }
-    default: return e;
+    default: return with_operands(e, ops);
   }
 }
 

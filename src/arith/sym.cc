@@ -319,6 +319,39 @@ SymInt max(const SymInt& a, const SymInt& b) {
   return compare(a, b) < 0 ? SymInt::make(SymInt::Kind::max, {a, b}) : SymInt::make(SymInt::Kind::max, {b, a});
 }
 
+SymInt with_operands(const SymInt& e, const std::vector<SymInt>& ops) {
+  switch (e.kind()) {
+    case SymInt::Kind::constant:
+    case SymInt::Kind::symbol: return e;
+    case SymInt::Kind::add: {
+      SymInt sum = 0;
+      for (const auto& o : ops) sum = sum + o;
+      return sum;
+    }
+    case SymInt::Kind::mul: {
+      SymInt p = 1;
+      for (const auto& o : ops) p = p * o;
+      return p;
+    }
+    case SymInt::Kind::floordiv: return floordiv(ops[0], ops[1]);
+    case SymInt::Kind::mod: return mod(ops[0], ops[1]);
+    case SymInt::Kind::min: return min(ops[0], ops[1]);
+    case SymInt::Kind::max: return max(ops[0], ops[1]);
+  }
+  return e;
+}
+
+SymInt substitute(const SymInt& e, const std::map<std::string, SymInt>& replacement) {
+  if (e.kind() == SymInt::Kind::symbol) {
+    auto it = replacement.find(e.symbol_name());
+    return it == replacement.end() ? e : it->second;
+  }
+  if (e.is_constant()) return e;
+  std::vector<SymInt> ops;
+  for (const auto& o : e.operands()) ops.push_back(substitute(o, replacement));
+  return with_operands(e, ops);
+}
+
 std::string shape_str(const SymShape& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + s[i].str();

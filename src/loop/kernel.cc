@@ -1,0 +1,117 @@
+#include "loop/kernel.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <set>
+
+#include "support/check.h"
+
+namespace coil::loop {
+
+const char* reduce_name(ReduceKind k) {
+  static constexpr const char* names[] = {"sum", "prod", "max", "min", "argmax", "argmin"};
+  return names[static_cast<size_t>(k)];
+}
+
+std::string loop_var(int i) { return "x" + std::to_string(i); }
+std::string reduce_var(int i) { return "r" + std::to_string(i); }
+
+namespace {
+
+const char* role_name(Buffer::Role r) {
+  static constexpr const char* names[] = {"input", "weight", "constant", "temp", "output"};
+  return names[static_cast<size_t>(r)];
+}
+
+const char* extern_name(ExternKind k) {
+  static constexpr const char* names[] = {"mm", "bmm", "addmm", "convolution"};
+  return names[static_cast<size_t>(k)];
+}
+
+std::string kernel_str(const LoopKernel& k) {
+  std::string s = fmt::format("kernel {} outer={}", k.name, shape_str(k.outer));
+  if (!k.inner.empty()) s += " inner=" + shape_str(k.inner);
+  s += fmt::format("  # from {}\n", fmt::join(k.origins, ", "));
+  for (size_t i = 0; i < k.reductions.size(); ++i)
+    s += fmt::format("  reduced{} = {}<{}>({})\n", i, reduce_name(k.reductions[i].kind),
+                     dtype_name(k.reductions[i].acc), to_string(k.reductions[i].value));
+  for (const auto& st : k.stores)
+    s += fmt::format("  {}buf{}[{}] = {}\n", st.inner ? "inner " : "", st.buffer, st.offset.str(), to_string(st.value));
+  return s;
+}
+
+std::string extern_str(const ExternCall& e) {
+  std::vector<std::string> ins;
+  for (int b : e.inputs) ins.push_back("buf" + std::to_string(b));
+  return fmt::format("extern {} {}({}) -> buf{} params=[{}]  # from {}\n", e.name, extern_name(e.kind), fmt::join(ins, ", "),
+                     e.output, fmt::join(e.params, ", "), fmt::join(e.origins, ", "));
+}
+
+void check_vars(const SymInt& index, size_t outer, size_t inner, const std::string& where) {
+  std::vector<std::string> used;
+  index.collect_symbols(used);
+  for (const auto& v : used) {
+    if (v.size() < 2 || (v[0] != 'x' && v[0] != 'r') || !std::isdigit(static_cast<unsigned char>(v[1]))) continue;
+    size_t n = std::stoul(v.substr(1));
+    size_t limit = v[0] == 'x' ? outer : inner;
+    COIL_CHECK(n < limit) << where << ": variable " << v << " is out of the kernel's loop nest";
+  }
+}
+
+void check_expr(const Program& p, const ExprRef& e, size_t outer, size_t inner, size_t slots, const std::string& where) {
+  switch (e->kind()) {
+    case Expr::Kind::load:
+      COIL_CHECK(e->buffer() >= 0 && static_cast<size_t>(e->buffer()) < p.buffers.size()) << where << ": unknown buffer " << e->buffer();
+      COIL_CHECK(p.buffers[static_cast<size_t>(e->buffer())].dtype == e->dtype()) << where << ": load dtype differs from its buffer";
+      check_vars(e->offset(), outer, inner, where);
+      break;
+    case Expr::Kind::index: check_vars(e->offset(), outer, inner, where); break;
+    case Expr::Kind::reduced:
+      COIL_CHECK(static_cast<size_t>(e->slot()) < slots) << where << ": reduced" << e->slot() << " is used before it is computed";
+      break;
+    default: break;
+  }
+  for (const auto& o : e->operands()) check_expr(p, o, outer, inner, slots, where);
+}
+
+}  // namespace
+
+std::string to_string(const Program& p) {
+  std::string s;
+  for (size_t i = 0; i < p.buffers.size(); ++i) {
+    const Buffer& b = p.buffers[i];
+    s += fmt::format("buf{} {} {}: {}{} strides={}", i, role_name(b.role), b.name, dtype_name(b.dtype), shape_str(b.sizes),
+                     shape_str(b.strides));
+    if (b.offset != SymInt(0)) s += " offset=" + b.offset.str();
+    s += "\n";
+  }
+  for (const auto& k : p.kernels)
+    s += std::holds_alternative<LoopKernel>(k) ? kernel_str(std::get<LoopKernel>(k)) : extern_str(std::get<ExternCall>(k));
+  return s;
+}
+
+void verify(const Program& p) {
+  for (const auto& kernel : p.kernels) {
+    if (const auto* e = std::get_if<ExternCall>(&kernel)) {
+      for (int b : e->inputs) COIL_CHECK(b >= 0 && static_cast<size_t>(b) < p.buffers.size()) << e->name << ": unknown input buffer";
+      COIL_CHECK(e->output >= 0 && static_cast<size_t>(e->output) < p.buffers.size()) << e->name << ": unknown output buffer";
+      continue;
+    }
+    const auto& k = std::get<LoopKernel>(kernel);
+    COIL_CHECK(!k.stores.empty()) << k.name << ": a kernel without stores";
+    COIL_CHECK(k.reductions.empty() || !k.inner.empty()) << k.name << ": reductions need an inner loop";
+    for (size_t i = 0; i < k.reductions.size(); ++i)
+      check_expr(p, k.reductions[i].value, k.outer.size(), k.inner.size(), i, k.name);
+    for (const auto& st : k.stores) {
+      COIL_CHECK(st.buffer >= 0 && static_cast<size_t>(st.buffer) < p.buffers.size()) << k.name << ": store to unknown buffer";
+      COIL_CHECK(p.buffers[static_cast<size_t>(st.buffer)].dtype == st.value->dtype())
+          << k.name << ": store of " << dtype_name(st.value->dtype()) << " into a " << dtype_name(p.buffers[static_cast<size_t>(st.buffer)].dtype) << " buffer";
+      size_t inner = st.inner ? k.inner.size() : 0;
+      check_vars(st.offset, k.outer.size(), inner, k.name);
+      check_expr(p, st.value, k.outer.size(), inner, k.reductions.size(), k.name);
+    }
+  }
+}
+
+}  // namespace coil::loop

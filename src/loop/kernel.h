@@ -1,0 +1,75 @@
+// Loop-IR kernels and programs. A LoopKernel iterates over `outer` (variables x0, x1, ...);
+// inside, optional reduction steps iterate over `inner` (r0, r1, ...) and yield one value each
+// per outer point; stores write either per (outer, inner) point — a pointwise body, or the
+// normalize pass of softmax/layer_norm — or per outer point after the reductions. A kernel with
+// no inner loop is a pointwise kernel. Externs call libraries (GEMM, convolution).
+#pragma once
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "loop/expr.h"
+
+namespace coil::loop {
+
+enum class ReduceKind : uint8_t { sum, prod, max, min, argmax, argmin };
+const char* reduce_name(ReduceKind k);
+
+struct ReduceStep {
+  ReduceKind kind;
+  ExprRef value;  // over x*, r*, and earlier steps' `reduced` values
+  DType acc;      // accumulator dtype (the result dtype; argmax/argmin give i64)
+};
+
+struct StoreStep {
+  int buffer;
+  SymInt offset;  // over x* (and r* when `inner`)
+  ExprRef value;
+  bool inner;     // runs inside the inner loop (after all reductions)
+};
+
+struct LoopKernel {
+  std::string name;
+  SymShape outer;
+  SymShape inner;
+  std::vector<ReduceStep> reductions;
+  std::vector<StoreStep> stores;
+  std::vector<std::string> origins;  // the graph values this kernel computes (for tracing)
+};
+
+enum class ExternKind : uint8_t { mm, bmm, addmm, convolution };
+
+struct ExternCall {
+  std::string name;
+  ExternKind kind;
+  std::vector<int> inputs;  // buffers
+  int output;
+  std::vector<double> params;  // addmm: beta, alpha; convolution: stride.., padding.., dilation.., groups
+  std::vector<std::string> origins;
+};
+
+using Kernel = std::variant<LoopKernel, ExternCall>;
+
+struct Buffer {
+  enum class Role : uint8_t { input, weight, constant, temporary, output };
+  std::string name;
+  Role role;
+  DType dtype;
+  SymShape sizes;
+  SymShape strides;
+  SymInt offset = 0;
+};
+
+struct Program {
+  std::vector<Buffer> buffers;
+  std::vector<Kernel> kernels;  // in execution order
+};
+
+std::string loop_var(int i);    // "x0"
+std::string reduce_var(int i);  // "r0"
+std::string to_string(const Program& p);
+// Internal consistency: buffer ids, variables in range, reduced slots defined before use,
+// store dtypes matching their buffers. Throws coil::Error (an internal error) on violation.
+void verify(const Program& p);
+
+}  // namespace coil::loop
