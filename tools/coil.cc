@@ -9,6 +9,8 @@
 #include <iostream>
 
 #include "coil/coil.h"
+#include "loop/kernel.h"
+#include "lower/lower.h"
 
 namespace {
 
@@ -83,6 +85,13 @@ int check(const std::string& file) {
   return 0;
 }
 
+int compile(const std::string& file, const std::string& emit) {
+  coil::Graph g = coil::parse_graph_file(file);
+  coil::LoweredGraph lowered = coil::lower(g);
+  if (emit == "loop") std::cout << coil::loop::to_string(lowered.program);
+  return 0;
+}
+
 int run(const RunOptions& o) {
   coil::Graph g = coil::parse_graph_file(o.file);
   std::string dir = std::filesystem::path(o.file).parent_path().string();
@@ -112,6 +121,11 @@ int main(int argc, char** argv) {
   auto* check_cmd = app.add_subcommand("check", "Verify a graph file and print it in normalized form");
   check_cmd->add_option("FILE", check_file, "graph file (.coil)")->required();
 
+  std::string compile_file, emit = "loop";
+  auto* compile_cmd = app.add_subcommand("compile", "Compile a graph and print a stage of the pipeline");
+  compile_cmd->add_option("FILE", compile_file, "graph file (.coil)")->required();
+  compile_cmd->add_option("--emit", emit, "the stage to print")->check(CLI::IsMember({"loop"}))->default_val("loop");
+
   RunOptions run_options;
   auto* run_cmd = app.add_subcommand("run", "Run a graph on inputs (random from a seed unless --inputs is given)");
   run_cmd->add_option("FILE", run_options.file, "graph file (.coil)")->required();
@@ -129,6 +143,7 @@ int main(int argc, char** argv) {
   try {
     if (*check_cmd) return check(check_file);
     if (*run_cmd) return run(run_options);
+    if (*compile_cmd) return compile(compile_file, emit);
   } catch (const coil::Error& e) {
     std::string message = e.what();
     std::replace(message.begin(), message.end(), '\n', ' ');

@@ -127,6 +127,10 @@ struct Node {
   const std::string& name() const { return outputs.at(0).name; }
 };
 
+// Size-symbol names that look like the compiler's loop variables (x0, r1, i2, t3) are
+// reserved; the verifier, the parser and add_symbol reject them.
+bool is_reserved_symbol_name(std::string_view name);
+
 struct SymbolDecl {
   std::string name;
   std::optional<int64_t> hint;  // the size used when `coil run` makes random inputs

@@ -81,7 +81,14 @@ std::string Graph::fresh_name(std::string_view stem) const {
   }
 }
 
+bool is_reserved_symbol_name(std::string_view name) {
+  if (name.size() < 2 || std::string_view("xrit").find(name[0]) == std::string_view::npos) return false;
+  return std::all_of(name.begin() + 1, name.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 SymInt Graph::add_symbol(std::string symbol_name, std::optional<int64_t> hint) {
+  if (is_reserved_symbol_name(symbol_name))
+    fail("size symbol name '{}' is reserved for loop variables; choose another name", symbol_name);
   for (const auto& s : symbols)
     if (s.name == symbol_name) fail("size symbol '{}' is declared twice", symbol_name);
   symbols.push_back({symbol_name, hint});

@@ -45,7 +45,9 @@ namespace {
 
 // Slice bounds the way PyTorch clamps them: negative values count from the end, and
 // out-of-range values clamp to [0, size].
-SymInt clamp_bound(const SymInt& v, const SymInt& size) {
+}  // namespace
+
+SymInt clamp_slice_bound(const SymInt& v, const SymInt& size) {
   if (auto c = v.constant()) {
     if (auto n = size.constant()) {
       int64_t x = *c < 0 ? *c + *n : *c;
@@ -57,6 +59,8 @@ SymInt clamp_bound(const SymInt& v, const SymInt& size) {
   }
   return min(v, size);
 }
+
+namespace {
 
 SymShape infer_view_size(const ArgReader& a, const TensorMeta& self) {
   IntList size = a.syms("size");
@@ -166,8 +170,8 @@ std::vector<TensorMeta> views(const ArgReader& a) {
       SymInt step = a.sym("step");
       if (!step.is_constant() || *step.constant() <= 0) fail("{}: slice step must be a positive constant", op);
       const SymInt& n = self.sizes[d];
-      SymInt start = clamp_bound(a.opt_sym("start").value_or(0), n);
-      SymInt end = clamp_bound(a.opt_sym("end").value_or(n), n);
+      SymInt start = clamp_slice_bound(a.opt_sym("start").value_or(0), n);
+      SymInt end = clamp_slice_bound(a.opt_sym("end").value_or(n), n);
       SymInt len = max(end - start, 0);
       len = floordiv(len + step - 1, step);
       SymShape sizes = self.sizes, strides = self.strides;

@@ -43,6 +43,9 @@ class ArgReader {
 // sizes work: strides are matched as expressions.
 std::optional<SymShape> dense_strides(const SymShape& sizes, const SymShape& strides);
 
+// A slice bound as PyTorch clamps it: negative counts from the end, then into [0, size].
+SymInt clamp_slice_bound(const SymInt& v, const SymInt& size);
+
 // PyTorch's dim wrapping: -1 is the last dim; a 0-d tensor accepts dims 0 and -1.
 int64_t wrap_dim(int64_t dim, int64_t rank, const std::string& op);
 SymShape broadcast_shapes(const SymShape& a, const SymShape& b, const std::string& op);

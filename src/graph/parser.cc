@@ -82,6 +82,8 @@ class Parser {
       next();
       const Token& name = expect(Token::Kind::ident, "a symbol name");
       if (symbols_.count(name.text)) error(name, "size symbol '" + name.text + "' is declared twice");
+      if (is_reserved_symbol_name(name.text))
+        error(name, "size symbol name '" + name.text + "' is reserved for loop variables; choose another name");
       std::optional<int64_t> hint;
       if (eat_punct("=")) {
         const Token& at = peek();

@@ -97,6 +97,8 @@ void verify(const Graph& g) {
   for (const auto& s : g.symbols) {
     if (s.name.empty()) fail("graph {}: a size symbol has an empty name", g.name);
     if (!symbols.insert(s.name).second) fail("graph {}: size symbol '{}' is declared twice", g.name, s.name);
+    if (is_reserved_symbol_name(s.name))
+      fail("graph {}: size symbol name '{}' is reserved for loop variables; choose another name", g.name, s.name);
     if (s.hint && *s.hint < 0) fail("graph {}: size symbol '{}' has a negative hint {}", g.name, s.name, *s.hint);
   }
   std::set<std::string> names;

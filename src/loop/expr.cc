@@ -130,20 +130,30 @@ ExprRef Expr::reduced(int slot, DType dtype) {
   return make(std::move(e));
 }
 
-ExprRef substitute(const ExprRef& e, const std::map<std::string, SymInt>& r) {
+ExprRef map_indices(const ExprRef& e, const std::function<SymInt(const SymInt&)>& fn) {
   switch (e->kind()) {
     case Expr::Kind::constant:
     case Expr::Kind::reduced: return e;
-    case Expr::Kind::index: return Expr::index(substitute(e->offset(), r));
-    case Expr::Kind::load: return Expr::load(e->buffer(), substitute(e->offset(), r), e->dtype());
-    case Expr::Kind::cast: return Expr::cast(substitute(e->operands()[0], r), e->dtype());
+    case Expr::Kind::index: return Expr::index(fn(e->offset()));
+    case Expr::Kind::load: return Expr::load(e->buffer(), fn(e->offset()), e->dtype());
+    case Expr::Kind::cast: return Expr::cast(map_indices(e->operands()[0], fn), e->dtype());
     case Expr::Kind::op: {
       std::vector<ExprRef> ops;
-      for (const auto& o : e->operands()) ops.push_back(substitute(o, r));
+      for (const auto& o : e->operands()) ops.push_back(map_indices(o, fn));
       return Expr::apply(e->op(), std::move(ops));
     }
   }
   return e;
+}
+
+ExprRef substitute(const ExprRef& e, const std::map<std::string, SymInt>& r) {
+  return map_indices(e, [&](const SymInt& s) { return coil::substitute(s, r); });
+}
+
+int op_count(const ExprRef& e) {
+  int n = e->kind() == Expr::Kind::op || e->kind() == Expr::Kind::cast ? 1 : 0;
+  for (const auto& o : e->operands()) n += op_count(o);
+  return n;
 }
 
 std::string to_string(const ExprRef& e) {

@@ -3,6 +3,7 @@
 // Immutable and structurally hashed, so equal bodies compare equal (CSE, cache keys).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -69,8 +70,12 @@ class Expr {
 };
 
 bool same(const ExprRef& a, const ExprRef& b);
+// Rewrites every index expression (index values and load offsets) with `fn`.
+ExprRef map_indices(const ExprRef& e, const std::function<SymInt(const SymInt&)>& fn);
 // Replaces index symbols (loop variables) in every index and load offset.
 ExprRef substitute(const ExprRef& e, const std::map<std::string, SymInt>& replacement);
+// Number of operations (ops and casts): a cost estimate for inlining decisions.
+int op_count(const ExprRef& e);
 // "add(load(buf3, 4*x0 + x1), 1.0:f32)"; shared subexpressions are printed in full.
 std::string to_string(const ExprRef& e);
 

@@ -58,6 +58,7 @@ struct Buffer {
   SymShape sizes;
   SymShape strides;
   SymInt offset = 0;
+  std::vector<double> data;  // the values of a constant buffer
 };
 
 struct Program {

@@ -1,0 +1,154 @@
+// The lowering driver: sources become buffers, each node lowers by family, multi-use values
+// that are not cheap get realized, and graph outputs land in output buffers.
+#include "lower/lower.h"
+
+#include <fmt/format.h>
+
+#include "arith/simplify.h"
+#include "lower/context.h"
+#include "support/check.h"
+
+namespace coil {
+
+namespace lowering {
+
+std::string index_var(int i) { return "i" + std::to_string(i); }
+
+SymShape index_vars(size_t rank) {
+  SymShape v;
+  for (size_t i = 0; i < rank; ++i) v.push_back(SymInt::symbol(index_var(static_cast<int>(i))));
+  return v;
+}
+
+SymInt element_offset(const TensorMeta& m, const SymShape& index) {
+  SymInt off = m.offset;
+  for (size_t k = 0; k < index.size(); ++k) off = off + m.strides[k] * index[k];
+  return off;
+}
+
+ExprRef Context::at(const Value& v, const SymShape& index) const {
+  COIL_CHECK(index.size() == v.meta.sizes.size()) << "index of rank " << index.size() << " for a value of rank " << v.meta.dim();
+  if (v.realized()) return Expr::load(v.buffer, element_offset(v.meta, index), v.meta.dtype);
+  std::map<std::string, SymInt> r;
+  for (size_t k = 0; k < index.size(); ++k) r.emplace(index_var(static_cast<int>(k)), index[k]);
+  return loop::substitute(v.body, r);
+}
+
+int Context::add_buffer(std::string name, loop::Buffer::Role role, const TensorMeta& meta) {
+  program.buffers.push_back({std::move(name), role, meta.dtype, meta.sizes, meta.strides, meta.offset});
+  return static_cast<int>(program.buffers.size()) - 1;
+}
+
+std::string Context::kernel_name(const std::string& stem) { return fmt::format("k{}_{}", kernel_count_++, stem); }
+
+void Context::emit_pointwise(const std::string& name, const ExprRef& body, int buffer, const TensorMeta& meta) {
+  loop::LoopKernel k;
+  k.name = kernel_name(name);
+  k.outer = meta.sizes;
+  std::map<std::string, SymInt> to_loop;
+  RangeEnv ranges;
+  for (size_t d = 0; d < meta.sizes.size(); ++d) {
+    to_loop.emplace(index_var(static_cast<int>(d)), SymInt::symbol(loop::loop_var(static_cast<int>(d))));
+    auto n = meta.sizes[d].constant();
+    ranges[loop::loop_var(static_cast<int>(d))] = {0, n ? std::max<int64_t>(*n - 1, 0) : Range::kMax};
+  }
+  auto simplify_index = [&](const SymInt& s) { return simplify(coil::substitute(s, to_loop), ranges); };
+  const loop::Buffer& b = program.buffers[static_cast<size_t>(buffer)];
+  TensorMeta layout = meta;
+  layout.strides = b.strides;
+  layout.offset = b.offset;
+  k.stores.push_back({buffer, simplify_index(element_offset(layout, index_vars(meta.sizes.size()))),
+                      loop::map_indices(cast(body, b.dtype), simplify_index), false});
+  k.origins = {name};
+  program.kernels.push_back(std::move(k));
+}
+
+void Context::realize(Value& v, const std::string& name, loop::Buffer::Role role) {
+  if (v.realized()) return;
+  // The buffer takes the value's own layout, offset included, so that the metadata of views
+  // taken from this value (relative to the same storage) stays valid.
+  int b = add_buffer(name, role, v.meta);
+  emit_pointwise(name, v.body, b, v.meta);
+  v.buffer = b;
+  v.body = nullptr;
+}
+
+}  // namespace lowering
+
+using namespace lowering;
+
+LoweredGraph lower(const Graph& g) {
+  Context c(g);
+  LoweredGraph out;
+  for (const auto& node : g.nodes)
+    for (const auto& a : node.args) {
+      if (auto* r = std::get_if<ValueRef>(&a.value)) ++c.uses[{r->node, r->output}];
+      if (auto* l = std::get_if<TensorList>(&a.value))
+        for (const auto& e : *l)
+          if (e) ++c.uses[{e->node, e->output}];
+    }
+  for (const auto& r : g.outputs) ++c.uses[{r.node, r.output}];
+
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& node = g.nodes[i];
+    std::vector<Value> vals;
+    try {
+      switch (node.schema().family) {
+        case OpFamily::source: {
+          using Role = loop::Buffer::Role;
+          Role role = node.op == OpKind::Input ? Role::input : node.op == OpKind::Weight ? Role::weight : Role::constant;
+          Value v{node.outputs[0].meta, c.add_buffer(node.name(), role, node.outputs[0].meta), nullptr};
+          if (role == Role::input) out.input_buffers.push_back(v.buffer);
+          if (role == Role::weight) out.weight_buffers.push_back(v.buffer);
+          if (role == Role::constant)
+            c.program.buffers.back().data = std::get<FloatList>(node.arg("value").value);
+          vals = {v};
+          break;
+        }
+        case OpFamily::creation:
+        case OpFamily::copy:
+        case OpFamily::unary:
+        case OpFamily::binary:
+        case OpFamily::ternary: vals = lower_pointwise(c, node); break;
+        case OpFamily::view:
+        case OpFamily::shape: vals = lower_view(c, node); break;
+        case OpFamily::reduction:
+        case OpFamily::normalization: vals = lower_reduction(c, node); break;
+        default: fail("{} is not supported by the compiler yet", node.schema().name);
+      }
+    } catch (const Error& e) {
+      fail("lowering %{} ({}): {}", node.name(), node.schema().name, e.what());
+    }
+    COIL_CHECK(vals.size() == node.outputs.size()) << node.schema().name << " lowered to the wrong number of values";
+    for (size_t o = 0; o < vals.size(); ++o) {
+      Value& v = vals[o];
+      int uses = c.uses[{static_cast<int>(i), static_cast<int>(o)}];
+      if (!v.realized() && uses > 1 && loop::op_count(v.body) > 2) c.realize(v, node.outputs[o].name);
+    }
+    c.values[i] = std::move(vals);
+  }
+
+  // Outputs get buffers of their own, dense in their declared layout when it is dense.
+  for (const auto& r : g.outputs) {
+    Value& v = c.value(r);
+    const std::string& name = g.value_name(r);
+    auto& buffers = c.program.buffers;
+    bool own = v.realized() && buffers[static_cast<size_t>(v.buffer)].role == loop::Buffer::Role::temporary &&
+               v.meta.offset == SymInt(0) && buffers[static_cast<size_t>(v.buffer)].strides == v.meta.strides;
+    if (own) {
+      buffers[static_cast<size_t>(v.buffer)].role = loop::Buffer::Role::output;
+      buffers[static_cast<size_t>(v.buffer)].name = name;
+      out.output_buffers.push_back(v.buffer);
+      continue;
+    }
+    TensorMeta layout = TensorMeta::contiguous(v.meta.dtype, v.meta.sizes, v.meta.device);
+    int b = c.add_buffer(name, loop::Buffer::Role::output, layout);
+    c.emit_pointwise(name, c.at(v, index_vars(layout.sizes.size())), b, layout);
+    out.output_buffers.push_back(b);
+  }
+  out.program = std::move(c.program);
+  loop::verify(out.program);
+  return out;
+}
+
+}  // namespace coil

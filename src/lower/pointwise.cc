@@ -1,0 +1,208 @@
+// Lowering of pointwise, creation and copy ops into expressions. Operands are converted to the
+// computation dtype (PyTorch's rule; f16/bf16 compute in f32), combined, and converted to the
+// output dtype, exactly as the reference interpreter rounds.
+#include <cmath>
+#include <numbers>
+
+#include "graph/infer_util.h"
+#include "lower/context.h"
+#include "support/check.h"
+
+namespace coil::lowering {
+
+ExprRef cast(const ExprRef& e, DType dtype) { return Expr::cast(e, dtype); }
+
+DType opmath(DType t) { return t == DType::f16 || t == DType::bf16 ? DType::f32 : t; }
+
+ExprRef scalar(const Arg& a, DType dtype) {
+  if (auto* d = std::get_if<double>(&a.value)) return Expr::constant(*d, dtype);
+  if (auto* b = std::get_if<bool>(&a.value)) return Expr::constant(*b ? 1.0 : 0.0, dtype);
+  const SymInt& s = std::get<SymInt>(a.value);
+  if (auto c = s.constant()) return Expr::constant(static_cast<double>(*c), dtype);
+  return cast(Expr::index(s), dtype);
+}
+
+SymShape broadcast_index(const SymShape& out_index, const SymShape& out_sizes, const SymShape& operand_sizes) {
+  SymShape idx;
+  size_t lead = out_sizes.size() - operand_sizes.size();
+  for (size_t k = 0; k < operand_sizes.size(); ++k)
+    idx.push_back(operand_sizes[k] == SymInt(1) && out_sizes[k + lead] != SymInt(1) ? SymInt(0) : out_index[k + lead]);
+  return idx;
+}
+
+namespace {
+
+ExprRef k(double v, DType t) { return Expr::constant(v, t); }
+ExprRef op(LoopOp o, std::vector<ExprRef> a) { return Expr::apply(o, std::move(a)); }
+
+ExprRef unary(const Node& n, ExprRef x, const ArgReader& args) {
+  DType t = x->dtype();
+  switch (n.op) {
+    case OpKind::Abs: return op(LoopOp::Abs, {x});
+    case OpKind::Neg: return op(LoopOp::Neg, {x});
+    case OpKind::Exp: return op(LoopOp::Exp, {x});
+    case OpKind::Expm1: return op(LoopOp::Expm1, {x});
+    case OpKind::Log: return op(LoopOp::Log, {x});
+    case OpKind::Log1p: return op(LoopOp::Log1p, {x});
+    case OpKind::Log2: return op(LoopOp::Log2, {x});
+    case OpKind::Log10: return op(LoopOp::Log10, {x});
+    case OpKind::Sqrt: return op(LoopOp::Sqrt, {x});
+    case OpKind::Rsqrt: return op(LoopOp::Rsqrt, {x});
+    case OpKind::Reciprocal: return op(LoopOp::Reciprocal, {x});
+    case OpKind::Sin: return op(LoopOp::Sin, {x});
+    case OpKind::Cos: return op(LoopOp::Cos, {x});
+    case OpKind::Tan: return op(LoopOp::Tan, {x});
+    case OpKind::Tanh: return op(LoopOp::Tanh, {x});
+    case OpKind::Sigmoid: return op(LoopOp::Sigmoid, {x});
+    case OpKind::Erf: return op(LoopOp::Erf, {x});
+    case OpKind::Relu: return op(LoopOp::Maximum, {x, k(0, t)});
+    case OpKind::Gelu: {
+      if (*args.opt_str("approximate") == "tanh") {
+        ExprRef inner = op(LoopOp::Mul, {k(std::sqrt(2.0 / std::numbers::pi), t),
+                                         op(LoopOp::Add, {x, op(LoopOp::Mul, {k(0.044715, t), op(LoopOp::Mul, {x, op(LoopOp::Mul, {x, x})})})})});
+        return op(LoopOp::Mul, {op(LoopOp::Mul, {k(0.5, t), x}), op(LoopOp::Add, {k(1, t), op(LoopOp::Tanh, {inner})})});
+      }
+      ExprRef e = op(LoopOp::Erf, {op(LoopOp::Mul, {x, k(1.0 / std::numbers::sqrt2, t)})});
+      return op(LoopOp::Mul, {op(LoopOp::Mul, {k(0.5, t), x}), op(LoopOp::Add, {k(1, t), e})});
+    }
+    case OpKind::Silu: return op(LoopOp::Mul, {x, op(LoopOp::Sigmoid, {x})});
+    case OpKind::LeakyRelu:
+      return op(LoopOp::Where, {op(LoopOp::Gt, {x, k(0, t)}), x, op(LoopOp::Mul, {x, k(args.real("negative_slope"), t)})});
+    case OpKind::Elu: {
+      ExprRef neg = op(LoopOp::Mul, {k(args.real("scale") * args.real("alpha"), t),
+                                     op(LoopOp::Expm1, {op(LoopOp::Mul, {x, k(args.real("input_scale"), t)})})});
+      return op(LoopOp::Where, {op(LoopOp::Gt, {x, k(0, t)}), op(LoopOp::Mul, {x, k(args.real("scale"), t)}), neg});
+    }
+    case OpKind::Hardtanh:
+      return op(LoopOp::Minimum, {op(LoopOp::Maximum, {x, k(args.real("min_val"), t)}), k(args.real("max_val"), t)});
+    case OpKind::Floor: return is_float(t) ? op(LoopOp::Floor, {x}) : x;
+    case OpKind::Ceil: return is_float(t) ? op(LoopOp::Ceil, {x}) : x;
+    case OpKind::Round: return is_float(t) ? op(LoopOp::Round, {x}) : x;
+    case OpKind::Trunc: return is_float(t) ? op(LoopOp::Trunc, {x}) : x;
+    case OpKind::Sign: return t == DType::b8 ? x : op(LoopOp::Sign, {x});
+    case OpKind::Isnan: return is_float(t) ? op(LoopOp::IsNan, {x}) : k(0, DType::b8);
+    case OpKind::Isinf: return is_float(t) ? op(LoopOp::IsInf, {x}) : k(0, DType::b8);
+    case OpKind::LogicalNot: return op(LoopOp::LogicalNot, {x});
+    case OpKind::BitwiseNot: return t == DType::b8 ? op(LoopOp::LogicalNot, {x}) : op(LoopOp::BitwiseNot, {x});
+    default: break;
+  }
+  fail("internal error: no unary lowering for {}", n.schema().name);
+}
+
+ExprRef binary(const Node& n, ExprRef a, ExprRef b, const ArgReader& args) {
+  DType t = a->dtype();
+  bool integral = is_integral(t, true);
+  auto alpha_scaled = [&](ExprRef v) {
+    const Arg& alpha = n.arg("alpha");
+    if (alpha == Arg(1) || alpha == Arg(1.0) || alpha == Arg(true)) return v;
+    return op(LoopOp::Mul, {v, scalar(alpha, t)});
+  };
+  switch (n.op) {
+    case OpKind::AddTensor: case OpKind::AddScalar:
+      return t == DType::b8 ? op(LoopOp::LogicalOr, {a, b}) : op(LoopOp::Add, {a, alpha_scaled(b)});
+    case OpKind::SubTensor: case OpKind::SubScalar: return op(LoopOp::Sub, {a, alpha_scaled(b)});
+    case OpKind::MulTensor: case OpKind::MulScalar: return t == DType::b8 ? op(LoopOp::LogicalAnd, {a, b}) : op(LoopOp::Mul, {a, b});
+    case OpKind::DivTensor: case OpKind::DivScalar: return op(LoopOp::Div, {a, b});
+    case OpKind::DivTensorMode: case OpKind::DivScalarMode: {
+      auto mode = args.opt_str("rounding_mode");
+      if (!mode) return op(LoopOp::Div, {a, b});
+      if (*mode == "floor") return op(LoopOp::FloorDiv, {a, b});
+      return integral ? op(LoopOp::TruncDiv, {a, b}) : op(LoopOp::Trunc, {op(LoopOp::Div, {a, b})});
+    }
+    case OpKind::PowTensorTensor: case OpKind::PowTensorScalar: case OpKind::PowScalar: return op(LoopOp::Pow, {a, b});
+    case OpKind::RemainderTensor: case OpKind::RemainderScalar: return op(LoopOp::Remainder, {a, b});
+    case OpKind::FmodTensor: case OpKind::FmodScalar: return op(LoopOp::Fmod, {a, b});
+    case OpKind::Maximum: return op(LoopOp::Maximum, {a, b});
+    case OpKind::Minimum: return op(LoopOp::Minimum, {a, b});
+    case OpKind::Atan2: return op(LoopOp::Atan2, {a, b});
+    case OpKind::EqTensor: case OpKind::EqScalar: return op(LoopOp::Eq, {a, b});
+    case OpKind::NeTensor: case OpKind::NeScalar: return op(LoopOp::Ne, {a, b});
+    case OpKind::LtTensor: case OpKind::LtScalar: return op(LoopOp::Lt, {a, b});
+    case OpKind::LeTensor: case OpKind::LeScalar: return op(LoopOp::Le, {a, b});
+    case OpKind::GtTensor: case OpKind::GtScalar: return op(LoopOp::Gt, {a, b});
+    case OpKind::GeTensor: case OpKind::GeScalar: return op(LoopOp::Ge, {a, b});
+    case OpKind::LogicalAnd: return op(LoopOp::LogicalAnd, {a, b});
+    case OpKind::LogicalOr: return op(LoopOp::LogicalOr, {a, b});
+    case OpKind::LogicalXor: return op(LoopOp::LogicalXor, {a, b});
+    case OpKind::BitwiseAndTensor: case OpKind::BitwiseAndScalar:
+      return t == DType::b8 ? op(LoopOp::LogicalAnd, {a, b}) : op(LoopOp::BitwiseAnd, {a, b});
+    case OpKind::BitwiseOrTensor: case OpKind::BitwiseOrScalar:
+      return t == DType::b8 ? op(LoopOp::LogicalOr, {a, b}) : op(LoopOp::BitwiseOr, {a, b});
+    case OpKind::BitwiseXorTensor: case OpKind::BitwiseXorScalar:
+      return t == DType::b8 ? op(LoopOp::LogicalXor, {a, b}) : op(LoopOp::BitwiseXor, {a, b});
+    default: break;
+  }
+  fail("internal error: no binary lowering for {}", n.schema().name);
+}
+
+// The dtype operands are converted to: the promoted operand type (as result_type computes it)
+// for comparisons and integer results, the output type's compute type otherwise.
+DType compute_dtype(const ArgReader& args, const Node& n, DType out) {
+  std::vector<PromoteOperand> operands;
+  for (size_t i = 0; i < n.args.size(); ++i) {
+    const ArgSchema& s = n.schema().args[i];
+    if (n.args[i].is_none() || s.name == "condition" || s.name == "alpha") continue;
+    if (s.type == ArgType::Tensor) operands.push_back(operand_of(args.graph().meta(std::get<ValueRef>(n.args[i].value))));
+    else if (s.type == ArgType::Scalar && n.schema().family != OpFamily::unary) operands.push_back(operand_of_scalar(n.args[i]));
+  }
+  if (is_float(out)) return opmath(out);
+  DType common = result_type(operands);
+  return is_float(common) ? opmath(common) : common;
+}
+
+}  // namespace
+
+std::vector<Value> lower_pointwise(Context& c, const Node& n) {
+  ArgReader args(c.graph, n);
+  const TensorMeta& out = n.outputs[0].meta;
+  SymShape idx = index_vars(out.sizes.size());
+  auto operand = [&](std::string_view name, DType t) {
+    ValueRef r = std::get<ValueRef>(n.arg(name).value);
+    const Value& v = c.value(r);
+    return cast(c.at(v, broadcast_index(idx, out.sizes, v.meta.sizes)), t);
+  };
+  auto result = [&](ExprRef body) { return std::vector<Value>{Value{out, -1, cast(body, out.dtype)}}; };
+  const OpFamily family = n.schema().family;
+  if (family == OpFamily::creation || family == OpFamily::copy) {
+    switch (n.op) {
+      case OpKind::Full: case OpKind::FullLike: return result(scalar(n.arg("fill_value"), opmath(out.dtype)));
+      case OpKind::ScalarTensor: return result(scalar(n.arg("s"), opmath(out.dtype)));
+      case OpKind::EmptyMemoryFormat: case OpKind::EmptyStrided: return result(Expr::constant(0, out.dtype));
+      case OpKind::ArangeStartStep: {
+        DType t = is_float(out.dtype) ? DType::f64 : DType::i64;
+        ExprRef i = cast(Expr::index(idx[0]), t);
+        return result(op(LoopOp::Add, {scalar(n.arg("start"), t), op(LoopOp::Mul, {i, scalar(n.arg("step"), t)})}));
+      }
+      case OpKind::Clone: case OpKind::ToCopy: return result(operand("self", c.value(std::get<ValueRef>(n.arg("self").value)).meta.dtype));
+      case OpKind::Copy: return result(operand("src", c.value(std::get<ValueRef>(n.arg("src").value)).meta.dtype));
+      default: fail("{} is not supported by the compiler yet", n.schema().name);
+    }
+  }
+  DType compute = compute_dtype(args, n, out.dtype);
+  if (family == OpFamily::unary) {
+    DType in = c.value(std::get<ValueRef>(n.arg("self").value)).meta.dtype;
+    return result(unary(n, operand("self", is_float(out.dtype) ? compute : opmath(in)), args));
+  }
+  // Binary and ternary: tensors and scalars in schema order.
+  std::vector<ExprRef> xs;
+  std::optional<ExprRef> condition;
+  for (size_t i = 0; i < n.args.size(); ++i) {
+    const ArgSchema& s = n.schema().args[i];
+    if (s.name == "alpha") continue;
+    if (s.name == "condition") {
+      condition = operand("condition", DType::b8);
+    } else if (s.type == ArgType::Tensor) {
+      xs.push_back(n.args[i].is_none() ? nullptr : operand(s.name, compute));
+    } else if (s.type == ArgType::Scalar) {
+      xs.push_back(n.args[i].is_none() ? nullptr : scalar(n.args[i], compute));
+    }
+  }
+  if (family == OpFamily::binary) return result(binary(n, xs[0], xs[1], args));
+  if (condition) return result(op(LoopOp::Where, {*condition, xs[0], xs[1]}));
+  ExprRef v = xs[0];  // clamp: the lower bound first, then the upper
+  if (xs[1]) v = op(LoopOp::Maximum, {v, xs[1]});
+  if (xs[2]) v = op(LoopOp::Minimum, {v, xs[2]});
+  return result(v);
+}
+
+}  // namespace coil::lowering
