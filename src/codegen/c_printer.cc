@@ -1,0 +1,183 @@
+#include "codegen/c_printer.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "support/check.h"
+
+namespace coil::codegen {
+
+using loop::Expr;
+using loop::ExprRef;
+using loop::LoopOp;
+
+const char* value_type(DType t) {
+  switch (t) {
+    case DType::f64: return "double";
+    case DType::f32: case DType::f16: case DType::bf16: return "float";
+    case DType::i64: return "int64_t";
+    case DType::i32: return "int32_t";
+    case DType::i16: return "int16_t";
+    case DType::i8: return "int8_t";
+    case DType::u8: return "uint8_t";
+    case DType::b8: return "bool";
+  }
+  return "?";
+}
+
+const char* storage_type(DType t) { return t == DType::f16 || t == DType::bf16 ? "uint16_t" : value_type(t); }
+
+std::string symbol_name(const std::string& sym) {
+  bool loop_var = sym.size() > 1 && (sym[0] == 'x' || sym[0] == 'r') &&
+                  sym.find_first_not_of("0123456789", 1) == std::string::npos;
+  return loop_var ? sym : "s_" + sym;
+}
+
+std::string index_expr(const SymInt& e) {
+  auto wrap = [](const SymInt& s) {
+    bool atom = s.kind() == SymInt::Kind::constant || s.kind() == SymInt::Kind::symbol;
+    return atom ? index_expr(s) : "(" + index_expr(s) + ")";
+  };
+  switch (e.kind()) {
+    case SymInt::Kind::constant: return std::to_string(*e.constant()) + "LL";
+    case SymInt::Kind::symbol: return symbol_name(e.symbol_name());
+    case SymInt::Kind::add: {
+      std::string s;
+      for (const auto& o : e.operands()) s += (s.empty() ? "" : " + ") + wrap(o);
+      return s;
+    }
+    case SymInt::Kind::mul: {
+      std::string s;
+      for (const auto& o : e.operands()) s += (s.empty() ? "" : " * ") + wrap(o);
+      return s;
+    }
+    case SymInt::Kind::floordiv: return fmt::format("coil_rt::idx_floordiv({}, {})", index_expr(e.operands()[0]), index_expr(e.operands()[1]));
+    case SymInt::Kind::mod: return fmt::format("coil_rt::idx_mod({}, {})", index_expr(e.operands()[0]), index_expr(e.operands()[1]));
+    case SymInt::Kind::min: return fmt::format("std::min<int64_t>({}, {})", index_expr(e.operands()[0]), index_expr(e.operands()[1]));
+    case SymInt::Kind::max: return fmt::format("std::max<int64_t>({}, {})", index_expr(e.operands()[0]), index_expr(e.operands()[1]));
+  }
+  return "?";
+}
+
+namespace {
+
+std::string literal(double v, DType t) {
+  if (t == DType::b8) return v != 0 ? "true" : "false";
+  if (!is_float(t)) return fmt::format("{}({}LL)", value_type(t), static_cast<int64_t>(v));
+  if (std::isnan(v)) return fmt::format("{}(NAN)", value_type(t));
+  if (std::isinf(v)) return fmt::format("{}({}INFINITY)", value_type(t), v < 0 ? "-" : "");
+  return fmt::format("{}({:.17g})", value_type(t), v);
+}
+
+std::string convert(const std::string& v, DType from, DType to) {
+  if (to == DType::b8) return fmt::format("({} != 0)", v);
+  (void)from;
+  return fmt::format("static_cast<{}>({})", value_type(to), v);
+}
+
+std::string apply(LoopOp op, DType t, const std::vector<std::string>& a) {
+  bool f = is_float(t);
+  switch (op) {
+    case LoopOp::Abs: return t == DType::b8 ? a[0] : fmt::format("std::abs({})", a[0]);
+    case LoopOp::Neg: return fmt::format("static_cast<{}>(-{})", value_type(t), a[0]);
+    case LoopOp::Exp: return fmt::format("std::exp({})", a[0]);
+    case LoopOp::Expm1: return fmt::format("std::expm1({})", a[0]);
+    case LoopOp::Log: return fmt::format("std::log({})", a[0]);
+    case LoopOp::Log1p: return fmt::format("std::log1p({})", a[0]);
+    case LoopOp::Log2: return fmt::format("std::log2({})", a[0]);
+    case LoopOp::Log10: return fmt::format("std::log10({})", a[0]);
+    case LoopOp::Sqrt: return fmt::format("std::sqrt({})", a[0]);
+    case LoopOp::Rsqrt: return fmt::format("coil_rt::rsqrt({})", a[0]);
+    case LoopOp::Reciprocal: return fmt::format("({}(1) / {})", value_type(t), a[0]);
+    case LoopOp::Sin: return fmt::format("std::sin({})", a[0]);
+    case LoopOp::Cos: return fmt::format("std::cos({})", a[0]);
+    case LoopOp::Tan: return fmt::format("std::tan({})", a[0]);
+    case LoopOp::Tanh: return fmt::format("std::tanh({})", a[0]);
+    case LoopOp::Sigmoid: return fmt::format("coil_rt::sigmoid({})", a[0]);
+    case LoopOp::Erf: return fmt::format("std::erf({})", a[0]);
+    case LoopOp::Floor: return fmt::format("std::floor({})", a[0]);
+    case LoopOp::Ceil: return fmt::format("std::ceil({})", a[0]);
+    case LoopOp::Round: return fmt::format("std::nearbyint({})", a[0]);
+    case LoopOp::Trunc: return fmt::format("std::trunc({})", a[0]);
+    case LoopOp::Sign: return fmt::format("coil_rt::sign({})", a[0]);
+    case LoopOp::IsNan: return fmt::format("std::isnan({})", a[0]);
+    case LoopOp::IsInf: return fmt::format("std::isinf({})", a[0]);
+    case LoopOp::LogicalNot: return fmt::format("!({} != 0)", a[0]);
+    case LoopOp::BitwiseNot: return fmt::format("static_cast<{}>(~{})", value_type(t), a[0]);
+    case LoopOp::Add: return fmt::format("static_cast<{}>({} + {})", value_type(t), a[0], a[1]);
+    case LoopOp::Sub: return fmt::format("static_cast<{}>({} - {})", value_type(t), a[0], a[1]);
+    case LoopOp::Mul: return fmt::format("static_cast<{}>({} * {})", value_type(t), a[0], a[1]);
+    case LoopOp::Div: return f ? fmt::format("({} / {})", a[0], a[1]) : fmt::format("coil_rt::trunc_div({}, {})", a[0], a[1]);
+    case LoopOp::FloorDiv:
+      return f ? fmt::format("coil_rt::floor_div_float({}, {})", a[0], a[1]) : fmt::format("coil_rt::floor_div_int({}, {})", a[0], a[1]);
+    case LoopOp::TruncDiv: return fmt::format("coil_rt::trunc_div({}, {})", a[0], a[1]);
+    case LoopOp::Remainder:
+      return f ? fmt::format("coil_rt::remainder_float({}, {})", a[0], a[1]) : fmt::format("coil_rt::remainder_int({}, {})", a[0], a[1]);
+    case LoopOp::Fmod: return f ? fmt::format("std::fmod({}, {})", a[0], a[1]) : fmt::format("coil_rt::fmod_int({}, {})", a[0], a[1]);
+    case LoopOp::Pow: return f ? fmt::format("std::pow({}, {})", a[0], a[1]) : fmt::format("coil_rt::pow_int({}, {})", a[0], a[1]);
+    case LoopOp::Maximum: return fmt::format("coil_rt::maximum<{}>({}, {})", value_type(t), a[0], a[1]);
+    case LoopOp::Minimum: return fmt::format("coil_rt::minimum<{}>({}, {})", value_type(t), a[0], a[1]);
+    case LoopOp::Atan2: return fmt::format("std::atan2({}, {})", a[0], a[1]);
+    case LoopOp::Eq: return fmt::format("({} == {})", a[0], a[1]);
+    case LoopOp::Ne: return fmt::format("({} != {})", a[0], a[1]);
+    case LoopOp::Lt: return fmt::format("({} < {})", a[0], a[1]);
+    case LoopOp::Le: return fmt::format("({} <= {})", a[0], a[1]);
+    case LoopOp::Gt: return fmt::format("({} > {})", a[0], a[1]);
+    case LoopOp::Ge: return fmt::format("({} >= {})", a[0], a[1]);
+    case LoopOp::LogicalAnd: return fmt::format("(({} != 0) && ({} != 0))", a[0], a[1]);
+    case LoopOp::LogicalOr: return fmt::format("(({} != 0) || ({} != 0))", a[0], a[1]);
+    case LoopOp::LogicalXor: return fmt::format("(({} != 0) != ({} != 0))", a[0], a[1]);
+    case LoopOp::BitwiseAnd: return fmt::format("static_cast<{}>({} & {})", value_type(t), a[0], a[1]);
+    case LoopOp::BitwiseOr: return fmt::format("static_cast<{}>({} | {})", value_type(t), a[0], a[1]);
+    case LoopOp::BitwiseXor: return fmt::format("static_cast<{}>({} ^ {})", value_type(t), a[0], a[1]);
+    case LoopOp::Where: return fmt::format("({} ? {} : {})", a[0], a[1], a[2]);
+  }
+  return "?";
+}
+
+std::string load(const std::string& buffer, const SymInt& offset, DType t) {
+  std::string raw = fmt::format("{}[{}]", buffer, index_expr(offset));
+  if (t == DType::f16) return "coil_rt::f16_to_f32(" + raw + ")";
+  if (t == DType::bf16) return "coil_rt::bf16_to_f32(" + raw + ")";
+  return raw;
+}
+
+}  // namespace
+
+std::string ExprPrinter::emit(const ExprRef& e, std::vector<std::string>& lines, const std::string& indent) {
+  return expr(e, lines, indent);
+}
+
+std::string ExprPrinter::expr(const ExprRef& e, std::vector<std::string>& lines, const std::string& indent) {
+  switch (e->kind()) {
+    case Expr::Kind::constant: return literal(e->value(), e->dtype());
+    case Expr::Kind::index: return "static_cast<int64_t>(" + index_expr(e->offset()) + ")";
+    case Expr::Kind::reduced: {
+      auto it = reduced.find(e->slot());
+      COIL_CHECK(it != reduced.end()) << "reduced" << e->slot() << " has no value here";
+      return it->second;
+    }
+    default: break;
+  }
+  auto [lo, hi] = cache_.equal_range(e->hash());
+  for (auto it = lo; it != hi; ++it)
+    if (loop::same(it->second.first, e)) return it->second.second;
+  std::string value;
+  if (e->kind() == Expr::Kind::load) {
+    value = load(buffers_.at(static_cast<size_t>(e->buffer())), e->offset(), e->dtype());
+  } else if (e->kind() == Expr::Kind::cast) {
+    const ExprRef& from = e->operands()[0];
+    value = convert(expr(from, lines, indent), from->dtype(), e->dtype());
+  } else {
+    std::vector<std::string> args;
+    for (const auto& o : e->operands()) args.push_back(expr(o, lines, indent));
+    value = apply(e->op(), e->operands().back()->dtype(), args);
+  }
+  std::string name = "t" + std::to_string(next_++);
+  lines.push_back(fmt::format("{}const {} {} = {};", indent, value_type(e->dtype()), name, value));
+  cache_.emplace(e->hash(), std::make_pair(e, name));
+  return name;
+}
+
+}  // namespace coil::codegen

@@ -1,0 +1,39 @@
+// The C-like printer shared by the CPU (C++) and CUDA emitters: index expressions and
+// loop-IR expression DAGs as C expressions, with common subexpressions bound to temporaries.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "loop/expr.h"
+
+namespace coil::codegen {
+
+// The C type that holds values of `dtype` in registers (f16/bf16 compute as float).
+const char* value_type(DType dtype);
+// The C type of a buffer element (f16/bf16 are stored as uint16_t).
+const char* storage_type(DType dtype);
+// A size symbol's C name; loop variables keep their own names.
+std::string symbol_name(const std::string& sym);
+std::string index_expr(const SymInt& e);
+
+// Emits statements for expression DAGs, each distinct subexpression once.
+class ExprPrinter {
+ public:
+  // Buffer names by id, e.g. "b3".
+  explicit ExprPrinter(std::vector<std::string> buffer_names) : buffers_(std::move(buffer_names)) {}
+  // Returns a C expression for `e`; statements it needs are appended to `lines` at `indent`.
+  std::string emit(const loop::ExprRef& e, std::vector<std::string>& lines, const std::string& indent);
+  // Values of reductions, by slot (set by the kernel emitter).
+  std::map<int, std::string> reduced;
+  // Forget temporaries (at the start of a new loop body).
+  void reset() { cache_.clear(); }
+
+ private:
+  std::string expr(const loop::ExprRef& e, std::vector<std::string>& lines, const std::string& indent);
+  std::vector<std::string> buffers_;
+  std::multimap<size_t, std::pair<loop::ExprRef, std::string>> cache_;  // by structural hash
+  int next_ = 0;
+};
+
+}  // namespace coil::codegen

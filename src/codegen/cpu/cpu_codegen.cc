@@ -1,0 +1,211 @@
+#include "codegen/cpu/cpu_codegen.h"
+
+#include <fmt/format.h>
+
+#include <set>
+
+#include "codegen/c_printer.h"
+#include "support/check.h"
+
+namespace coil::codegen {
+
+extern const char* const cpu_prelude;
+
+namespace {
+
+using loop::ReduceKind;
+
+// Work below this many inner iterations per kernel runs on one thread.
+constexpr int64_t kParallelThreshold = 32768;
+
+void collect_buffers(const loop::ExprRef& e, std::set<int>& out) {
+  if (e->kind() == loop::Expr::Kind::load) out.insert(e->buffer());
+  for (const auto& o : e->operands()) collect_buffers(o, out);
+}
+
+void collect_symbols(const loop::ExprRef& e, std::vector<std::string>& out) {
+  if (e->kind() == loop::Expr::Kind::load || e->kind() == loop::Expr::Kind::index) e->offset().collect_symbols(out);
+  for (const auto& o : e->operands()) collect_symbols(o, out);
+}
+
+std::string store_value(const std::string& v, DType t) {
+  if (t == DType::f16) return "coil_rt::f32_to_f16(" + v + ")";
+  if (t == DType::bf16) return "coil_rt::f32_to_bf16(" + v + ")";
+  return v;
+}
+
+std::string init_value(ReduceKind k, DType t) {
+  switch (k) {
+    case ReduceKind::sum: return fmt::format("{}(0)", value_type(t));
+    case ReduceKind::prod: return fmt::format("{}(1)", value_type(t));
+    case ReduceKind::max:
+      return t == DType::b8 ? "false" : is_float(t) ? fmt::format("{}(-INFINITY)", value_type(t)) : fmt::format("std::numeric_limits<{}>::lowest()", value_type(t));
+    case ReduceKind::min:
+      return t == DType::b8 ? "true" : is_float(t) ? fmt::format("{}(INFINITY)", value_type(t)) : fmt::format("std::numeric_limits<{}>::max()", value_type(t));
+    default: return fmt::format("{}(0)", value_type(t));
+  }
+}
+
+class KernelEmitter {
+ public:
+  KernelEmitter(const loop::Program& p, const loop::LoopKernel& k, const std::vector<std::string>& symbols)
+      : p_(p), k_(k), symbols_(symbols) {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < p.buffers.size(); ++i) names.push_back("b" + std::to_string(i));
+    printer_ = std::make_unique<ExprPrinter>(names);
+  }
+
+  std::string emit() {
+    std::set<int> buffers;
+    std::vector<std::string> used;
+    for (const auto& r : k_.reductions) {
+      collect_buffers(r.value, buffers);
+      collect_symbols(r.value, used);
+    }
+    for (const auto& s : k_.stores) {
+      buffers.insert(s.buffer);
+      collect_buffers(s.value, buffers);
+      collect_symbols(s.value, used);
+      s.offset.collect_symbols(used);
+    }
+    for (const auto& d : k_.outer) d.collect_symbols(used);
+    for (const auto& d : k_.inner) d.collect_symbols(used);
+    out("extern \"C\" void {}(void* const* B, const int64_t* S) {{", k_.name);
+    (void)symbols_;
+    for (int b : buffers) {
+      const loop::Buffer& buf = p_.buffers[static_cast<size_t>(b)];
+      out("  {}* __restrict__ b{} = static_cast<{}*>(B[{}]);", storage_type(buf.dtype), b, storage_type(buf.dtype), b);
+    }
+    for (size_t i = 0; i < symbols_.size(); ++i)
+      if (std::find(used.begin(), used.end(), symbols_[i]) != used.end())
+        out("  const int64_t {} = S[{}];", symbol_name(symbols_[i]), i);
+    SymInt outer_total = product(k_.outer), inner_total = k_.inner.empty() ? SymInt(1) : product(k_.inner);
+    std::string indent = "  ";
+    if (!k_.outer.empty()) {
+      std::string collapse = k_.outer.size() > 1 ? fmt::format(" collapse({})", k_.outer.size()) : "";
+      out("  #pragma omp parallel for{} if({} >= {})", collapse, index_expr(outer_total * inner_total), kParallelThreshold);
+      for (size_t d = 0; d < k_.outer.size(); ++d) {
+        out("{}for (int64_t {} = 0; {} < {}; ++{}) {{", indent, loop::loop_var(static_cast<int>(d)), loop::loop_var(static_cast<int>(d)),
+            index_expr(k_.outer[d]), loop::loop_var(static_cast<int>(d)));
+        indent += "  ";
+      }
+    }
+    body(indent);
+    for (size_t d = k_.outer.size(); d-- > 0;) {
+      indent.resize(indent.size() - 2);
+      out("{}}}", indent);
+    }
+    out("}}");
+    return text_;
+  }
+
+ private:
+  template <typename... Args>
+  void out(fmt::format_string<Args...> f, Args&&... args) {
+    text_ += fmt::format(f, std::forward<Args>(args)...) + "\n";
+  }
+
+  // Opens the inner loop nest; returns the indent inside it.
+  std::string open_inner(std::string indent) {
+    for (size_t d = 0; d < k_.inner.size(); ++d) {
+      out("{}for (int64_t {} = 0; {} < {}; ++{}) {{", indent, loop::reduce_var(static_cast<int>(d)), loop::reduce_var(static_cast<int>(d)),
+          index_expr(k_.inner[d]), loop::reduce_var(static_cast<int>(d)));
+      indent += "  ";
+    }
+    return indent;
+  }
+  void close_inner(std::string& indent) {
+    for (size_t d = 0; d < k_.inner.size(); ++d) {
+      indent.resize(indent.size() - 2);
+      out("{}}}", indent);
+    }
+  }
+  void flush(std::vector<std::string>& lines) {
+    for (const auto& l : lines) text_ += l + "\n";
+    lines.clear();
+  }
+
+  void body(const std::string& indent) {
+    std::vector<std::string> lines;
+    for (size_t i = 0; i < k_.reductions.size(); ++i) {
+      const auto& r = k_.reductions[i];
+      bool arg = r.kind == ReduceKind::argmax || r.kind == ReduceKind::argmin;
+      std::string acc = "acc" + std::to_string(i);
+      if (arg) {
+        out("{}{} {}_v = {}; int64_t {} = -1;", indent, value_type(r.acc), acc, init_value(ReduceKind::sum, r.acc), acc);
+      } else {
+        out("{}{} {} = {};", indent, value_type(r.acc), acc, init_value(r.kind, r.acc));
+      }
+      std::string in = open_inner(indent);
+      printer_->reset();
+      std::string v = printer_->emit(r.value, lines, in);
+      flush(lines);
+      switch (r.kind) {
+        case ReduceKind::sum: out("{}{} += {};", in, acc, v); break;
+        case ReduceKind::prod: out("{}{} *= {};", in, acc, v); break;
+        case ReduceKind::max:
+          if (r.acc == DType::b8) out("{}{} = {} || {};", in, acc, acc, v);
+          else out("{}{} = coil_rt::maximum<{}>({}, {});", in, acc, value_type(r.acc), acc, v);
+          break;
+        case ReduceKind::min:
+          if (r.acc == DType::b8) out("{}{} = {} && {};", in, acc, acc, v);
+          else out("{}{} = coil_rt::minimum<{}>({}, {});", in, acc, value_type(r.acc), acc, v);
+          break;
+        case ReduceKind::argmax:
+        case ReduceKind::argmin: {
+          // The first extreme wins; NaN counts as the extreme and sticks.
+          SymInt linear = 0;
+          for (size_t d = 0; d < k_.inner.size(); ++d) linear = linear * k_.inner[d] + SymInt::symbol(loop::reduce_var(static_cast<int>(d)));
+          const char* cmp = r.kind == ReduceKind::argmax ? ">" : "<";
+          out("{}if ({} < 0 || (!({}_v != {}_v) && ({} != {} || {} {} {}_v))) {{ {}_v = {}; {} = {}; }}", in, acc, acc, acc, v, v, v,
+              cmp, acc, acc, v, acc, index_expr(linear));
+          break;
+        }
+      }
+      std::string close = in;
+      close_inner(close);
+      printer_->reduced[static_cast<int>(i)] = acc;
+    }
+    printer_->reset();
+    for (const auto& s : k_.stores) {
+      if (s.inner) continue;
+      store(s, indent, lines);
+    }
+    bool any_inner = std::any_of(k_.stores.begin(), k_.stores.end(), [](const loop::StoreStep& s) { return s.inner; });
+    if (!any_inner) return;
+    std::string in = open_inner(indent);
+    printer_->reset();
+    for (const auto& s : k_.stores)
+      if (s.inner) store(s, in, lines);
+    close_inner(in);
+  }
+
+  void store(const loop::StoreStep& s, const std::string& indent, std::vector<std::string>& lines) {
+    std::string v = printer_->emit(s.value, lines, indent);
+    flush(lines);
+    DType t = p_.buffers[static_cast<size_t>(s.buffer)].dtype;
+    out("{}b{}[{}] = {};", indent, s.buffer, index_expr(s.offset), store_value(v, t));
+  }
+
+  const loop::Program& p_;
+  const loop::LoopKernel& k_;
+  const std::vector<std::string>& symbols_;
+  std::unique_ptr<ExprPrinter> printer_;
+  std::string text_;
+};
+
+}  // namespace
+
+CpuSource generate_cpu(const loop::Program& program, const std::vector<std::string>& symbols) {
+  CpuSource src;
+  src.code = "// Generated by coil.\n" + std::string(cpu_prelude) + "#include <algorithm>\n#include <limits>\n\n";
+  for (const auto& kernel : program.kernels) {
+    const auto* k = std::get_if<loop::LoopKernel>(&kernel);
+    if (!k) continue;
+    src.code += KernelEmitter(program, *k, symbols).emit() + "\n";
+    src.kernels.push_back(k->name);
+  }
+  return src;
+}
+
+}  // namespace coil::codegen

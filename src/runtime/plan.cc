@@ -1,0 +1,84 @@
+#include "runtime/plan.h"
+
+#include <fmt/format.h>
+
+#include "support/check.h"
+
+namespace coil {
+
+namespace {
+
+// Storage elements a layout addresses, offset included.
+int64_t span_of(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides, int64_t offset) {
+  int64_t last = offset;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == 0) return 0;
+    last += (sizes[i] - 1) * strides[i];
+  }
+  return last + 1;
+}
+
+std::vector<int64_t> eval_all(const SymShape& s, const std::map<std::string, int64_t>& symbols) {
+  std::vector<int64_t> out;
+  for (const auto& d : s) out.push_back(d.eval(symbols));
+  return out;
+}
+
+// A tensor whose element [0, ...] sits at the layout the kernels were compiled for.
+Tensor bind_external(const Tensor& t, const loop::Buffer& b, const std::map<std::string, int64_t>& symbols,
+                     const std::string& what) {
+  if (t.dtype() != b.dtype) fail("{}: expected dtype {}, got {}", what, dtype_name(b.dtype), dtype_name(t.dtype()));
+  auto sizes = eval_all(b.sizes, symbols);
+  if (t.sizes() != sizes) fail("{}: expected shape {}, got {}", what, shape_to_string(sizes), shape_to_string(t.sizes()));
+  if (t.strides() == eval_all(b.strides, symbols) || t.numel() == 0) return t;
+  return t.contiguous_copy();  // the kernels assume the declared (contiguous) layout
+}
+
+}  // namespace
+
+std::vector<Tensor> Plan::run(const TensorMap& inputs, const TensorMap& weights) const {
+  auto symbols = bind_symbols(graph, inputs);
+  std::vector<int64_t> symbol_values;
+  for (const auto& s : graph.symbols) symbol_values.push_back(symbols.at(s.name));
+  const auto& buffers = lowered.program.buffers;
+  std::vector<Tensor> held(buffers.size());
+  std::vector<void*> ptrs(buffers.size(), nullptr);
+
+  auto inputs_nodes = graph.input_nodes();
+  for (size_t i = 0; i < inputs_nodes.size(); ++i) {
+    int b = lowered.input_buffers[i];
+    const std::string& name = graph.nodes[static_cast<size_t>(inputs_nodes[i])].name();
+    held[static_cast<size_t>(b)] = bind_external(inputs.at(name), buffers[static_cast<size_t>(b)], symbols, "input %" + name);
+  }
+  auto weight_nodes = graph.weight_nodes();
+  for (size_t i = 0; i < weight_nodes.size(); ++i) {
+    int b = lowered.weight_buffers[i];
+    const Node& node = graph.nodes[static_cast<size_t>(weight_nodes[i])];
+    const auto& key = std::get<std::string>(node.arg("key").value);
+    auto it = weights.find(key);
+    if (it == weights.end()) fail("weight '{}' (for %{}) was not given", key, node.name());
+    held[static_cast<size_t>(b)] = bind_external(it->second, buffers[static_cast<size_t>(b)], symbols, "weight '" + key + "'");
+  }
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    if (held[b].defined()) {
+      ptrs[b] = held[b].data();
+      continue;
+    }
+    const loop::Buffer& buf = buffers[b];
+    auto sizes = eval_all(buf.sizes, symbols), strides = eval_all(buf.strides, symbols);
+    int64_t offset = buf.offset.eval(symbols);
+    Tensor flat = Tensor::zeros(buf.dtype, {std::max<int64_t>(span_of(sizes, strides, offset), 1)});
+    for (size_t i = 0; i < buf.data.size(); ++i) flat.store(static_cast<int64_t>(i), buf.data[i]);
+    ptrs[b] = flat.data();
+    held[b] = flat.view(sizes, strides, offset);
+  }
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    if (!kernels[k]) fail("extern calls are not supported by the CPU runtime yet");
+    kernels[k](ptrs.data(), symbol_values.data());
+  }
+  std::vector<Tensor> out;
+  for (int b : lowered.output_buffers) out.push_back(held[static_cast<size_t>(b)]);
+  return out;
+}
+
+}  // namespace coil

@@ -1,0 +1,27 @@
+// The Plan: a compiled graph as a flat list of steps over numbered buffers, run by a small C++
+// executor. Inputs and weights are borrowed (no copy when their layout is the declared one);
+// temporaries and outputs are allocated per run; kernels are called with the buffer table
+// and the size-symbol values.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "coil/graph.h"
+#include "coil/reference.h"
+#include "lower/lower.h"
+
+namespace coil {
+
+using KernelFn = void (*)(void* const* buffers, const int64_t* symbols);
+
+struct Plan {
+  Graph graph;             // for binding inputs and naming errors
+  LoweredGraph lowered;
+  std::vector<KernelFn> kernels;  // per program kernel; nullptr for extern calls
+  std::shared_ptr<void> library;  // keeps the kernels' code loaded
+
+  std::vector<Tensor> run(const TensorMap& inputs, const TensorMap& weights) const;
+};
+
+}  // namespace coil
