@@ -12,6 +12,7 @@
 #include "loop/kernel.h"
 #include "lower/lower.h"
 #include "codegen/cpu/cpu_codegen.h"
+#include "schedule/fuse_epilogues.h"
 
 namespace {
 
@@ -89,6 +90,7 @@ int check(const std::string& file) {
 int compile(const std::string& file, const std::string& emit) {
   coil::Graph g = coil::parse_graph_file(file);
   coil::LoweredGraph lowered = coil::lower(g);
+  lowered.program = coil::schedule::fuse_epilogues(lowered.program);
   if (emit == "loop") std::cout << coil::loop::to_string(lowered.program);
   if (emit == "code") {
     std::vector<std::string> symbols;

@@ -1,0 +1,133 @@
+#include "schedule/fuse_epilogues.h"
+
+#include <set>
+
+#include "support/check.h"
+
+namespace coil::schedule {
+
+namespace {
+
+using loop::Expr;
+using loop::ExprRef;
+using loop::LoopKernel;
+
+void loads_of(const ExprRef& e, std::set<int>& out) {
+  if (e->kind() == Expr::Kind::load) out.insert(e->buffer());
+  for (const auto& o : e->operands()) loads_of(o, out);
+}
+
+std::set<int> reads(const LoopKernel& k) {
+  std::set<int> out;
+  for (const auto& r : k.reductions) loads_of(r.value, out);
+  for (const auto& s : k.stores) loads_of(s.value, out);
+  return out;
+}
+
+bool reads_buffer(const loop::Kernel& k, int b) {
+  if (const auto* e = std::get_if<loop::ExternCall>(&k)) return std::find(e->inputs.begin(), e->inputs.end(), b) != e->inputs.end();
+  return reads(std::get<LoopKernel>(k)).count(b) > 0;
+}
+
+// Rewrites an expression of the consumer: loop variables renamed into the producer's nest,
+// loads of a per-row result replaced by its value, reduction slots shifted. Fails (nullptr)
+// when a per-row result is read at another row.
+struct Rewriter {
+  std::map<std::string, SymInt> vars;
+  std::map<int, std::pair<SymInt, ExprRef>> row_values;  // buffer -> (store offset, value)
+  int slot_shift = 0;
+  bool ok = true;
+
+  ExprRef operator()(const ExprRef& e) {
+    switch (e->kind()) {
+      case Expr::Kind::load: {
+        SymInt offset = coil::substitute(e->offset(), vars);
+        auto it = row_values.find(e->buffer());
+        if (it == row_values.end()) return Expr::load(e->buffer(), offset, e->dtype());
+        if (offset != it->second.first) ok = false;
+        return it->second.second;
+      }
+      case Expr::Kind::index: return Expr::index(coil::substitute(e->offset(), vars));
+      case Expr::Kind::reduced: return Expr::reduced(e->slot() + slot_shift, e->dtype());
+      case Expr::Kind::constant: return e;
+      case Expr::Kind::cast: return Expr::cast((*this)(e->operands()[0]), e->dtype());
+      case Expr::Kind::op: {
+        std::vector<ExprRef> ops;
+        for (const auto& o : e->operands()) ops.push_back((*this)(o));
+        return Expr::apply(e->op(), std::move(ops));
+      }
+    }
+    return e;
+  }
+};
+
+// Tries to fuse `b` into reduction kernel `a`; returns the fused kernel.
+std::optional<LoopKernel> try_fuse(const LoopKernel& a, const LoopKernel& b) {
+  if (a.inner.empty() || a.reductions.empty()) return std::nullopt;
+  size_t m = a.outer.size();
+  bool pointwise = b.inner.empty();
+  if (pointwise) {
+    SymShape nest = a.outer;
+    nest.insert(nest.end(), a.inner.begin(), a.inner.end());
+    if (b.outer != nest) return std::nullopt;
+  } else if (b.outer != a.outer || b.inner != a.inner) {
+    return std::nullopt;
+  }
+  // The consumer must not read what the producer writes per element (its order would change).
+  std::set<int> b_reads = reads(b);
+  for (const auto& s : a.stores)
+    if (s.inner && b_reads.count(s.buffer)) return std::nullopt;
+  Rewriter rw;
+  for (size_t k = 0; k < b.outer.size(); ++k) {
+    std::string from = loop::loop_var(static_cast<int>(k));
+    rw.vars[from] = k < m ? SymInt::symbol(from) : SymInt::symbol(loop::reduce_var(static_cast<int>(k - m)));
+  }
+  for (const auto& s : a.stores)
+    if (!s.inner) rw.row_values[s.buffer] = {s.offset, s.value};
+  bool uses_row_value = false;
+  for (int buf : b_reads) uses_row_value = uses_row_value || rw.row_values.count(buf);
+  if (!uses_row_value) return std::nullopt;
+  rw.slot_shift = static_cast<int>(a.reductions.size());
+  LoopKernel fused = a;
+  for (const auto& r : b.reductions) fused.reductions.push_back({r.kind, rw(r.value), r.acc});
+  for (const auto& s : b.stores) {
+    SymInt offset = coil::substitute(s.offset, rw.vars);
+    fused.stores.push_back({s.buffer, offset, rw(s.value), pointwise || s.inner});
+  }
+  if (!rw.ok) return std::nullopt;
+  fused.name = a.name;
+  fused.origins.insert(fused.origins.end(), b.origins.begin(), b.origins.end());
+  return fused;
+}
+
+}  // namespace
+
+loop::Program fuse_epilogues(const loop::Program& program) {
+  loop::Program p = program;
+  for (size_t i = 0; i + 1 < p.kernels.size();) {
+    auto* a = std::get_if<LoopKernel>(&p.kernels[i]);
+    auto* b = std::get_if<LoopKernel>(&p.kernels[i + 1]);
+    std::optional<LoopKernel> fused;
+    if (a && b) fused = try_fuse(*a, *b);
+    if (!fused) {
+      ++i;
+      continue;
+    }
+    // Per-row results nobody else needs are no longer stored.
+    std::vector<loop::StoreStep> kept;
+    for (const auto& s : fused->stores) {
+      bool row_result = !s.inner && std::any_of(a->stores.begin(), a->stores.end(), [&](const loop::StoreStep& t) { return !t.inner && t.buffer == s.buffer; });
+      bool needed = p.buffers[static_cast<size_t>(s.buffer)].role != loop::Buffer::Role::temporary;
+      for (size_t j = i + 2; j < p.kernels.size() && !needed; ++j) needed = reads_buffer(p.kernels[j], s.buffer);
+      if (row_result && !needed) continue;
+      kept.push_back(s);
+    }
+    fused->stores = std::move(kept);
+    p.kernels[i] = std::move(*fused);
+    p.kernels.erase(p.kernels.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+  }
+  loop::verify(p);
+  return p;
+}
+
+}  // namespace coil::schedule

@@ -1,0 +1,67 @@
+// Golden tests of fusion decisions: how many kernels the classic patterns compile to, and what
+// they fuse.
+#include <gtest/gtest.h>
+
+#include "coil/coil.h"
+#include "lower/lower.h"
+#include "schedule/fuse_epilogues.h"
+
+namespace coil {
+namespace {
+
+loop::Program scheduled(const std::string& body) {
+  Graph g = parse_graph("graph t {\n  sym N = 4\n" + body + "}\n");
+  return schedule::fuse_epilogues(lower(g).program);
+}
+
+int loop_kernels(const loop::Program& p) {
+  int n = 0;
+  for (const auto& k : p.kernels) n += std::holds_alternative<loop::LoopKernel>(k);
+  return n;
+}
+
+TEST(Fusion, GeluOfBiasAddIsOneKernel) {
+  auto p = scheduled("  %x = input() : f32[N, 64]\n  %b = input() : f32[64]\n  %a = add.Tensor(%x, %b)\n  %y = gelu(%a)\n  return %y\n");
+  EXPECT_EQ(loop_kernels(p), 1) << loop::to_string(p);
+}
+
+TEST(Fusion, SoftmaxIsOneKernel) {
+  auto p = scheduled("  %x = input() : f32[N, 64]\n  %y = _softmax(%x, -1, false)\n  return %y\n");
+  EXPECT_EQ(loop_kernels(p), 1) << loop::to_string(p);
+}
+
+TEST(Fusion, DecomposedSoftmaxIsOneKernel) {
+  auto p = scheduled(
+      "  %x = input() : f32[N, 64]\n  %m = amax(%x, [-1], true)\n  %s = sub.Tensor(%x, %m)\n  %e = exp(%s)\n"
+      "  %t = sum.dim_IntList(%e, [-1], true)\n  %y = div.Tensor(%e, %t)\n  return %y\n");
+  EXPECT_EQ(loop_kernels(p), 1) << loop::to_string(p);
+  const auto& k = std::get<loop::LoopKernel>(p.kernels[0]);
+  EXPECT_EQ(k.reductions.size(), 2u);
+  EXPECT_EQ(k.stores.size(), 1u) << "the row max and sum stay in registers";
+}
+
+TEST(Fusion, LayerNormIsOneKernel) {
+  auto p = scheduled(
+      "  %x = input() : f32[N, 64]\n  %w = input() : f32[64]\n  %y, %m, %r = native_layer_norm(%x, [64], %w, %w, 1e-05)\n"
+      "  return %y\n");
+  EXPECT_EQ(loop_kernels(p), 1) << loop::to_string(p);
+}
+
+TEST(Fusion, RmsNormIsOneKernel) {
+  auto p = scheduled(
+      "  %x = input() : f32[N, 64]\n  %w = input() : f32[64]\n  %sq = mul.Tensor(%x, %x)\n"
+      "  %ms = mean.dim(%sq, [-1], true)\n  %eps = add.Scalar(%ms, 1e-06)\n  %r = rsqrt(%eps)\n"
+      "  %n = mul.Tensor(%x, %r)\n  %y = mul.Tensor(%n, %w)\n  return %y\n");
+  EXPECT_EQ(loop_kernels(p), 1) << loop::to_string(p);
+}
+
+TEST(Fusion, RowResultReadAtAnotherRowIsNotFused) {
+  // flip reads the sums of other rows: the sum must stay a buffer and a kernel of its own.
+  auto p = scheduled(
+      "  %x = input() : f32[N, 64]\n  %s = sum.dim_IntList(%x, [-1], true)\n  %f = flip(%s, [0])\n"
+      "  %y = add.Tensor(%x, %f)\n  return %y\n");
+  EXPECT_EQ(loop_kernels(p), 2) << loop::to_string(p);
+}
+
+}  // namespace
+}  // namespace coil
