@@ -43,7 +43,11 @@ std::string kernel_str(const LoopKernel& k) {
 
 std::string extern_str(const ExternCall& e) {
   std::vector<std::string> ins;
-  for (int b : e.inputs) ins.push_back("buf" + std::to_string(b));
+  for (const auto& v : e.inputs) {
+    std::string s = fmt::format("buf{}{} strides={}", v.buffer, shape_str(v.sizes), shape_str(v.strides));
+    if (v.offset != SymInt(0)) s += " offset=" + v.offset.str();
+    ins.push_back(s);
+  }
   return fmt::format("extern {} {}({}) -> buf{} params=[{}]  # from {}\n", e.name, extern_name(e.kind), fmt::join(ins, ", "),
                      e.output, fmt::join(e.params, ", "), fmt::join(e.origins, ", "));
 }
@@ -94,7 +98,8 @@ std::string to_string(const Program& p) {
 void verify(const Program& p) {
   for (const auto& kernel : p.kernels) {
     if (const auto* e = std::get_if<ExternCall>(&kernel)) {
-      for (int b : e->inputs) COIL_CHECK(b >= 0 && static_cast<size_t>(b) < p.buffers.size()) << e->name << ": unknown input buffer";
+      for (const auto& v : e->inputs)
+        COIL_CHECK(v.buffer >= 0 && static_cast<size_t>(v.buffer) < p.buffers.size()) << e->name << ": unknown input buffer";
       COIL_CHECK(e->output >= 0 && static_cast<size_t>(e->output) < p.buffers.size()) << e->name << ": unknown output buffer";
       continue;
     }

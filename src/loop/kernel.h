@@ -39,11 +39,19 @@ struct LoopKernel {
 
 enum class ExternKind : uint8_t { mm, bmm, addmm, convolution };
 
+// An operand of an extern call: a strided view into a buffer.
+struct View {
+  int buffer;
+  SymShape sizes;
+  SymShape strides;
+  SymInt offset = 0;
+};
+
 struct ExternCall {
   std::string name;
   ExternKind kind;
-  std::vector<int> inputs;  // buffers
-  int output;
+  std::vector<View> inputs;  // addmm: bias, mat1, mat2; convolution: input, weight[, bias]
+  int output;                // a buffer, written in its own layout
   std::vector<double> params;  // addmm: beta, alpha; convolution: stride.., padding.., dilation.., groups
   std::vector<std::string> origins;
 };

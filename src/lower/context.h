@@ -53,6 +53,7 @@ class Context {
 std::vector<Value> lower_pointwise(Context& c, const Node& n);   // unary, binary, ternary, creation, copy
 std::vector<Value> lower_view(Context& c, const Node& n);        // views and cat/pad/flip/repeat
 std::vector<Value> lower_reduction(Context& c, const Node& n);   // reductions and normalizations
+std::vector<Value> lower_linalg(Context& c, const Node& n);      // matrix products as extern calls
 
 // Helpers shared by the families.
 ExprRef cast(const ExprRef& e, DType dtype);

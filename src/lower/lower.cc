@@ -114,6 +114,7 @@ LoweredGraph lower(const Graph& g) {
         case OpFamily::shape: vals = lower_view(c, node); break;
         case OpFamily::reduction:
         case OpFamily::normalization: vals = lower_reduction(c, node); break;
+        case OpFamily::linalg: vals = lower_linalg(c, node); break;
         default: fail("{} is not supported by the compiler yet", node.schema().name);
       }
     } catch (const Error& e) {

@@ -1,5 +1,7 @@
 #include "runtime/plan.h"
 
+#include "runtime/cpu_extern.h"
+
 #include <fmt/format.h>
 
 #include "support/check.h"
@@ -73,8 +75,11 @@ std::vector<Tensor> Plan::run(const TensorMap& inputs, const TensorMap& weights)
     held[b] = flat.view(sizes, strides, offset);
   }
   for (size_t k = 0; k < kernels.size(); ++k) {
-    if (!kernels[k]) fail("extern calls are not supported by the CPU runtime yet");
-    kernels[k](ptrs.data(), symbol_values.data());
+    if (kernels[k]) {
+      kernels[k](ptrs.data(), symbol_values.data());
+    } else {
+      run_extern_cpu(std::get<loop::ExternCall>(lowered.program.kernels[k]), lowered.program, ptrs, symbols);
+    }
   }
   std::vector<Tensor> out;
   for (int b : lowered.output_buffers) out.push_back(held[static_cast<size_t>(b)]);

@@ -25,7 +25,8 @@ std::set<int> reads(const LoopKernel& k) {
 }
 
 bool reads_buffer(const loop::Kernel& k, int b) {
-  if (const auto* e = std::get_if<loop::ExternCall>(&k)) return std::find(e->inputs.begin(), e->inputs.end(), b) != e->inputs.end();
+  if (const auto* e = std::get_if<loop::ExternCall>(&k))
+    return std::any_of(e->inputs.begin(), e->inputs.end(), [&](const loop::View& v) { return v.buffer == b; });
   return reads(std::get<LoopKernel>(k)).count(b) > 0;
 }
 

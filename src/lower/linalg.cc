@@ -1,0 +1,49 @@
+// Lowering of matrix products and convolution into extern calls: operands are realized (a view
+// of a realized value is passed as that view, so a transposed weight costs nothing) and the
+// result gets a buffer of its own.
+#include "graph/infer_util.h"
+#include "lower/context.h"
+#include "support/check.h"
+
+namespace coil::lowering {
+
+namespace {
+
+loop::View operand(Context& c, const Node& n, std::string_view name) {
+  ValueRef r = std::get<ValueRef>(n.arg(name).value);
+  Value& v = c.value(r);
+  c.realize(v, c.graph.value_name(r));
+  return {v.buffer, v.meta.sizes, v.meta.strides, v.meta.offset};
+}
+
+}  // namespace
+
+std::vector<Value> lower_linalg(Context& c, const Node& n) {
+  ArgReader args(c.graph, n);
+  const TensorMeta& meta = n.outputs[0].meta;
+  loop::ExternCall call;
+  call.name = c.kernel_name(n.name());
+  call.origins = {n.name()};
+  switch (n.op) {
+    case OpKind::Mm:
+      call.kind = loop::ExternKind::mm;
+      call.inputs = {operand(c, n, "self"), operand(c, n, "mat2")};
+      break;
+    case OpKind::Bmm:
+      call.kind = loop::ExternKind::bmm;
+      call.inputs = {operand(c, n, "self"), operand(c, n, "mat2")};
+      break;
+    case OpKind::Addmm:
+      call.kind = loop::ExternKind::addmm;
+      call.inputs = {operand(c, n, "self"), operand(c, n, "mat1"), operand(c, n, "mat2")};
+      call.params = {args.real("beta"), args.real("alpha")};
+      break;
+    default: fail("{} is not supported by the compiler yet", n.schema().name);
+  }
+  call.output = c.add_buffer(n.name(), loop::Buffer::Role::temporary, meta);
+  int out = call.output;
+  c.program.kernels.push_back(std::move(call));
+  return {Value{meta, out, nullptr}};
+}
+
+}  // namespace coil::lowering
