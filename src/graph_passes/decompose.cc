@@ -1,0 +1,117 @@
+#include "graph_passes/decompose.h"
+
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "support/check.h"
+
+namespace coil {
+
+namespace {
+
+// Fresh value names that collide neither with the source graph nor with the graph being built.
+class Namer {
+ public:
+  explicit Namer(const Graph& source) {
+    for (const auto& n : source.nodes)
+      for (const auto& o : n.outputs) used_.insert(o.name);
+  }
+  std::string next(const std::string& stem) {
+    std::string name = stem;
+    for (int i = 1; used_.count(name); ++i) name = stem + "_" + std::to_string(i);
+    used_.insert(name);
+    return name;
+  }
+
+ private:
+  std::set<std::string> used_;
+};
+
+// q @ k^T * scale, masked, softmax, @ v — over the flattened batch dims, as bmm needs 3-D.
+ValueRef attention(Graph& g, const Node& n, const std::map<std::pair<int, int>, ValueRef>& remap, Namer& names) {
+  auto ref = [&](std::string_view name) { return remap.at({std::get<ValueRef>(n.arg(name).value).node, std::get<ValueRef>(n.arg(name).value).output}); };
+  ValueRef q = ref("query"), k = ref("key"), v = ref("value");
+  const TensorMeta qm = g.meta(q), km = g.meta(k), vm = g.meta(v);
+  size_t r = qm.sizes.size();
+  if (std::get<bool>(n.arg("enable_gqa").value) && km.sizes != qm.sizes && r >= 3 && km.sizes[r - 3] != qm.sizes[r - 3])
+    fail("scaled_dot_product_attention: grouped-query attention is not supported by the compiler yet");
+  SymInt batch = 1;
+  for (size_t i = 0; i + 2 < r; ++i) batch = batch * qm.sizes[i];
+  SymInt L = qm.sizes[r - 2], E = qm.sizes[r - 1], S = km.sizes[r - 2], Ev = vm.sizes[r - 1];
+  auto flat3 = [&](ValueRef x, const SymInt& rows, const SymInt& cols) {
+    ValueRef dense = g.call1(OpKind::Clone, {x}, {{"memory_format", "contiguous_format"}}, names.next(n.name() + "_dense"));
+    return g.call1(OpKind::View, {dense, IntList{batch, rows, cols}}, {}, names.next(n.name() + "_3d"));
+  };
+  ValueRef q3 = flat3(q, L, E), k3 = flat3(k, S, E), v3 = flat3(v, S, Ev);
+  ValueRef kt = g.call1(OpKind::Permute, {k3, IntList{0, 2, 1}}, {}, names.next(n.name() + "_kt"));
+  ValueRef scores = g.call1(OpKind::Bmm, {q3, kt}, {}, names.next(n.name() + "_qk"));
+  double scale;
+  if (const Arg& a = n.arg("scale"); !a.is_none()) {
+    scale = std::get<double>(a.value);
+  } else {
+    auto e = E.constant();
+    if (!e) fail("scaled_dot_product_attention: a symbolic head size needs an explicit scale");
+    scale = 1.0 / std::sqrt(static_cast<double>(*e));
+  }
+  ValueRef scaled = g.call1(OpKind::MulScalar, {scores, scale}, {}, names.next(n.name() + "_scaled"));
+  double neg_inf = -INFINITY;
+  if (std::get<bool>(n.arg("is_causal").value)) {
+    ValueRef row_ids = g.call1(OpKind::ArangeStartStep, {0, L}, {}, names.next(n.name() + "_rows"));
+    ValueRef rows = g.call1(OpKind::Unsqueeze, {row_ids, 1}, {}, names.next(n.name() + "_rows"));
+    ValueRef cols = g.call1(OpKind::ArangeStartStep, {0, S}, {}, names.next(n.name() + "_cols"));
+    ValueRef keep = g.call1(OpKind::GeTensor, {rows, cols}, {}, names.next(n.name() + "_causal"));
+    scaled = g.call1(OpKind::WhereScalarOther, {keep, scaled, neg_inf}, {}, names.next(n.name() + "_masked"));
+  }
+  if (!n.arg("attn_mask").is_none()) {
+    ValueRef mask = ref("attn_mask");
+    SymShape full(qm.sizes.begin(), qm.sizes.end() - 2);
+    full.push_back(L);
+    full.push_back(S);
+    ValueRef m3 = flat3(g.call1(OpKind::Expand, {mask, IntList(full)}, {}, names.next(n.name() + "_mask")), L, S);
+    scaled = g.meta(mask).dtype == DType::b8
+                 ? g.call1(OpKind::WhereScalarOther, {m3, scaled, neg_inf}, {}, names.next(n.name() + "_masked"))
+                 : g.call1(OpKind::AddTensor, {scaled, m3}, {}, names.next(n.name() + "_masked"));
+  }
+  ValueRef probs = g.call1(OpKind::Softmax, {scaled, -1, false}, {}, names.next(n.name() + "_probs"));
+  ValueRef out3 = g.call1(OpKind::Bmm, {probs, v3}, {}, names.next(n.name() + "_pv"));
+  SymShape out_shape(qm.sizes.begin(), qm.sizes.end() - 1);
+  out_shape.push_back(Ev);
+  return g.call1(OpKind::View, {out3, IntList(out_shape)}, {}, n.name());
+}
+
+}  // namespace
+
+Graph decompose(const Graph& graph) {
+  Graph g;
+  g.name = graph.name;
+  g.symbols = graph.symbols;
+  g.weights_file = graph.weights_file;
+  std::map<std::pair<int, int>, ValueRef> remap;
+  Namer names(graph);
+  auto map_arg = [&](const Arg& a) {
+    if (auto* r = std::get_if<ValueRef>(&a.value)) return Arg(remap.at({r->node, r->output}));
+    if (auto* l = std::get_if<TensorList>(&a.value)) {
+      TensorList out;
+      for (const auto& e : *l) out.push_back(e ? std::optional<ValueRef>(remap.at({e->node, e->output})) : std::nullopt);
+      return Arg(std::move(out));
+    }
+    return a;
+  };
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    const Node& n = graph.nodes[i];
+    if (n.op == OpKind::ScaledDotProductAttention) {
+      remap[{static_cast<int>(i), 0}] = attention(g, n, remap, names);
+      continue;
+    }
+    Node copy = n;
+    for (auto& a : copy.args) a = map_arg(a);
+    ValueRef first = g.append(std::move(copy));
+    for (size_t o = 0; o < n.outputs.size(); ++o) remap[{static_cast<int>(i), static_cast<int>(o)}] = {first.node, static_cast<int32_t>(o)};
+  }
+  for (const auto& r : graph.outputs) g.outputs.push_back(remap.at({r.node, r.output}));
+  verify(g);
+  return g;
+}
+
+}  // namespace coil
