@@ -1,0 +1,94 @@
+// The compiler against the reference interpreter: hand-picked patterns and seeded random
+// graphs (chains and DAGs of pointwise, reduction, view, shape and matmul ops). Set
+// COIL_FUZZ_GRAPHS for a longer run.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+#include "coil/coil.h"
+#include "driver/compile.h"
+#include "random_graph.h"
+
+namespace coil {
+namespace {
+
+std::string temp_cache() {
+  static const std::string dir = [] {
+    auto d = std::filesystem::temp_directory_path() / ("coil_compile_test_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(d);
+    return d.string();
+  }();
+  return dir;
+}
+
+void expect_close(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  ASSERT_EQ(got.sizes(), want.sizes()) << what;
+  Tensor a = got.contiguous_copy(), b = want.contiguous_copy();
+  double tol = got.dtype() == DType::f64 ? 1e-10 : got.dtype() == DType::f32 ? 2e-5 : 2e-2;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    double x = a.load(i), y = b.load(i);
+    if (std::isnan(x) && std::isnan(y)) continue;
+    if (std::isinf(y)) {
+      ASSERT_EQ(x, y) << what << " element " << i;
+      continue;
+    }
+    ASSERT_LE(std::fabs(x - y), tol * (1 + std::fabs(y))) << what << " element " << i << ": " << x << " vs " << y;
+  }
+}
+
+void check_against_reference(const Graph& g, uint64_t seed) {
+  Executable exe = compile(g, {.cache_dir = temp_cache()});
+  TensorMap inputs = random_inputs(g, seed);
+  auto got = exe.run(inputs, {});
+  auto want = evaluate_reference(g, inputs);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) expect_close(got[i], want[i], g.name + " output " + std::to_string(i));
+}
+
+Graph parse(const std::string& body) { return parse_graph("graph t {\n  sym N = 5\n" + body + "}\n"); }
+
+TEST(Compile, PatternsMatchReference) {
+  const char* cases[] = {
+      "  %x = input() : f32[N, 33]\n  %b = input() : f32[33]\n  %a = add.Tensor(%x, %b)\n  %y = gelu(%a)\n  return %y\n",
+      "  %x = input() : f32[N, 33]\n  %y = _softmax(%x, 0, false)\n  %z = _log_softmax(%x, -1, false)\n  return %y, %z\n",
+      "  %x = input() : f32[N, 7, 6]\n  %w = input() : f32[7, 6]\n  %y, %m, %r = native_layer_norm(%x, [7, 6], %w, none, 1e-05)\n  return %y, %m, %r\n",
+      "  %x = input() : f32[N, 9]\n  %y = input() : f32[9, N]\n  %t = permute(%y, [1, 0])\n  %z = add.Tensor(%x, %t)\n  return %z\n",
+      "  %x = input() : f32[N, 9]\n  %s = sum.dim_IntList(%x, [0])\n  %v = var.correction(%x, [1], correction=0)\n  %a = argmax(%x, 1)\n  %m, %i = min.dim(%x, 0, true)\n  return %s, %v, %a, %m, %i\n",
+      "  %x = input() : f32[N, 9]\n  %w = input() : f32[9, 4]\n  %b = input() : f32[4]\n  %y = addmm(%b, %x, %w, beta=0.5, alpha=2)\n  %z = mm(%x, %w)\n  return %y, %z\n",
+      "  %x = input() : f32[N, 4]\n  %p = constant_pad_nd(%x, [1, 2, -1, 0], value=3.5)\n  %f = flip(%p, [0, 1])\n  %r = repeat(%f, [2, 1, 2])\n  %c = cat([%x, %x], 0)\n  return %r, %c\n",
+      "  %x = input(low=-5, high=5) : i32[N, 6]\n  %y = input(low=1, high=4) : i32[6]\n  %d = div.Tensor_mode(%x, %y, rounding_mode=\"floor\")\n  %r = remainder.Tensor(%x, %y)\n  %q = div.Tensor(%x, %y)\n  %c = lt.Scalar(%x, 0.5)\n  %s = sum(%x)\n  return %d, %r, %q, %c, %s\n",
+      "  %x = input() : f16[N, 12]\n  %y = input() : bf16[12]\n  %z = mul.Tensor(%x, %y)\n  %s = _softmax(%x, -1, true)\n  return %z, %s\n",
+      "  %q = input() : f32[2, N, 8]\n  %k = input() : f32[2, 6, 8]\n  %v = input() : f32[2, 6, 3]\n  %a = scaled_dot_product_attention(%q, %k, %v, scale=0.3)\n  return %a\n",
+      "  %q = input() : f32[1, 2, N, 4]\n  %a = scaled_dot_product_attention(%q, %q, %q, is_causal=true)\n  return %a\n",
+      "  %x = input() : f32[N, 6]\n  %v = view(%x, [3, -1])\n  %s = slice.Tensor(%v, 1, 1, 100, 2)\n  %u = unsqueeze(%s, 0)\n  %e = expand(%u, [2, -1, -1])\n  %y = exp(%e)\n  %t = permute(%y, [0, 2, 1])\n  %b = bmm(%y, %t)\n  return %b\n",
+  };
+  int i = 0;
+  for (const char* body : cases) {
+    SCOPED_TRACE(body);
+    check_against_reference(parse(body), static_cast<uint64_t>(i++));
+  }
+}
+
+TEST(Compile, RandomGraphsMatchReference) {
+  int count = 40;
+  if (const char* n = std::getenv("COIL_FUZZ_GRAPHS")) count = std::atoi(n);
+  for (int seed = 0; seed < count; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Graph g = testing::random_graph(static_cast<uint64_t>(seed) + 1000, {.steps = 8, .symbolic_batch = seed % 2 == 0});
+    check_against_reference(g, static_cast<uint64_t>(seed));
+  }
+}
+
+TEST(Compile, CacheHitIsFastAndEquivalent) {
+  Graph g = parse("  %x = input() : f32[N, 16]\n  %y = tanh(%x)\n  return %y\n");
+  Executable cold = compile(g, {.cache_dir = temp_cache()});
+  Executable warm = compile(g, {.cache_dir = temp_cache()});
+  EXPECT_TRUE(warm.stats.cache_hit);
+  EXPECT_EQ(cold.source, warm.source);
+}
+
+}  // namespace
+}  // namespace coil
