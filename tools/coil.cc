@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
@@ -13,6 +14,8 @@
 #include "lower/lower.h"
 #include "codegen/cpu/cpu_codegen.h"
 #include "schedule/fuse_epilogues.h"
+#include "driver/compile.h"
+#include "graph_passes/decompose.h"
 
 namespace {
 
@@ -23,6 +26,9 @@ struct RunOptions {
   uint64_t seed = 0;
   std::vector<std::string> sizes;
   int preview = 6;
+  bool interpret = false;  // the reference interpreter instead of compiled code
+  bool check = false;      // compiled code, compared with the interpreter
+  int repeat = 1;          // timed runs of the compiled code
 };
 
 std::map<std::string, int64_t> parse_sizes(const std::vector<std::string>& items) {
@@ -81,6 +87,17 @@ std::string preview(const coil::Tensor& t, int count) {
   return s;
 }
 
+double max_abs_error(const coil::Tensor& a, const coil::Tensor& b) {
+  coil::Tensor x = a.contiguous_copy(), y = b.contiguous_copy();
+  double worst = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    double u = x.load(i), v = y.load(i);
+    if (std::isnan(u) && std::isnan(v)) continue;
+    worst = std::max(worst, std::isnan(u - v) ? INFINITY : std::fabs(u - v));
+  }
+  return worst;
+}
+
 int check(const std::string& file) {
   coil::Graph g = coil::parse_graph_file(file);
   std::cout << coil::print_graph(g);
@@ -89,7 +106,7 @@ int check(const std::string& file) {
 
 int compile(const std::string& file, const std::string& emit) {
   coil::Graph g = coil::parse_graph_file(file);
-  coil::LoweredGraph lowered = coil::lower(g);
+  coil::LoweredGraph lowered = coil::lower(coil::decompose(g));
   lowered.program = coil::schedule::fuse_epilogues(lowered.program);
   if (emit == "loop") std::cout << coil::loop::to_string(lowered.program);
   if (emit == "code") {
@@ -105,12 +122,36 @@ int run(const RunOptions& o) {
   std::string dir = std::filesystem::path(o.file).parent_path().string();
   coil::TensorMap weights = coil::load_weights(g, dir.empty() ? "." : dir);
   coil::TensorMap inputs = o.inputs.empty() ? coil::random_inputs(g, o.seed, parse_sizes(o.sizes)) : read_inputs(g, o.inputs);
-  std::vector<coil::Tensor> outputs = coil::evaluate_reference(g, inputs, weights);
+  std::vector<coil::Tensor> outputs;
+  std::vector<coil::Tensor> reference;
+  if (o.interpret) {
+    outputs = coil::evaluate_reference(g, inputs, weights);
+  } else {
+    coil::Executable exe = coil::compile(g);
+    const auto& st = exe.stats;
+    fmt::print("compiled {} kernel{} + {} extern call{} in {:.1f} ms ({}: frontend {:.1f} ms, codegen {:.1f} ms, build {:.1f} ms)\n",
+               st.loop_kernels, st.loop_kernels == 1 ? "" : "s", st.extern_calls, st.extern_calls == 1 ? "" : "s",
+               st.frontend_ms + st.codegen_ms + st.build_ms, st.cache_hit ? "cached" : "cold", st.frontend_ms, st.codegen_ms,
+               st.build_ms);
+    outputs = exe.run(inputs, weights);
+    if (o.repeat > 1) {
+      std::vector<double> times;
+      for (int i = 0; i < o.repeat; ++i) {
+        auto t0 = std::chrono::steady_clock::now();
+        exe.run(inputs, weights);
+        times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      }
+      std::sort(times.begin(), times.end());
+      fmt::print("run: {:.3f} ms median of {} (min {:.3f} ms)\n", times[times.size() / 2], times.size(), times.front());
+    }
+    if (o.check) reference = coil::evaluate_reference(g, inputs, weights);
+  }
   coil::NamedTensors named;
   for (size_t i = 0; i < outputs.size(); ++i) {
     const std::string& name = g.value_name(g.outputs[i]);
     const coil::Tensor& t = outputs[i];
     fmt::print("%{}: {}{} = {}\n", name, coil::dtype_name(t.dtype()), coil::shape_to_string(t.sizes()), preview(t, o.preview));
+    if (!reference.empty()) fmt::print("  max abs error vs reference: {:.3g}\n", max_abs_error(t, reference[i]));
     named.emplace_back(name, t);
   }
   if (!o.out.empty()) {
@@ -142,6 +183,9 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--size", run_options.sizes, "a size symbol's value for random inputs, NAME=VALUE (repeatable)");
   run_cmd->add_option("--out", run_options.out, "write the outputs to this .safetensors file");
   run_cmd->add_option("--preview", run_options.preview, "values printed per output")->default_val(6);
+  run_cmd->add_option("--repeat", run_options.repeat, "time this many runs of the compiled code")->default_val(1);
+  run_cmd->add_flag("--interpret", run_options.interpret, "run the reference interpreter instead of compiled code");
+  run_cmd->add_flag("--check", run_options.check, "also run the interpreter and print each output's max error");
 
   try {
     app.parse(argc, argv);
@@ -155,6 +199,8 @@ int main(int argc, char** argv) {
   } catch (const coil::Error& e) {
     std::string message = e.what();
     std::replace(message.begin(), message.end(), '\n', ' ');
+    // "FILE:LINE:COL: error: what" would read "coil: error: FILE:LINE:COL: error: what".
+    if (auto at = message.find(": error: "); at != std::string::npos) message.erase(at + 2, 7);
     std::cerr << "coil: error: " << message << "\n";
     return 1;
   } catch (const std::exception& e) {

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <functional>
+
 #include "support/check.h"
 
 namespace coil {
@@ -61,7 +63,28 @@ std::vector<Tensor> Plan::run(const TensorMap& inputs, const TensorMap& weights)
     if (it == weights.end()) fail("weight '{}' (for %{}) was not given", key, node.name());
     held[static_cast<size_t>(b)] = bind_external(it->second, buffers[static_cast<size_t>(b)], symbols, "weight '" + key + "'");
   }
+  // Buffers no step touches (a per-row result that fusion kept in registers) get no memory.
+  std::vector<bool> touched(buffers.size(), false);
+  for (int b : lowered.output_buffers) touched[static_cast<size_t>(b)] = true;
+  for (const auto& k : lowered.program.kernels) {
+    if (const auto* e = std::get_if<loop::ExternCall>(&k)) {
+      touched[static_cast<size_t>(e->output)] = true;
+      for (const auto& v : e->inputs) touched[static_cast<size_t>(v.buffer)] = true;
+      continue;
+    }
+    const auto& lk = std::get<loop::LoopKernel>(k);
+    std::function<void(const loop::ExprRef&)> mark = [&](const loop::ExprRef& x) {
+      if (x->kind() == loop::Expr::Kind::load) touched[static_cast<size_t>(x->buffer())] = true;
+      for (const auto& o : x->operands()) mark(o);
+    };
+    for (const auto& r : lk.reductions) mark(r.value);
+    for (const auto& st : lk.stores) {
+      touched[static_cast<size_t>(st.buffer)] = true;
+      mark(st.value);
+    }
+  }
   for (size_t b = 0; b < buffers.size(); ++b) {
+    if (!touched[b] && !held[b].defined()) continue;
     if (held[b].defined()) {
       ptrs[b] = held[b].data();
       continue;
