@@ -62,6 +62,37 @@ SymInt clamp_slice_bound(const SymInt& v, const SymInt& size) {
 
 namespace {
 
+// view_strides for symbolic shapes: each contiguous chunk of the old dims must be matched by a
+// run of new dims whose product equals the chunk's element count as an expression.
+std::optional<SymShape> symbolic_view_strides(const SymShape& old_sizes, const SymShape& old_strides, const SymShape& new_sizes) {
+  SymShape out(new_sizes.size());
+  size_t view_d = new_sizes.size();
+  size_t d = old_sizes.size();
+  while (d > 0) {
+    // The chunk [start, d): dims contiguous with each other.
+    size_t start = d - 1;
+    SymInt chunk = old_sizes[start];
+    while (start > 0 && (old_sizes[start - 1] == SymInt(1) || old_strides[start - 1] == old_strides[start] * old_sizes[start])) {
+      --start;
+      chunk = chunk * old_sizes[start];
+    }
+    SymInt base = old_strides[d - 1], have = 1;
+    while (view_d > 0 && (have != chunk || new_sizes[view_d - 1] == SymInt(1))) {
+      --view_d;
+      out[view_d] = have * base;
+      have = have * new_sizes[view_d];
+    }
+    if (have != chunk) return std::nullopt;
+    d = start;
+  }
+  while (view_d > 0) {  // leading size-1 dims
+    if (new_sizes[view_d - 1] != SymInt(1)) return std::nullopt;
+    --view_d;
+    out[view_d] = 1;
+  }
+  return out;
+}
+
 SymShape infer_view_size(const ArgReader& a, const TensorMeta& self) {
   IntList size = a.syms("size");
   SymInt numel = product(self.sizes);
@@ -117,7 +148,11 @@ std::vector<TensorMeta> views(const ArgReader& a) {
       if (self.is_contiguous() || self.strides == contiguous_strides(self.sizes))
         return {view_like(self, size, contiguous_strides(size), self.offset)};
       auto os = constant_shape(self.sizes), ost = constant_shape(self.strides), ns = constant_shape(size);
-      if (!os || !ost || !ns) fail("{}: cannot view a non-contiguous tensor with symbolic sizes", op);
+      if (!os || !ost || !ns) {
+        auto symbolic = symbolic_view_strides(self.sizes, self.strides, size);
+        if (!symbolic) fail("{}: view of a non-contiguous tensor: the new shape {} does not split its contiguous chunks (sizes {}, strides {}); use clone first", op, shape_str(size), shape_str(self.sizes), shape_str(self.strides));
+        return {view_like(self, size, *symbolic, self.offset)};
+      }
       auto strides = view_strides(*os, *ost, *ns);
       if (!strides)
         fail("{}: view size is not compatible with input tensor's size and stride (at least one dimension spans "

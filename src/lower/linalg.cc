@@ -38,6 +38,19 @@ std::vector<Value> lower_linalg(Context& c, const Node& n) {
       call.inputs = {operand(c, n, "self"), operand(c, n, "mat1"), operand(c, n, "mat2")};
       call.params = {args.real("beta"), args.real("alpha")};
       break;
+    case OpKind::Convolution: {
+      if (n.outputs[0].meta.dim() != 4) fail("only 2-D convolution is supported by the compiler yet");
+      call.kind = loop::ExternKind::convolution;
+      call.inputs = {operand(c, n, "input"), operand(c, n, "weight")};
+      if (!n.arg("bias").is_none()) call.inputs.push_back(operand(c, n, "bias"));
+      for (std::string_view name : {"stride", "padding", "dilation"}) {
+        auto v = args.ints(name);
+        if (v.size() == 1) v.push_back(v[0]);
+        for (int64_t x : v) call.params.push_back(static_cast<double>(x));
+      }
+      call.params.push_back(static_cast<double>(args.integer("groups")));
+      break;
+    }
     default: fail("{} is not supported by the compiler yet", n.schema().name);
   }
   call.output = c.add_buffer(n.name(), loop::Buffer::Role::temporary, meta);

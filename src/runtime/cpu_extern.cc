@@ -79,6 +79,49 @@ Tensor select0(const Tensor& t, int64_t i) {
   return t.view(sizes, strides, t.offset() + i * t.strides()[0]);
 }
 
+// 2-D convolution as im2col + one GEMM per (image, group); params are stride[2], padding[2],
+// dilation[2], groups.
+void convolution(const Tensor& input, const Tensor& weight, const Tensor* bias, const Tensor& out,
+                 const std::vector<double>& params) {
+  auto p = [&](size_t i) { return static_cast<int64_t>(params[i]); };
+  int64_t groups = p(6);
+  int64_t n_img = input.sizes()[0], c_in = input.sizes()[1], h = input.sizes()[2], w = input.sizes()[3];
+  int64_t c_out = weight.sizes()[0], cg = weight.sizes()[1], kh = weight.sizes()[2], kw = weight.sizes()[3];
+  int64_t oh = out.sizes()[2], ow = out.sizes()[3], og = c_out / groups;
+  (void)c_in;
+  Tensor wc = weight.contiguous_copy();
+  Tensor col = Tensor::zeros(input.dtype(), {cg * kh * kw, oh * ow});
+  for (int64_t n = 0; n < n_img; ++n) {
+    for (int64_t g = 0; g < groups; ++g) {
+      for (int64_t c = 0; c < cg; ++c)
+        for (int64_t i = 0; i < kh; ++i)
+          for (int64_t j = 0; j < kw; ++j) {
+            int64_t row = (c * kh + i) * kw + j;
+            for (int64_t y = 0; y < oh; ++y) {
+              int64_t iy = y * p(0) - p(2) + i * p(4);
+              for (int64_t x = 0; x < ow; ++x) {
+                int64_t ix = x * p(1) - p(3) + j * p(5);
+                double v = iy < 0 || iy >= h || ix < 0 || ix >= w ? 0.0 : input.load(input.element_index(Shape{n, g * cg + c, iy, ix}));
+                col.store(row * oh * ow + y * ow + x, v);
+              }
+            }
+          }
+      Tensor wg = wc.view({og, cg * kh * kw}, {cg * kh * kw, 1}, g * og * cg * kh * kw);
+      Tensor og_view = out.view({og, oh * ow}, {out.strides()[1], out.strides()[3]},
+                                out.offset() + n * out.strides()[0] + g * og * out.strides()[1]);
+      gemm(wg, col, og_view, 1.0, 0.0);
+    }
+  }
+  if (!bias) return;
+  for (int64_t n = 0; n < n_img; ++n)
+    for (int64_t o = 0; o < c_out; ++o)
+      for (int64_t y = 0; y < oh; ++y)
+        for (int64_t x = 0; x < ow; ++x) {
+          int64_t at = out.element_index(Shape{n, o, y, x});
+          out.store(at, out.load(at) + bias->load(bias->element_index(Shape{o})));
+        }
+}
+
 }  // namespace
 
 void run_extern_cpu(const loop::ExternCall& call, const loop::Program& p, const std::vector<void*>& buffers,
@@ -111,7 +154,9 @@ void run_extern_cpu(const loop::ExternCall& call, const loop::Program& p, const 
       gemm(in[1], in[2], out, alpha, 1.0);
       return;
     }
-    case loop::ExternKind::convolution: break;
+    case loop::ExternKind::convolution:
+      convolution(in[0], in[1], in.size() > 2 ? &in[2] : nullptr, out, call.params);
+      return;
   }
   fail("extern {} is not supported on the CPU yet", call.name);
 }
