@@ -29,6 +29,7 @@ struct RunOptions {
   bool interpret = false;  // the reference interpreter instead of compiled code
   bool check = false;      // compiled code, compared with the interpreter
   int repeat = 1;          // timed runs of the compiled code
+  std::string cache_dir;   // the kernel cache (default $COIL_CACHE_DIR or ~/.cache/coil)
 };
 
 std::map<std::string, int64_t> parse_sizes(const std::vector<std::string>& items) {
@@ -121,13 +122,21 @@ int run(const RunOptions& o) {
   coil::Graph g = coil::parse_graph_file(o.file);
   std::string dir = std::filesystem::path(o.file).parent_path().string();
   coil::TensorMap weights = coil::load_weights(g, dir.empty() ? "." : dir);
-  coil::TensorMap inputs = o.inputs.empty() ? coil::random_inputs(g, o.seed, parse_sizes(o.sizes)) : read_inputs(g, o.inputs);
+  std::map<std::string, int64_t> sizes = parse_sizes(o.sizes);
+  for (const auto& [name, value] : sizes) {  // a misspelled symbol would otherwise be ignored
+    std::string known;
+    for (const auto& s : g.symbols) known += (known.empty() ? "" : ", ") + s.name;
+    if (std::none_of(g.symbols.begin(), g.symbols.end(), [&](const auto& s) { return s.name == name; }))
+      throw coil::Error(fmt::format("--size {}={}: the graph has no size symbol '{}' (its symbols: {})", name, value, name,
+                                    known.empty() ? "none" : known));
+  }
+  coil::TensorMap inputs = o.inputs.empty() ? coil::random_inputs(g, o.seed, sizes) : read_inputs(g, o.inputs);
   std::vector<coil::Tensor> outputs;
   std::vector<coil::Tensor> reference;
   if (o.interpret) {
     outputs = coil::evaluate_reference(g, inputs, weights);
   } else {
-    coil::Executable exe = coil::compile(g);
+    coil::Executable exe = coil::compile(g, {.cache_dir = o.cache_dir});
     const auto& st = exe.stats;
     fmt::print("compiled {} kernel{} + {} extern call{} in {:.1f} ms ({}: frontend {:.1f} ms, codegen {:.1f} ms, build {:.1f} ms)\n",
                st.loop_kernels, st.loop_kernels == 1 ? "" : "s", st.extern_calls, st.extern_calls == 1 ? "" : "s",
@@ -183,14 +192,27 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--size", run_options.sizes, "a size symbol's value for random inputs, NAME=VALUE (repeatable)");
   run_cmd->add_option("--out", run_options.out, "write the outputs to this .safetensors file");
   run_cmd->add_option("--preview", run_options.preview, "values printed per output")->default_val(6);
+  run_cmd->add_option("--cache-dir", run_options.cache_dir, "kernel cache folder (default $COIL_CACHE_DIR or ~/.cache/coil)");
   run_cmd->add_option("--repeat", run_options.repeat, "time this many runs of the compiled code")->default_val(1);
   run_cmd->add_flag("--interpret", run_options.interpret, "run the reference interpreter instead of compiled code");
   run_cmd->add_flag("--check", run_options.check, "also run the interpreter and print each output's max error");
 
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // A usage mistake is one line too, naming the help of the subcommand it was in.
+    std::string help = "coil --help";
+    if (!app.get_subcommands().empty()) help = "coil " + app.get_subcommands().front()->get_name() + " --help";
+    std::string message = e.what();
+    std::replace(message.begin(), message.end(), '\n', ' ');
+    if (app.get_subcommands().empty() && argc > 1 && argv[1][0] != '-')
+      message = fmt::format("unknown command '{}' (expected check, compile or run)", argv[1]);
+    std::cerr << "coil: error: " << message << " (see " << help << ")\n";
+    return 2;
   }
   try {
     if (*check_cmd) return check(check_file);
