@@ -1,8 +1,18 @@
 """Writes the bundled models' weights deterministically (fixed seeds), as .safetensors files
-beside the graphs. Regenerate with:  .venv/bin/python models/make_weights.py
+beside the graphs. Regenerate (from the repository root) with:
+
+    .venv/bin/python models/make_weights.py            # rewrites models/*.safetensors
+    .venv/bin/python models/make_weights.py OUT_DIR    # writes them elsewhere
+
+Keys are the modules' state_dict names (num_batches_tracked left out). Each model starts from
+its torch.manual_seed and its modules' own init, then every parameter gets N(0, 0.1) noise (so
+norm weights and biases are not the trivial 1/0) and batch-norm running stats are drawn too
+(mean ~ N(0, 0.2), var ~ U(0.5, 1.5)). The output is bit-for-bit reproducible;
+tests/python/test_models.py checks the committed files against it.
 The PyTorch modules here are also the references the model tests compare against."""
 import json
 import struct
+import sys
 from pathlib import Path
 
 import torch
@@ -83,11 +93,19 @@ def save(path, tensors):
     path.write_bytes(struct.pack("<Q", len(raw)) + raw + b"".join(chunks))
 
 
-def main():
-    for name in ("gpt2_block", "mlp", "cnn"):
-        state = {k: v for k, v in build(name).state_dict().items() if not k.endswith("num_batches_tracked")}
-        save(HERE / f"{name}.safetensors", state)
+MODELS = ("gpt2_block", "mlp", "cnn")
+
+
+def state(name):
+    return {k: v for k, v in build(name).state_dict().items() if not k.endswith("num_batches_tracked")}
+
+
+def main(out_dir=HERE):
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in MODELS:
+        save(out_dir / f"{name}.safetensors", state(name))
 
 
 if __name__ == "__main__":
-    main()
+    main(*sys.argv[1:2])

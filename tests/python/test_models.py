@@ -1,45 +1,110 @@
-"""The bundled models against their PyTorch modules (models/make_weights.py builds both the
-weights and the modules), compiled and interpreted, at two batch sizes."""
+"""The bundled models (models/*.coil) against the same models in PyTorch.
+
+The PyTorch modules come from models/make_weights.py and load the committed .safetensors (the
+files coil reads), so a stale weight file shows up as a mismatch here, and a separate test checks
+the script still regenerates the committed files bit for bit. Each model runs compiled and
+through the reference interpreter, at two batch sizes (the graphs' batch is the symbol B).
+
+Tolerance: the reference is PyTorch in float64 on the same f32 weights and inputs, rounded to
+f32. The interpreter computes each node in double and rounds its result to f32 (measured: at
+most 4e-7 abs); the compiled code accumulates in f32 over at most 256 terms per dot product
+(measured: at most 2e-6 abs, on GPT-2 outputs of magnitude up to ~5). rtol=1e-4, atol=1e-5
+leaves a wide margin for both while still catching any wrong weight, axis or missing op (those
+give errors of O(0.1) or more: a non-causal sdpa is off by 2.9)."""
+import re
 import subprocess
 import sys
 
 import pytest
 import torch
 
-from conftest import ROOT, run_coil
+from conftest import ROOT, read_safetensors, run_coil
 
-sys.path.insert(0, str(ROOT / "models"))
+MODELS_DIR = ROOT / "models"
+sys.path.insert(0, str(MODELS_DIR))
 import make_weights  # noqa: E402
 
-MODELS = {"mlp": (64,), "gpt2_block": (16, 64), "cnn": (3, 16, 16)}
+# Input shape without the batch dimension, and the output's.
+MODELS = {
+    "mlp": ((64,), (10,)),
+    "gpt2_block": ((16, 64), (16, 64)),
+    "cnn": ((3, 16, 16), (10,)),
+}
 
 
 def graph_text(name):
-    # The weights file is named relative to the graph; run_coil copies the graph elsewhere.
-    text = (ROOT / "models" / f"{name}.coil").read_text()
-    return text.replace(f'weights "{name}.safetensors"', f'weights "{ROOT / "models" / (name + ".safetensors")}"')
+    # The weights file is named relative to the graph; run_coil writes the graph elsewhere.
+    text = (MODELS_DIR / f"{name}.coil").read_text()
+    local = f'weights "{name}.safetensors"'
+    assert local in text
+    return text.replace(local, f'weights "{MODELS_DIR / (name + ".safetensors")}"')
+
+
+def reference_model(name):
+    """The PyTorch module with the committed weights, in float64 and eval mode."""
+    model = make_weights.build(name)
+    weights = read_safetensors(MODELS_DIR / f"{name}.safetensors")
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    assert not unexpected
+    assert all(k.endswith("num_batches_tracked") for k in missing), missing
+    return model.double().eval()
 
 
 @pytest.mark.parametrize("mode", ["compiled", "interpreted"])
 @pytest.mark.parametrize("batch", [2, 3])
 @pytest.mark.parametrize("name", sorted(MODELS))
-def test_model_matches_pytorch(name, batch, mode):
+def test_model_matches_pytorch(name, batch, mode, coil_bin):
+    in_shape, out_shape = MODELS[name]
     torch.manual_seed(100 + batch)
-    x = torch.randn(batch, *MODELS[name])
-    model = make_weights.build(name)
+    x = torch.randn(batch, *in_shape)
     with torch.no_grad():
-        want = model(x)
+        want = reference_model(name)(x.double()).float()
+    assert want.shape == (batch, *out_shape)
+
     extra = ["--interpret"] if mode == "interpreted" else []
     outputs, _ = run_coil(graph_text(name), {"x": x}, extra)
-    (got,) = outputs.values()
+    assert list(outputs) == ["y"]
+    got = outputs["y"]
     assert got.dtype == torch.float32
     assert got.shape == want.shape
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
+def test_weights_file_matches_graph(name):
+    """Every weight the graph names is in the file with the declared shape, and nothing else is."""
+    text = (MODELS_DIR / f"{name}.coil").read_text()
+    declared = {
+        key: [int(s) for s in sizes.split(",")]
+        for key, sizes in re.findall(r'weight\(key="([^"]+)"\)\s*:\s*f32\[([^\]]*)\]', text)
+    }
+    weights = read_safetensors(MODELS_DIR / f"{name}.safetensors")
+    assert set(declared) == set(weights)
+    for key, sizes in declared.items():
+        assert weights[key].dtype == torch.float32, key
+        assert list(weights[key].shape) == sizes, key
+    assert (MODELS_DIR / f"{name}.safetensors").stat().st_size < 300_000
+
+
+def test_batch_norm_stats_are_not_trivial():
+    weights = read_safetensors(MODELS_DIR / "cnn.safetensors")
+    for bn in ("bn1", "bn2"):
+        assert weights[f"{bn}.running_mean"].abs().min() > 0
+        assert (weights[f"{bn}.running_var"] - 1).abs().min() > 0
+        assert weights[f"{bn}.running_var"].min() > 0
+
+
+def test_weights_regenerate_bit_for_bit(tmp_path):
+    make_weights.main(tmp_path)
+    for name in make_weights.MODELS:
+        fresh = (tmp_path / f"{name}.safetensors").read_bytes()
+        assert fresh == (MODELS_DIR / f"{name}.safetensors").read_bytes(), (
+            f"models/{name}.safetensors is stale: rerun models/make_weights.py")
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
 def test_model_text_is_a_fixed_point(name, coil_bin, tmp_path):
-    first = subprocess.run([coil_bin, "check", str(ROOT / "models" / f"{name}.coil")], capture_output=True, text=True)
+    first = subprocess.run([coil_bin, "check", str(MODELS_DIR / f"{name}.coil")], capture_output=True, text=True)
     assert first.returncode == 0, first.stderr
     reparsed = tmp_path / f"{name}.coil"
     reparsed.write_text(first.stdout)
@@ -48,8 +113,14 @@ def test_model_text_is_a_fixed_point(name, coil_bin, tmp_path):
     assert second.stdout == first.stdout
 
 
-def test_main_command_model_runs(coil_bin):
-    proc = subprocess.run([coil_bin, "run", str(ROOT / "models" / "gpt2_block.coil"), "--check"], capture_output=True, text=True)
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_model_runs_from_the_command_line(name, coil_bin):
+    """`coil run models/X.coil --check`: random inputs at B's hint, compiled, checked against the
+    interpreter."""
+    proc = subprocess.run([coil_bin, "run", str(MODELS_DIR / f"{name}.coil"), "--check"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert "%y: f32[2, 16, 64]" in proc.stdout
-    assert "max abs error vs reference" in proc.stdout
+    batch = int(re.search(r"sym B = (\d+)", (MODELS_DIR / f"{name}.coil").read_text()).group(1))
+    shape = ", ".join(str(s) for s in (batch, *MODELS[name][1]))
+    assert f"%y: f32[{shape}]" in proc.stdout
+    error = re.search(r"max abs error vs reference: (\S+)", proc.stdout)
+    assert error and float(error.group(1)) < 1e-4, proc.stdout

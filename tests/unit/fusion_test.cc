@@ -5,6 +5,10 @@
 #include "coil/coil.h"
 #include "lower/lower.h"
 #include "schedule/fuse_epilogues.h"
+#include "graph_passes/decompose.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace coil {
 namespace {
@@ -61,6 +65,39 @@ TEST(Fusion, RowResultReadAtAnotherRowIsNotFused) {
       "  %x = input() : f32[N, 64]\n  %s = sum.dim_IntList(%x, [-1], true)\n  %f = flip(%s, [0])\n"
       "  %y = add.Tensor(%x, %f)\n  return %y\n");
   EXPECT_EQ(loop_kernels(p), 2) << loop::to_string(p);
+}
+
+}  // namespace
+}  // namespace coil
+
+namespace coil {
+namespace {
+
+// The transformer block's kernel groups, in order: which graph values each kernel computes.
+TEST(Fusion, TransformerBlockGroups) {
+  Graph g = parse_graph_file(std::string(COIL_SOURCE_DIR) + "/models/gpt2_block.coil");
+  loop::Program p = schedule::fuse_epilogues(lower(decompose(g)).program);
+  std::string groups;
+  for (const auto& k : p.kernels) {
+    if (const auto* lk = std::get_if<loop::LoopKernel>(&k)) groups += "kernel " + fmt::format("{}", fmt::join(lk->origins, "+")) + "\n";
+    else groups += "extern " + fmt::format("{}", fmt::join(std::get<loop::ExternCall>(k).origins, "+")) + "\n";
+  }
+  EXPECT_EQ(groups,
+            "kernel h1\n"          // layer_norm 1
+            "extern qkv_2d\n"      // c_attn
+            "kernel att_3d\n"      // q made contiguous for bmm
+            "kernel att_kt\n"      // k, transposed
+            "extern att_qk\n"      // q @ k^T
+            "kernel att_probs\n"   // scale + causal mask + softmax
+            "kernel att_3d_2\n"    // v made contiguous
+            "extern att_pv\n"      // probs @ v
+            "kernel att_2d\n"      // heads merged back
+            "extern o_2d\n"        // c_proj
+            "kernel h2\n"          // residual add + layer_norm 2
+            "extern f_2d\n"        // c_fc
+            "kernel g_2d\n"        // gelu
+            "extern m_2d\n"        // mlp c_proj
+            "kernel y\n");         // residual add
 }
 
 }  // namespace
