@@ -9,13 +9,13 @@
 namespace coil {
 
 struct CompileOptions {
-  std::string cache_dir;  // empty: $COIL_CACHE_DIR, else ~/.cache/coil
+  std::string cache_dir;  // empty: $COIL_CACHE_DIR, else $XDG_CACHE_HOME/coil, else ~/.cache/coil
 };
 
 struct CompileStats {
   double frontend_ms = 0;  // decompose + lower + fuse
   double codegen_ms = 0;
-  double build_ms = 0;     // compiler invocation or cache lookup
+  double build_ms = 0;     // compiler detection, then the compiler run or the cache lookup
   bool cache_hit = false;
   int loop_kernels = 0;
   int extern_calls = 0;

@@ -1,4 +1,5 @@
 // Inference for creation, copy and pointwise ops: PyTorch's type promotion and broadcasting.
+#include <algorithm>
 #include <cmath>
 
 #include "graph/infer_ops.h"
@@ -40,6 +41,12 @@ Device device_or(const ArgReader& a, Device fallback) {
   return std::get<Device>(a.raw("device").value);
 }
 
+SymShape non_negative(SymShape sizes, const std::string& op) {
+  for (const auto& s : sizes)
+    if (s.is_constant() && *s.constant() < 0) fail("{}: negative dimension {}", op, *s.constant());
+  return sizes;
+}
+
 SymInt arange_length(const ArgReader& a) {
   const Arg& start = a.raw("start");
   const Arg& end = a.raw("end");
@@ -58,6 +65,7 @@ SymInt arange_length(const ArgReader& a) {
     double n = std::ceil((*s1 - *s0) / *st);
     if (!std::isfinite(n)) fail("{}: unsupported range {} to {} with step {}", a.op_name(), *s0, *s1, *st);
     if (n < 0) fail("{}: upper bound and larger bound inconsistent with step sign", a.op_name());
+    if (n >= 9.2e18) fail("{}: the range {} to {} with step {} is too large ({} elements)", a.op_name(), *s0, *s1, *st, n);
     return static_cast<int64_t>(n);
   }
   // A symbolic end with constant integer start and positive step: ceil((end - start) / step).
@@ -74,7 +82,7 @@ std::vector<TensorMeta> creation(const ArgReader& a) {
   switch (a.node().op) {
     case OpKind::Full: {
       DType dt = a.opt_dtype("dtype").value_or(scalar_dtype(a.raw("fill_value")));
-      return {TensorMeta::contiguous(dt, a.syms("size"), device_or(a, {}))};
+      return {TensorMeta::contiguous(dt, non_negative(a.syms("size"), op), device_or(a, {}))};
     }
     case OpKind::FullLike: {
       const TensorMeta& self = a.tensor("self");
@@ -91,13 +99,11 @@ std::vector<TensorMeta> creation(const ArgReader& a) {
     case OpKind::ScalarTensor:
       return {TensorMeta::contiguous(a.opt_dtype("dtype").value_or(DType::f32), {}, device_or(a, {}))};
     case OpKind::EmptyMemoryFormat: {
-      TensorMeta m = TensorMeta::contiguous(a.opt_dtype("dtype").value_or(DType::f32), a.syms("size"), device_or(a, {}));
-      for (const auto& s : m.sizes)
-        if (s.is_constant() && *s.constant() < 0) fail("{}: negative dimension {}", op, *s.constant());
+      TensorMeta m = TensorMeta::contiguous(a.opt_dtype("dtype").value_or(DType::f32), non_negative(a.syms("size"), op), device_or(a, {}));
       return {with_format(m, nullptr, a.opt_str("memory_format"), op)};
     }
     case OpKind::EmptyStrided: {
-      TensorMeta m = TensorMeta::contiguous(a.opt_dtype("dtype").value_or(DType::f32), a.syms("size"), device_or(a, {}));
+      TensorMeta m = TensorMeta::contiguous(a.opt_dtype("dtype").value_or(DType::f32), non_negative(a.syms("size"), op), device_or(a, {}));
       m.strides = a.syms("stride");
       if (m.strides.size() != m.sizes.size())
         fail("{}: mismatch in length of strides ({}) and shape ({})", op, m.strides.size(), m.sizes.size());
@@ -133,7 +139,8 @@ UnaryRule unary_rule(OpKind op) {
     case OpKind::Log10: case OpKind::Sqrt: case OpKind::Rsqrt: case OpKind::Reciprocal: case OpKind::Sin:
     case OpKind::Cos: case OpKind::Tan: case OpKind::Tanh: case OpKind::Sigmoid: case OpKind::Erf:
       return UnaryRule::int_to_float;
-    case OpKind::Abs: case OpKind::Neg: case OpKind::Relu: case OpKind::Hardtanh:
+    case OpKind::Abs: case OpKind::Neg: case OpKind::Relu: case OpKind::Hardtanh: case OpKind::Floor:
+    case OpKind::Ceil: case OpKind::Round: case OpKind::Trunc:
       return UnaryRule::same_no_bool;
     case OpKind::Gelu: case OpKind::Silu: case OpKind::Elu: case OpKind::LeakyRelu:
       return UnaryRule::float_only;
@@ -142,7 +149,7 @@ UnaryRule unary_rule(OpKind op) {
     case OpKind::BitwiseNot:
       return UnaryRule::integral_only;
     default:
-      return UnaryRule::same;  // floor ceil round trunc sign
+      return UnaryRule::same;  // sign
   }
 }
 
@@ -153,6 +160,10 @@ DType unary_dtype(const ArgReader& a, DType in) {
     case UnaryRule::same: return in;
     case UnaryRule::same_no_bool:
       if (in == DType::b8) fail("{}: not supported for bool tensors", op);
+      // Integer bounds are truncated to ints, which an unsigned tensor cannot hold when negative.
+      if (a.node().op == OpKind::Hardtanh && in == DType::u8 &&
+          (static_cast<int64_t>(a.real("min_val")) < 0 || static_cast<int64_t>(a.real("max_val")) < 0))
+        fail("{}: cannot do hardtanh on an unsigned type with negative limits", op);
       return in;
     case UnaryRule::float_only:
       if (!is_float(in)) fail("{}: expects a floating-point tensor, got {}", op, dtype_name(in));
@@ -187,14 +198,26 @@ bool is_bitwise(OpKind op) {
   }
 }
 
-DType binary_dtype(const ArgReader& a, DType common) {
+DType binary_dtype(const ArgReader& a, const std::vector<PromoteOperand>& operands, DType common) {
   const std::string& op = a.op_name();
   OpKind k = a.node().op;
   if (is_compare(k)) return DType::b8;
   if (is_bitwise(k) && !is_integral(common, true))
     fail("{}: bitwise ops need integer or bool operands, got {}", op, dtype_name(common));
-  if ((k == OpKind::SubTensor || k == OpKind::SubScalar) && common == DType::b8)
-    fail("{}: subtraction with two bool tensors is not supported; use logical_xor", op);
+  bool any_bool = std::any_of(operands.begin(), operands.end(), [](const PromoteOperand& o) { return o.dtype == DType::b8; });
+  if ((k == OpKind::SubTensor || k == OpKind::SubScalar) && any_bool)
+    fail("{}: subtraction with a bool operand is not supported; use logical_not or logical_xor", op);
+  // A bool exponent of a bool tensor is fine: exponents 0 and 1 never reach the kernel.
+  bool is_pow = k == OpKind::PowTensorTensor || k == OpKind::PowScalar;
+  bool rounding_div = (k == OpKind::DivTensorMode || k == OpKind::DivScalarMode) && !a.is_none("rounding_mode");
+  bool modulo = k == OpKind::RemainderTensor || k == OpKind::RemainderScalar || k == OpKind::FmodTensor ||
+                k == OpKind::FmodScalar;
+  if ((is_pow || rounding_div || modulo) && common == DType::b8) fail("{}: not supported for bool operands", op);
+  if (k == OpKind::PowTensorScalar && is_integral(operands[0].dtype, true)) {
+    const Arg& exponent = a.raw("exponent");
+    if (!std::holds_alternative<double>(exponent.value) && a.real("exponent") < 0)
+      fail("{}: integers to negative integer powers are not allowed", op);
+  }
   bool true_div = (k == OpKind::DivTensor || k == OpKind::DivScalar) ||
                   ((k == OpKind::DivTensorMode || k == OpKind::DivScalarMode) && a.is_none("rounding_mode"));
   if (k == OpKind::DivTensorMode || k == OpKind::DivScalarMode) {
@@ -234,7 +257,8 @@ std::vector<TensorMeta> pointwise(const ArgReader& a) {
         fail("{}: expected all tensors on one device, found {} and {}", op, device_name(*device), device_name(m.device));
       if (!device) device = m.device;
       if (is_condition) {
-        if (m.dtype != DType::b8)
+        // PyTorch still accepts (with a deprecation warning) a u8 condition.
+        if (m.dtype != DType::b8 && m.dtype != DType::u8)
           fail("{}: expected condition to be a boolean tensor, but got a tensor with dtype {}", op, dtype_name(m.dtype));
         continue;
       }
@@ -246,11 +270,13 @@ std::vector<TensorMeta> pointwise(const ArgReader& a) {
   COIL_CHECK(!operands.empty()) << op << " has no operands";
   DType common = result_type(operands);
   OpKind k = a.node().op;
-  if (k == OpKind::Clamp && a.is_none("min") && a.is_none("max"))
+  bool is_clamp = k == OpKind::Clamp || k == OpKind::ClampTensor;
+  if (is_clamp && a.is_none("min") && a.is_none("max"))
     fail("{}: at least one of 'min' or 'max' must not be none", op);
+  if (is_clamp && common == DType::b8) fail("{}: not supported for bool tensors", op);
   DType out;
   if (schema.family == OpFamily::unary) out = unary_dtype(a, operands[0].dtype);
-  else if (schema.family == OpFamily::binary) out = binary_dtype(a, common);
+  else if (schema.family == OpFamily::binary) out = binary_dtype(a, operands, common);
   else out = common;
   if (k == OpKind::Gelu) {
     auto approx = std::get<std::string>(a.raw("approximate").value);

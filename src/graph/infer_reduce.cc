@@ -65,7 +65,7 @@ std::vector<TensorMeta> reductions(const ArgReader& a) {
     case OpKind::MeanDim: {
       DType dt = a.opt_dtype("dtype").value_or(self.dtype);
       if (!is_float(dt))
-        fail("{}: could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: {}; pass dtype= to choose one", op, dtype_name(dt));
+        fail("{}: could not infer output dtype. the input dtype must be floating point, got {}; pass dtype= to choose one", op, dtype_name(dt));
       auto dims = a.node().op == OpKind::Mean ? all_dims : reduce_dims(a.opt_ints("dim"), rank, op);
       return {out(dt, dims, a.node().op == OpKind::MeanDim && a.flag("keepdim"))};
     }
@@ -77,6 +77,7 @@ std::vector<TensorMeta> reductions(const ArgReader& a) {
     }
     case OpKind::Argmax:
     case OpKind::Argmin: {
+      if (self.dtype == DType::b8) fail("{}: does not support bool input", op);
       auto dim = a.opt_sym("dim");
       if (!dim) {
         if (self.sizes.size() && product(self.sizes) == SymInt(0))
@@ -99,6 +100,8 @@ std::vector<TensorMeta> reductions(const ArgReader& a) {
       std::optional<std::vector<int64_t>> dims;
       if (a.node().op == OpKind::AnyDim) dims = std::vector<int64_t>{a.integer("dim")};
       else dims = a.opt_ints("dim");
+      // Unlike sum's, an empty dim list of any.dims reduces nothing.
+      if (dims && dims->empty()) return {out(dt, {}, false)};
       return {out(dt, reduce_dims(dims, rank, op), a.flag("keepdim"))};
     }
     case OpKind::MaxDim:
@@ -123,6 +126,19 @@ void require_float(const TensorMeta& m, const std::string& op, std::string_view 
 void require_shape(const std::optional<TensorMeta>& m, const SymShape& want, const std::string& op, std::string_view what) {
   if (m && m->sizes != want)
     fail("{}: expected {} of shape {}, got {}", op, what, shape_str(want), shape_str(m->sizes));
+}
+
+// The parameters (weight, bias, running statistics) of a normalization have the input's dtype
+// or, for an f16/bf16 input, are all f32 ("mixed"): the statistics are then f32 too. Returns
+// whether they are mixed.
+bool mixed_params(const TensorMeta& input, const std::vector<std::optional<TensorMeta>>& params, const std::string& op) {
+  bool reduced = input.dtype == DType::f16 || input.dtype == DType::bf16;
+  bool mixed = reduced && std::any_of(params.begin(), params.end(), [](const auto& p) { return p && p->dtype == DType::f32; });
+  for (const auto& p : params)
+    if (p && p->dtype != (mixed ? DType::f32 : input.dtype))
+      fail("{}: parameters must have the input's dtype {} (or all be f32 for an f16/bf16 input), got {}", op,
+           dtype_name(input.dtype), dtype_name(p->dtype));
+  return mixed;
 }
 
 std::vector<TensorMeta> normalizations(const ArgReader& a) {
@@ -154,7 +170,8 @@ std::vector<TensorMeta> normalizations(const ArgReader& a) {
       SymShape stat(input.sizes.begin(), input.sizes.end() - static_cast<std::ptrdiff_t>(ns.size()));
       stat.resize(input.sizes.size(), 1);
       // Statistics are kept in the accumulation type on CUDA, in the input type on the CPU.
-      DType stat_dtype = input.device.kind == Device::Kind::cuda && dtype_size(input.dtype) == 2 ? DType::f32 : input.dtype;
+      bool mixed = mixed_params(input, {a.opt_tensor("weight"), a.opt_tensor("bias")}, op);
+      DType stat_dtype = mixed || (input.device.kind == Device::Kind::cuda && dtype_size(input.dtype) == 2) ? DType::f32 : input.dtype;
       return {TensorMeta::contiguous(input.dtype, input.sizes, input.device),
               TensorMeta::contiguous(stat_dtype, stat, input.device),
               TensorMeta::contiguous(stat_dtype, stat, input.device)};
@@ -174,9 +191,10 @@ std::vector<TensorMeta> normalizations(const ArgReader& a) {
       require_shape(a.opt_tensor("weight"), {c}, op, "weight");
       require_shape(a.opt_tensor("bias"), {c}, op, "bias");
       SymShape stat = {n, group};
+      DType stat_dtype = mixed_params(input, {a.opt_tensor("weight"), a.opt_tensor("bias")}, op) ? DType::f32 : input.dtype;
       return {TensorMeta::contiguous(input.dtype, input.sizes, input.device),
-              TensorMeta::contiguous(input.dtype, stat, input.device),
-              TensorMeta::contiguous(input.dtype, stat, input.device)};
+              TensorMeta::contiguous(stat_dtype, stat, input.device),
+              TensorMeta::contiguous(stat_dtype, stat, input.device)};
     }
     case OpKind::BatchNormNoTraining: {
       const TensorMeta& input = a.tensor("input");
@@ -187,9 +205,11 @@ std::vector<TensorMeta> normalizations(const ArgReader& a) {
       require_shape(a.opt_tensor("bias"), c, op, "bias");
       require_shape(a.tensor("running_mean"), c, op, "running_mean");
       require_shape(a.tensor("running_var"), c, op, "running_var");
+      bool mixed = mixed_params(input, {a.opt_tensor("weight"), a.opt_tensor("bias"), a.tensor("running_mean"), a.tensor("running_var")}, op);
+      DType stat_dtype = mixed ? DType::f32 : input.dtype;
       return {TensorMeta::contiguous(input.dtype, input.sizes, input.device),
-              TensorMeta::contiguous(input.dtype, {0}, input.device),
-              TensorMeta::contiguous(input.dtype, {0}, input.device)};
+              TensorMeta::contiguous(stat_dtype, {0}, input.device),
+              TensorMeta::contiguous(stat_dtype, {0}, input.device)};
     }
     default: break;
   }
@@ -243,7 +263,7 @@ std::vector<TensorMeta> linalg(const ArgReader& a) {
     case OpKind::Convolution: {
       const TensorMeta& input = a.tensor("input");
       const TensorMeta& weight = a.tensor("weight");
-      if (a.flag("transposed")) fail("{}: transposed convolution is not supported yet", op);
+      bool transposed = a.flag("transposed");
       int64_t k = weight.dim() - 2;
       if (k < 1 || k > 3) fail("{}: weight must be 3-D, 4-D or 5-D, got {} dims", op, weight.dim());
       require_rank(input, k + 2, op, "input (batched)");
@@ -255,23 +275,33 @@ std::vector<TensorMeta> linalg(const ArgReader& a) {
         return v;
       };
       auto stride = expand("stride"), padding = expand("padding"), dilation = expand("dilation");
+      auto output_padding = expand("output_padding");
       for (size_t i = 0; i < stride.size(); ++i) {
         if (stride[i] <= 0) fail("{}: non-positive stride is not supported", op);
         if (dilation[i] <= 0) fail("{}: dilation should be greater than zero", op);
         if (padding[i] < 0) fail("{}: negative padding is not supported", op);
+        if (output_padding[i] < 0) fail("{}: negative output_padding is not supported", op);
+        if (!transposed && output_padding[i] != 0) fail("{}: output_padding needs transposed=True", op);
+        if (transposed && output_padding[i] >= stride[i] && output_padding[i] >= dilation[i])
+          fail("{}: output padding must be smaller than either stride or dilation, got output_padding={}", op,
+               output_padding[i]);
       }
       int64_t groups = a.integer("groups");
       if (groups <= 0) fail("{}: non-positive groups is not supported", op);
-      SymInt cin = weight.sizes[1] * groups;
+      // A convolution's weight is [C_out, C_in / groups, k...]; a transposed one's [C_in, C_out / groups, k...].
+      SymInt cin = transposed ? weight.sizes[0] : weight.sizes[1] * groups;
+      SymInt cout = transposed ? weight.sizes[1] * groups : weight.sizes[0];
       if (input.sizes[1] != cin)
         fail("{}: given groups={}, weight of size {}, expected input {} to have {} channels, but got {} channels instead", op, groups, shape_str(weight.sizes), shape_str(input.sizes), cin.str(), input.sizes[1].str());
       if (weight.sizes[0].is_constant() && *weight.sizes[0].constant() % groups != 0)
-        fail("{}: out_channels ({}) must be divisible by groups ({})", op, weight.sizes[0].str(), groups);
-      require_shape(a.opt_tensor("bias"), {weight.sizes[0]}, op, "bias");
-      SymShape sizes = {input.sizes[0], weight.sizes[0]};
+        fail("{}: {} ({}) must be divisible by groups ({})", op, transposed ? "in_channels" : "out_channels",
+             weight.sizes[0].str(), groups);
+      require_shape(a.opt_tensor("bias"), {cout}, op, "bias");
+      SymShape sizes = {input.sizes[0], cout};
       for (size_t i = 0; i < static_cast<size_t>(k); ++i) {
-        SymInt extent = input.sizes[i + 2] + 2 * padding[i] - (weight.sizes[i + 2] - 1) * dilation[i] - 1;
-        SymInt o = floordiv(extent, stride[i]) + 1;
+        SymInt span = (weight.sizes[i + 2] - 1) * dilation[i];
+        SymInt o = transposed ? (input.sizes[i + 2] - 1) * stride[i] - 2 * padding[i] + span + output_padding[i] + 1
+                              : floordiv(input.sizes[i + 2] + 2 * padding[i] - span - 1, stride[i]) + 1;
         if (o.is_constant() && *o.constant() <= 0)
           fail("{}: calculated output size {} is too small for input {} and kernel {}", op, o.str(), shape_str(input.sizes), shape_str(weight.sizes));
         sizes.push_back(o);

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "arith/simplify.h"
 #include "graph/infer_ops.h"
 #include "graph/view_strides.h"
 #include "coil/tensor.h"
@@ -54,10 +55,10 @@ SymInt clamp_slice_bound(const SymInt& v, const SymInt& size) {
       return std::clamp<int64_t>(x, 0, *n);
     }
     if (*c >= (int64_t{1} << 40)) return size;  // "to the end" sentinels such as INT64_MAX
-    if (*c < 0) return max(size + v, 0);
-    return min(v, size);
+    if (*c < 0) return simplify(max(size + v, 0), {});
   }
-  return min(v, size);
+  // Sizes are non-negative, which decides min(0, size) and the like.
+  return simplify(min(v, size), {});
 }
 
 namespace {
@@ -126,6 +127,35 @@ TensorMeta view_like(const TensorMeta& self, SymShape sizes, SymShape strides, S
   return m;
 }
 
+// The element count of the storage a view reads: the first non-view value up its chain of
+// view operands (computed values and inputs own dense storage).
+SymInt storage_numel(const Graph& g, ValueRef v) {
+  for (;;) {
+    const Node& n = g.node(v);
+    if (!n.schema().is_view) return product(g.meta(v).sizes);
+    const ValueRef* base = nullptr;
+    for (const auto& arg : n.args)
+      if ((base = std::get_if<ValueRef>(&arg.value))) break;
+    if (!base) return product(g.meta(v).sizes);
+    v = *base;
+  }
+}
+
+// as_strided may address any element of its operand's storage, and no other.
+void check_storage_bounds(const ArgReader& a, const IntList& size, const IntList& stride, const SymInt& offset) {
+  const std::string& op = a.op_name();
+  if (offset.is_constant() && *offset.constant() < 0) fail("{}: negative storage offset {}", op, *offset.constant());
+  SymInt last = offset;
+  for (size_t i = 0; i < size.size(); ++i) {
+    if (size[i] == SymInt(0)) return;  // no elements, nothing read
+    last = last + (size[i] - 1) * stride[i];
+  }
+  SymInt storage = storage_numel(a.graph(), std::get<ValueRef>(a.raw("self").value));
+  if (last.is_constant() && storage.is_constant() && *last.constant() >= *storage.constant())
+    fail("{}: sizes {}, strides {} and storage offset {} need {} elements, out of bounds for a storage of {}", op,
+         shape_str(size), shape_str(stride), offset.str(), *last.constant() + 1, *storage.constant());
+}
+
 std::vector<int64_t> wrap_dims(const std::vector<int64_t>& dims, int64_t rank, const std::string& op) {
   std::vector<int64_t> out;
   for (int64_t d : dims) {
@@ -144,22 +174,27 @@ std::vector<TensorMeta> views(const ArgReader& a) {
     case OpKind::Alias: return {self};
     case OpKind::View:
     case OpKind::UnsafeView: {
-      SymShape size = infer_view_size(a, self);
-      if (self.is_contiguous() || self.strides == contiguous_strides(self.sizes))
-        return {view_like(self, size, contiguous_strides(size), self.offset)};
-      auto os = constant_shape(self.sizes), ost = constant_shape(self.strides), ns = constant_shape(size);
-      if (!os || !ost || !ns) {
-        auto symbolic = symbolic_view_strides(self.sizes, self.strides, size);
-        if (!symbolic) fail("{}: view of a non-contiguous tensor: the new shape {} does not split its contiguous chunks (sizes {}, strides {}); use clone first", op, shape_str(size), shape_str(self.sizes), shape_str(self.strides));
-        return {view_like(self, size, *symbolic, self.offset)};
-      }
-      auto strides = view_strides(*os, *ost, *ns);
-      if (!strides)
-        fail("{}: view size is not compatible with input tensor's size and stride (at least one dimension spans "
-             "across two contiguous subspaces); use reshape or clone first",
-             op);
-      SymShape st(strides->begin(), strides->end());
-      return {view_like(self, size, st, self.offset)};
+      TensorMeta meta = [&]() -> TensorMeta {
+        SymShape size = infer_view_size(a, self);
+        if (self.is_contiguous() || self.strides == contiguous_strides(self.sizes))
+          return {view_like(self, size, contiguous_strides(size), self.offset)};
+        auto os = constant_shape(self.sizes), ost = constant_shape(self.strides), ns = constant_shape(size);
+        if (!os || !ost || !ns) {
+          auto symbolic = symbolic_view_strides(self.sizes, self.strides, size);
+          if (!symbolic) fail("{}: view of a non-contiguous tensor: the new shape {} does not split its contiguous chunks (sizes {}, strides {}); use clone first", op, shape_str(size), shape_str(self.sizes), shape_str(self.strides));
+          return {view_like(self, size, *symbolic, self.offset)};
+        }
+        auto strides = view_strides(*os, *ost, *ns);
+        if (!strides)
+          fail("{}: view size is not compatible with input tensor's size and stride (at least one dimension spans "
+               "across two contiguous subspaces); use reshape or clone first",
+               op);
+        SymShape st(strides->begin(), strides->end());
+        return {view_like(self, size, st, self.offset)};
+      }();
+      // _unsafe_view's schema returns a new tensor, not an alias: it has a contiguous layout.
+      if (a.node().op == OpKind::UnsafeView) return {TensorMeta::contiguous(meta.dtype, meta.sizes, meta.device)};
+      return {meta};
     }
     case OpKind::Permute: {
       auto dims = a.ints("dims");
@@ -261,7 +296,11 @@ std::vector<TensorMeta> views(const ArgReader& a) {
         fail("{}: mismatch in length of strides ({}) and shape ({})", op, stride.size(), size.size());
       for (const auto& s : stride)
         if (s.is_constant() && *s.constant() < 0) fail("{}: negative strides are not supported, got {}", op, *s.constant());
-      return {view_like(self, size, stride, a.opt_sym("storage_offset").value_or(self.offset))};
+      for (const auto& s : size)
+        if (s.is_constant() && *s.constant() < 0) fail("{}: negative dimension {}", op, *s.constant());
+      SymInt offset = a.opt_sym("storage_offset").value_or(self.offset);
+      check_storage_bounds(a, size, stride, offset);
+      return {view_like(self, size, stride, offset)};
     }
     case OpKind::SplitWithSizes: {
       if (rank == 0) fail("{}: split expects at least a 1-dimensional tensor", op);

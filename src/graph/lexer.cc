@@ -1,5 +1,7 @@
 #include "graph/lexer.h"
 
+#include <fmt/format.h>
+
 #include <cctype>
 
 #include "support/check.h"
@@ -94,6 +96,9 @@ std::vector<Token> tokenize(std::string_view text, const std::string& source_nam
       t.text = std::string(1, c);
       advance(1);
     } else {
+      auto byte = static_cast<unsigned char>(c);
+      if (byte < 0x20 || byte >= 0x7f)  // never echo a raw control or non-ASCII byte to the terminal
+        error(fmt::format("unexpected byte 0x{:02x} (outside strings and comments a graph file is ASCII)", byte));
       error(std::string("unexpected character '") + c + "'");
     }
     out.push_back(std::move(t));

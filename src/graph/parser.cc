@@ -3,6 +3,9 @@
 // is checked as soon as it is read, so errors point at the line that caused them.
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <set>
 
 #include "coil/graph.h"
@@ -27,15 +30,13 @@ class Parser {
       if (peek().kind == Token::Kind::end || at_punct("}")) error(peek(), "expected a statement or 'return', found " + describe(peek()));
       statement();
     }
-    next();
-    if (!at_punct("}")) {
-      do {
-        graph_.outputs.push_back(value_ref());
-      } while (eat_punct(","));
-    }
+    const Token& return_token = next();
+    if (at_punct("}")) error(return_token, "the graph returns nothing; list its outputs after 'return'");
+    do {
+      graph_.outputs.push_back(value_ref());
+    } while (eat_punct(","));
     expect_punct("}");
     if (peek().kind != Token::Kind::end) error(peek(), "expected end of file after the graph, found " + describe(peek()));
-    if (graph_.outputs.empty()) error(peek(), "the graph returns nothing; list its outputs after 'return'");
     return std::move(graph_);
   }
 
@@ -64,6 +65,11 @@ class Parser {
   void expect_word(std::string_view w) {
     if (!at_word(w)) error(peek(), fmt::format("expected '{}', found {}", w, describe(peek())));
     next();
+  }
+  // Between the items of a list closed by `closer`: a ',' unless this is the first item.
+  void separator(bool first, std::string_view closer) {
+    if (first || eat_punct(",")) return;
+    error(peek(), fmt::format("expected ',' or '{}', found {}", closer, describe(peek())));
   }
   int64_t integer_literal() {
     bool negative = eat_punct("-");
@@ -105,6 +111,8 @@ class Parser {
 
   void node_statement() {
     const Token& start = peek();
+    if (start.kind != Token::Kind::value)
+      error(start, "expected a statement (`%name = op(...)`, `sym`, `weights` or `return`), found " + describe(start));
     std::vector<Token> names;
     do {
       names.push_back(expect(Token::Kind::value, "a value name such as %x"));
@@ -116,7 +124,7 @@ class Parser {
     expect_punct("=");
     const Token& op_token = expect(Token::Kind::ident, "an op name");
     auto kind = op_from_name(op_token.text);
-    if (!kind) error(op_token, "unknown op '" + op_token.text + "' (see include/coil/ops.def for the op set)");
+    if (!kind) unknown_op(op_token);
     const OpSchema& schema = op_schema(*kind);
     Node node;
     node.op = *kind;
@@ -143,7 +151,8 @@ class Parser {
         error(names[0], fmt::format("{} here has {} output{}, but {} name{} given", schema.name, inferred.size(),
                                     inferred.size() == 1 ? "" : "s", names.size(), names.size() == 1 ? " is" : "s are"));
       if (!declared.empty() && declared.size() != inferred.size())
-        error(declared[0].second, fmt::format("{} types given for {} outputs", declared.size(), inferred.size()));
+        error(declared[0].second, fmt::format("{} here has {} output{}, but {} types are given", schema.name,
+                                              inferred.size(), inferred.size() == 1 ? "" : "s", declared.size()));
       for (size_t i = 0; i < inferred.size(); ++i)
         node.outputs.push_back({names[i].text, declared.empty() ? inferred[i] : declared[i].first});
     }
@@ -155,6 +164,18 @@ class Parser {
     }
   }
 
+  [[noreturn]] void unknown_op(const Token& op_token) const {
+    std::string_view name = op_token.text;
+    for (std::string_view prefix : {"aten::", "aten.", "torch.ops.aten."})
+      if (name.substr(0, prefix.size()) == prefix) name.remove_prefix(prefix.size());
+    std::string overloads;
+    for (const auto& s : all_op_schemas())
+      if (s.base == name) overloads += (overloads.empty() ? "" : ", ") + s.name;
+    if (!overloads.empty())
+      error(op_token, fmt::format("op '{}' needs an overload: one of {}", op_token.text, overloads));
+    error(op_token, "unknown op '" + op_token.text + "' (see include/coil/ops.def for the op set)");
+  }
+
   // ---- arguments, directed by the schema
   std::vector<Arg> arguments(const OpSchema& schema, const Token& op_token) {
     expect_punct("(");
@@ -162,23 +183,32 @@ class Parser {
     std::vector<std::pair<std::string, Arg>> keywords;
     std::set<std::string> seen;
     while (!at_punct(")")) {
-      if (!positional.empty() || !keywords.empty()) expect_punct(",");
+      separator(positional.empty() && keywords.empty(), ")");
       const Token& at = peek();
       if (peek().kind == Token::Kind::ident && peek(1).kind == Token::Kind::punct && peek(1).text == "=") {
         std::string name = next().text;
         next();
         int index = schema.arg_index(name);
-        if (index < 0) error(at, fmt::format("{} has no argument '{}'", schema.name, name));
+        if (index < 0) {
+          std::string names;
+          for (const auto& a : schema.args) names += (names.empty() ? "" : ", ") + a.name;
+          error(at, fmt::format("{} has no argument '{}' (its arguments: {})", schema.name, name, names.empty() ? "none" : names));
+        }
         if (!seen.insert(name).second) error(at, fmt::format("argument '{}' is given twice", name));
-        keywords.emplace_back(name, value(schema.args[static_cast<size_t>(index)]));
+        keywords.emplace_back(name, value(schema, schema.args[static_cast<size_t>(index)]));
         continue;
       }
       if (!keywords.empty()) error(at, "positional argument after a keyword argument");
       size_t index = positional.size();
-      if (index >= schema.args.size() || schema.args[index].kwarg_only)
-        error(at, fmt::format("too many positional arguments for {}", schema.name));
+      if (index >= schema.args.size() || schema.args[index].kwarg_only) {
+        std::string keywords_left;
+        for (size_t k = index; k < schema.args.size(); ++k)
+          if (!seen.count(schema.args[k].name)) keywords_left += (keywords_left.empty() ? "" : ", ") + schema.args[k].name + "=";
+        error(at, fmt::format("too many positional arguments for {} (it takes {}{})", schema.name, index,
+                              keywords_left.empty() ? "" : "; pass " + keywords_left + " by name"));
+      }
       seen.insert(schema.args[index].name);
-      positional.push_back(value(schema.args[index]));
+      positional.push_back(value(schema, schema.args[index]));
     }
     expect_punct(")");
     try {
@@ -188,19 +218,62 @@ class Parser {
     }
   }
 
-  Arg value(const ArgSchema& s) {
+  // Whether the next token can start a value of type `t` (so a mismatch names the argument).
+  bool can_start(ArgType t) const {
+    const Token& at = peek();
+    bool word = at.kind == Token::Kind::ident;
+    bool size_expr = at.kind == Token::Kind::integer || word || at_punct("(") || at_punct("-");
+    switch (t) {
+      case ArgType::Tensor: return at.kind == Token::Kind::value;
+      case ArgType::Tensors:
+      case ArgType::Floats: return at_punct("[");
+      case ArgType::Int: return size_expr;
+      case ArgType::Ints: return size_expr || at_punct("[");
+      case ArgType::Float:
+      case ArgType::Scalar: return size_expr || at.kind == Token::Kind::real;
+      case ArgType::Bool: return at_word("true") || at_word("false");
+      case ArgType::Str: return at.kind == Token::Kind::string;
+      case ArgType::ScalarType:
+      case ArgType::Layout:
+      case ArgType::Device:
+      case ArgType::MemoryFormat: return word;
+    }
+    return true;
+  }
+  static std::string_view expected_value(ArgType t) {
+    switch (t) {
+      case ArgType::Tensor: return "a tensor such as %x";
+      case ArgType::Tensors: return "a tensor list such as [%a, %b]";
+      case ArgType::Int: return "an int";
+      case ArgType::Ints: return "an int list such as [0, 1]";
+      case ArgType::Float: return "a float";
+      case ArgType::Floats: return "a float list such as [1.0, 2.0]";
+      case ArgType::Bool: return "true or false";
+      case ArgType::Str: return "a quoted string";
+      case ArgType::Scalar: return "a number";
+      case ArgType::ScalarType: return "a dtype such as f32";
+      case ArgType::Layout: return "a layout (strided)";
+      case ArgType::Device: return "a device (cpu or cuda:N)";
+      case ArgType::MemoryFormat: return "a memory format such as contiguous_format";
+    }
+    return "a value";
+  }
+
+  Arg value(const OpSchema& op, const ArgSchema& s) {
     if (at_word("none")) {
       next();
       return Arg();
     }
     const Token& at = peek();
+    if (!can_start(s.type))
+      error(at, fmt::format("argument '{}' of {} expects {}, found {}", s.name, op.name, expected_value(s.type), describe(at)));
     switch (s.type) {
       case ArgType::Tensor: return Arg(value_ref());
       case ArgType::Tensors: {
         TensorList list;
         expect_punct("[");
         while (!at_punct("]")) {
-          if (!list.empty()) expect_punct(",");
+          separator(list.empty(), "]");
           if (at_word("none")) {
             next();
             list.emplace_back(std::nullopt);
@@ -217,7 +290,7 @@ class Parser {
         IntList list;
         next();
         while (!at_punct("]")) {
-          if (!list.empty()) expect_punct(",");
+          separator(list.empty(), "]");
           list.push_back(expr());
         }
         next();
@@ -228,7 +301,7 @@ class Parser {
         FloatList list;
         expect_punct("[");
         while (!at_punct("]")) {
-          if (!list.empty()) expect_punct(",");
+          separator(list.empty(), "]");
           list.push_back(real());
         }
         next();
@@ -236,7 +309,7 @@ class Parser {
       }
       case ArgType::Bool:
         if (at_word("true") || at_word("false")) return Arg(next().text == "true");
-        error(at, fmt::format("argument '{}' expects true or false, found {}", s.name, describe(at)));
+        error(at, fmt::format("argument '{}' of {} expects true or false, found {}", s.name, op.name, describe(at)));
       case ArgType::Str: return Arg(expect(Token::Kind::string, "a quoted string").text);
       case ArgType::Scalar: {
         if (at_word("true") || at_word("false")) return Arg(next().text == "true");
@@ -269,7 +342,9 @@ class Parser {
     const Token& t = peek();
     double v;
     if (t.kind == Token::Kind::real || t.kind == Token::Kind::integer) {
-      v = std::stod(t.text);
+      errno = 0;
+      v = std::strtod(t.text.c_str(), nullptr);
+      if (errno == ERANGE && std::isinf(v)) error(t, "number " + t.text + " is out of range for a float (write inf)");
     } else if (t.kind == Token::Kind::ident && (t.text == "inf" || t.text == "nan")) {
       v = t.text == "inf" ? INFINITY : NAN;
     } else {
@@ -312,6 +387,13 @@ class Parser {
     return v;
   }
   SymInt unary() {
+    // Recursion depth is bounded so that a pathological file is an error, not a stack overflow.
+    struct Depth {
+      int& d;
+      explicit Depth(int& depth) : d(depth) { ++d; }
+      ~Depth() { --d; }
+    } depth(expr_depth_);
+    if (expr_depth_ > 256) error(peek(), "size expression is nested too deeply");
     if (eat_punct("-")) return SymInt(0) - unary();
     const Token& t = peek();
     if (t.kind == Token::Kind::integer) return integer_literal();
@@ -334,7 +416,7 @@ class Parser {
       next();
       return SymInt::symbol(t.text);
     }
-    error(t, "expected a size expression, found " + describe(t));
+    error(t, "expected an integer or a size expression, found " + describe(t));
   }
 
   // ---- types: f32[B, 4] strides=[4, 1] offset=0 device=cuda:0
@@ -345,13 +427,18 @@ class Parser {
     expect_punct("[");
     SymShape sizes;
     while (!at_punct("]")) {
-      if (!sizes.empty()) expect_punct(",");
+      separator(sizes.empty(), "]");
       const Token& at = peek();
       sizes.push_back(expr());
       if (sizes.back().is_constant() && *sizes.back().constant() < 0) error(at, "a size must be non-negative");
     }
     next();
-    TensorMeta m = TensorMeta::contiguous(*dt, sizes);
+    TensorMeta m;
+    try {
+      m = TensorMeta::contiguous(*dt, sizes);
+    } catch (const Error& e) {
+      error(t, e.what());
+    }
     while (peek().kind == Token::Kind::ident && peek(1).text == "=") {
       const Token& key = next();
       next();
@@ -359,7 +446,7 @@ class Parser {
         expect_punct("[");
         m.strides.clear();
         while (!at_punct("]")) {
-          if (!m.strides.empty()) expect_punct(",");
+          separator(m.strides.empty(), "]");
           m.strides.push_back(expr());
         }
         next();
@@ -382,6 +469,7 @@ class Parser {
   Graph graph_;
   std::set<std::string> symbols_;
   std::set<std::string> defined_;
+  int expr_depth_ = 0;
 };
 
 }  // namespace

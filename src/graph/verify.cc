@@ -39,6 +39,19 @@ void check_ref(const Graph& g, const ValueRef& r, size_t before) {
          g.nodes[static_cast<size_t>(r.node)].outputs.size());
 }
 
+// Every value must fit in memory: constant sizes are non-negative and the byte count of the
+// value fits int64 (a larger one would wrap in any size computation downstream).
+void check_size(const TensorMeta& m) {
+  int64_t bytes = static_cast<int64_t>(dtype_size(m.dtype));
+  for (const auto& d : m.sizes) {
+    auto c = d.constant();
+    if (!c) continue;
+    if (*c < 0) fail("negative dimension {} in {}", *c, shape_str(m.sizes));
+    if (__builtin_mul_overflow(bytes, *c, &bytes))
+      fail("{} is too large: its byte size overflows int64", m.str());
+  }
+}
+
 }  // namespace
 
 void verify_node(const Graph& g, size_t index, const std::set<std::string>& symbols) {
@@ -58,7 +71,10 @@ void verify_node(const Graph& g, size_t index, const std::set<std::string>& symb
         if (e) check_ref(g, *e, index);
     collect_arg_symbols(a, used);
   }
-  for (const auto& o : node.outputs) collect_meta_symbols(o.meta, used);
+  for (const auto& o : node.outputs) {
+    collect_meta_symbols(o.meta, used);
+    check_size(o.meta);
+  }
   for (const auto& s : used)
     if (!symbols.count(s)) fail("uses size symbol '{}', which is not declared (add `sym {}`)", s, s);
 

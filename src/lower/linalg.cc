@@ -40,6 +40,7 @@ std::vector<Value> lower_linalg(Context& c, const Node& n) {
       break;
     case OpKind::Convolution: {
       if (n.outputs[0].meta.dim() != 4) fail("only 2-D convolution is supported by the compiler yet");
+      if (args.flag("transposed")) fail("transposed convolution is not supported by the compiler yet");
       call.kind = loop::ExternKind::convolution;
       call.inputs = {operand(c, n, "input"), operand(c, n, "weight")};
       if (!n.arg("bias").is_none()) call.inputs.push_back(operand(c, n, "bias"));

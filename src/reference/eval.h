@@ -70,6 +70,16 @@ int64_t wrap(int64_t dim, int64_t rank);
 // Reads element `idx` as double, or as exact int64 for integer dtypes.
 inline double at(const Tensor& t, const Shape& idx) { return t.load(t.element_index(idx)); }
 inline void set(const Tensor& t, const Shape& idx, double v) { t.store(t.element_index(idx), v); }
+// Copies one element, exactly for integers (no trip through double).
+inline void copy_element(const Tensor& dst, const Shape& di, const Tensor& src, const Shape& si) {
+  if (is_integral(dst.dtype(), true) && is_integral(src.dtype(), true)) {
+    dst.store_int(dst.element_index(di), src.load_int(src.element_index(si)));
+  } else {
+    dst.store(dst.element_index(di), src.load(src.element_index(si)));
+  }
+}
+// Two's-complement wrap-around of `v` to the width of integer dtype `t` (bool: != 0).
+int64_t wrap_int(int64_t v, DType t);
 // An element's storage index when `idx` is a prefix-compatible multi-index.
 double opmath_round(double v, DType dtype);  // f16/bf16 compute in f32, others in their type
 

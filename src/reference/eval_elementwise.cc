@@ -2,8 +2,10 @@
 // op's computation type first (as PyTorch's TensorIterator does), computed in double, and
 // rounded to the output dtype on store.
 #include <cmath>
+#include <limits>
 #include <numbers>
 
+#include "graph/infer_util.h"
 #include "reference/eval.h"
 #include "support/check.h"
 
@@ -16,8 +18,14 @@ std::vector<Tensor> creation(const NodeEval& e) {
   switch (e.op()) {
     case OpKind::Full:
     case OpKind::FullLike: {
+      const Arg& fill = e.raw("fill_value");
+      bool exact = is_integral(out.dtype(), true) && std::holds_alternative<SymInt>(fill.value);
       double v = e.real("fill_value");
-      for_each_index(out.sizes(), [&](const Shape& idx) { set(out, idx, v); });
+      int64_t iv = exact ? e.integer("fill_value") : 0;
+      for_each_index(out.sizes(), [&](const Shape& idx) {
+        if (exact) out.store_int(out.element_index(idx), iv);
+        else set(out, idx, v);
+      });
       return {out};
     }
     case OpKind::ArangeStartStep: {
@@ -102,6 +110,7 @@ int64_t checked_divisor(int64_t b) {
 
 int64_t floor_div_int(int64_t a, int64_t b) {
   checked_divisor(b);
+  if (b == -1) return static_cast<int64_t>(0 - static_cast<uint64_t>(a));  // INT64_MIN / -1 wraps
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
@@ -124,11 +133,13 @@ double remainder_real(double a, double b) {
   return r;
 }
 
+// Integer powers as ATen's powi: a negative exponent gives 0 except for bases 1 and -1 (a
+// negative Scalar exponent is rejected by inference).
 int64_t ipow(int64_t base, int64_t exp) {
   if (exp < 0) {
     if (base == 1) return 1;
     if (base == -1) return exp % 2 == 0 ? 1 : -1;
-    fail("integers to negative integer powers are not allowed");
+    return 0;
   }
   uint64_t result = 1, b = static_cast<uint64_t>(base);  // unsigned: wraps like the kernels do
   while (exp) {
@@ -139,11 +150,13 @@ int64_t ipow(int64_t base, int64_t exp) {
   return static_cast<int64_t>(result);
 }
 
-double binary(const NodeEval& e, double a, double b, bool integral) {
+double binary(const NodeEval& e, double a, double b, DType compute) {
+  bool integral = is_integral(compute, true);
   auto as_int = [](double v) { return static_cast<int64_t>(v); };
   switch (e.op()) {
-    case OpKind::AddTensor: case OpKind::AddScalar: return a + e.real("alpha") * b;
-    case OpKind::SubTensor: case OpKind::SubScalar: return a - e.real("alpha") * b;
+    // alpha is converted to the computation type first (a bool alpha of -1 is true).
+    case OpKind::AddTensor: case OpKind::AddScalar: return a + opmath_round(e.real("alpha"), compute) * b;
+    case OpKind::SubTensor: case OpKind::SubScalar: return a - opmath_round(e.real("alpha"), compute) * b;
     case OpKind::MulTensor: case OpKind::MulScalar: return a * b;
     case OpKind::DivTensor: case OpKind::DivScalar: return a / b;
     case OpKind::DivTensorMode: case OpKind::DivScalarMode: {
@@ -156,7 +169,10 @@ double binary(const NodeEval& e, double a, double b, bool integral) {
       return *mode == "trunc" ? std::trunc(a / b) : floor_div_real(a, b);
     }
     case OpKind::PowTensorTensor: case OpKind::PowTensorScalar: case OpKind::PowScalar:
-      return integral ? static_cast<double>(ipow(as_int(a), as_int(b))) : std::pow(a, b);
+      if (integral) return static_cast<double>(ipow(as_int(a), as_int(b)));
+      // ATen computes a Scalar exponent of +-0.5 as sqrt / rsqrt: pow(-inf, 0.5) is then nan.
+      if (e.op() == OpKind::PowTensorScalar && std::fabs(b) == 0.5) return b > 0 ? std::sqrt(a) : 1.0 / std::sqrt(a);
+      return std::pow(a, b);
     case OpKind::RemainderTensor: case OpKind::RemainderScalar:
       if (integral) {
         int64_t x = as_int(a), y = checked_divisor(as_int(b));
@@ -186,15 +202,76 @@ double binary(const NodeEval& e, double a, double b, bool integral) {
   COIL_CHECK(false) << "no binary evaluator for " << e.op_name();
 }
 
-// The dtype operands are converted to before computing: the promoted type of the operands,
-// or the float output type for ops that turn integers into floats.
-DType compute_dtype(const NodeEval& e, const std::vector<DType>& operand_dtypes, bool has_scalar_float) {
+// The dtype operands are converted to before computing: the float output type of ops that
+// turn integers into floats, else PyTorch's result_type of the operands (0-d tensors and
+// scalars only count when they are of a higher category).
+DType compute_dtype(const NodeEval& e, const std::vector<PromoteOperand>& operands) {
   DType out = e.out_dtype();
-  if (out != DType::b8 && is_float(out)) return out;
-  DType common = operand_dtypes.empty() ? out : operand_dtypes[0];
-  for (DType d : operand_dtypes) common = promote_types(common, d);
-  if (has_scalar_float && !is_float(common)) return DType::f32;
-  return common;
+  if (is_float(out) || operands.empty()) return out;
+  return result_type(operands);
+}
+
+// ---- the integer path: operands and results as exact int64 with two's-complement wrap-around.
+int64_t add_wrap(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b)); }
+int64_t sub_wrap(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b)); }
+int64_t mul_wrap(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b)); }
+
+int64_t int_scalar(const NodeEval& e, std::string_view name) {
+  const Arg& a = e.raw(name);
+  if (auto* b = std::get_if<bool>(&a.value)) return *b ? 1 : 0;
+  return e.integer(name);
+}
+
+int64_t unary_int(const NodeEval& e, int64_t x, DType t) {
+  switch (e.op()) {
+    case OpKind::Abs: return x < 0 ? sub_wrap(0, x) : x;
+    case OpKind::Neg: return sub_wrap(0, x);
+    case OpKind::Relu: return std::max<int64_t>(x, 0);
+    case OpKind::Hardtanh:
+      return std::min(std::max(x, static_cast<int64_t>(e.real("min_val"))), static_cast<int64_t>(e.real("max_val")));
+    case OpKind::Floor: case OpKind::Ceil: case OpKind::Round: case OpKind::Trunc: return x;
+    case OpKind::Sign: return t == DType::b8 ? x : (x > 0) - (x < 0);
+    case OpKind::Isnan: case OpKind::Isinf: return 0;
+    case OpKind::LogicalNot: return x == 0;
+    case OpKind::BitwiseNot: return t == DType::b8 ? x == 0 : ~x;
+    default: break;
+  }
+  COIL_CHECK(false) << "no integer evaluator for " << e.op_name();
+}
+
+int64_t binary_int(const NodeEval& e, int64_t a, int64_t b, DType t) {
+  auto alpha = [&] { return wrap_int(int_scalar(e, "alpha"), t); };
+  switch (e.op()) {
+    case OpKind::AddTensor: case OpKind::AddScalar: return add_wrap(a, mul_wrap(alpha(), b));
+    case OpKind::SubTensor: case OpKind::SubScalar: return sub_wrap(a, mul_wrap(alpha(), b));
+    case OpKind::MulTensor: case OpKind::MulScalar: return mul_wrap(a, b);
+    case OpKind::DivTensorMode: case OpKind::DivScalarMode: {
+      checked_divisor(b);
+      if (*e.opt_str("rounding_mode") == "floor") return floor_div_int(a, b);
+      return a == std::numeric_limits<int64_t>::min() && b == -1 ? a : a / b;
+    }
+    case OpKind::PowTensorTensor: case OpKind::PowTensorScalar: case OpKind::PowScalar: return ipow(a, b);
+    case OpKind::RemainderTensor: case OpKind::RemainderScalar:
+      checked_divisor(b);
+      return b == -1 ? 0 : sub_wrap(a, mul_wrap(floor_div_int(a, b), b));
+    case OpKind::FmodTensor: case OpKind::FmodScalar: checked_divisor(b); return b == -1 ? 0 : a % b;
+    case OpKind::Maximum: return std::max(a, b);
+    case OpKind::Minimum: return std::min(a, b);
+    case OpKind::EqTensor: case OpKind::EqScalar: return a == b;
+    case OpKind::NeTensor: case OpKind::NeScalar: return a != b;
+    case OpKind::LtTensor: case OpKind::LtScalar: return a < b;
+    case OpKind::LeTensor: case OpKind::LeScalar: return a <= b;
+    case OpKind::GtTensor: case OpKind::GtScalar: return a > b;
+    case OpKind::GeTensor: case OpKind::GeScalar: return a >= b;
+    case OpKind::LogicalAnd: return (a != 0) && (b != 0);
+    case OpKind::LogicalOr: return (a != 0) || (b != 0);
+    case OpKind::LogicalXor: return (a != 0) != (b != 0);
+    case OpKind::BitwiseAndTensor: case OpKind::BitwiseAndScalar: return a & b;
+    case OpKind::BitwiseOrTensor: case OpKind::BitwiseOrScalar: return a | b;
+    case OpKind::BitwiseXorTensor: case OpKind::BitwiseXorScalar: return a ^ b;
+    default: break;
+  }
+  COIL_CHECK(false) << "no integer evaluator for " << e.op_name();
 }
 
 std::vector<Tensor> pointwise(const NodeEval& e) {
@@ -204,11 +281,11 @@ std::vector<Tensor> pointwise(const NodeEval& e) {
   struct Operand {
     std::optional<Tensor> tensor;
     double scalar = 0;
+    bool present = true;  // false for an absent clamp bound
   };
   std::vector<Operand> operands;
   std::optional<Tensor> condition;
-  std::vector<DType> dtypes;
-  bool scalar_float = false;
+  std::vector<PromoteOperand> promote;
   for (size_t i = 0; i < schema.args.size(); ++i) {
     const ArgSchema& s = schema.args[i];
     if (s.type == ArgType::Tensor) {
@@ -218,27 +295,64 @@ std::vector<Tensor> pointwise(const NodeEval& e) {
         continue;
       }
       if (!t) {
-        operands.push_back({std::nullopt, NAN});  // an absent clamp bound
+        operands.push_back({std::nullopt, NAN, false});  // an absent clamp bound
         continue;
       }
-      dtypes.push_back(t->dtype());
+      promote.push_back({t->dtype(), t->dim() == 0 ? PromoteOperand::Category::zero_dim : PromoteOperand::Category::dimensioned});
       operands.push_back({broadcast_to(*t, out.sizes()), 0});
     } else if (s.type == ArgType::Scalar && s.name != "alpha" && schema.family != OpFamily::unary) {
       auto v = e.opt_real(s.name);
-      if (v && std::holds_alternative<double>(e.raw(s.name).value)) scalar_float = true;
-      operands.push_back({std::nullopt, v.value_or(NAN)});
+      if (v) promote.push_back(operand_of_scalar(e.raw(s.name)));
+      operands.push_back({std::nullopt, v.value_or(NAN), v.has_value()});
     }
   }
-  bool is_compare = out.dtype() == DType::b8 && schema.family == OpFamily::binary;
-  DType compute = is_compare || schema.family != OpFamily::unary ? compute_dtype(e, dtypes, scalar_float) : e.out_dtype();
-  if (schema.family == OpFamily::unary) compute = is_float(e.out_dtype()) ? e.out_dtype() : dtypes[0];
-  bool integral = is_integral(compute, true);
+  DType compute = compute_dtype(e, promote);
+  if (schema.family == OpFamily::unary) compute = is_float(e.out_dtype()) ? e.out_dtype() : promote[0].dtype;
+  if (is_integral(compute, true)) {
+    // Exact int64 arithmetic: integer scalars are read exactly, every operand is first
+    // wrapped to the computation type, results wrap when stored.
+    std::vector<std::optional<int64_t>> iscalar(operands.size());
+    for (size_t k = 0, a = 0; a < schema.args.size(); ++a) {
+      const ArgSchema& s = schema.args[a];
+      if (s.name == "condition") continue;
+      bool is_operand = s.type == ArgType::Tensor || (s.type == ArgType::Scalar && s.name != "alpha" && schema.family != OpFamily::unary);
+      if (!is_operand) continue;
+      if (s.type == ArgType::Scalar && !e.is_none(s.name)) iscalar[k] = wrap_int(int_scalar(e, s.name), compute);
+      ++k;
+    }
+    std::vector<std::optional<int64_t>> v(operands.size());
+    for_each_index(out.sizes(), [&](const Shape& idx) {
+      for (size_t k = 0; k < operands.size(); ++k) {
+        const auto& o = operands[k];
+        v[k] = o.tensor ? std::optional<int64_t>(wrap_int(o.tensor->load_int(o.tensor->element_index(idx)), compute)) : iscalar[k];
+      }
+      int64_t r;
+      switch (schema.family) {
+        case OpFamily::unary: r = unary_int(e, *v[0], compute); break;
+        case OpFamily::binary: r = binary_int(e, *v[0], *v[1], compute); break;
+        default:
+          if (condition) {
+            r = at(*condition, idx) != 0 ? *v[0] : *v[1];
+          } else {  // clamp: lower bound first, then upper
+            r = *v[0];
+            if (v[1]) r = std::max(r, *v[1]);
+            if (v[2]) r = std::min(r, *v[2]);
+          }
+      }
+      out.store_int(out.element_index(idx), r);
+    });
+    return {out};
+  }
+  // Comparisons, remainder and fmod see their operands in the computation dtype itself (a
+  // float scalar against an f16 tensor becomes f16); arithmetic keeps scalars in f32.
+  bool in_dtype = out.dtype() == DType::b8 || e.op() == OpKind::RemainderTensor || e.op() == OpKind::RemainderScalar ||
+                  e.op() == OpKind::FmodTensor || e.op() == OpKind::FmodScalar;
   std::vector<double> x(operands.size());
   for_each_index(out.sizes(), [&](const Shape& idx) {
     for (size_t k = 0; k < operands.size(); ++k) {
       const auto& o = operands[k];
       double v = o.tensor ? at(*o.tensor, idx) : o.scalar;
-      x[k] = std::isnan(v) && !o.tensor ? v : opmath_round(v, compute);
+      x[k] = std::isnan(v) && !o.tensor ? v : (in_dtype ? round_to_dtype(v, compute) : opmath_round(v, compute));
     }
     double r;
     switch (schema.family) {
@@ -246,12 +360,17 @@ std::vector<Tensor> pointwise(const NodeEval& e) {
         r = e.op() == OpKind::BitwiseNot ? (compute == DType::b8 ? (x[0] == 0) : static_cast<double>(~static_cast<int64_t>(x[0])))
                                          : unary(e, x[0], compute);
         break;
-      case OpFamily::binary: r = binary(e, x[0], x[1], integral); break;
+      case OpFamily::binary: r = binary(e, x[0], x[1], compute); break;
       default:
         if (condition) {
           r = at(*condition, idx) != 0 ? x[0] : x[1];
         } else {  // clamp: lower bound first, then upper; NaN in the input propagates
           r = x[0];
+          // A NaN bound: clamp.Tensor propagates it; clamp with two Scalar bounds gives NaN,
+          // with one it leaves the input as it is (ATen's kernels).
+          bool nan_bound = (operands[1].present && std::isnan(x[1])) || (operands[2].present && std::isnan(x[2]));
+          bool both = operands[1].present && operands[2].present;
+          if (nan_bound && (e.op() == OpKind::ClampTensor || both)) r = NAN;
           if (!std::isnan(r) && !std::isnan(x[1])) r = std::max(r, x[1]);
           if (!std::isnan(r) && !std::isnan(x[2])) r = std::min(r, x[2]);
         }

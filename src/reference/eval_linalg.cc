@@ -33,10 +33,14 @@ void matmul(const Tensor& out, const Tensor& x, const Tensor& y, double alpha, c
   }
 }
 
+// Each output element gathers input * weight over the kernel window. A transposed convolution
+// is the same gather read backwards: output position o takes input i where
+// i * stride - padding + kk * dilation == o.
 void convolution(const NodeEval& e, const Tensor& out) {
   const Tensor& input = e.tensor("input");
   const Tensor& weight = e.tensor("weight");
   auto bias = e.opt_tensor("bias");
+  bool transposed = e.flag("transposed");
   size_t k = static_cast<size_t>(weight.dim() - 2);
   auto expand = [&](std::string_view name) {
     auto v = e.ints(name);
@@ -45,22 +49,32 @@ void convolution(const NodeEval& e, const Tensor& out) {
   };
   auto stride = expand("stride"), padding = expand("padding"), dilation = expand("dilation");
   int64_t groups = e.integer("groups");
-  int64_t cin_per_group = weight.sizes()[1];
-  int64_t cout_per_group = weight.sizes()[0] / groups;
+  int64_t cin_per_group = transposed ? weight.sizes()[0] / groups : weight.sizes()[1];
+  int64_t cout_per_group = transposed ? weight.sizes()[1] : weight.sizes()[0] / groups;
   Shape kernel(weight.sizes().begin() + 2, weight.sizes().end());
   for_each_index(out.sizes(), [&](const Shape& oi) {
     int64_t n = oi[0], o = oi[1], g = o / cout_per_group;
     double acc = bias ? at(*bias, {o}) : 0.0;
     for (int64_t c = 0; c < cin_per_group; ++c) {
+      int64_t ci = g * cin_per_group + c;
       for_each_index(kernel, [&](const Shape& kk) {
-        Shape ii = {n, g * cin_per_group + c};
+        Shape ii = {n, ci};
         for (size_t d = 0; d < k; ++d) {
-          int64_t pos = oi[d + 2] * stride[d] - padding[d] + kk[d] * dilation[d];
+          int64_t pos;
+          if (transposed) {
+            int64_t t = oi[d + 2] + padding[d] - kk[d] * dilation[d];
+            if (t < 0 || t % stride[d] != 0) return;
+            pos = t / stride[d];
+          } else {
+            pos = oi[d + 2] * stride[d] - padding[d] + kk[d] * dilation[d];
+          }
           if (pos < 0 || pos >= input.sizes()[d + 2]) return;
           ii.push_back(pos);
         }
-        Shape wi = {o, c};
-        wi.insert(wi.end(), kk.begin(), kk.end());
+        Shape wi(k + 2);
+        wi[0] = transposed ? ci : o;
+        wi[1] = transposed ? o % cout_per_group : c;
+        std::copy(kk.begin(), kk.end(), wi.begin() + 2);
         acc += at(input, ii) * at(weight, wi);
       });
     }

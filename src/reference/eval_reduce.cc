@@ -22,15 +22,17 @@ std::vector<int64_t> dims_or_all(const std::optional<std::vector<int64_t>>& dims
 // Groups the input's elements by output position: calls fn(out_index, values) once per
 // output element with the reduced elements in row-major order, plus their flat positions
 // within the reduced sub-space (for argmax).
-void reduce(const Tensor& in, const std::vector<int64_t>& dims, bool keepdim,
-            const std::function<void(const Shape&, const std::vector<double>&)>& fn) {
+// Groups the input's elements by output position: calls fn(out_index, elements) once per
+// output element with the storage indices of the reduced elements in row-major order.
+void reduce_elements(const Tensor& in, const std::vector<int64_t>& dims, bool keepdim,
+                     const std::function<void(const Shape&, const std::vector<int64_t>&)>& fn) {
   Shape kept_sizes, red_sizes;
   for (int64_t d = 0; d < in.dim(); ++d) {
     bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
     (reduced ? red_sizes : kept_sizes).push_back(in.sizes()[static_cast<size_t>(d)]);
   }
   for_each_index(kept_sizes, [&](const Shape& kept) {
-    std::vector<double> values;
+    std::vector<int64_t> elements;
     for_each_index(red_sizes, [&](const Shape& red) {
       Shape idx;
       size_t k = 0, r = 0;
@@ -38,7 +40,7 @@ void reduce(const Tensor& in, const std::vector<int64_t>& dims, bool keepdim,
         bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
         idx.push_back(reduced ? red[r++] : kept[k++]);
       }
-      values.push_back(at(in, idx));
+      elements.push_back(in.element_index(idx));
     });
     Shape out_idx;
     size_t k = 0;
@@ -47,7 +49,17 @@ void reduce(const Tensor& in, const std::vector<int64_t>& dims, bool keepdim,
       if (!reduced) out_idx.push_back(kept[k++]);
       else if (keepdim) out_idx.push_back(0);
     }
-    fn(out_idx, values);
+    fn(out_idx, elements);
+  });
+}
+
+// The same, with the reduced values as doubles.
+void reduce(const Tensor& in, const std::vector<int64_t>& dims, bool keepdim,
+            const std::function<void(const Shape&, const std::vector<double>&)>& fn) {
+  reduce_elements(in, dims, keepdim, [&](const Shape& idx, const std::vector<int64_t>& elements) {
+    std::vector<double> values;
+    for (int64_t e : elements) values.push_back(in.load(e));
+    fn(idx, values);
   });
 }
 
@@ -95,8 +107,22 @@ std::vector<Tensor> reductions(const NodeEval& e) {
       bool keep = e.node().schema().arg_index("keepdim") >= 0 && e.flag("keepdim");
       bool is_prod = e.op() == OpKind::Prod || e.op() == OpKind::ProdDimInt;
       bool is_mean = e.op() == OpKind::Mean || e.op() == OpKind::MeanDim;
+      if (is_integral(acc, true)) {  // exact, wrapping int64 accumulation
+        reduce_elements(self, dims_or_all(dims, rank), keep, [&](const Shape& idx, const std::vector<int64_t>& elements) {
+          uint64_t r = is_prod ? 1 : 0;
+          for (int64_t el : elements) {
+            auto x = static_cast<uint64_t>(wrap_int(self.load_int(el), acc));
+            r = is_prod ? r * x : r + x;
+          }
+          out.store_int(out.element_index(idx), static_cast<int64_t>(r));
+        });
+        return {out};
+      }
       reduce(self, dims_or_all(dims, rank), keep, [&](const Shape& idx, const std::vector<double>& raw) {
-        auto v = cast_all(raw, acc);
+        // sum/prod with dtype= convert the input to that dtype first; mean averages as is.
+        auto v = is_mean ? cast_all(raw, acc) : raw;
+        if (!is_mean)
+          for (double& x : v) x = round_to_dtype(x, acc);
         double r = is_prod ? 1.0 : sum(v);
         if (is_prod)
           for (double x : v) r *= x;
@@ -139,7 +165,9 @@ std::vector<Tensor> reductions(const NodeEval& e) {
       if (e.op() == OpKind::AnyDim) dims = std::vector<int64_t>{e.integer("dim")};
       if (e.op() == OpKind::AnyDims) dims = e.opt_ints("dim");
       bool keep = e.op() != OpKind::Any && e.flag("keepdim");
-      reduce(self, dims_or_all(dims, rank), keep, [&](const Shape& idx, const std::vector<double>& v) {
+      // An empty dim list of any.dims reduces nothing.
+      auto reduced = dims && dims->empty() ? std::vector<int64_t>{} : dims_or_all(dims, rank);
+      reduce(self, reduced, keep, [&](const Shape& idx, const std::vector<double>& v) {
         write(out, idx, std::any_of(v.begin(), v.end(), [](double x) { return x != 0; }));
       });
       return {out};
@@ -156,19 +184,27 @@ std::vector<Tensor> reductions(const NodeEval& e) {
     }
     case OpKind::Cumsum: {
       int64_t d = wrap(e.integer("dim"), rank);
+      bool exact = is_integral(acc, true);
       if (rank == 0) {
-        set(out, {}, opmath_round(at(self, {}), acc));
+        if (exact) out.store_int(out.offset(), wrap_int(self.load_int(self.offset()), acc));
+        else set(out, {}, round_to_dtype(at(self, {}), acc));
         return {out};
       }
       Shape outer = self.sizes();
       outer[static_cast<size_t>(d)] = 1;
       for_each_index(outer, [&](const Shape& base) {
         double running = 0;
+        uint64_t exact_running = 0;  // wraps like the int64 kernels
         Shape idx = base;
         for (int64_t i = 0; i < self.sizes()[static_cast<size_t>(d)]; ++i) {
           idx[static_cast<size_t>(d)] = i;
-          running += opmath_round(at(self, idx), acc);
-          set(out, idx, running);
+          if (exact) {
+            exact_running += static_cast<uint64_t>(wrap_int(self.load_int(self.element_index(idx)), acc));
+            out.store_int(out.element_index(idx), static_cast<int64_t>(exact_running));
+          } else {
+            running += round_to_dtype(at(self, idx), acc);
+            set(out, idx, running);
+          }
         }
       });
       return {out};

@@ -46,7 +46,10 @@ std::vector<Tensor> views(const NodeEval& e) {
       Shape sizes = e.out_sizes();
       auto strides = view_strides(t.sizes(), t.strides(), sizes);
       if (!strides) fail("view size {} is not compatible with the input's strides {}; use reshape", shape_to_string(sizes), shape_to_string(t.strides()));
-      return {t.view(sizes, *strides, t.offset())};
+      if (e.op() == OpKind::View) return {t.view(sizes, *strides, t.offset())};
+      Tensor out = e.new_output();  // _unsafe_view makes a new (contiguous) tensor
+      copy_into(out, t.view(sizes, *strides, t.offset()));
+      return {out};
     }
     case OpKind::Permute: {
       Shape sizes, strides;
@@ -138,7 +141,7 @@ std::vector<Tensor> shape_ops(const NodeEval& e) {
       for_each_index(out.sizes(), [&](const Shape& idx) {
         Shape src = idx;
         for (int64_t d : dims) src[static_cast<size_t>(d)] = self.sizes()[static_cast<size_t>(d)] - 1 - idx[static_cast<size_t>(d)];
-        set(out, idx, at(self, src));
+        copy_element(out, idx, self, src);
       });
       return {out};
     }
@@ -148,7 +151,7 @@ std::vector<Tensor> shape_ops(const NodeEval& e) {
       for_each_index(out.sizes(), [&](const Shape& idx) {
         Shape src;
         for (size_t d = lead; d < idx.size(); ++d) src.push_back(idx[d] % self.sizes()[d - lead]);
-        set(out, idx, at(self, src));
+        copy_element(out, idx, self, src);
       });
       return {out};
     }
@@ -177,7 +180,7 @@ std::vector<Tensor> indexing(const NodeEval& e) {
           int64_t which = index.load_int(index.dim() == 0 ? index.offset() : index.element_index(Shape{idx[static_cast<size_t>(d)]}));
           src[static_cast<size_t>(d)] = checked_index(which, self.sizes()[static_cast<size_t>(d)], false, op);
         }
-        set(out, idx, at(self, src));
+        copy_element(out, idx, self, src);
       });
       return {out};
     }
@@ -189,7 +192,7 @@ std::vector<Tensor> indexing(const NodeEval& e) {
         Shape src = idx;
         if (!src.empty())
           src[static_cast<size_t>(d)] = checked_index(index.load_int(index.element_index(idx)), self.sizes()[static_cast<size_t>(d)], false, op);
-        set(out, idx, at(self, src));
+        copy_element(out, idx, self, src);
       });
       return {out};
     }
@@ -199,7 +202,7 @@ std::vector<Tensor> indexing(const NodeEval& e) {
       for_each_index(out.sizes(), [&](const Shape& idx) {
         Shape prefix(idx.begin(), idx.end() - 1);
         int64_t row = checked_index(indices.load_int(indices.element_index(prefix)), weight.sizes()[0], false, op);
-        set(out, idx, at(weight, {row, idx.back()}));
+        copy_element(out, idx, weight, {row, idx.back()});
       });
       return {out};
     }
@@ -236,7 +239,7 @@ std::vector<Tensor> indexing(const NodeEval& e) {
           const Tensor& it = idx_tensors[k++];
           src[d] = checked_index(it.load_int(it.element_index(bidx)), self.sizes()[d], true, op);
         }
-        set(out, idx, at(self, src));
+        copy_element(out, idx, self, src);
       });
       return {out};
     }
@@ -263,8 +266,15 @@ std::vector<Tensor> indexing(const NodeEval& e) {
         Shape dst = idx;
         if (!dst.empty())
           dst[static_cast<size_t>(d)] = checked_index(index.load_int(index.element_index(idx)), self.sizes()[static_cast<size_t>(d)], false, op);
-        double v = at(src, idx);
-        set(out, dst, add ? at(out, dst) + v : v);
+        if (!add) {
+          copy_element(out, dst, src, idx);
+        } else if (is_integral(out.dtype(), true)) {
+          int64_t sum = static_cast<int64_t>(static_cast<uint64_t>(out.load_int(out.element_index(dst))) +
+                                             static_cast<uint64_t>(src.load_int(src.element_index(idx))));
+          out.store_int(out.element_index(dst), sum);
+        } else {
+          set(out, dst, at(out, dst) + at(src, idx));
+        }
       });
       return {out};
     }

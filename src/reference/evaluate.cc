@@ -123,6 +123,17 @@ int64_t wrap(int64_t dim, int64_t rank) {
   return dim < 0 ? dim + r : dim;
 }
 
+int64_t wrap_int(int64_t v, DType t) {
+  switch (t) {
+    case DType::i32: return static_cast<int32_t>(v);
+    case DType::i16: return static_cast<int16_t>(v);
+    case DType::i8: return static_cast<int8_t>(v);
+    case DType::u8: return static_cast<uint8_t>(v);
+    case DType::b8: return v != 0;
+    default: return v;
+  }
+}
+
 double opmath_round(double v, DType dtype) {
   if (dtype == DType::f16 || dtype == DType::bf16) return round_to_dtype(v, DType::f32);
   return round_to_dtype(v, dtype);
@@ -191,8 +202,10 @@ std::map<std::string, int64_t> bind_symbols(const Graph& graph, const TensorMap&
     const Tensor& t = inputs.at(node.name());
     for (size_t d = 0; d < m.sizes.size(); ++d) {
       int64_t want = m.sizes[d].eval(bound);
-      if (want != t.sizes()[d])
-        fail("input %{}: dimension {} should be {} = {}, got {}", node.name(), d, m.sizes[d].str(), want, t.sizes()[d]);
+      if (want == t.sizes()[d]) continue;
+      if (m.sizes[d].is_constant())
+        fail("input %{}: dimension {} should be {}, got {}", node.name(), d, want, t.sizes()[d]);
+      fail("input %{}: dimension {} should be {} = {}, got {}", node.name(), d, m.sizes[d].str(), want, t.sizes()[d]);
     }
   }
   return bound;

@@ -29,7 +29,7 @@ COIL_DTYPE = {
 def write_safetensors(path, tensors):
     header, chunks, offset = {}, [], 0
     for name, t in tensors.items():
-        data = t.detach().contiguous().view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        data = t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
         header[name] = {"dtype": DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
         chunks.append(data)
         offset += len(data)

@@ -1,0 +1,243 @@
+#include "build/cpu_compile.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+
+#include "build/host_isa.h"
+#include "build/process.h"
+#include "coil/io.h"
+#include "support/check.h"
+
+namespace coil::build {
+
+namespace {
+
+constexpr size_t kMaxLogLines = 60;
+constexpr size_t kMaxLogChars = 8000;
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// A private scratch folder for one compile, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "coil-build-XXXXXX").string();
+    if (!::mkdtemp(pattern.data())) fail("cannot create a temporary folder '{}': {}", pattern, std::strerror(errno));
+    path_ = pattern;
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  std::string file(std::string_view name) const { return path_ + "/" + std::string(name); }
+
+ private:
+  std::string path_;
+};
+
+void write_plain_file(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) fail("cannot write '{}'", path);
+}
+
+void replace_all(std::string& text, std::string_view from, std::string_view to) {
+  if (from.empty()) return;
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+  }
+}
+
+// The first lines of the log: a compiler's first error is the one that matters, and a template
+// error can run to megabytes.
+std::string trim_log(const std::string& log, const std::string& full_log_path) {
+  size_t end = 0, lines = 0;
+  while (end < log.size() && lines < kMaxLogLines && end < kMaxLogChars) {
+    size_t newline = log.find('\n', end);
+    end = newline == std::string::npos ? log.size() : newline + 1;
+    ++lines;
+  }
+  end = std::min(end, kMaxLogChars);
+  if (end >= log.size()) return log;
+  return log.substr(0, end) + fmt::format("\n... (log trimmed; all of it is in {})\n", full_log_path);
+}
+
+[[noreturn]] void report_compile_failure(const std::string& source, const CpuBuildOptions& options,
+                                         const std::string& key, const std::vector<std::string>& argv,
+                                         const std::string& temp_source, const ProcessResult& result) {
+  std::string folder = options.cache.dir() + "/failed";
+  std::string kept_source = folder + "/" + key + ".cc";
+  std::string kept_log = folder + "/" + key + ".log";
+  // The log should point at the file the user can open, not at the deleted scratch copy.
+  std::string log = result.err + result.out;
+  replace_all(log, temp_source, kept_source);
+  // The command as the user can rerun it on the kept file.
+  std::vector<std::string> rerun = argv;
+  std::replace(rerun.begin(), rerun.end(), temp_source, kept_source);
+  rerun.back() = folder + "/" + key + ".so";
+  std::string kept_note = kept_source;
+  try {
+    std::filesystem::create_directories(folder);
+    write_file_atomic(kept_source, source);
+    write_file_atomic(kept_log, command_line(rerun) + "\n" + log);
+  } catch (const std::exception& e) {
+    kept_note = fmt::format("(could not be kept: {})", e.what());
+  }
+  fail("the C++ compiler failed on generated code ({})\n  compiler: {}\n  source kept at: {}\n  to rerun: {}\n{}",
+       result.status_text(), options.compiler.id, kept_note, command_line(rerun), trim_log(log, kept_log));
+}
+
+std::shared_ptr<CompiledLibrary> compile_and_store(const std::string& source, const CpuBuildOptions& options,
+                                                   const std::string& key, BuildStats& stats) {
+  TempDir scratch;
+  std::string source_path = scratch.file("kernel.cc");
+  std::string library_path = scratch.file("kernel.so");
+  write_plain_file(source_path, source);
+
+  std::vector<std::string> argv = {options.compiler.path};
+  argv.insert(argv.end(), options.flags.begin(), options.flags.end());
+  argv.insert(argv.end(), {source_path, "-o", library_path});
+  auto start = std::chrono::steady_clock::now();
+  ProcessResult result = run_process(argv);
+  stats.compile_seconds = seconds_since(start);
+  if (!result.ok()) report_compile_failure(source, options, key, argv, source_path, result);
+
+  std::string stored = options.cache.store(key, "so", read_file(library_path));
+  return CompiledLibrary::open(stored);
+}
+
+}  // namespace
+
+std::shared_ptr<CompiledLibrary> CompiledLibrary::open(const std::string& path) {
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) fail("cannot load compiled kernels '{}': {}", path, ::dlerror());
+  return std::shared_ptr<CompiledLibrary>(new CompiledLibrary(handle, path));
+}
+
+CompiledLibrary::~CompiledLibrary() { ::dlclose(handle_); }
+
+void* CompiledLibrary::symbol(const std::string& name) const {
+  ::dlerror();  // clear a stale error so the check below is about this lookup
+  void* address = ::dlsym(handle_, name.c_str());
+  if (const char* error = ::dlerror()) fail("symbol '{}' is missing from compiled kernels '{}': {}", name, path_, error);
+  if (!address) fail("symbol '{}' in compiled kernels '{}' is null", name, path_);
+  return address;
+}
+
+std::vector<std::string> default_cpu_flags() {
+  // -ffp-contract=off: no fused multiply-add unless the code asks for one, so results round
+  //   like the reference interpreter and PyTorch eager do, whatever FMA units the host has.
+  // -fno-math-errno: generated kernels never read errno; with it on, gcc must call libm's
+  //   sqrt (to set errno on negative inputs) instead of emitting the sqrt instruction, which
+  //   also blocks vectorizing any loop with a sqrt. It changes no computed value (unlike
+  //   -ffast-math), so it is on.
+  return {"-O3", "-march=native", "-fPIC", "-shared", "-fopenmp", "-std=c++17", "-ffp-contract=off", "-fno-math-errno"};
+}
+
+CpuBuildOptions CpuBuildOptions::detect(ArtifactCache cache) {
+  Compiler compiler = detect_compiler();
+  std::string isa = host_isa_fingerprint(compiler);
+  return CpuBuildOptions{.cache = std::move(cache), .compiler = std::move(compiler), .host_isa = std::move(isa)};
+}
+
+std::string cpu_build_key(const std::string& source, const CpuBuildOptions& options) {
+  std::string flags;
+  bool native = false;
+  for (const auto& flag : options.flags) {
+    flags += flag;
+    flags += '\0';  // cannot occur inside an argument, so the join is unambiguous
+    native = native || flag.find("native") != std::string::npos;
+  }
+  // Without a native flag the output does not depend on the host, and the entry can be shared.
+  std::string_view isa = native ? std::string_view(options.host_isa) : std::string_view();
+  return ArtifactCache::key({"coil-cpu-so-v1", source, options.compiler.id, flags, isa});
+}
+
+std::shared_ptr<CompiledLibrary> compile_cpu_library(const std::string& source, const CpuBuildOptions& options,
+                                                     BuildStats* stats) {
+  auto start = std::chrono::steady_clock::now();
+  BuildStats local;
+  BuildStats& s = stats ? *stats : local;
+  s = BuildStats{.key = cpu_build_key(source, options)};
+
+  std::shared_ptr<CompiledLibrary> library;
+  if (std::optional<std::string> path = options.cache.lookup(s.key, "so")) {
+    try {
+      library = CompiledLibrary::open(*path);
+      s.cache_hit = true;
+    } catch (const Error&) {
+      // A verified entry that does not load (e.g. built against a runtime library that has
+      // since changed) is rebuilt like a miss; a fresh build that fails to load does throw.
+    }
+  }
+  if (!library) library = compile_and_store(source, options, s.key, s);
+  s.total_seconds = seconds_since(start);
+  return library;
+}
+
+std::vector<std::shared_ptr<CompiledLibrary>> compile_cpu_libraries(const std::vector<std::string>& sources,
+                                                                    const CpuBuildOptions& options,
+                                                                    std::vector<BuildStats>* stats) {
+  // Identical sources are built once; `unique` holds the index of each first occurrence.
+  std::vector<size_t> unique, slot_of(sources.size());
+  std::unordered_map<std::string_view, size_t> slot_by_source;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    auto [it, inserted] = slot_by_source.try_emplace(sources[i], unique.size());
+    if (inserted) unique.push_back(i);
+    slot_of[i] = it->second;
+  }
+
+  std::vector<std::shared_ptr<CompiledLibrary>> built(unique.size());
+  std::vector<BuildStats> built_stats(unique.size());
+  std::vector<std::exception_ptr> errors(unique.size());
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  auto work = [&] {
+    for (size_t slot = next++; slot < unique.size() && !failed; slot = next++) {
+      try {
+        built[slot] = compile_cpu_library(sources[unique[slot]], options, &built_stats[slot]);
+      } catch (...) {
+        errors[slot] = std::current_exception();
+        failed = true;
+      }
+    }
+  };
+  size_t workers = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), unique.size());
+  if (workers <= 1) {
+    work();
+  } else {
+    std::vector<std::jthread> pool;
+    for (size_t i = 0; i < workers; ++i) pool.emplace_back(work);
+  }  // the jthreads join here
+  for (const auto& error : errors) {
+    if (error) std::rethrow_exception(error);
+  }
+
+  std::vector<std::shared_ptr<CompiledLibrary>> libraries(sources.size());
+  if (stats) stats->assign(sources.size(), BuildStats{});
+  for (size_t i = 0; i < sources.size(); ++i) {
+    libraries[i] = built[slot_of[i]];
+    if (stats) (*stats)[i] = built_stats[slot_of[i]];
+  }
+  return libraries;
+}
+
+}  // namespace coil::build
