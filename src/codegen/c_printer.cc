@@ -132,12 +132,14 @@ std::string apply(LoopOp op, DType t, const std::vector<std::string>& a) {
     case LoopOp::BitwiseOr: return fmt::format("static_cast<{}>({} | {})", value_type(t), a[0], a[1]);
     case LoopOp::BitwiseXor: return fmt::format("static_cast<{}>({} ^ {})", value_type(t), a[0], a[1]);
     case LoopOp::Where: return fmt::format("({} ? {} : {})", a[0], a[1], a[2]);
+    case LoopOp::CheckIndex: return fmt::format("coil_rt::check_index({}, {}, E)", a[0], a[1]);
   }
   return "?";
 }
 
-std::string load(const std::string& buffer, const SymInt& offset, DType t) {
-  std::string raw = fmt::format("{}[{}]", buffer, index_expr(offset));
+std::string load(const std::string& buffer, const SymInt& offset, const std::string& dynamic, DType t) {
+  std::string raw = dynamic.empty() ? fmt::format("{}[{}]", buffer, index_expr(offset))
+                                    : fmt::format("{}[{} + {}]", buffer, index_expr(offset), dynamic);
   if (t == DType::f16) return "coil_rt::f16_to_f32(" + raw + ")";
   if (t == DType::bf16) return "coil_rt::bf16_to_f32(" + raw + ")";
   return raw;
@@ -165,7 +167,8 @@ std::string ExprPrinter::expr(const ExprRef& e, std::vector<std::string>& lines,
     if (loop::same(it->second.first, e)) return it->second.second;
   std::string value;
   if (e->kind() == Expr::Kind::load) {
-    value = load(buffers_.at(static_cast<size_t>(e->buffer())), e->offset(), e->dtype());
+    std::string dynamic = e->dynamic() ? expr(e->dynamic(), lines, indent) : "";
+    value = load(buffers_.at(static_cast<size_t>(e->buffer())), e->offset(), dynamic, e->dtype());
   } else if (e->kind() == Expr::Kind::cast) {
     const ExprRef& from = e->operands()[0];
     value = convert(expr(from, lines, indent), from->dtype(), e->dtype());

@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "graph/infer_ops.h"
 #include "graph/infer_util.h"
@@ -152,6 +154,36 @@ DType scalar_dtype(const Arg& scalar) {
   if (std::holds_alternative<bool>(scalar.value)) return DType::b8;
   if (std::holds_alternative<SymInt>(scalar.value)) return DType::i64;
   return DType::f32;  // torch.get_default_dtype()
+}
+
+void check_scalar_fits(const Arg& scalar, DType dt, const std::string& op) {
+  if (dt == DType::b8 || std::holds_alternative<bool>(scalar.value)) return;
+  double lo = 0, hi = 0;
+  switch (dt) {
+    case DType::f64: hi = std::numeric_limits<double>::max(); break;
+    case DType::f32: hi = std::numeric_limits<float>::max(); break;
+    case DType::f16: hi = 65504.0; break;
+    case DType::bf16: hi = 3.3895313892515355e38; break;
+    case DType::i64: lo = -9223372036854775808.0, hi = 9223372036854775807.0; break;
+    case DType::i32: lo = -2147483648.0, hi = 2147483647.0; break;
+    case DType::i16: lo = -32768.0, hi = 32767.0; break;
+    case DType::i8: lo = -128.0, hi = 127.0; break;
+    case DType::u8: hi = 255.0; break;
+    default: return;
+  }
+  if (is_float(dt)) lo = -hi;
+  bool overflows = false;
+  if (auto* s = std::get_if<SymInt>(&scalar.value)) {
+    auto v = s->constant();
+    if (!v) return;
+    // A negative integer wraps into an unsigned dtype (`a - b` as `a + 255 * b`) down to -max.
+    if (dt == DType::u8 && *v < 0) overflows = *v < -255;
+    else overflows = static_cast<double>(*v) < lo || static_cast<double>(*v) > hi;
+  } else if (auto* d = std::get_if<double>(&scalar.value)) {
+    if (is_float(dt)) overflows = std::isfinite(*d) && (*d < lo || *d > hi);
+    else overflows = std::isnan(*d) || *d < lo || *d > hi;
+  }
+  if (overflows) fail("{}: value cannot be converted to type {} without overflow", op, dtype_name(dt));
 }
 
 PromoteOperand operand_of_scalar(const Arg& scalar) {

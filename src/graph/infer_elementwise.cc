@@ -82,11 +82,13 @@ std::vector<TensorMeta> creation(const ArgReader& a) {
   switch (a.node().op) {
     case OpKind::Full: {
       DType dt = a.opt_dtype("dtype").value_or(scalar_dtype(a.raw("fill_value")));
+      check_scalar_fits(a.raw("fill_value"), dt, op);
       return {TensorMeta::contiguous(dt, non_negative(a.syms("size"), op), device_or(a, {}))};
     }
     case OpKind::FullLike: {
       const TensorMeta& self = a.tensor("self");
       TensorMeta m = TensorMeta::contiguous(a.opt_dtype("dtype").value_or(self.dtype), self.sizes, device_or(a, self.device));
+      check_scalar_fits(a.raw("fill_value"), m.dtype, op);
       return {with_format(m, &self, a.opt_str("memory_format"), op)};
     }
     case OpKind::ArangeStartStep: {
@@ -94,12 +96,17 @@ std::vector<TensorMeta> creation(const ArgReader& a) {
       for (auto name : {"start", "end", "step"})
         if (std::holds_alternative<double>(a.raw(name).value)) dt = DType::f32;
       dt = a.opt_dtype("dtype").value_or(dt);
+      if (dt == DType::b8) fail("{}: not implemented for bool", op);
       return {TensorMeta::contiguous(dt, {arange_length(a)}, device_or(a, {}))};
     }
-    case OpKind::ScalarTensor:
-      return {TensorMeta::contiguous(a.opt_dtype("dtype").value_or(DType::f32), {}, device_or(a, {}))};
+    case OpKind::ScalarTensor: {
+      DType dt = a.opt_dtype("dtype").value_or(DType::f32);
+      check_scalar_fits(a.raw("s"), dt, op);
+      return {TensorMeta::contiguous(dt, {}, device_or(a, {}))};
+    }
     case OpKind::EmptyMemoryFormat: {
       TensorMeta m = TensorMeta::contiguous(a.opt_dtype("dtype").value_or(DType::f32), non_negative(a.syms("size"), op), device_or(a, {}));
+      if (a.opt_str("memory_format") == "preserve_format") fail("{}: unsupported memory format preserve_format", op);
       return {with_format(m, nullptr, a.opt_str("memory_format"), op)};
     }
     case OpKind::EmptyStrided: {

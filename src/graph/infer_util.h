@@ -62,5 +62,8 @@ PromoteOperand operand_of_scalar(const Arg& scalar);  // bool, int or float
 DType result_type(const std::vector<PromoteOperand>& operands);
 // The dtype a Python scalar literal has when it makes a tensor: bool, i64 or f32.
 DType scalar_dtype(const Arg& scalar);
+// PyTorch's checked conversion of a Scalar to a tensor's dtype (c10::overflows), as fill
+// values take it: fails when the value cannot be converted without overflow.
+void check_scalar_fits(const Arg& scalar, DType dt, const std::string& op);
 
 }  // namespace coil

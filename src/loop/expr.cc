@@ -83,14 +83,23 @@ ExprRef Expr::index(SymInt offset) {
   return make(std::move(e));
 }
 
-ExprRef Expr::load(int buffer, SymInt offset, DType dtype) {
+ExprRef Expr::load(int buffer, SymInt offset, DType dtype, ExprRef dynamic) {
   COIL_CHECK(buffer >= 0) << "load from a negative buffer id";
   Expr e;
   e.kind_ = Kind::load;
   e.dtype_ = dtype;
   e.slot_ = buffer;
   e.offset_ = std::move(offset);
+  if (dynamic) {
+    COIL_CHECK(dynamic->dtype() == DType::i64) << "a data-dependent offset must be i64";
+    e.operands_ = {std::move(dynamic)};
+  }
   return make(std::move(e));
+}
+
+const ExprRef& Expr::dynamic() const {
+  static const ExprRef none;
+  return kind_ == Kind::load && !operands_.empty() ? operands_[0] : none;
 }
 
 ExprRef Expr::apply(LoopOp op, std::vector<ExprRef> operands) {
@@ -135,7 +144,8 @@ ExprRef map_indices(const ExprRef& e, const std::function<SymInt(const SymInt&)>
     case Expr::Kind::constant:
     case Expr::Kind::reduced: return e;
     case Expr::Kind::index: return Expr::index(fn(e->offset()));
-    case Expr::Kind::load: return Expr::load(e->buffer(), fn(e->offset()), e->dtype());
+    case Expr::Kind::load:
+      return Expr::load(e->buffer(), fn(e->offset()), e->dtype(), e->dynamic() ? map_indices(e->dynamic(), fn) : nullptr);
     case Expr::Kind::cast: return Expr::cast(map_indices(e->operands()[0], fn), e->dtype());
     case Expr::Kind::op: {
       std::vector<ExprRef> ops;
@@ -164,7 +174,9 @@ std::string to_string(const ExprRef& e) {
       return s + ":" + std::string(dtype_name(e->dtype()));
     }
     case Expr::Kind::index: return "index(" + e->offset().str() + ")";
-    case Expr::Kind::load: return fmt::format("load(buf{}, {})", e->buffer(), e->offset().str());
+    case Expr::Kind::load:
+      if (e->dynamic()) return fmt::format("load(buf{}, {} + {})", e->buffer(), e->offset().str(), to_string(e->dynamic()));
+      return fmt::format("load(buf{}, {})", e->buffer(), e->offset().str());
     case Expr::Kind::reduced: return fmt::format("reduced{}", e->slot());
     case Expr::Kind::cast: return fmt::format("cast<{}>({})", dtype_name(e->dtype()), to_string(e->operands()[0]));
     case Expr::Kind::op: {

@@ -31,7 +31,8 @@ class Expr {
   enum class Kind : uint8_t {
     constant,  // a literal, `value` in `dtype`
     index,     // the integer value of `offset` (an index expression), i64
-    load,      // buffer[`offset`], of the buffer's dtype
+    load,      // buffer[`offset` + operands[0]], of the buffer's dtype; the i64 operand (a
+               // data-dependent index: gather, embedding) is optional
     op,        // `op` applied to `operands`
     cast,      // operands[0] converted to `dtype`
     reduced,   // the result of reduction step `slot` of the enclosing kernel
@@ -45,12 +46,14 @@ class Expr {
   int slot() const { return slot_; }
   LoopOp op() const { return op_; }
   const std::vector<ExprRef>& operands() const { return operands_; }
+  // A load's data-dependent part of the offset, or nullptr.
+  const ExprRef& dynamic() const;
   size_t hash() const { return hash_; }
   bool equals(const Expr& other) const;
 
   static ExprRef constant(double value, DType dtype);
   static ExprRef index(SymInt offset);
-  static ExprRef load(int buffer, SymInt offset, DType dtype);
+  static ExprRef load(int buffer, SymInt offset, DType dtype, ExprRef dynamic = nullptr);
   // Operands of arithmetic share one dtype (casts are explicit); comparisons give bool.
   static ExprRef apply(LoopOp op, std::vector<ExprRef> operands);
   static ExprRef cast(ExprRef value, DType dtype);

@@ -34,10 +34,11 @@ std::string kernel_str(const LoopKernel& k) {
   if (!k.inner.empty()) s += " inner=" + shape_str(k.inner);
   s += fmt::format("  # from {}\n", fmt::join(k.origins, ", "));
   for (size_t i = 0; i < k.reductions.size(); ++i)
-    s += fmt::format("  reduced{} = {}<{}>({})\n", i, reduce_name(k.reductions[i].kind),
+    s += fmt::format("  reduced{} = {}{}<{}>({})\n", i, k.reductions[i].scan ? "scan_" : "", reduce_name(k.reductions[i].kind),
                      dtype_name(k.reductions[i].acc), to_string(k.reductions[i].value));
   for (const auto& st : k.stores)
-    s += fmt::format("  {}buf{}[{}] = {}\n", st.inner ? "inner " : "", st.buffer, st.offset.str(), to_string(st.value));
+    s += fmt::format("  {}buf{}[{}{}] = {}\n", st.inner ? "inner " : "", st.buffer, st.offset.str(),
+                     st.dynamic ? " + " + to_string(st.dynamic) : "", to_string(st.value));
   return s;
 }
 
@@ -81,6 +82,12 @@ void check_expr(const Program& p, const ExprRef& e, size_t outer, size_t inner, 
 
 }  // namespace
 
+bool is_scan(const LoopKernel& k) { return !k.reductions.empty() && k.reductions.front().scan; }
+
+bool has_dynamic_stores(const LoopKernel& k) {
+  return std::any_of(k.stores.begin(), k.stores.end(), [](const StoreStep& s) { return s.dynamic != nullptr; });
+}
+
 std::string to_string(const Program& p) {
   std::string s;
   for (size_t i = 0; i < p.buffers.size(); ++i) {
@@ -106,6 +113,7 @@ void verify(const Program& p) {
     const auto& k = std::get<LoopKernel>(kernel);
     COIL_CHECK(!k.stores.empty()) << k.name << ": a kernel without stores";
     COIL_CHECK(k.reductions.empty() || !k.inner.empty()) << k.name << ": reductions need an inner loop";
+    for (const auto& r : k.reductions) COIL_CHECK(r.scan == is_scan(k)) << k.name << ": scans mixed with reductions";
     for (size_t i = 0; i < k.reductions.size(); ++i)
       check_expr(p, k.reductions[i].value, k.outer.size(), k.inner.size(), i, k.name);
     for (const auto& st : k.stores) {
@@ -115,6 +123,10 @@ void verify(const Program& p) {
       size_t inner = st.inner ? k.inner.size() : 0;
       check_vars(st.offset, k.outer.size(), inner, k.name);
       check_expr(p, st.value, k.outer.size(), inner, k.reductions.size(), k.name);
+      if (st.dynamic) {
+        COIL_CHECK(st.dynamic->dtype() == DType::i64) << k.name << ": a data-dependent store offset must be i64";
+        check_expr(p, st.dynamic, k.outer.size(), inner, k.reductions.size(), k.name);
+      }
     }
   }
 }

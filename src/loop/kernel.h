@@ -19,6 +19,9 @@ struct ReduceStep {
   ReduceKind kind;
   ExprRef value;  // over x*, r*, and earlier steps' `reduced` values
   DType acc;      // accumulator dtype (the result dtype; argmax/argmin give i64)
+  // A scan (cumsum): `reduced` is the running value, read by inner stores in the same pass
+  // over the inner loop, which then runs in order. A kernel's steps are all scans or none.
+  bool scan = false;
 };
 
 struct StoreStep {
@@ -26,6 +29,9 @@ struct StoreStep {
   SymInt offset;  // over x* (and r* when `inner`)
   ExprRef value;
   bool inner;     // runs inside the inner loop (after all reductions)
+  // A data-dependent (i64) addition to `offset` (scatter), or null. A kernel with such a
+  // store runs its iterations in order, on one thread, so later writes win.
+  ExprRef dynamic = nullptr;
 };
 
 struct LoopKernel {
@@ -77,6 +83,8 @@ struct Program {
 std::string loop_var(int i);    // "x0"
 std::string reduce_var(int i);  // "r0"
 std::string to_string(const Program& p);
+bool is_scan(const LoopKernel& k);
+bool has_dynamic_stores(const LoopKernel& k);
 // Internal consistency: buffer ids, variables in range, reduced slots defined before use,
 // store dtypes matching their buffers. Throws coil::Error (an internal error) on violation.
 void verify(const Program& p);

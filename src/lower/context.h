@@ -36,6 +36,10 @@ class Context {
   Value& value(ValueRef r) { return values[static_cast<size_t>(r.node)][static_cast<size_t>(r.output)]; }
   // The element of `v` at `index` (one entry per dim of v).
   ExprRef at(const Value& v, const SymShape& index) const;
+  // The element of `v` at an index some of whose entries are data-dependent i64 expressions
+  // (entries of kind `index` are static), plus `extra` elements when given. `v` is realized
+  // (as `name`) first when the index is data-dependent.
+  ExprRef at_dynamic(Value& v, const std::vector<ExprRef>& index, const std::string& name, ExprRef extra = nullptr);
   // A new buffer with the given layout; returns its id.
   int add_buffer(std::string name, loop::Buffer::Role role, const TensorMeta& meta);
   // Stores `v` into a new buffer laid out as `v.meta` with one pointwise kernel; `v` becomes
@@ -54,6 +58,7 @@ std::vector<Value> lower_pointwise(Context& c, const Node& n);   // unary, binar
 std::vector<Value> lower_view(Context& c, const Node& n);        // views and cat/pad/flip/repeat
 std::vector<Value> lower_reduction(Context& c, const Node& n);   // reductions and normalizations
 std::vector<Value> lower_linalg(Context& c, const Node& n);      // matrix products as extern calls
+std::vector<Value> lower_indexing(Context& c, const Node& n);    // gathers, scatters, embedding
 
 // Helpers shared by the families.
 ExprRef cast(const ExprRef& e, DType dtype);

@@ -34,6 +34,22 @@ ExprRef Context::at(const Value& v, const SymShape& index) const {
   return loop::substitute(v.body, r);
 }
 
+ExprRef Context::at_dynamic(Value& v, const std::vector<ExprRef>& index, const std::string& name, ExprRef extra) {
+  COIL_CHECK(index.size() == v.meta.sizes.size()) << "index of rank " << index.size() << " for a value of rank " << v.meta.dim();
+  bool is_static = !extra && std::all_of(index.begin(), index.end(), [](const ExprRef& e) { return e->kind() == Expr::Kind::index; });
+  SymShape fixed;
+  for (const auto& e : index) fixed.push_back(e->kind() == Expr::Kind::index ? e->offset() : SymInt(0));
+  if (is_static) return at(v, fixed);
+  realize(v, name);
+  ExprRef dynamic = extra;
+  for (size_t k = 0; k < index.size(); ++k) {
+    if (index[k]->kind() == Expr::Kind::index) continue;
+    ExprRef term = Expr::apply(LoopOp::Mul, {index[k], Expr::index(v.meta.strides[k])});
+    dynamic = dynamic ? Expr::apply(LoopOp::Add, {dynamic, term}) : term;
+  }
+  return Expr::load(v.buffer, element_offset(v.meta, fixed), v.meta.dtype, dynamic);
+}
+
 int Context::add_buffer(std::string name, loop::Buffer::Role role, const TensorMeta& meta) {
   program.buffers.push_back({std::move(name), role, meta.dtype, meta.sizes, meta.strides, meta.offset});
   return static_cast<int>(program.buffers.size()) - 1;
@@ -115,7 +131,7 @@ LoweredGraph lower(const Graph& g) {
         case OpFamily::reduction:
         case OpFamily::normalization: vals = lower_reduction(c, node); break;
         case OpFamily::linalg: vals = lower_linalg(c, node); break;
-        default: fail("{} is not supported by the compiler yet", node.schema().name);
+        case OpFamily::indexing: vals = lower_indexing(c, node); break;
       }
     } catch (const Error& e) {
       fail("lowering %{} ({}): {}", node.name(), node.schema().name, e.what());

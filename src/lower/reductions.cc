@@ -58,8 +58,8 @@ class ReductionBuilder {
     kernel_.inner = nest.inner;
     kernel_.origins = {n.name()};
   }
-  ExprRef reduce(loop::ReduceKind kind, ExprRef value, DType acc) {
-    kernel_.reductions.push_back({kind, cast(value, acc), acc});
+  ExprRef reduce(loop::ReduceKind kind, ExprRef value, DType acc, bool scan = false) {
+    kernel_.reductions.push_back({kind, cast(value, acc), acc, scan});
     return Expr::reduced(static_cast<int>(kernel_.reductions.size()) - 1, acc);
   }
   // A buffer for output `o` and a store of `value` at `index` (inner stores index with r*).
@@ -78,6 +78,20 @@ class ReductionBuilder {
   loop::LoopKernel kernel_;
 };
 
+// (x - mean) * rstd over one row, with the row's mean and 1/sqrt(var + eps) (two passes
+// over the row: mean first, then the centered squares).
+struct Standardized {
+  ExprRef y, mean, rstd;
+};
+Standardized standardize(ReductionBuilder& b, const ExprRef& x, const SymInt& n, double eps, DType acc) {
+  ExprRef count = cast(Expr::index(n), acc);
+  ExprRef mean = op(LoopOp::Div, {b.reduce(loop::ReduceKind::sum, x, acc), count});
+  ExprRef centered = op(LoopOp::Sub, {x, mean});
+  ExprRef var = op(LoopOp::Div, {b.reduce(loop::ReduceKind::sum, op(LoopOp::Mul, {centered, centered}), acc), count});
+  ExprRef rstd = op(LoopOp::Rsqrt, {op(LoopOp::Add, {var, k(eps, acc)})});
+  return {op(LoopOp::Mul, {centered, rstd}), mean, rstd};
+}
+
 std::vector<Value> reductions(Context& c, const Node& n, const ArgReader& args) {
   const Value& in = c.value(std::get<ValueRef>(n.arg("self").value));
   int64_t rank = in.meta.dim();
@@ -94,7 +108,16 @@ std::vector<Value> reductions(Context& c, const Node& n, const ArgReader& args) 
     case OpKind::Argmax: case OpKind::Argmin:
       dims = args.opt_sym("dim") ? std::vector<int64_t>{wrap_dim(args.integer("dim"), rank, "")} : all_or(std::nullopt, rank);
       break;
-    case OpKind::Cumsum: fail("cumsum is not supported by the compiler yet");
+    case OpKind::Cumsum: {
+      // One scan along `dim`; a 0-d input is a one-element row.
+      Nest nest = make_nest(in.meta.sizes, rank == 0 ? std::vector<int64_t>{} : std::vector<int64_t>{wrap_dim(args.integer("dim"), rank, "")}, true);
+      if (nest.inner.empty()) nest.inner = {1};
+      ReductionBuilder b(c, n, nest);
+      DType acc = opmath(out.dtype);
+      std::vector<Value> values = {b.store(0, b.reduce(RK::sum, cast(c.at(in, nest.in_index), out.dtype), acc, true), nest.in_index, true)};
+      b.emit();
+      return values;
+    }
     default: dims = all_or(std::nullopt, rank);
   }
   Nest nest = make_nest(in.meta.sizes, dims, keepdim);
@@ -167,16 +190,37 @@ std::vector<Value> normalizations(Context& c, const Node& n, const ArgReader& ar
       Nest nest = make_nest(in.meta.sizes, dims, true);
       ReductionBuilder b(c, n, nest);
       DType acc = opmath(n.outputs[0].meta.dtype);
-      ExprRef count = cast(Expr::index(nest.count), acc);
-      ExprRef x = cast(c.at(in, nest.in_index), acc);
-      ExprRef mean = op(LoopOp::Div, {b.reduce(loop::ReduceKind::sum, x, acc), count});
-      ExprRef centered = op(LoopOp::Sub, {x, mean});
-      ExprRef var = op(LoopOp::Div, {b.reduce(loop::ReduceKind::sum, op(LoopOp::Mul, {centered, centered}), acc), count});
-      ExprRef rstd = op(LoopOp::Rsqrt, {op(LoopOp::Add, {var, k(args.real("eps"), acc)})});
-      ExprRef y = op(LoopOp::Mul, {centered, rstd});
+      auto [y, mean, rstd] = standardize(b, cast(c.at(in, nest.in_index), acc), nest.count, args.real("eps"), acc);
       SymShape feature(nest.in_index.end() - static_cast<std::ptrdiff_t>(k_dims), nest.in_index.end());
       if (auto w = n.arg("weight"); !w.is_none()) y = op(LoopOp::Mul, {y, cast(c.at(c.value(std::get<ValueRef>(w.value)), feature), acc)});
       if (auto bias = n.arg("bias"); !bias.is_none()) y = op(LoopOp::Add, {y, cast(c.at(c.value(std::get<ValueRef>(bias.value)), feature), acc)});
+      std::vector<Value> v = {b.store(0, y, nest.in_index, true), b.store(1, mean, nest.out_index, false),
+                              b.store(2, rstd, nest.out_index, false)};
+      b.emit();
+      return v;
+    }
+    case OpKind::NativeGroupNorm: {
+      // Per (n, group): the statistics reduce the group's channels and every spatial position.
+      const Value& in = c.value(std::get<ValueRef>(n.arg("input").value));
+      int64_t groups = args.integer("group");
+      SymInt per_group = floordiv(in.meta.sizes[1], groups);
+      Nest nest;
+      nest.outer = {in.meta.sizes[0], groups};
+      nest.inner = {per_group};
+      SymInt x0 = SymInt::symbol(loop::loop_var(0)), x1 = SymInt::symbol(loop::loop_var(1));
+      SymInt channel = x1 * per_group + SymInt::symbol(loop::reduce_var(0));
+      nest.in_index = {x0, channel};
+      for (size_t d = 2; d < in.meta.sizes.size(); ++d) {
+        nest.in_index.push_back(SymInt::symbol(loop::reduce_var(static_cast<int>(nest.inner.size()))));
+        nest.inner.push_back(in.meta.sizes[d]);
+      }
+      nest.out_index = {x0, x1};
+      nest.count = product(nest.inner);
+      ReductionBuilder b(c, n, nest);
+      DType acc = opmath(n.outputs[0].meta.dtype);
+      auto [y, mean, rstd] = standardize(b, cast(c.at(in, nest.in_index), acc), nest.count, args.real("eps"), acc);
+      if (auto w = n.arg("weight"); !w.is_none()) y = op(LoopOp::Mul, {y, cast(c.at(c.value(std::get<ValueRef>(w.value)), {channel}), acc)});
+      if (auto bias = n.arg("bias"); !bias.is_none()) y = op(LoopOp::Add, {y, cast(c.at(c.value(std::get<ValueRef>(bias.value)), {channel}), acc)});
       std::vector<Value> v = {b.store(0, y, nest.in_index, true), b.store(1, mean, nest.out_index, false),
                               b.store(2, rstd, nest.out_index, false)};
       b.emit();

@@ -29,12 +29,24 @@ std::vector<Tensor> creation(const NodeEval& e) {
       return {out};
     }
     case OpKind::ArangeStartStep: {
+      if (is_integral(out.dtype(), true)) {
+        // ATen converts start and step to the integer accumulation type (int64) first:
+        // arange(0.5, 5, 1.5, dtype=i32) is 0, 1, 2.
+        auto whole = [&](std::string_view name) {
+          return std::holds_alternative<double>(e.raw(name).value) ? static_cast<int64_t>(e.real(name)) : e.integer(name);
+        };
+        int64_t start = whole("start"), step = whole("step");
+        for (int64_t i = 0; i < out.numel(); ++i)
+          out.store_int(out.element_index(Shape{i}), static_cast<int64_t>(static_cast<uint64_t>(start) + static_cast<uint64_t>(step) * static_cast<uint64_t>(i)));
+        return {out};
+      }
       double start = e.real("start"), step = e.real("step");
       for (int64_t i = 0; i < out.numel(); ++i) out.store(out.element_index(Shape{i}), start + static_cast<double>(i) * step);
       return {out};
     }
     case OpKind::ScalarTensor:
-      out.store(out.offset(), e.real("s"));
+      if (is_integral(out.dtype(), true) && std::holds_alternative<SymInt>(e.raw("s").value)) out.store_int(out.offset(), e.integer("s"));
+      else out.store(out.offset(), e.real("s"));
       return {out};
     case OpKind::EmptyMemoryFormat:
     case OpKind::EmptyStrided:

@@ -3,6 +3,7 @@
 #include "runtime/cpu_extern.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <functional>
 
@@ -81,6 +82,7 @@ std::vector<Tensor> Plan::run(const TensorMap& inputs, const TensorMap& weights)
     for (const auto& st : lk.stores) {
       touched[static_cast<size_t>(st.buffer)] = true;
       mark(st.value);
+      if (st.dynamic) mark(st.dynamic);
     }
   }
   for (size_t b = 0; b < buffers.size(); ++b) {
@@ -99,7 +101,13 @@ std::vector<Tensor> Plan::run(const TensorMap& inputs, const TensorMap& weights)
   }
   for (size_t k = 0; k < kernels.size(); ++k) {
     if (kernels[k]) {
-      kernels[k](ptrs.data(), symbol_values.data());
+      int64_t status[3] = {0, 0, 0};
+      kernels[k](ptrs.data(), symbol_values.data(), status);
+      if (status[0]) {
+        const auto& lk = std::get<loop::LoopKernel>(lowered.program.kernels[k]);
+        fail("index {} is out of bounds for a dimension of size {} (computing %{})", status[1], status[2],
+             fmt::join(lk.origins, ", %"));
+      }
     } else {
       run_extern_cpu(std::get<loop::ExternCall>(lowered.program.kernels[k]), lowered.program, ptrs, symbols);
     }

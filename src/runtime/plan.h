@@ -13,7 +13,9 @@
 
 namespace coil {
 
-using KernelFn = void (*)(void* const* buffers, const int64_t* symbols);
+// A compiled loop kernel. `status` is {0, 0, 0} on entry; a kernel that meets an index out of
+// range sets it to {1, index, size}.
+using KernelFn = void (*)(void* const* buffers, const int64_t* symbols, int64_t* status);
 
 struct Plan {
   Graph graph;             // for binding inputs and naming errors

@@ -44,7 +44,7 @@ struct Rewriter {
       case Expr::Kind::load: {
         SymInt offset = coil::substitute(e->offset(), vars);
         auto it = row_values.find(e->buffer());
-        if (it == row_values.end()) return Expr::load(e->buffer(), offset, e->dtype());
+        if (it == row_values.end()) return Expr::load(e->buffer(), offset, e->dtype(), e->dynamic() ? (*this)(e->dynamic()) : nullptr);
         if (offset != it->second.first) ok = false;
         return it->second.second;
       }
@@ -64,7 +64,8 @@ struct Rewriter {
 
 // Tries to fuse `b` into reduction kernel `a`; returns the fused kernel.
 std::optional<LoopKernel> try_fuse(const LoopKernel& a, const LoopKernel& b) {
-  if (a.inner.empty() || a.reductions.empty()) return std::nullopt;
+  if (a.inner.empty() || a.reductions.empty() || loop::is_scan(a) || loop::is_scan(b)) return std::nullopt;
+  if (loop::has_dynamic_stores(a) || loop::has_dynamic_stores(b)) return std::nullopt;
   size_t m = a.outer.size();
   bool pointwise = b.inner.empty();
   if (pointwise) {
@@ -90,7 +91,7 @@ std::optional<LoopKernel> try_fuse(const LoopKernel& a, const LoopKernel& b) {
   if (!uses_row_value) return std::nullopt;
   rw.slot_shift = static_cast<int>(a.reductions.size());
   LoopKernel fused = a;
-  for (const auto& r : b.reductions) fused.reductions.push_back({r.kind, rw(r.value), r.acc});
+  for (const auto& r : b.reductions) fused.reductions.push_back({r.kind, rw(r.value), r.acc, r.scan});
   for (const auto& s : b.stores) {
     SymInt offset = coil::substitute(s.offset, rw.vars);
     fused.stores.push_back({s.buffer, offset, rw(s.value), pointwise || s.inner});

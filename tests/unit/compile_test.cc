@@ -64,6 +64,11 @@ TEST(Compile, PatternsMatchReference) {
       "  %q = input() : f32[2, N, 8]\n  %k = input() : f32[2, 6, 8]\n  %v = input() : f32[2, 6, 3]\n  %a = scaled_dot_product_attention(%q, %k, %v, scale=0.3)\n  return %a\n",
       "  %q = input() : f32[1, 2, N, 4]\n  %a = scaled_dot_product_attention(%q, %q, %q, is_causal=true)\n  return %a\n",
       "  %x = input() : f32[N, 6]\n  %v = view(%x, [3, -1])\n  %s = slice.Tensor(%v, 1, 1, 100, 2)\n  %u = unsqueeze(%s, 0)\n  %e = expand(%u, [2, -1, -1])\n  %y = exp(%e)\n  %t = permute(%y, [0, 2, 1])\n  %b = bmm(%y, %t)\n  return %b\n",
+      "  %x = input() : f32[N, 6, 3, 2]\n  %w = input() : f32[6]\n  %b = input() : f32[6]\n  %y, %m, %r = native_group_norm(%x, %w, %b, N, 6, 6, 3, 1e-05)\n  %z, %m2, %r2 = native_group_norm(%x, none, none, N, 6, 6, 2, 0.1)\n  return %y, %m, %r, %z\n",
+      "  %x = input() : f32[N, 7]\n  %a = exp(%x)\n  %c = cumsum(%a, 1)\n  %d = cumsum(%x, -2, dtype=f64)\n  %i = input(low=-9, high=9) : i32[N, 3]\n  %e = cumsum(%i, 0)\n  %s = input() : f32[]\n  %f = cumsum(%s, 0)\n  %g = mul.Scalar(%c, 2)\n  return %g, %d, %e, %f\n",
+      "  %w = input() : f32[11, 6]\n  %t = input(low=0, high=11) : i64[N, 3]\n  %e = embedding(%w, %t)\n  %i = input(low=0, high=6) : i32[4]\n  %s = index_select(%w, 1, %i)\n  %g = input(low=0, high=11) : i64[7, 6]\n  %h = gather(%w, 0, %g)\n  %x = exp(%w)\n  %y = index_select(%x, 0, %i)\n  return %e, %s, %h, %y\n",
+      "  %x = input() : f32[5, 6, 7]\n  %a = input(low=-5, high=5) : i64[N, 1]\n  %b = input(low=0, high=6) : i64[4]\n  %c = input(low=0, high=7) : i64[4]\n  %y = index.Tensor(%x, [%a, %b])\n  %z = index.Tensor(%x, [%a, none, %c])\n  %w = index.Tensor(%x, [none, %b])\n  return %y, %z, %w\n",
+      "  %x = input() : f32[6, 5]\n  %s = input() : f32[N, 5]\n  %i = input(low=0, high=6) : i64[N, 4]\n  %a = scatter_add(%x, 0, %i, %s)\n  %j = input(low=0, high=5) : i64[N, 4]\n  %b = scatter.src(%x, 1, %j, %s)\n  %r = input() : f32[2, 5]\n  %c = slice_scatter(%x, %r, 0, 1, 6, 3)\n  %v = input() : f32[6]\n  %d = select_scatter(%x, %v, 1, -2)\n  return %a, %b, %c, %d\n",
   };
   int i = 0;
   for (const char* body : cases) {

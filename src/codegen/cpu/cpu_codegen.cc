@@ -67,10 +67,15 @@ class KernelEmitter {
       collect_buffers(s.value, buffers);
       collect_symbols(s.value, used);
       s.offset.collect_symbols(used);
+      if (s.dynamic) {
+        collect_buffers(s.dynamic, buffers);
+        collect_symbols(s.dynamic, used);
+      }
     }
     for (const auto& d : k_.outer) d.collect_symbols(used);
     for (const auto& d : k_.inner) d.collect_symbols(used);
-    out("extern \"C\" void {}(void* const* B, const int64_t* S) {{", k_.name);
+    out("extern \"C\" void {}(void* const* B, const int64_t* S, int64_t* E) {{", k_.name);
+    out("  (void)E;");
     (void)symbols_;
     for (int b : buffers) {
       const loop::Buffer& buf = p_.buffers[static_cast<size_t>(b)];
@@ -81,9 +86,11 @@ class KernelEmitter {
         out("  const int64_t {} = S[{}];", symbol_name(symbols_[i]), i);
     SymInt outer_total = product(k_.outer), inner_total = k_.inner.empty() ? SymInt(1) : product(k_.inner);
     std::string indent = "  ";
-    if (!k_.outer.empty()) {
+    if (!k_.outer.empty() && !loop::has_dynamic_stores(k_)) {
       std::string collapse = k_.outer.size() > 1 ? fmt::format(" collapse({})", k_.outer.size()) : "";
       out("  #pragma omp parallel for{} if({} >= {})", collapse, index_expr(outer_total * inner_total), kParallelThreshold);
+    }
+    if (!k_.outer.empty()) {
       for (size_t d = 0; d < k_.outer.size(); ++d) {
         out("{}for (int64_t {} = 0; {} < {}; ++{}) {{", indent, loop::loop_var(static_cast<int>(d)), loop::loop_var(static_cast<int>(d)),
             index_expr(k_.outer[d]), loop::loop_var(static_cast<int>(d)));
@@ -125,7 +132,29 @@ class KernelEmitter {
     lines.clear();
   }
 
+  // A scan: the running values and the inner stores advance together, in order.
+  void scan_body(const std::string& indent) {
+    std::vector<std::string> lines;
+    for (size_t i = 0; i < k_.reductions.size(); ++i) {
+      const auto& r = k_.reductions[i];
+      out("{}{} acc{} = {};", indent, value_type(r.acc), i, init_value(r.kind, r.acc));
+    }
+    std::string in = open_inner(indent);
+    printer_->reset();
+    for (size_t i = 0; i < k_.reductions.size(); ++i) {
+      const auto& r = k_.reductions[i];
+      COIL_CHECK(r.kind == ReduceKind::sum || r.kind == ReduceKind::prod) << "unsupported scan " << reduce_name(r.kind);
+      std::string v = printer_->emit(r.value, lines, in);
+      flush(lines);
+      out("{}acc{} {}= {};", in, i, r.kind == ReduceKind::sum ? "+" : "*", v);
+      printer_->reduced[static_cast<int>(i)] = "acc" + std::to_string(i);
+    }
+    for (const auto& s : k_.stores) store(s, in, lines);
+    close_inner(in);
+  }
+
   void body(const std::string& indent) {
+    if (loop::is_scan(k_)) return scan_body(indent);
     std::vector<std::string> lines;
     for (size_t i = 0; i < k_.reductions.size(); ++i) {
       const auto& r = k_.reductions[i];
@@ -182,9 +211,10 @@ class KernelEmitter {
 
   void store(const loop::StoreStep& s, const std::string& indent, std::vector<std::string>& lines) {
     std::string v = printer_->emit(s.value, lines, indent);
+    std::string dynamic = s.dynamic ? " + " + printer_->emit(s.dynamic, lines, indent) : "";
     flush(lines);
     DType t = p_.buffers[static_cast<size_t>(s.buffer)].dtype;
-    out("{}b{}[{}] = {};", indent, s.buffer, index_expr(s.offset), store_value(v, t));
+    out("{}b{}[{}{}] = {};", indent, s.buffer, index_expr(s.offset), dynamic, store_value(v, t));
   }
 
   const loop::Program& p_;

@@ -101,6 +101,15 @@ template <typename T> inline T pow_int(T base, T exp) {
   return static_cast<T>(result);
 }
 // Python-style floor division and modulo of index expressions.
+// An index out of [0, n) is recorded in E (flag, index, size) for the runtime to raise, and
+// reads element 0 instead.
+inline int64_t check_index(int64_t i, int64_t n, int64_t* E) {
+  if (i >= 0 && i < n) return i;
+  __atomic_store_n(&E[1], i, __ATOMIC_RELAXED);
+  __atomic_store_n(&E[2], n, __ATOMIC_RELAXED);
+  __atomic_store_n(&E[0], 1, __ATOMIC_RELAXED);
+  return 0;
+}
 inline int64_t idx_floordiv(int64_t a, int64_t b) { return floor_div_int(a, b); }
 inline int64_t idx_mod(int64_t a, int64_t b) { return remainder_int(a, b); }
 
