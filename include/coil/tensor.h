@@ -14,8 +14,8 @@ namespace coil {
 
 class Storage {
  public:
-  // Owned, zero-filled host memory.
-  explicit Storage(int64_t bytes);
+  // Owned host memory, 64-byte aligned; zero-filled unless `zero` is false.
+  explicit Storage(int64_t bytes, bool zero = true);
   // Borrowed memory: `release` runs when the last tensor referring to it goes away.
   Storage(void* data, int64_t bytes, std::function<void(void*)> release);
   ~Storage();
@@ -40,6 +40,8 @@ class Tensor {
   static Tensor zeros(DType dtype, Shape sizes);
   // A new zero-filled tensor with the given strides; the storage covers every addressed element.
   static Tensor zeros_strided(DType dtype, Shape sizes, Shape strides);
+  // Like zeros_strided, with the memory left uninitialized (for results a kernel overwrites).
+  static Tensor empty_strided(DType dtype, Shape sizes, Shape strides);
   // Wraps memory owned elsewhere. The caller keeps it alive (or passes a release function).
   static Tensor borrow(void* data, DType dtype, Shape sizes, Shape strides, int64_t offset = 0,
                        Device device = {}, std::function<void(void*)> release = nullptr);
@@ -74,6 +76,7 @@ class Tensor {
   void for_each_index(const std::function<void(std::span<const int64_t>)>& fn) const;
 
  private:
+  static Tensor allocate(DType dtype, Shape sizes, Shape strides, bool zero);
   DType dtype_ = DType::f32;
   Shape sizes_;
   Shape strides_;

@@ -115,6 +115,7 @@ std::shared_ptr<CompiledLibrary> compile_and_store(const std::string& source, co
   std::vector<std::string> argv = {options.compiler.path};
   argv.insert(argv.end(), options.flags.begin(), options.flags.end());
   argv.insert(argv.end(), {source_path, "-o", library_path});
+  argv.insert(argv.end(), options.libraries.begin(), options.libraries.end());
   auto start = std::chrono::steady_clock::now();
   ProcessResult result = run_process(argv);
   stats.compile_seconds = seconds_since(start);
@@ -127,7 +128,9 @@ std::shared_ptr<CompiledLibrary> compile_and_store(const std::string& source, co
 }  // namespace
 
 std::shared_ptr<CompiledLibrary> CompiledLibrary::open(const std::string& path) {
-  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // RTLD_NODELETE: kernels run OpenMP, and unloading the library could unload libgomp under
+  // its idle worker threads, which then crash.
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!handle) fail("cannot load compiled kernels '{}': {}", path, ::dlerror());
   return std::shared_ptr<CompiledLibrary>(new CompiledLibrary(handle, path));
 }
@@ -140,6 +143,20 @@ void* CompiledLibrary::symbol(const std::string& name) const {
   if (const char* error = ::dlerror()) fail("symbol '{}' is missing from compiled kernels '{}': {}", name, path_, error);
   if (!address) fail("symbol '{}' in compiled kernels '{}' is null", name, path_);
   return address;
+}
+
+std::vector<std::string> default_cpu_libraries() {
+#if defined(__x86_64__) && defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))
+  return {"-lmvec"};  // glibc's vector math, which the prelude declares
+#else
+  return {};
+#endif
+}
+
+std::vector<std::string> CpuBuildOptions::all_flags() const {
+  std::vector<std::string> all = flags;
+  all.insert(all.end(), libraries.begin(), libraries.end());
+  return all;
 }
 
 std::vector<std::string> default_cpu_flags() {
@@ -161,7 +178,7 @@ CpuBuildOptions CpuBuildOptions::detect(ArtifactCache cache) {
 std::string cpu_build_key(const std::string& source, const CpuBuildOptions& options) {
   std::string flags;
   bool native = false;
-  for (const auto& flag : options.flags) {
+  for (const auto& flag : options.all_flags()) {
     flags += flag;
     flags += '\0';  // cannot occur inside an argument, so the join is unambiguous
     native = native || flag.find("native") != std::string::npos;

@@ -13,7 +13,8 @@
 
 namespace coil::build {
 
-// One dlopen handle; dlclose when the last owner lets go. Symbols taken from it are valid only
+// One dlopen handle (opened RTLD_NODELETE: the code stays mapped for the process, since OpenMP
+// worker threads may still run in it); dlclose when the last owner lets go. Symbols taken from it are valid only
 // while it lives, so whoever keeps a function pointer keeps the shared_ptr too.
 class CompiledLibrary {
  public:
@@ -39,12 +40,16 @@ class CompiledLibrary {
 
 // -O3 -march=native -fPIC -shared -fopenmp -std=c++17 -ffp-contract=off -fno-math-errno
 std::vector<std::string> default_cpu_flags();
+// Libraries linked after the source: -lmvec (vector libm) on x86-64 glibc >= 2.35.
+std::vector<std::string> default_cpu_libraries();
 
 struct CpuBuildOptions {
   ArtifactCache cache;
   Compiler compiler;
   std::string host_isa;  // host_isa_fingerprint(compiler); in the key when a flag is "native"
   std::vector<std::string> flags = default_cpu_flags();
+  std::vector<std::string> libraries = default_cpu_libraries();
+  std::vector<std::string> all_flags() const;  // flags, then libraries: what the cache key covers
 
   // Detects the compiler and the host ISA once; keep the result and reuse it for every build.
   static CpuBuildOptions detect(ArtifactCache cache = ArtifactCache::from_environment());

@@ -186,6 +186,13 @@ void check_scalar_fits(const Arg& scalar, DType dt, const std::string& op) {
   if (overflows) fail("{}: value cannot be converted to type {} without overflow", op, dtype_name(dt));
 }
 
+void check_fill_value(const Arg& value, const TensorMeta& out, const std::string& op) {
+  // ATen fills a one-element tensor through a path that converts f16 and bf16 unchecked.
+  bool one = std::all_of(out.sizes.begin(), out.sizes.end(), [](const SymInt& s) { return s == SymInt(1); });
+  if (one && (out.dtype == DType::f16 || out.dtype == DType::bf16)) return;
+  check_scalar_fits(value, out.dtype, op);
+}
+
 PromoteOperand operand_of_scalar(const Arg& scalar) {
   return {scalar_dtype(scalar), PromoteOperand::Category::wrapped};
 }

@@ -82,13 +82,14 @@ std::vector<TensorMeta> creation(const ArgReader& a) {
   switch (a.node().op) {
     case OpKind::Full: {
       DType dt = a.opt_dtype("dtype").value_or(scalar_dtype(a.raw("fill_value")));
-      check_scalar_fits(a.raw("fill_value"), dt, op);
-      return {TensorMeta::contiguous(dt, non_negative(a.syms("size"), op), device_or(a, {}))};
+      TensorMeta m = TensorMeta::contiguous(dt, non_negative(a.syms("size"), op), device_or(a, {}));
+      check_fill_value(a.raw("fill_value"), m, op);
+      return {m};
     }
     case OpKind::FullLike: {
       const TensorMeta& self = a.tensor("self");
       TensorMeta m = TensorMeta::contiguous(a.opt_dtype("dtype").value_or(self.dtype), self.sizes, device_or(a, self.device));
-      check_scalar_fits(a.raw("fill_value"), m.dtype, op);
+      check_fill_value(a.raw("fill_value"), m, op);
       return {with_format(m, &self, a.opt_str("memory_format"), op)};
     }
     case OpKind::ArangeStartStep: {
@@ -100,9 +101,9 @@ std::vector<TensorMeta> creation(const ArgReader& a) {
       return {TensorMeta::contiguous(dt, {arange_length(a)}, device_or(a, {}))};
     }
     case OpKind::ScalarTensor: {
-      DType dt = a.opt_dtype("dtype").value_or(DType::f32);
-      check_scalar_fits(a.raw("s"), dt, op);
-      return {TensorMeta::contiguous(dt, {}, device_or(a, {}))};
+      TensorMeta m = TensorMeta::contiguous(a.opt_dtype("dtype").value_or(DType::f32), {}, device_or(a, {}));
+      check_fill_value(a.raw("s"), m, op);
+      return {m};
     }
     case OpKind::EmptyMemoryFormat: {
       TensorMeta m = TensorMeta::contiguous(a.opt_dtype("dtype").value_or(DType::f32), non_negative(a.syms("size"), op), device_or(a, {}));

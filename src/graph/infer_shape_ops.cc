@@ -368,11 +368,20 @@ std::vector<TensorMeta> shape_ops(const ArgReader& a) {
       SymShape sizes = self.sizes;
       for (size_t i = 0; i < pad.size() / 2; ++i) {
         size_t d = sizes.size() - 1 - i;
+        // ATen first narrows by the negative pads, which must leave a size >= 0 by themselves.
+        auto neg = [](const SymInt& p) { return p.is_constant() && *p.constant() < 0 ? p : SymInt(0); };
+        SymInt narrowed = sizes[d] + neg(pad[2 * i]) + neg(pad[2 * i + 1]);
+        if (narrowed.is_constant() && *narrowed.constant() < 0)
+          fail("{}: negative padding {} and {} narrow dimension {} of size {} below zero", op, pad[2 * i].str(), pad[2 * i + 1].str(), d, self.sizes[d].str());
         sizes[d] = sizes[d] + pad[2 * i] + pad[2 * i + 1];
         if (sizes[d].is_constant() && *sizes[d].constant() < 0)
           fail("{}: the input size {} plus negative padding {} and {} resulted in a negative output size", op, self.sizes[d].str(), pad[2 * i].str(), pad[2 * i + 1].str());
       }
-      return {TensorMeta::contiguous(self.dtype, sizes, self.device)};
+      TensorMeta out = TensorMeta::contiguous(self.dtype, sizes, self.device);
+      // The value fills the output only when some pad is positive (otherwise ATen narrows a copy).
+      if (std::any_of(pad.begin(), pad.end(), [](const SymInt& p) { return !p.is_constant() || *p.constant() > 0; }))
+        check_fill_value(a.raw("value"), out, op);
+      return {out};
     }
     case OpKind::Flip: {
       const TensorMeta& self = a.tensor("self");
@@ -402,6 +411,24 @@ void require_index_dtype(const TensorMeta& index, const std::string& op, std::st
   fail("{}: {} must be {}, got {}", op, what, allow_i32 ? "i64 or i32" : "i64", dtype_name(index.dtype));
 }
 
+bool is_empty(const SymShape& sizes) {
+  return std::any_of(sizes.begin(), sizes.end(), [](const SymInt& s) { return s == SymInt(0); });
+}
+
+// gather/scatter: index.size(d) <= other.size(d) for every d but `skip` (sizes of a 0-d tensor
+// count as [1]); symbolic sizes are left to the runtime.
+void require_index_fits(const TensorMeta& index, const TensorMeta& other, int64_t skip, const std::string& op,
+                        std::string_view what) {
+  auto size = [](const TensorMeta& m, size_t d) { return m.dim() == 0 ? SymInt(1) : m.sizes[d]; };
+  for (size_t d = 0; d < static_cast<size_t>(std::max<int64_t>(index.dim(), 1)); ++d) {
+    if (static_cast<int64_t>(d) == skip) continue;
+    SymInt i = size(index, d), o = size(other, d);
+    if (i.is_constant() && o.is_constant() && *i.constant() > *o.constant())
+      fail("{}: index of shape {} is larger than {} of shape {} at dimension {}", op, shape_str(index.sizes), what,
+           shape_str(other.sizes), d);
+  }
+}
+
 std::vector<TensorMeta> indexing(const ArgReader& a) {
   const std::string& op = a.op_name();
   switch (a.node().op) {
@@ -410,6 +437,8 @@ std::vector<TensorMeta> indexing(const ArgReader& a) {
       const TensorMeta& index = a.tensor("index");
       require_index_dtype(index, op, "index", true);
       if (index.dim() > 1) fail("{}: index must be 0-d or 1-d, got {} dims", op, index.dim());
+      if (self.dim() == 0 && index.dim() == 1 && index.sizes[0].is_constant() && *index.sizes[0].constant() != 1)
+        fail("{}: index to a 0-d tensor can have only 1 value, got {}", op, index.sizes[0].str());
       auto d = static_cast<size_t>(wrap_dim(a.integer("dim"), self.dim(), op));
       SymShape sizes = self.sizes;
       if (!sizes.empty()) sizes[d] = index.dim() == 0 ? SymInt(1) : index.sizes[0];
@@ -418,10 +447,14 @@ std::vector<TensorMeta> indexing(const ArgReader& a) {
     case OpKind::Gather: {
       const TensorMeta& self = a.tensor("self");
       const TensorMeta& index = a.tensor("index");
-      require_index_dtype(index, op, "index", false);
-      wrap_dim(a.integer("dim"), self.dim(), op);
-      if (index.dim() != self.dim() && !(index.dim() <= 1 && self.dim() <= 1))
-        fail("{}: index tensor must have the same number of dimensions as input tensor ({} vs {})", op, index.dim(), self.dim());
+      int64_t d = wrap_dim(a.integer("dim"), self.dim(), op);
+      // ATen checks nothing more for an empty index.
+      if (!is_empty(index.sizes)) {
+        require_index_dtype(index, op, "index", true);
+        if (index.dim() != self.dim() && !(index.dim() <= 1 && self.dim() <= 1))
+          fail("{}: index tensor must have the same number of dimensions as input tensor ({} vs {})", op, index.dim(), self.dim());
+        require_index_fits(index, self, d, op, "input");
+      }
       return {TensorMeta::contiguous(self.dtype, index.sizes, self.device)};
     }
     case OpKind::Embedding: {
@@ -497,12 +530,18 @@ std::vector<TensorMeta> indexing(const ArgReader& a) {
       const TensorMeta& self = a.tensor("self");
       const TensorMeta& index = a.tensor("index");
       const TensorMeta& src = a.tensor("src");
-      require_index_dtype(index, op, "index", false);
-      wrap_dim(a.integer("dim"), self.dim(), op);
-      if (index.dim() != self.dim() || src.dim() != self.dim())
-        fail("{}: index, src and self must have the same number of dimensions ({}, {}, {})", op, index.dim(), src.dim(), self.dim());
+      int64_t d = wrap_dim(a.integer("dim"), self.dim(), op);
       if (src.dtype != self.dtype)
         fail("{}: expected self.dtype to be equal to src.dtype ({} vs {})", op, dtype_name(self.dtype), dtype_name(src.dtype));
+      // ATen checks nothing more for an empty index (0-d and 1-d count as the same rank).
+      if (!is_empty(index.sizes)) {
+        require_index_dtype(index, op, "index", true);
+        if (std::max<int64_t>(index.dim(), 1) != std::max<int64_t>(self.dim(), 1) ||
+            std::max<int64_t>(src.dim(), 1) != std::max<int64_t>(self.dim(), 1))
+          fail("{}: index, src and self must have the same number of dimensions ({}, {}, {})", op, index.dim(), src.dim(), self.dim());
+        require_index_fits(index, self, d, op, "self");
+        require_index_fits(index, src, -1, op, "src");
+      }
       return {TensorMeta::contiguous(self.dtype, self.sizes, self.device)};
     }
     default: break;

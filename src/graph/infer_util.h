@@ -65,5 +65,7 @@ DType scalar_dtype(const Arg& scalar);
 // PyTorch's checked conversion of a Scalar to a tensor's dtype (c10::overflows), as fill
 // values take it: fails when the value cannot be converted without overflow.
 void check_scalar_fits(const Arg& scalar, DType dt, const std::string& op);
+// The same check as fill_ makes it on a tensor of `out`'s dtype and shape.
+void check_fill_value(const Arg& value, const TensorMeta& out, const std::string& op);
 
 }  // namespace coil

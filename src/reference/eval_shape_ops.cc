@@ -1,6 +1,7 @@
 // Reference evaluation of views (from the runtime tensor's own strides), shape ops and
 // indexing. Views share storage with their input; everything else is a new tensor.
 #include <algorithm>
+#include <map>
 
 #include "graph/view_strides.h"
 #include "reference/eval.h"
@@ -137,7 +138,8 @@ std::vector<Tensor> shape_ops(const NodeEval& e) {
     case OpKind::Flip: {
       const Tensor& self = e.tensor("self");
       std::vector<int64_t> dims;
-      for (int64_t d : e.ints("dims")) dims.push_back(wrap(d, self.dim()));
+      if (self.dim() > 0)  // a 0-d tensor accepts dim 0 or -1, with nothing to flip
+        for (int64_t d : e.ints("dims")) dims.push_back(wrap(d, self.dim()));
       for_each_index(out.sizes(), [&](const Shape& idx) {
         Shape src = idx;
         for (int64_t d : dims) src[static_cast<size_t>(d)] = self.sizes()[static_cast<size_t>(d)] - 1 - idx[static_cast<size_t>(d)];
@@ -189,9 +191,14 @@ std::vector<Tensor> indexing(const NodeEval& e) {
       const Tensor& index = e.tensor("index");
       int64_t d = wrap(e.integer("dim"), self.dim());
       for_each_index(out.sizes(), [&](const Shape& idx) {
-        Shape src = idx;
-        if (!src.empty())
-          src[static_cast<size_t>(d)] = checked_index(index.load_int(index.element_index(idx)), self.sizes()[static_cast<size_t>(d)], false, op);
+        // 0-d and 1-d tensors mix: a 0-d self has one position, a 0-d index names one.
+        int64_t n = self.dim() == 0 ? 1 : self.sizes()[static_cast<size_t>(d)];
+        int64_t which = checked_index(index.load_int(index.element_index(idx)), n, false, op);
+        Shape src;
+        if (self.dim() > 0) {
+          src = idx.empty() ? Shape{0} : idx;
+          src[static_cast<size_t>(d)] = which;
+        }
         copy_element(out, idx, self, src);
       });
       return {out};
@@ -262,20 +269,32 @@ std::vector<Tensor> indexing(const NodeEval& e) {
       copy_into(out, self);
       int64_t d = wrap(e.integer("dim"), self.dim());
       bool add = e.op() == OpKind::ScatterAdd;
+      // Floating sums accumulate in double and round once at the end, as ATen's CPU kernel
+      // (which accumulates f16 and bf16 in float) comes closest to.
+      std::map<int64_t, double> sums;
       for_each_index(index.sizes(), [&](const Shape& idx) {
-        Shape dst = idx;
-        if (!dst.empty())
-          dst[static_cast<size_t>(d)] = checked_index(index.load_int(index.element_index(idx)), self.sizes()[static_cast<size_t>(d)], false, op);
+        // 0-d and 1-d tensors mix: a 0-d tensor has one position, a 0-d index names one.
+        int64_t n = self.dim() == 0 ? 1 : self.sizes()[static_cast<size_t>(d)];
+        int64_t which = checked_index(index.load_int(index.element_index(idx)), n, false, op);
+        Shape at_index = idx.empty() ? Shape{0} : idx;
+        Shape dst, si = src.dim() == 0 ? Shape{} : at_index;
+        if (self.dim() > 0) {
+          dst = at_index;
+          dst[static_cast<size_t>(d)] = which;
+        }
         if (!add) {
-          copy_element(out, dst, src, idx);
+          copy_element(out, dst, src, si);
         } else if (is_integral(out.dtype(), true)) {
           int64_t sum = static_cast<int64_t>(static_cast<uint64_t>(out.load_int(out.element_index(dst))) +
-                                             static_cast<uint64_t>(src.load_int(src.element_index(idx))));
+                                             static_cast<uint64_t>(src.load_int(src.element_index(si))));
           out.store_int(out.element_index(dst), sum);
         } else {
-          set(out, dst, at(out, dst) + at(src, idx));
+          int64_t k = out.element_index(dst);
+          auto it = sums.try_emplace(k, out.load(k)).first;
+          it->second += at(src, si);
         }
       });
+      for (const auto& [k, v] : sums) out.store(k, v);
       return {out};
     }
     default: break;

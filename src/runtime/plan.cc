@@ -94,7 +94,9 @@ std::vector<Tensor> Plan::run(const TensorMap& inputs, const TensorMap& weights)
     const loop::Buffer& buf = buffers[b];
     auto sizes = eval_all(buf.sizes, symbols), strides = eval_all(buf.strides, symbols);
     int64_t offset = buf.offset.eval(symbols);
-    Tensor flat = Tensor::zeros(buf.dtype, {std::max<int64_t>(span_of(sizes, strides, offset), 1)});
+    // Kernels write every element they later read; only constants start with values.
+    Shape flat_shape = {std::max<int64_t>(span_of(sizes, strides, offset), 1)};
+    Tensor flat = Tensor::empty_strided(buf.dtype, flat_shape, {1});
     for (size_t i = 0; i < buf.data.size(); ++i) flat.store(static_cast<int64_t>(i), buf.data[i]);
     ptrs[b] = flat.data();
     held[b] = flat.view(sizes, strides, offset);

@@ -11,12 +11,12 @@
 
 namespace coil {
 
-Storage::Storage(int64_t bytes) : bytes_(bytes) {
+Storage::Storage(int64_t bytes, bool zero) : bytes_(bytes) {
   // Aligned for any vector load a kernel may issue; at least one byte so data() is non-null.
   size_t rounded = static_cast<size_t>((std::max<int64_t>(bytes, 1) + 63) / 64 * 64);
   data_ = std::aligned_alloc(64, rounded);
   if (!data_) fail("out of memory allocating {} bytes", bytes);
-  std::memset(data_, 0, rounded);
+  if (zero) std::memset(data_, 0, rounded);
   release_ = [](void* p) { std::free(p); };
 }
 
@@ -55,13 +55,21 @@ Tensor Tensor::zeros(DType dtype, Shape sizes) {
   return zeros_strided(dtype, std::move(sizes), std::move(strides));
 }
 
+Tensor Tensor::empty_strided(DType dtype, Shape sizes, Shape strides) {
+  return allocate(dtype, std::move(sizes), std::move(strides), false);
+}
+
 Tensor Tensor::zeros_strided(DType dtype, Shape sizes, Shape strides) {
+  return allocate(dtype, std::move(sizes), std::move(strides), true);
+}
+
+Tensor Tensor::allocate(DType dtype, Shape sizes, Shape strides, bool zero) {
   COIL_CHECK(sizes.size() == strides.size()) << "sizes and strides differ in rank";
   for (int64_t s : sizes)
     if (s < 0) fail("negative size {} in tensor shape {}", s, shape_to_string(sizes));
   Tensor t;
   t.dtype_ = dtype;
-  t.storage_ = std::make_shared<Storage>(extent(sizes, strides) * dtype_size(dtype));
+  t.storage_ = std::make_shared<Storage>(extent(sizes, strides) * dtype_size(dtype), zero);
   t.sizes_ = std::move(sizes);
   t.strides_ = std::move(strides);
   return t;

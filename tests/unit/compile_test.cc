@@ -5,7 +5,9 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "coil/coil.h"
 #include "driver/compile.h"
@@ -93,6 +95,21 @@ TEST(Compile, CacheHitIsFastAndEquivalent) {
   Executable warm = compile(g, {.cache_dir = temp_cache()});
   EXPECT_TRUE(warm.stats.cache_hit);
   EXPECT_EQ(cold.source, warm.source);
+}
+
+// Kernels large enough to start OpenMP worker threads; the executables are then destroyed while
+// those threads idle (this once unloaded libgomp under them and crashed the process).
+TEST(Compile, ParallelKernelsOutliveTheirExecutable) {
+  Graph g = parse_graph("graph t {\n  %x = input() : f32[512, 1024]\n  %y = _softmax(%x, -1, false)\n  return %y\n}\n");
+  TensorMap inputs = random_inputs(g, 1);
+  for (int i = 0; i < 2; ++i) {
+    Executable exe = compile(g, {.cache_dir = temp_cache()});
+    Tensor y = exe.run(inputs, {})[0].contiguous_copy();
+    double row = 0;
+    for (int64_t j = 0; j < 1024; ++j) row += y.load(j);
+    EXPECT_NEAR(row, 1.0, 1e-5);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
 }
 
 }  // namespace

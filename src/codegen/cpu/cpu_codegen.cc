@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <optional>
 #include <set>
 
 #include "codegen/c_printer.h"
@@ -87,7 +88,10 @@ class KernelEmitter {
     SymInt outer_total = product(k_.outer), inner_total = k_.inner.empty() ? SymInt(1) : product(k_.inner);
     std::string indent = "  ";
     if (!k_.outer.empty() && !loop::has_dynamic_stores(k_)) {
-      std::string collapse = k_.outer.size() > 1 ? fmt::format(" collapse({})", k_.outer.size()) : "";
+      // A pointwise kernel keeps its innermost loop out of the collapsed nest, so that it stays a
+      // plain loop the compiler vectorizes.
+      size_t parallel = k_.inner.empty() && k_.outer.size() > 1 ? k_.outer.size() - 1 : k_.outer.size();
+      std::string collapse = parallel > 1 ? fmt::format(" collapse({})", parallel) : "";
       out("  #pragma omp parallel for{} if({} >= {})", collapse, index_expr(outer_total * inner_total), kParallelThreshold);
     }
     if (!k_.outer.empty()) {
@@ -110,6 +114,23 @@ class KernelEmitter {
   template <typename... Args>
   void out(fmt::format_string<Args...> f, Args&&... args) {
     text_ += fmt::format(f, std::forward<Args>(args)...) + "\n";
+  }
+
+  // `omp simd` over the inner nest lets the compiler keep one partial result per vector lane
+  // (it may then reassociate, as PyTorch's vectorized reductions do). NaN-propagating max/min
+  // use the reductions the prelude declares.
+  std::optional<std::string> simd_reduction(const loop::ReduceStep& r, const std::string& acc) const {
+    if (r.acc == DType::b8 || r.acc == DType::f16 || r.acc == DType::bf16) return std::nullopt;
+    std::string op;
+    switch (r.kind) {
+      case ReduceKind::sum: op = "+"; break;
+      case ReduceKind::prod: op = "*"; break;
+      case ReduceKind::max: op = is_float(r.acc) ? fmt::format("coil_max_{}", value_type(r.acc)) : "max"; break;
+      case ReduceKind::min: op = is_float(r.acc) ? fmt::format("coil_min_{}", value_type(r.acc)) : "min"; break;
+      default: return std::nullopt;
+    }
+    std::string collapse = k_.inner.size() > 1 ? fmt::format(" collapse({})", k_.inner.size()) : "";
+    return fmt::format("#pragma omp simd reduction({}:{}){}", op, acc, collapse);
   }
 
   // Opens the inner loop nest; returns the indent inside it.
@@ -165,6 +186,7 @@ class KernelEmitter {
       } else {
         out("{}{} {} = {};", indent, value_type(r.acc), acc, init_value(r.kind, r.acc));
       }
+      if (auto clause = simd_reduction(r, acc)) out("{}{}", indent, *clause);
       std::string in = open_inner(indent);
       printer_->reset();
       std::string v = printer_->emit(r.value, lines, in);

@@ -4,6 +4,33 @@
 #include <cstdint>
 #include <cstring>
 
+// Vector variants of libm functions from glibc's libmvec (linked with -lmvec): with these
+// declarations the compiler vectorizes loops that call them, as -ffast-math would allow, while
+// every other operation keeps IEEE semantics. glibc >= 2.35 has all of these on x86-64.
+#if defined(__x86_64__) && defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))
+#define COIL_VECTOR_MATH(name) \
+  __attribute__((simd("notinbranch"))) float name##f(float) noexcept; \
+  __attribute__((simd("notinbranch"))) double name(double) noexcept;
+extern "C" {
+COIL_VECTOR_MATH(exp)
+COIL_VECTOR_MATH(expm1)
+COIL_VECTOR_MATH(log)
+COIL_VECTOR_MATH(log1p)
+COIL_VECTOR_MATH(log2)
+COIL_VECTOR_MATH(log10)
+COIL_VECTOR_MATH(sin)
+COIL_VECTOR_MATH(cos)
+COIL_VECTOR_MATH(tan)
+COIL_VECTOR_MATH(tanh)
+COIL_VECTOR_MATH(erf)
+__attribute__((simd("notinbranch"))) float atan2f(float, float) noexcept;
+__attribute__((simd("notinbranch"))) double atan2(double, double) noexcept;
+__attribute__((simd("notinbranch"))) float powf(float, float) noexcept;
+__attribute__((simd("notinbranch"))) double pow(double, double) noexcept;
+}
+#undef COIL_VECTOR_MATH
+#endif
+
 namespace coil_rt {
 
 inline float f16_to_f32(uint16_t h) {
@@ -114,3 +141,9 @@ inline int64_t idx_floordiv(int64_t a, int64_t b) { return floor_div_int(a, b); 
 inline int64_t idx_mod(int64_t a, int64_t b) { return remainder_int(a, b); }
 
 }  // namespace coil_rt
+
+// NaN-propagating max/min as OpenMP reductions, so `omp simd` can vectorize them.
+#pragma omp declare reduction(coil_max_float : float : omp_out = coil_rt::maximum<float>(omp_out, omp_in)) initializer(omp_priv = -INFINITY)
+#pragma omp declare reduction(coil_min_float : float : omp_out = coil_rt::minimum<float>(omp_out, omp_in)) initializer(omp_priv = INFINITY)
+#pragma omp declare reduction(coil_max_double : double : omp_out = coil_rt::maximum<double>(omp_out, omp_in)) initializer(omp_priv = -INFINITY)
+#pragma omp declare reduction(coil_min_double : double : omp_out = coil_rt::minimum<double>(omp_out, omp_in)) initializer(omp_priv = INFINITY)
