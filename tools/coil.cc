@@ -106,15 +106,10 @@ int check(const std::string& file) {
 }
 
 int compile(const std::string& file, const std::string& emit) {
-  coil::Graph g = coil::parse_graph_file(file);
-  coil::LoweredGraph lowered = coil::lower(coil::decompose(g));
-  lowered.program = coil::schedule::fuse_epilogues(lowered.program);
-  if (emit == "loop") std::cout << coil::loop::to_string(lowered.program);
-  if (emit == "code") {
-    std::vector<std::string> symbols;
-    for (const auto& s : g.symbols) symbols.push_back(s.name);
-    std::cout << coil::codegen::generate_cpu(lowered.program, symbols).code;
-  }
+  coil::Generated gen = coil::generate(coil::parse_graph_file(file));
+  if (emit == "loop") std::cout << coil::loop::to_string(gen.lowered.program);
+  if (emit == "code") std::cout << gen.source.code();
+  if (emit == "plan") std::cout << coil::describe_plan(gen.lowered);
   return 0;
 }
 
@@ -182,7 +177,7 @@ int main(int argc, char** argv) {
   std::string compile_file, emit = "loop";
   auto* compile_cmd = app.add_subcommand("compile", "Compile a graph and print a stage of the pipeline");
   compile_cmd->add_option("FILE", compile_file, "graph file (.coil)")->required();
-  compile_cmd->add_option("--emit", emit, "the stage to print")->check(CLI::IsMember({"loop", "code"}))->default_val("loop");
+  compile_cmd->add_option("--emit", emit, "the stage to print")->check(CLI::IsMember({"loop", "code", "plan"}))->default_val("loop");
 
   RunOptions run_options;
   auto* run_cmd = app.add_subcommand("run", "Run a graph on inputs (random from a seed unless --inputs is given)");

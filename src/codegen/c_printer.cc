@@ -54,8 +54,8 @@ std::string index_expr(const SymInt& e) {
     }
     case SymInt::Kind::floordiv: return fmt::format("coil_rt::idx_floordiv({}, {})", index_expr(e.operands()[0]), index_expr(e.operands()[1]));
     case SymInt::Kind::mod: return fmt::format("coil_rt::idx_mod({}, {})", index_expr(e.operands()[0]), index_expr(e.operands()[1]));
-    case SymInt::Kind::min: return fmt::format("std::min<int64_t>({}, {})", index_expr(e.operands()[0]), index_expr(e.operands()[1]));
-    case SymInt::Kind::max: return fmt::format("std::max<int64_t>({}, {})", index_expr(e.operands()[0]), index_expr(e.operands()[1]));
+    case SymInt::Kind::min: return fmt::format("coil_rt::imin({}, {})", index_expr(e.operands()[0]), index_expr(e.operands()[1]));
+    case SymInt::Kind::max: return fmt::format("coil_rt::imax({}, {})", index_expr(e.operands()[0]), index_expr(e.operands()[1]));
   }
   return "?";
 }
@@ -65,8 +65,8 @@ namespace {
 std::string literal(double v, DType t) {
   if (t == DType::b8) return v != 0 ? "true" : "false";
   if (!is_float(t)) return fmt::format("{}({}LL)", value_type(t), static_cast<int64_t>(v));
-  if (std::isnan(v)) return fmt::format("{}(NAN)", value_type(t));
-  if (std::isinf(v)) return fmt::format("{}({}INFINITY)", value_type(t), v < 0 ? "-" : "");
+  if (std::isnan(v)) return fmt::format("{}(__builtin_nan(\"\"))", value_type(t));
+  if (std::isinf(v)) return fmt::format("{}({}__builtin_inf())", value_type(t), v < 0 ? "-" : "");
   return fmt::format("{}({:.17g})", value_type(t), v);
 }
 
@@ -79,30 +79,30 @@ std::string convert(const std::string& v, DType from, DType to) {
 std::string apply(LoopOp op, DType t, const std::vector<std::string>& a) {
   bool f = is_float(t);
   switch (op) {
-    case LoopOp::Abs: return t == DType::b8 ? a[0] : fmt::format("std::abs({})", a[0]);
+    case LoopOp::Abs: return t == DType::b8 ? a[0] : fmt::format("coil_rt::abs({})", a[0]);
     case LoopOp::Neg: return fmt::format("static_cast<{}>(-{})", value_type(t), a[0]);
-    case LoopOp::Exp: return fmt::format("std::exp({})", a[0]);
-    case LoopOp::Expm1: return fmt::format("std::expm1({})", a[0]);
-    case LoopOp::Log: return fmt::format("std::log({})", a[0]);
-    case LoopOp::Log1p: return fmt::format("std::log1p({})", a[0]);
-    case LoopOp::Log2: return fmt::format("std::log2({})", a[0]);
-    case LoopOp::Log10: return fmt::format("std::log10({})", a[0]);
-    case LoopOp::Sqrt: return fmt::format("std::sqrt({})", a[0]);
+    case LoopOp::Exp: return fmt::format("coil_rt::exp({})", a[0]);
+    case LoopOp::Expm1: return fmt::format("coil_rt::expm1({})", a[0]);
+    case LoopOp::Log: return fmt::format("coil_rt::log({})", a[0]);
+    case LoopOp::Log1p: return fmt::format("coil_rt::log1p({})", a[0]);
+    case LoopOp::Log2: return fmt::format("coil_rt::log2({})", a[0]);
+    case LoopOp::Log10: return fmt::format("coil_rt::log10({})", a[0]);
+    case LoopOp::Sqrt: return fmt::format("coil_rt::sqrt({})", a[0]);
     case LoopOp::Rsqrt: return fmt::format("coil_rt::rsqrt({})", a[0]);
     case LoopOp::Reciprocal: return fmt::format("({}(1) / {})", value_type(t), a[0]);
-    case LoopOp::Sin: return fmt::format("std::sin({})", a[0]);
-    case LoopOp::Cos: return fmt::format("std::cos({})", a[0]);
-    case LoopOp::Tan: return fmt::format("std::tan({})", a[0]);
-    case LoopOp::Tanh: return fmt::format("std::tanh({})", a[0]);
+    case LoopOp::Sin: return fmt::format("coil_rt::sin({})", a[0]);
+    case LoopOp::Cos: return fmt::format("coil_rt::cos({})", a[0]);
+    case LoopOp::Tan: return fmt::format("coil_rt::tan({})", a[0]);
+    case LoopOp::Tanh: return fmt::format("coil_rt::tanh({})", a[0]);
     case LoopOp::Sigmoid: return fmt::format("coil_rt::sigmoid({})", a[0]);
-    case LoopOp::Erf: return fmt::format("std::erf({})", a[0]);
-    case LoopOp::Floor: return fmt::format("std::floor({})", a[0]);
-    case LoopOp::Ceil: return fmt::format("std::ceil({})", a[0]);
-    case LoopOp::Round: return fmt::format("std::nearbyint({})", a[0]);
-    case LoopOp::Trunc: return fmt::format("std::trunc({})", a[0]);
+    case LoopOp::Erf: return fmt::format("coil_rt::erf({})", a[0]);
+    case LoopOp::Floor: return fmt::format("coil_rt::floor({})", a[0]);
+    case LoopOp::Ceil: return fmt::format("coil_rt::ceil({})", a[0]);
+    case LoopOp::Round: return fmt::format("coil_rt::nearbyint({})", a[0]);
+    case LoopOp::Trunc: return fmt::format("coil_rt::trunc({})", a[0]);
     case LoopOp::Sign: return fmt::format("coil_rt::sign({})", a[0]);
-    case LoopOp::IsNan: return fmt::format("std::isnan({})", a[0]);
-    case LoopOp::IsInf: return fmt::format("std::isinf({})", a[0]);
+    case LoopOp::IsNan: return fmt::format("coil_rt::isnan({})", a[0]);
+    case LoopOp::IsInf: return fmt::format("coil_rt::isinf({})", a[0]);
     case LoopOp::LogicalNot: return fmt::format("!({} != 0)", a[0]);
     case LoopOp::BitwiseNot: return fmt::format("static_cast<{}>(~{})", value_type(t), a[0]);
     case LoopOp::Add: return fmt::format("static_cast<{}>({} + {})", value_type(t), a[0], a[1]);
@@ -114,11 +114,11 @@ std::string apply(LoopOp op, DType t, const std::vector<std::string>& a) {
     case LoopOp::TruncDiv: return fmt::format("coil_rt::trunc_div({}, {})", a[0], a[1]);
     case LoopOp::Remainder:
       return f ? fmt::format("coil_rt::remainder_float({}, {})", a[0], a[1]) : fmt::format("coil_rt::remainder_int({}, {})", a[0], a[1]);
-    case LoopOp::Fmod: return f ? fmt::format("std::fmod({}, {})", a[0], a[1]) : fmt::format("coil_rt::fmod_int({}, {})", a[0], a[1]);
-    case LoopOp::Pow: return f ? fmt::format("std::pow({}, {})", a[0], a[1]) : fmt::format("coil_rt::pow_int({}, {})", a[0], a[1]);
+    case LoopOp::Fmod: return f ? fmt::format("coil_rt::fmod({}, {})", a[0], a[1]) : fmt::format("coil_rt::fmod_int({}, {})", a[0], a[1]);
+    case LoopOp::Pow: return f ? fmt::format("coil_rt::pow({}, {})", a[0], a[1]) : fmt::format("coil_rt::pow_int({}, {})", a[0], a[1]);
     case LoopOp::Maximum: return fmt::format("coil_rt::maximum<{}>({}, {})", value_type(t), a[0], a[1]);
     case LoopOp::Minimum: return fmt::format("coil_rt::minimum<{}>({}, {})", value_type(t), a[0], a[1]);
-    case LoopOp::Atan2: return fmt::format("std::atan2({}, {})", a[0], a[1]);
+    case LoopOp::Atan2: return fmt::format("coil_rt::atan2({}, {})", a[0], a[1]);
     case LoopOp::Eq: return fmt::format("({} == {})", a[0], a[1]);
     case LoopOp::Ne: return fmt::format("({} != {})", a[0], a[1]);
     case LoopOp::Lt: return fmt::format("({} < {})", a[0], a[1]);

@@ -1,6 +1,9 @@
 #include "driver/compile.h"
 
+#include <algorithm>
 #include <chrono>
+#include <map>
+#include <thread>
 #include <cstdlib>
 #include <iostream>
 
@@ -9,6 +12,7 @@
 #include "graph_passes/decompose.h"
 #include "loop/kernel.h"
 #include "lower/lower.h"
+#include "schedule/dead_stores.h"
 #include "schedule/fuse_epilogues.h"
 #include "support/check.h"
 
@@ -33,46 +37,59 @@ void dump(std::string_view stage, const std::string& text) {
 
 }  // namespace
 
-Executable compile(const Graph& graph, const CompileOptions& options) {
-  Executable exe;
+Generated generate(const Graph& graph) {
+  Generated out;
   auto t0 = std::chrono::steady_clock::now();
   dump("graph", print_graph(graph));
-  Graph decomposed = decompose(graph);
-  LoweredGraph lowered = lower(decomposed);
-  dump("loop", loop::to_string(lowered.program));
-  lowered.program = schedule::fuse_epilogues(lowered.program);
-  dump("fusion", loop::to_string(lowered.program));
-  exe.stats.frontend_ms = ms_since(t0);
+  out.graph = decompose(graph);
+  out.lowered = lower(out.graph);
+  dump("loop", loop::to_string(out.lowered.program));
+  out.lowered.program = schedule::drop_dead_stores(schedule::fuse_epilogues(out.lowered.program));
+  dump("fusion", loop::to_string(out.lowered.program));
+  out.stats.frontend_ms = ms_since(t0);
 
   auto t1 = std::chrono::steady_clock::now();
   std::vector<std::string> symbols;
   for (const auto& s : graph.symbols) symbols.push_back(s.name);
-  codegen::CpuSource src = codegen::generate_cpu(lowered.program, symbols);
-  exe.source = src.code;
-  dump("code", src.code);
-  exe.stats.codegen_ms = ms_since(t1);
+  out.source = codegen::generate_cpu(out.lowered.program, symbols);
+  out.stats.codegen_ms = ms_since(t1);
+  if (debug_enabled("code")) dump("code", out.source.code());
+  return out;
+}
 
+Executable compile(const Graph& graph, const CompileOptions& options) {
+  Generated gen = generate(graph);
+  Executable exe;
+  exe.stats = gen.stats;
+
+  // The kernels compile as a few translation units in parallel, one per hardware thread.
   auto t2 = std::chrono::steady_clock::now();
   auto build_options = build::CpuBuildOptions::detect(
       options.cache_dir.empty() ? build::ArtifactCache::from_environment() : build::ArtifactCache(options.cache_dir));
-  build::BuildStats build_stats;
-  auto library = build::compile_cpu_library(src.code, build_options, &build_stats);
-  exe.plan.library = library;
-  exe.stats.cache_hit = build_stats.cache_hit;
+  size_t threads = options.build_threads > 0 ? static_cast<size_t>(options.build_threads) : std::thread::hardware_concurrency();
+  auto units = codegen::partition_kernels(gen.source, threads);
+  std::vector<std::string> sources;
+  for (const auto& u : units) sources.push_back(gen.source.unit(u));
+  std::vector<build::BuildStats> build_stats;
+  auto libraries = build::compile_cpu_libraries(sources, build_options, &build_stats);
+  std::map<std::string, KernelFn> entry;
+  for (size_t u = 0; u < units.size(); ++u) {
+    exe.plan.libraries.push_back(libraries[u]);
+    for (size_t k : units[u]) entry[gen.source.kernels[k]] = libraries[u]->function<KernelFn>(gen.source.kernels[k]);
+  }
+  exe.stats.cache_hit = std::all_of(build_stats.begin(), build_stats.end(), [](const build::BuildStats& b) { return b.cache_hit; });
+  exe.stats.translation_units = static_cast<int>(units.size());
   exe.stats.build_ms = ms_since(t2);
 
-  for (const auto& k : lowered.program.kernels) {
+  for (const auto& k : gen.lowered.program.kernels) {
     const auto* lk = std::get_if<loop::LoopKernel>(&k);
-    if (!lk) {
-      exe.plan.kernels.push_back(nullptr);
-      ++exe.stats.extern_calls;
-      continue;
-    }
-    exe.plan.kernels.push_back(library->function<KernelFn>(lk->name));
-    ++exe.stats.loop_kernels;
+    exe.plan.kernels.push_back(lk ? entry.at(lk->name) : nullptr);
+    ++(lk ? exe.stats.loop_kernels : exe.stats.extern_calls);
   }
-  exe.plan.graph = std::move(decomposed);
-  exe.plan.lowered = std::move(lowered);
+  exe.source = gen.source.code();
+  exe.plan.memory = plan_memory(gen.lowered);
+  exe.plan.graph = std::move(gen.graph);
+  exe.plan.lowered = std::move(gen.lowered);
   return exe;
 }
 

@@ -236,6 +236,7 @@ std::vector<TensorMeta> linalg(const ArgReader& a) {
       require_rank(x, rank, op, "self");
       require_rank(y, rank, op, "mat2");
       require_same_dtype(x, y, op);
+      if (x.dtype == DType::b8) fail("{}: not implemented for bool", op);
       size_t k = static_cast<size_t>(rank) - 1;
       if (x.sizes[k] != y.sizes[k - 1])
         fail("{}: mat1 and mat2 shapes cannot be multiplied ({} and {})", op, shape_str(x.sizes), shape_str(y.sizes));
@@ -253,6 +254,7 @@ std::vector<TensorMeta> linalg(const ArgReader& a) {
       require_rank(y, 2, op, "mat2");
       require_same_dtype(x, y, op);
       require_same_dtype(bias, x, op);
+      if (x.dtype == DType::b8) fail("{}: not implemented for bool", op);
       if (x.sizes[1] != y.sizes[0])
         fail("{}: mat1 and mat2 shapes cannot be multiplied ({} and {})", op, shape_str(x.sizes), shape_str(y.sizes));
       SymShape sizes = {x.sizes[0], y.sizes[1]};
@@ -268,6 +270,11 @@ std::vector<TensorMeta> linalg(const ArgReader& a) {
       if (k < 1 || k > 3) fail("{}: weight must be 3-D, 4-D or 5-D, got {} dims", op, weight.dim());
       require_rank(input, k + 2, op, "input (batched)");
       require_same_dtype(input, weight, op);
+      // ATen's CPU kernels: no bool; transposed convolutions only for floats and i64.
+      if (input.dtype == DType::b8 || (transposed && !is_float(input.dtype) && input.dtype != DType::i64))
+        fail("{}: {}convolution is not implemented for {}", op, transposed ? "transposed " : "", dtype_name(input.dtype));
+      if (auto bias = a.opt_tensor("bias"); bias && bias->dtype != input.dtype)
+        fail("{}: input type {} and bias type {} should be the same", op, dtype_name(input.dtype), dtype_name(bias->dtype));
       auto expand = [&](std::string_view name) {
         auto v = a.ints(name);
         if (v.size() == 1) v.resize(static_cast<size_t>(k), v[0]);
@@ -281,7 +288,6 @@ std::vector<TensorMeta> linalg(const ArgReader& a) {
         if (dilation[i] <= 0) fail("{}: dilation should be greater than zero", op);
         if (padding[i] < 0) fail("{}: negative padding is not supported", op);
         if (output_padding[i] < 0) fail("{}: negative output_padding is not supported", op);
-        if (!transposed && output_padding[i] != 0) fail("{}: output_padding needs transposed=True", op);
         if (transposed && output_padding[i] >= stride[i] && output_padding[i] >= dilation[i])
           fail("{}: output padding must be smaller than either stride or dilation, got output_padding={}", op,
                output_padding[i]);

@@ -17,12 +17,12 @@ const char* reduce_name(ReduceKind k) {
 std::string loop_var(int i) { return "x" + std::to_string(i); }
 std::string reduce_var(int i) { return "r" + std::to_string(i); }
 
-namespace {
-
 const char* role_name(Buffer::Role r) {
   static constexpr const char* names[] = {"input", "weight", "constant", "temp", "output"};
   return names[static_cast<size_t>(r)];
 }
+
+namespace {
 
 const char* extern_name(ExternKind k) {
   static constexpr const char* names[] = {"mm", "bmm", "addmm", "convolution"};

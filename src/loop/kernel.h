@@ -75,6 +75,8 @@ struct Buffer {
   std::vector<double> data;  // the values of a constant buffer
 };
 
+const char* role_name(Buffer::Role r);  // "input", "weight", "constant", "temp", "output"
+
 struct Program {
   std::vector<Buffer> buffers;
   std::vector<Kernel> kernels;  // in execution order

@@ -97,7 +97,7 @@ void attention(const NodeEval& e, const Tensor& out) {
   std::optional<Tensor> m;
   if (mask) m = broadcast_to(*mask, scores_shape);
   // Grouped-query attention: query head h reads key/value head h / (Hq / Hkv).
-  int64_t group = r >= 3 ? q.sizes()[r - 3] / key.sizes()[r - 3] : 1;
+  int64_t group = r >= 3 && key.sizes()[r - 3] > 0 ? q.sizes()[r - 3] / key.sizes()[r - 3] : 1;
   Shape batch(q.sizes().begin(), q.sizes().end() - 2);
   for_each_index(batch, [&](const Shape& b) {
     Shape kb = b;
@@ -154,7 +154,12 @@ std::vector<Tensor> eval_linalg(const NodeEval& e) {
     case OpKind::Bmm: matmul(out, e.tensor("self"), e.tensor("mat2"), 1.0, nullptr, 0.0); break;
     case OpKind::Addmm: {
       const Tensor& bias = e.tensor("self");
-      matmul(out, e.tensor("mat1"), e.tensor("mat2"), e.real("alpha"), &bias, e.real("beta"));
+      double alpha = e.real("alpha"), beta = e.real("beta");
+      if (is_integral(out.dtype(), true)) {  // ATen converts the scalars to the integer type
+        alpha = std::trunc(alpha);
+        beta = std::trunc(beta);
+      }
+      matmul(out, e.tensor("mat1"), e.tensor("mat2"), alpha, &bias, beta);
       break;
     }
     case OpKind::Convolution: convolution(e, out); break;

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <functional>
+#include <algorithm>
 
 #include "support/check.h"
 
@@ -65,43 +65,49 @@ std::vector<Tensor> Plan::run(const TensorMap& inputs, const TensorMap& weights)
     held[static_cast<size_t>(b)] = bind_external(it->second, buffers[static_cast<size_t>(b)], symbols, "weight '" + key + "'");
   }
   // Buffers no step touches (a per-row result that fusion kept in registers) get no memory.
-  std::vector<bool> touched(buffers.size(), false);
-  for (int b : lowered.output_buffers) touched[static_cast<size_t>(b)] = true;
-  for (const auto& k : lowered.program.kernels) {
-    if (const auto* e = std::get_if<loop::ExternCall>(&k)) {
-      touched[static_cast<size_t>(e->output)] = true;
-      for (const auto& v : e->inputs) touched[static_cast<size_t>(v.buffer)] = true;
-      continue;
-    }
-    const auto& lk = std::get<loop::LoopKernel>(k);
-    std::function<void(const loop::ExprRef&)> mark = [&](const loop::ExprRef& x) {
-      if (x->kind() == loop::Expr::Kind::load) touched[static_cast<size_t>(x->buffer())] = true;
-      for (const auto& o : x->operands()) mark(o);
-    };
-    for (const auto& r : lk.reductions) mark(r.value);
-    for (const auto& st : lk.stores) {
-      touched[static_cast<size_t>(st.buffer)] = true;
-      mark(st.value);
-      if (st.dynamic) mark(st.dynamic);
-    }
-  }
+  // Outputs and constants are allocated up front; temporaries just before their first step,
+  // from the memory of temporaries already dead when it fits.
+  auto bytes_of = [&](const loop::Buffer& buf) {
+    int64_t span = span_of(eval_all(buf.sizes, symbols), eval_all(buf.strides, symbols), buf.offset.eval(symbols));
+    return std::max<int64_t>(span, 1) * static_cast<int64_t>(dtype_size(buf.dtype));
+  };
+  std::vector<std::vector<int>> allocate_before(kernels.size());
+  std::vector<Tensor> pool;  // dead temporaries' memory (u8, flat)
   for (size_t b = 0; b < buffers.size(); ++b) {
-    if (!touched[b] && !held[b].defined()) continue;
+    const loop::Buffer& buf = buffers[b];
     if (held[b].defined()) {
       ptrs[b] = held[b].data();
       continue;
     }
-    const loop::Buffer& buf = buffers[b];
+    bool is_output = std::find(lowered.output_buffers.begin(), lowered.output_buffers.end(), static_cast<int>(b)) !=
+                     lowered.output_buffers.end();
+    if (memory.first_use[b] < 0 && !is_output) continue;
+    if (buf.role == loop::Buffer::Role::temporary) {
+      allocate_before[static_cast<size_t>(memory.first_use[b])].push_back(static_cast<int>(b));
+      continue;
+    }
+    // Kernels write every element they later read; only constants start with values.
     auto sizes = eval_all(buf.sizes, symbols), strides = eval_all(buf.strides, symbols);
     int64_t offset = buf.offset.eval(symbols);
-    // Kernels write every element they later read; only constants start with values.
-    Shape flat_shape = {std::max<int64_t>(span_of(sizes, strides, offset), 1)};
-    Tensor flat = Tensor::empty_strided(buf.dtype, flat_shape, {1});
+    Tensor flat = Tensor::empty_strided(buf.dtype, {std::max<int64_t>(span_of(sizes, strides, offset), 1)}, {1});
     for (size_t i = 0; i < buf.data.size(); ++i) flat.store(static_cast<int64_t>(i), buf.data[i]);
     ptrs[b] = flat.data();
     held[b] = flat.view(sizes, strides, offset);
   }
   for (size_t k = 0; k < kernels.size(); ++k) {
+    for (int b : allocate_before[k]) {
+      int64_t bytes = bytes_of(buffers[static_cast<size_t>(b)]);
+      auto fit = pool.end();  // the smallest free block that holds it
+      for (auto it = pool.begin(); it != pool.end(); ++it)
+        if (it->numel() >= bytes && (fit == pool.end() || it->numel() < fit->numel())) fit = it;
+      if (fit != pool.end()) {
+        held[static_cast<size_t>(b)] = *fit;
+        pool.erase(fit);
+      } else {
+        held[static_cast<size_t>(b)] = Tensor::empty_strided(DType::u8, {bytes}, {1});
+      }
+      ptrs[static_cast<size_t>(b)] = held[static_cast<size_t>(b)].data();
+    }
     if (kernels[k]) {
       int64_t status[3] = {0, 0, 0};
       kernels[k](ptrs.data(), symbol_values.data(), status);
@@ -112,6 +118,11 @@ std::vector<Tensor> Plan::run(const TensorMap& inputs, const TensorMap& weights)
       }
     } else {
       run_extern_cpu(std::get<loop::ExternCall>(lowered.program.kernels[k]), lowered.program, ptrs, symbols);
+    }
+    for (int b : memory.release_after[k]) {
+      pool.push_back(std::move(held[static_cast<size_t>(b)]));
+      held[static_cast<size_t>(b)] = Tensor();
+      ptrs[static_cast<size_t>(b)] = nullptr;
     }
   }
   std::vector<Tensor> out;

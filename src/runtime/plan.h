@@ -10,6 +10,7 @@
 #include "coil/graph.h"
 #include "coil/reference.h"
 #include "lower/lower.h"
+#include "runtime/memory_plan.h"
 
 namespace coil {
 
@@ -20,8 +21,9 @@ using KernelFn = void (*)(void* const* buffers, const int64_t* symbols, int64_t*
 struct Plan {
   Graph graph;             // for binding inputs and naming errors
   LoweredGraph lowered;
+  MemoryPlan memory;       // buffer lifetimes, from plan_memory(lowered)
   std::vector<KernelFn> kernels;  // per program kernel; nullptr for extern calls
-  std::shared_ptr<void> library;  // keeps the kernels' code loaded
+  std::vector<std::shared_ptr<void>> libraries;  // keep the kernels' code loaded
 
   std::vector<Tensor> run(const TensorMap& inputs, const TensorMap& weights) const;
 };

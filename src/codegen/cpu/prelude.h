@@ -1,37 +1,61 @@
 // The prelude of every generated CPU translation unit. Kept small: compile time of generated
-// code is a product metric. Scalar helpers with PyTorch's semantics where C++ differs.
-#include <cmath>
+// code is a product metric, and <cmath> alone would triple it, so libm is declared here and
+// everything else uses compiler builtins. Scalar helpers with PyTorch's semantics where C++
+// differs.
 #include <cstdint>
-#include <cstring>
 
-// Vector variants of libm functions from glibc's libmvec (linked with -lmvec): with these
-// declarations the compiler vectorizes loops that call them, as -ffast-math would allow, while
-// every other operation keeps IEEE semantics. glibc >= 2.35 has all of these on x86-64.
+// libm, with glibc's libmvec vector variants (linked with -lmvec) where it has them: with the
+// simd declarations the compiler vectorizes loops that call these, as -ffast-math would allow,
+// while every other operation keeps IEEE semantics. glibc >= 2.35 has all of them on x86-64.
 #if defined(__x86_64__) && defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))
-#define COIL_VECTOR_MATH(name) \
-  __attribute__((simd("notinbranch"))) float name##f(float) noexcept; \
-  __attribute__((simd("notinbranch"))) double name(double) noexcept;
-extern "C" {
-COIL_VECTOR_MATH(exp)
-COIL_VECTOR_MATH(expm1)
-COIL_VECTOR_MATH(log)
-COIL_VECTOR_MATH(log1p)
-COIL_VECTOR_MATH(log2)
-COIL_VECTOR_MATH(log10)
-COIL_VECTOR_MATH(sin)
-COIL_VECTOR_MATH(cos)
-COIL_VECTOR_MATH(tan)
-COIL_VECTOR_MATH(tanh)
-COIL_VECTOR_MATH(erf)
-__attribute__((simd("notinbranch"))) float atan2f(float, float) noexcept;
-__attribute__((simd("notinbranch"))) double atan2(double, double) noexcept;
-__attribute__((simd("notinbranch"))) float powf(float, float) noexcept;
-__attribute__((simd("notinbranch"))) double pow(double, double) noexcept;
-}
-#undef COIL_VECTOR_MATH
+#define COIL_SIMD __attribute__((simd("notinbranch")))
+#else
+#define COIL_SIMD
 #endif
+#define COIL_LIBM1(name) \
+  COIL_SIMD float name##f(float) noexcept; \
+  COIL_SIMD double name(double) noexcept;
+#define COIL_LIBM2(name) \
+  COIL_SIMD float name##f(float, float) noexcept; \
+  COIL_SIMD double name(double, double) noexcept;
+extern "C" {
+COIL_LIBM1(exp) COIL_LIBM1(expm1) COIL_LIBM1(log) COIL_LIBM1(log1p) COIL_LIBM1(log2) COIL_LIBM1(log10)
+COIL_LIBM1(sin) COIL_LIBM1(cos) COIL_LIBM1(tan) COIL_LIBM1(tanh) COIL_LIBM1(erf)
+COIL_LIBM2(atan2) COIL_LIBM2(pow)
+}
+#undef COIL_LIBM1
+#undef COIL_LIBM2
+#undef COIL_SIMD
 
 namespace coil_rt {
+
+// Math by overload on float and double, as <cmath> would give it.
+#define COIL_MATH1(name, f32, f64) \
+  inline float name(float x) { return f32(x); } \
+  inline double name(double x) { return f64(x); }
+COIL_MATH1(exp, ::expf, ::exp) COIL_MATH1(expm1, ::expm1f, ::expm1) COIL_MATH1(log, ::logf, ::log)
+COIL_MATH1(log1p, ::log1pf, ::log1p) COIL_MATH1(log2, ::log2f, ::log2) COIL_MATH1(log10, ::log10f, ::log10)
+COIL_MATH1(sin, ::sinf, ::sin) COIL_MATH1(cos, ::cosf, ::cos) COIL_MATH1(tan, ::tanf, ::tan)
+COIL_MATH1(tanh, ::tanhf, ::tanh) COIL_MATH1(erf, ::erff, ::erf)
+COIL_MATH1(sqrt, __builtin_sqrtf, __builtin_sqrt) COIL_MATH1(floor, __builtin_floorf, __builtin_floor)
+COIL_MATH1(ceil, __builtin_ceilf, __builtin_ceil) COIL_MATH1(trunc, __builtin_truncf, __builtin_trunc)
+COIL_MATH1(nearbyint, __builtin_nearbyintf, __builtin_nearbyint)
+#undef COIL_MATH1
+inline float atan2(float y, float x) { return ::atan2f(y, x); }
+inline double atan2(double y, double x) { return ::atan2(y, x); }
+inline float pow(float a, float b) { return ::powf(a, b); }
+inline double pow(double a, double b) { return ::pow(a, b); }
+inline float fmod(float a, float b) { return __builtin_fmodf(a, b); }
+inline double fmod(double a, double b) { return __builtin_fmod(a, b); }
+inline float copysign(float a, float b) { return __builtin_copysignf(a, b); }
+inline double copysign(double a, double b) { return __builtin_copysign(a, b); }
+inline float abs(float x) { return __builtin_fabsf(x); }
+inline double abs(double x) { return __builtin_fabs(x); }
+template <typename T> inline T abs(T x) { return x < 0 ? static_cast<T>(-x) : x; }
+template <typename T> inline bool isnan(T x) { return x != x; }
+template <typename T> inline bool isinf(T x) { return x == T(__builtin_inf()) || x == T(-__builtin_inf()); }
+inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
 
 inline float f16_to_f32(uint16_t h) {
   uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
@@ -51,21 +75,21 @@ inline float f16_to_f32(uint16_t h) {
     bits = sign | ((112u - static_cast<uint32_t>(e)) << 23) | ((man & 0x3ffu) << 13);
   }
   float f;
-  std::memcpy(&f, &bits, 4);
+  __builtin_memcpy(&f, &bits, 4);
   return f;
 }
 
 inline uint16_t f32_to_f16(float f) {
   uint32_t x;
-  std::memcpy(&x, &f, 4);
+  __builtin_memcpy(&x, &f, 4);
   uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t abs = x & 0x7fffffffu;
   if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to inf
   if (abs < 0x38800000u) {  // subnormal half: round the value scaled by 2^24 to an integer
     float a;
-    std::memcpy(&a, &abs, 4);
-    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(a * 16777216.0f)));
+    __builtin_memcpy(&a, &abs, 4);
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(__builtin_nearbyintf(a * 16777216.0f)));
   }
   uint32_t rounded = abs + 0xfffu + ((abs >> 13) & 1u);  // round to nearest even
   return static_cast<uint16_t>(sign | ((rounded - 0x38000000u) >> 13));
@@ -74,21 +98,21 @@ inline uint16_t f32_to_f16(float f) {
 inline float bf16_to_f32(uint16_t h) {
   uint32_t bits = static_cast<uint32_t>(h) << 16;
   float f;
-  std::memcpy(&f, &bits, 4);
+  __builtin_memcpy(&f, &bits, 4);
   return f;
 }
 
 inline uint16_t f32_to_bf16(float f) {
   uint32_t x;
-  std::memcpy(&x, &f, 4);
+  __builtin_memcpy(&x, &f, 4);
   if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
   return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
 template <typename T> inline T maximum(T a, T b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
 template <typename T> inline T minimum(T a, T b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
-template <typename T> inline T sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
-template <typename T> inline T rsqrt(T x) { return T(1) / std::sqrt(x); }
+template <typename T> inline T sigmoid(T x) { return T(1) / (T(1) + exp(-x)); }
+template <typename T> inline T rsqrt(T x) { return T(1) / sqrt(x); }
 template <typename T> inline T sign(T x) { return static_cast<T>((x > T(0)) - (x < T(0))); }
 
 // Integer division and remainder never trap: a zero divisor gives 0 (PyTorch raises instead;
@@ -107,15 +131,15 @@ template <typename T> inline T remainder_int(T a, T b) {
 template <typename T> inline T fmod_int(T a, T b) { return b == 0 ? T(0) : a % b; }
 template <typename T> inline T floor_div_float(T a, T b) {
   if (b == 0) return a / b;
-  T m = std::fmod(a, b);
+  T m = fmod(a, b);
   T d = (a - m) / b;
   if (m != 0 && ((b < 0) != (m < 0))) d -= 1;
-  if (d == 0) return std::copysign(T(0), a / b);
-  T f = std::floor(d);
+  if (d == 0) return copysign(T(0), a / b);
+  T f = floor(d);
   return d - f > T(0.5) ? f + 1 : f;
 }
 template <typename T> inline T remainder_float(T a, T b) {
-  T r = std::fmod(a, b);
+  T r = fmod(a, b);
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 template <typename T> inline T pow_int(T base, T exp) {
@@ -143,7 +167,7 @@ inline int64_t idx_mod(int64_t a, int64_t b) { return remainder_int(a, b); }
 }  // namespace coil_rt
 
 // NaN-propagating max/min as OpenMP reductions, so `omp simd` can vectorize them.
-#pragma omp declare reduction(coil_max_float : float : omp_out = coil_rt::maximum<float>(omp_out, omp_in)) initializer(omp_priv = -INFINITY)
-#pragma omp declare reduction(coil_min_float : float : omp_out = coil_rt::minimum<float>(omp_out, omp_in)) initializer(omp_priv = INFINITY)
-#pragma omp declare reduction(coil_max_double : double : omp_out = coil_rt::maximum<double>(omp_out, omp_in)) initializer(omp_priv = -INFINITY)
-#pragma omp declare reduction(coil_min_double : double : omp_out = coil_rt::minimum<double>(omp_out, omp_in)) initializer(omp_priv = INFINITY)
+#pragma omp declare reduction(coil_max_float : float : omp_out = coil_rt::maximum<float>(omp_out, omp_in)) initializer(omp_priv = -__builtin_inf())
+#pragma omp declare reduction(coil_min_float : float : omp_out = coil_rt::minimum<float>(omp_out, omp_in)) initializer(omp_priv = __builtin_inf())
+#pragma omp declare reduction(coil_max_double : double : omp_out = coil_rt::maximum<double>(omp_out, omp_in)) initializer(omp_priv = -__builtin_inf())
+#pragma omp declare reduction(coil_min_double : double : omp_out = coil_rt::minimum<double>(omp_out, omp_in)) initializer(omp_priv = __builtin_inf())

@@ -1,0 +1,92 @@
+// The stages between fusion and running: dead-store elimination, the memory plan (buffer
+// lifetimes and reuse), the printed plan, and the split of kernels into translation units.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <set>
+
+#include "coil/coil.h"
+#include "driver/compile.h"
+#include "runtime/memory_plan.h"
+
+namespace coil {
+namespace {
+
+Generated generated(const std::string& body) { return generate(parse_graph("graph t {\n  sym N = 4\n" + body + "}\n")); }
+
+const loop::LoopKernel& loop_kernel(const loop::Program& p, size_t i) { return std::get<loop::LoopKernel>(p.kernels.at(i)); }
+
+TEST(DeadStores, UnusedLayerNormStatisticsAreNotStored) {
+  auto g = generated("  %x = input() : f32[N, 8]\n  %y, %m, %r = native_layer_norm(%x, [8], none, none, 1e-05)\n  return %y\n");
+  ASSERT_EQ(g.lowered.program.kernels.size(), 1u);
+  EXPECT_EQ(loop_kernel(g.lowered.program, 0).stores.size(), 1u) << loop::to_string(g.lowered.program);
+}
+
+TEST(DeadStores, UsedStatisticsStay) {
+  auto g = generated("  %x = input() : f32[N, 8]\n  %y, %m, %r = native_layer_norm(%x, [8], none, none, 1e-05)\n  return %y, %r\n");
+  EXPECT_EQ(loop_kernel(g.lowered.program, 0).stores.size(), 2u) << loop::to_string(g.lowered.program);
+}
+
+TEST(DeadStores, KernelWithOnlyDeadStoresIsDropped) {
+  // %e is realized for its two consumers, which both end up unused by the output.
+  auto g = generated(
+      "  %x = input() : f32[N, 8]\n  %e = exp(%x)\n  %a = sum.dim_IntList(%e, [1])\n  %b = amax(%e, [1])\n"
+      "  %y = relu(%x)\n  return %y\n");
+  EXPECT_EQ(g.lowered.program.kernels.size(), 1u) << loop::to_string(g.lowered.program);
+}
+
+// A chain of realized temporaries: each dies after its one reader, and its memory is reused.
+TEST(MemoryPlan, LifetimesEndAtTheLastReader) {
+  auto g = generated(
+      "  %x = input() : f32[N, 8]\n  %w = input() : f32[8, 8]\n  %a = mm(%x, %w)\n  %b = mm(%a, %w)\n"
+      "  %c = mm(%b, %w)\n  return %c\n");
+  MemoryPlan plan = plan_memory(g.lowered);
+  const auto& buffers = g.lowered.program.buffers;
+  ASSERT_EQ(g.lowered.program.kernels.size(), 3u);
+  std::vector<int> temporaries;
+  for (size_t b = 0; b < buffers.size(); ++b)
+    if (buffers[b].role == loop::Buffer::Role::temporary) temporaries.push_back(static_cast<int>(b));
+  ASSERT_EQ(temporaries.size(), 2u);
+  EXPECT_EQ(plan.first_use[static_cast<size_t>(temporaries[0])], 0);
+  EXPECT_EQ(plan.last_use[static_cast<size_t>(temporaries[0])], 1);
+  EXPECT_EQ(plan.release_after[1], std::vector<int>{temporaries[0]});
+  EXPECT_EQ(plan.release_after[2], std::vector<int>{temporaries[1]});
+  EXPECT_TRUE(plan.release_after[0].empty());
+  std::string text = describe_plan(g.lowered);
+  EXPECT_NE(text.find("step 1: extern"), std::string::npos) << text;
+  EXPECT_NE(text.find("then frees [buf" + std::to_string(temporaries[0]) + "]"), std::string::npos) << text;
+}
+
+TEST(MemoryPlan, ReusedMemoryGivesTheReferenceResult) {
+  // Temporaries of equal size die and are reborn along the chain; a stale value would show.
+  Graph g = parse_graph(
+      "graph t {\n  %x = input() : f32[64, 64]\n  %w = input() : f32[64, 64]\n  %a = mm(%x, %w)\n  %b = tanh(%a)\n"
+      "  %c = mm(%b, %w)\n  %d = sin(%c)\n  %e = mm(%d, %w)\n  %f = add.Tensor(%e, %b)\n  return %f\n}\n");
+  Executable exe = compile(g, {.cache_dir = (std::filesystem::temp_directory_path() / "coil_plan_test").string()});
+  TensorMap inputs = random_inputs(g, 7);
+  Tensor got = exe.run(inputs, {})[0].contiguous_copy();
+  Tensor want = evaluate_reference(g, inputs)[0];
+  for (int64_t i = 0; i < got.numel(); ++i) ASSERT_NEAR(got.load(i), want.load(i), 1e-4) << i;
+}
+
+TEST(TranslationUnits, PartitionCoversEveryKernelOnceAndIsDeterministic) {
+  codegen::CpuSource src;
+  for (int i = 0; i < 7; ++i) {
+    src.kernels.push_back("k" + std::to_string(i));
+    src.bodies.push_back(std::string(static_cast<size_t>(100 * (i % 3 + 1)), 'x'));
+  }
+  auto units = codegen::partition_kernels(src, 3);
+  ASSERT_EQ(units.size(), 3u);
+  std::multiset<size_t> seen;
+  for (const auto& u : units) {
+    EXPECT_FALSE(u.empty());
+    seen.insert(u.begin(), u.end());
+  }
+  EXPECT_EQ(seen, (std::multiset<size_t>{0, 1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(units, codegen::partition_kernels(src, 3));
+  EXPECT_EQ(codegen::partition_kernels(src, 100).size(), 7u);
+  EXPECT_EQ(codegen::partition_kernels(src, 0).size(), 1u);
+}
+
+}  // namespace
+}  // namespace coil
