@@ -14,6 +14,7 @@
 #include "lower/lower.h"
 #include "schedule/dead_stores.h"
 #include "schedule/fuse_epilogues.h"
+#include "schedule/fuse_siblings.h"
 #include "support/check.h"
 
 namespace coil {
@@ -44,7 +45,7 @@ Generated generate(const Graph& graph) {
   out.graph = decompose(graph);
   out.lowered = lower(out.graph);
   dump("loop", loop::to_string(out.lowered.program));
-  out.lowered.program = schedule::drop_dead_stores(schedule::fuse_epilogues(out.lowered.program));
+  out.lowered.program = schedule::fuse_siblings(schedule::drop_dead_stores(schedule::fuse_epilogues(out.lowered.program)));
   dump("fusion", loop::to_string(out.lowered.program));
   out.stats.frontend_ms = ms_since(t0);
 

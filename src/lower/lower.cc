@@ -151,7 +151,8 @@ LoweredGraph lower(const Graph& g) {
     const std::string& name = g.value_name(r);
     auto& buffers = c.program.buffers;
     bool own = v.realized() && buffers[static_cast<size_t>(v.buffer)].role == loop::Buffer::Role::temporary &&
-               v.meta.offset == SymInt(0) && buffers[static_cast<size_t>(v.buffer)].strides == v.meta.strides;
+               v.meta.offset == SymInt(0) && buffers[static_cast<size_t>(v.buffer)].strides == v.meta.strides &&
+               buffers[static_cast<size_t>(v.buffer)].sizes == v.meta.sizes;
     if (own) {
       buffers[static_cast<size_t>(v.buffer)].role = loop::Buffer::Role::output;
       buffers[static_cast<size_t>(v.buffer)].name = name;

@@ -19,6 +19,9 @@ SymInt linearize(const SymShape& index, const SymShape& sizes) {
   return lin;
 }
 SymShape delinearize(const SymInt& lin, const SymShape& sizes) {
+  // An empty tensor has no elements to address (and its strides would divide by zero).
+  for (const auto& d : sizes)
+    if (d == SymInt(0)) return SymShape(sizes.size(), 0);
   SymShape out(sizes.size());
   SymInt stride = 1;
   for (size_t k = sizes.size(); k-- > 0;) {

@@ -83,9 +83,13 @@ TEST(Compile, RandomGraphsMatchReference) {
   int count = 40;
   if (const char* n = std::getenv("COIL_FUZZ_GRAPHS")) count = std::atoi(n);
   for (int seed = 0; seed < count; ++seed) {
-    SCOPED_TRACE("seed " + std::to_string(seed));
     Graph g = testing::random_graph(static_cast<uint64_t>(seed) + 1000, {.steps = 8, .symbolic_batch = seed % 2 == 0});
-    check_against_reference(g, static_cast<uint64_t>(seed));
+    SCOPED_TRACE("seed " + std::to_string(seed) + "\n" + print_graph(g));
+    try {
+      check_against_reference(g, static_cast<uint64_t>(seed));
+    } catch (const Error& e) {
+      ADD_FAILURE() << e.what();
+    }
   }
 }
 

@@ -6,6 +6,10 @@
 #include "lower/lower.h"
 #include "schedule/fuse_epilogues.h"
 #include "graph_passes/decompose.h"
+#include "driver/compile.h"
+#include "runtime/memory_plan.h"
+
+#include <algorithm>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -98,6 +102,47 @@ TEST(Fusion, TransformerBlockGroups) {
             "kernel g_2d\n"        // gelu
             "extern m_2d\n"        // mlp c_proj
             "kernel y\n");         // residual add
+}
+
+}  // namespace
+}  // namespace coil
+
+namespace coil {
+namespace {
+
+loop::Program pipeline(const std::string& body) {
+  return generate(parse_graph("graph t {\n  sym N = 4\n" + body + "}\n")).lowered.program;
+}
+
+TEST(SiblingFusion, ReductionsOfOneInputShareAKernel) {
+  auto p = pipeline(
+      "  %x = input() : f32[N, 64]\n  %e = exp(%x)\n  %s = sum.dim_IntList(%e, [1])\n  %m = amax(%x, [1])\n"
+      "  %v = var.correction(%x, [1])\n  return %s, %m, %v\n");
+  ASSERT_EQ(loop_kernels(p), 1) << loop::to_string(p);
+  EXPECT_EQ(std::get<loop::LoopKernel>(p.kernels[0]).stores.size(), 3u);
+}
+
+TEST(SiblingFusion, PointwiseSiblingsReadingOneInputShareAKernel) {
+  auto p = pipeline("  %x = input() : f32[N, 64]\n  %a = exp(%x)\n  %b = neg(%x)\n  return %a, %b\n");
+  EXPECT_EQ(loop_kernels(p), 1) << loop::to_string(p);
+}
+
+TEST(SiblingFusion, DependentKernelsStayApart) {
+  // %t realized (two consumers), then read by a sibling-shaped kernel: fusing would read %t
+  // before it is written.
+  auto p = pipeline(
+      "  %x = input() : f32[N, 64]\n  %t = exp(%x)\n  %u = tanh(%t)\n  %a = add.Tensor(%t, %x)\n"
+      "  %b = sum.dim_IntList(%u, [1])\n  %c = sum.dim_IntList(%a, [1])\n  return %b, %c, %t\n");
+  // The output %t is stored by one kernel and read by later ones only.
+  MemoryPlan plan = plan_memory({p, {}, {}, {}});
+  for (size_t b = 0; b < p.buffers.size(); ++b) {
+    if (plan.first_use[b] < 0) continue;
+    for (size_t s = 0; s < plan.reads.size(); ++s) {
+      bool reads = std::count(plan.reads[s].begin(), plan.reads[s].end(), static_cast<int>(b)) > 0;
+      bool writes = std::count(plan.writes[s].begin(), plan.writes[s].end(), static_cast<int>(b)) > 0;
+      EXPECT_FALSE(reads && writes && p.buffers[b].role != loop::Buffer::Role::input) << "buf" << b << " step " << s << "\n" << loop::to_string(p);
+    }
+  }
 }
 
 }  // namespace

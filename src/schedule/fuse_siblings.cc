@@ -1,0 +1,120 @@
+#include "schedule/fuse_siblings.h"
+
+#include <set>
+
+namespace coil::schedule {
+
+namespace {
+
+using loop::Expr;
+using loop::ExprRef;
+using loop::LoopKernel;
+
+void loads_of(const ExprRef& e, std::set<int>& out) {
+  if (e->kind() == Expr::Kind::load) out.insert(e->buffer());
+  for (const auto& o : e->operands()) loads_of(o, out);
+}
+
+struct Access {
+  std::set<int> reads, writes;
+};
+
+Access access(const loop::Kernel& k) {
+  Access a;
+  if (const auto* e = std::get_if<loop::ExternCall>(&k)) {
+    for (const auto& v : e->inputs) a.reads.insert(v.buffer);
+    a.writes.insert(e->output);
+    return a;
+  }
+  const auto& lk = std::get<LoopKernel>(k);
+  for (const auto& r : lk.reductions) loads_of(r.value, a.reads);
+  for (const auto& s : lk.stores) {
+    a.writes.insert(s.buffer);
+    loads_of(s.value, a.reads);
+    if (s.dynamic) loads_of(s.dynamic, a.reads);
+  }
+  return a;
+}
+
+bool intersects(const std::set<int>& a, const std::set<int>& b) {
+  for (int x : a)
+    if (b.count(x)) return true;
+  return false;
+}
+
+// `reduced` slots renumbered by `shift` (the steps of the kernel fused in front).
+ExprRef shift_slots(const ExprRef& e, int shift) {
+  switch (e->kind()) {
+    case Expr::Kind::reduced: return Expr::reduced(e->slot() + shift, e->dtype());
+    case Expr::Kind::constant:
+    case Expr::Kind::index: return e;
+    case Expr::Kind::load:
+      return e->dynamic() ? Expr::load(e->buffer(), e->offset(), e->dtype(), shift_slots(e->dynamic(), shift)) : e;
+    case Expr::Kind::cast: return Expr::cast(shift_slots(e->operands()[0], shift), e->dtype());
+    case Expr::Kind::op: {
+      std::vector<ExprRef> ops;
+      for (const auto& o : e->operands()) ops.push_back(shift_slots(o, shift));
+      return Expr::apply(e->op(), std::move(ops));
+    }
+  }
+  return e;
+}
+
+bool same_nest(const LoopKernel& a, const LoopKernel& b) {
+  if (a.outer != b.outer || a.inner != b.inner) return false;
+  if (loop::is_scan(a) || loop::is_scan(b) || loop::has_dynamic_stores(a) || loop::has_dynamic_stores(b)) return false;
+  // A reduction kernel's inner stores run after all its steps; keep pointwise with pointwise.
+  return a.reductions.empty() == b.reductions.empty();
+}
+
+LoopKernel merge(const LoopKernel& a, const LoopKernel& b) {
+  LoopKernel m = a;
+  int shift = static_cast<int>(a.reductions.size());
+  for (const auto& r : b.reductions) m.reductions.push_back({r.kind, shift_slots(r.value, shift), r.acc, r.scan});
+  for (const auto& s : b.stores) {
+    loop::StoreStep t = s;
+    t.value = shift_slots(s.value, shift);
+    m.stores.push_back(t);
+  }
+  m.origins.insert(m.origins.end(), b.origins.begin(), b.origins.end());
+  return m;
+}
+
+// Whether kernel j can run right after kernel i (everything between stays in order).
+bool can_hoist(const std::vector<Access>& acc, size_t i, size_t j) {
+  for (size_t m = i; m < j; ++m) {
+    if (intersects(acc[j].reads, acc[m].writes)) return false;   // j needs m's result
+    if (intersects(acc[j].writes, acc[m].reads)) return false;   // m needs the old contents
+    if (intersects(acc[j].writes, acc[m].writes)) return false;  // write order
+  }
+  return true;
+}
+
+}  // namespace
+
+loop::Program fuse_siblings(const loop::Program& program) {
+  loop::Program p = program;
+  std::vector<Access> acc;
+  for (const auto& k : p.kernels) acc.push_back(access(k));
+  for (size_t i = 0; i < p.kernels.size(); ++i) {
+    if (!std::holds_alternative<LoopKernel>(p.kernels[i])) continue;
+    for (size_t j = i + 1; j < p.kernels.size();) {
+      const auto* a = std::get_if<LoopKernel>(&p.kernels[i]);
+      const auto* b = std::get_if<LoopKernel>(&p.kernels[j]);
+      bool fuse = b && same_nest(*a, *b) && intersects(acc[i].reads, acc[j].reads) && can_hoist(acc, i, j);
+      if (!fuse) {
+        ++j;
+        continue;
+      }
+      p.kernels[i] = merge(*a, *b);
+      acc[i].reads.insert(acc[j].reads.begin(), acc[j].reads.end());
+      acc[i].writes.insert(acc[j].writes.begin(), acc[j].writes.end());
+      p.kernels.erase(p.kernels.begin() + static_cast<std::ptrdiff_t>(j));
+      acc.erase(acc.begin() + static_cast<std::ptrdiff_t>(j));
+    }
+  }
+  loop::verify(p);
+  return p;
+}
+
+}  // namespace coil::schedule

@@ -1,0 +1,13 @@
+// Horizontal fusion: loop kernels over the same loop nest that read a common buffer and do not
+// depend on each other become one kernel, so the shared input is read once per point instead
+// of once per kernel (q/k/v projections' epilogues, mean and max of one tensor, a value and its
+// transpose-free siblings). A later kernel moves up to an earlier sibling only past kernels it
+// does not depend on and that do not touch what it writes.
+#pragma once
+#include "loop/kernel.h"
+
+namespace coil::schedule {
+
+loop::Program fuse_siblings(const loop::Program& program);
+
+}  // namespace coil::schedule
