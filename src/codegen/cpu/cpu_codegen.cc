@@ -1,6 +1,7 @@
 #include "codegen/cpu/cpu_codegen.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <optional>
@@ -138,8 +139,7 @@ class KernelEmitter {
       case ReduceKind::min: op = is_float(r.acc) ? fmt::format("coil_min_{}", value_type(r.acc)) : "min"; break;
       default: return std::nullopt;
     }
-    std::string collapse = k_.inner.size() > 1 ? fmt::format(" collapse({})", k_.inner.size()) : "";
-    return fmt::format("#pragma omp simd reduction({}:{}){}", op, acc, collapse);
+    return fmt::format("reduction({}:{})", op, acc);
   }
 
   // Opens the inner loop nest; returns the indent inside it.
@@ -183,48 +183,71 @@ class KernelEmitter {
     close_inner(in);
   }
 
+  static bool reads_slot_from(const loop::ExprRef& e, int first) {
+    if (e->kind() == loop::Expr::Kind::reduced && e->slot() >= first) return true;
+    return std::any_of(e->operands().begin(), e->operands().end(), [&](const loop::ExprRef& o) { return reads_slot_from(o, first); });
+  }
+
+  void accumulate(size_t i, const std::string& in, std::vector<std::string>& lines) {
+    const auto& r = k_.reductions[i];
+    std::string acc = "acc" + std::to_string(i);
+    std::string v = printer_->emit(r.value, lines, in);
+    flush(lines);
+    switch (r.kind) {
+      case ReduceKind::sum: out("{}{} += {};", in, acc, v); break;
+      case ReduceKind::prod: out("{}{} *= {};", in, acc, v); break;
+      case ReduceKind::max:
+        if (r.acc == DType::b8) out("{}{} = {} || {};", in, acc, acc, v);
+        else out("{}{} = coil_rt::maximum<{}>({}, {});", in, acc, value_type(r.acc), acc, v);
+        break;
+      case ReduceKind::min:
+        if (r.acc == DType::b8) out("{}{} = {} && {};", in, acc, acc, v);
+        else out("{}{} = coil_rt::minimum<{}>({}, {});", in, acc, value_type(r.acc), acc, v);
+        break;
+      case ReduceKind::argmax:
+      case ReduceKind::argmin: {
+        // The first extreme wins; NaN counts as the extreme and sticks.
+        SymInt linear = 0;
+        for (size_t d = 0; d < k_.inner.size(); ++d) linear = linear * k_.inner[d] + SymInt::symbol(loop::reduce_var(static_cast<int>(d)));
+        const char* cmp = r.kind == ReduceKind::argmax ? ">" : "<";
+        out("{}if ({} < 0 || (!({}_v != {}_v) && ({} != {} || {} {} {}_v))) {{ {}_v = {}; {} = {}; }}", in, acc, acc, acc, v, v, v,
+            cmp, acc, acc, v, acc, index_expr(linear));
+        break;
+      }
+    }
+  }
+
+  // Reduction steps run in passes over the inner loop: a pass takes consecutive steps that do
+  // not read each other's results (sum and max of one row, max.dim's value and index), so the
+  // row is read once for all of them.
   void body(const std::string& indent) {
     if (loop::is_scan(k_)) return scan_body(indent);
     std::vector<std::string> lines;
-    for (size_t i = 0; i < k_.reductions.size(); ++i) {
-      const auto& r = k_.reductions[i];
-      bool arg = r.kind == ReduceKind::argmax || r.kind == ReduceKind::argmin;
-      std::string acc = "acc" + std::to_string(i);
-      if (arg) {
-        out("{}{} {}_v = {}; int64_t {} = -1;", indent, value_type(r.acc), acc, init_value(ReduceKind::sum, r.acc), acc);
-      } else {
-        out("{}{} {} = {};", indent, value_type(r.acc), acc, init_value(r.kind, r.acc));
+    size_t n = k_.reductions.size();
+    for (size_t first = 0; first < n;) {
+      size_t end = first + 1;
+      while (end < n && !reads_slot_from(k_.reductions[end].value, static_cast<int>(first))) ++end;
+      std::vector<std::string> clauses;
+      for (size_t i = first; i < end; ++i) {
+        const auto& r = k_.reductions[i];
+        std::string acc = "acc" + std::to_string(i);
+        if (r.kind == ReduceKind::argmax || r.kind == ReduceKind::argmin) {
+          out("{}{} {}_v = {}; int64_t {} = -1;", indent, value_type(r.acc), acc, init_value(ReduceKind::sum, r.acc), acc);
+        } else {
+          out("{}{} {} = {};", indent, value_type(r.acc), acc, init_value(r.kind, r.acc));
+        }
+        if (auto clause = simd_reduction(r, acc)) clauses.push_back(*clause);
       }
-      if (auto clause = simd_reduction(r, acc)) out("{}{}", indent, *clause);
+      if (clauses.size() == end - first) {
+        std::string collapse = k_.inner.size() > 1 ? fmt::format(" collapse({})", k_.inner.size()) : "";
+        out("{}#pragma omp simd {}{}", indent, fmt::join(clauses, " "), collapse);
+      }
       std::string in = open_inner(indent);
       printer_->reset();
-      std::string v = printer_->emit(r.value, lines, in);
-      flush(lines);
-      switch (r.kind) {
-        case ReduceKind::sum: out("{}{} += {};", in, acc, v); break;
-        case ReduceKind::prod: out("{}{} *= {};", in, acc, v); break;
-        case ReduceKind::max:
-          if (r.acc == DType::b8) out("{}{} = {} || {};", in, acc, acc, v);
-          else out("{}{} = coil_rt::maximum<{}>({}, {});", in, acc, value_type(r.acc), acc, v);
-          break;
-        case ReduceKind::min:
-          if (r.acc == DType::b8) out("{}{} = {} && {};", in, acc, acc, v);
-          else out("{}{} = coil_rt::minimum<{}>({}, {});", in, acc, value_type(r.acc), acc, v);
-          break;
-        case ReduceKind::argmax:
-        case ReduceKind::argmin: {
-          // The first extreme wins; NaN counts as the extreme and sticks.
-          SymInt linear = 0;
-          for (size_t d = 0; d < k_.inner.size(); ++d) linear = linear * k_.inner[d] + SymInt::symbol(loop::reduce_var(static_cast<int>(d)));
-          const char* cmp = r.kind == ReduceKind::argmax ? ">" : "<";
-          out("{}if ({} < 0 || (!({}_v != {}_v) && ({} != {} || {} {} {}_v))) {{ {}_v = {}; {} = {}; }}", in, acc, acc, acc, v, v, v,
-              cmp, acc, acc, v, acc, index_expr(linear));
-          break;
-        }
-      }
-      std::string close = in;
-      close_inner(close);
-      printer_->reduced[static_cast<int>(i)] = acc;
+      for (size_t i = first; i < end; ++i) accumulate(i, in, lines);
+      close_inner(in);
+      for (size_t i = first; i < end; ++i) printer_->reduced[static_cast<int>(i)] = "acc" + std::to_string(i);
+      first = end;
     }
     printer_->reset();
     for (const auto& s : k_.stores) {
