@@ -1,6 +1,7 @@
 // The public C++ API of coil, in one include.
 #pragma once
 #include "coil/dtype.h"
+#include "coil/compile.h"
 #include "coil/error.h"
 #include "coil/graph.h"
 #include "coil/io.h"

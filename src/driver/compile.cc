@@ -38,6 +38,12 @@ void dump(std::string_view stage, const std::string& text) {
 
 }  // namespace
 
+Executable::Executable() : plan(std::make_shared<Plan>()) {}
+
+std::vector<Tensor> Executable::run(const TensorMap& inputs, const TensorMap& weights) const {
+  return plan->run(inputs, weights);
+}
+
 Generated generate(const Graph& graph) {
   Generated out;
   auto t0 = std::chrono::steady_clock::now();
@@ -62,6 +68,7 @@ Executable compile(const Graph& graph, const CompileOptions& options) {
   Generated gen = generate(graph);
   Executable exe;
   exe.stats = gen.stats;
+  Plan& plan = *exe.plan;
 
   // The kernels compile as a few translation units in parallel, one per hardware thread.
   auto t2 = std::chrono::steady_clock::now();
@@ -75,7 +82,7 @@ Executable compile(const Graph& graph, const CompileOptions& options) {
   auto libraries = build::compile_cpu_libraries(sources, build_options, &build_stats);
   std::map<std::string, KernelFn> entry;
   for (size_t u = 0; u < units.size(); ++u) {
-    exe.plan.libraries.push_back(libraries[u]);
+    plan.libraries.push_back(libraries[u]);
     for (size_t k : units[u]) entry[gen.source.kernels[k]] = libraries[u]->function<KernelFn>(gen.source.kernels[k]);
   }
   exe.stats.cache_hit = std::all_of(build_stats.begin(), build_stats.end(), [](const build::BuildStats& b) { return b.cache_hit; });
@@ -84,13 +91,13 @@ Executable compile(const Graph& graph, const CompileOptions& options) {
 
   for (const auto& k : gen.lowered.program.kernels) {
     const auto* lk = std::get_if<loop::LoopKernel>(&k);
-    exe.plan.kernels.push_back(lk ? entry.at(lk->name) : nullptr);
+    plan.kernels.push_back(lk ? entry.at(lk->name) : nullptr);
     ++(lk ? exe.stats.loop_kernels : exe.stats.extern_calls);
   }
   exe.source = gen.source.code();
-  exe.plan.memory = plan_memory(gen.lowered);
-  exe.plan.graph = std::move(gen.graph);
-  exe.plan.lowered = std::move(gen.lowered);
+  plan.memory = plan_memory(gen.lowered);
+  plan.graph = std::move(gen.graph);
+  plan.lowered = std::move(gen.lowered);
   return exe;
 }
 
