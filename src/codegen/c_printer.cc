@@ -72,7 +72,9 @@ std::string literal(double v, DType t) {
 
 std::string convert(const std::string& v, DType from, DType to) {
   if (to == DType::b8) return fmt::format("({} != 0)", v);
-  (void)from;
+  // f16 and bf16 compute as float: a cast into them rounds through the storage format.
+  if (to == DType::f16 && from != to) return fmt::format("coil_rt::f16_to_f32(coil_rt::f32_to_f16(static_cast<float>({})))", v);
+  if (to == DType::bf16 && from != to) return fmt::format("coil_rt::bf16_to_f32(coil_rt::f32_to_bf16(static_cast<float>({})))", v);
   return fmt::format("static_cast<{}>({})", value_type(to), v);
 }
 
@@ -108,13 +110,13 @@ std::string apply(LoopOp op, DType t, const std::vector<std::string>& a) {
     case LoopOp::Add: return fmt::format("static_cast<{}>({} + {})", value_type(t), a[0], a[1]);
     case LoopOp::Sub: return fmt::format("static_cast<{}>({} - {})", value_type(t), a[0], a[1]);
     case LoopOp::Mul: return fmt::format("static_cast<{}>({} * {})", value_type(t), a[0], a[1]);
-    case LoopOp::Div: return f ? fmt::format("({} / {})", a[0], a[1]) : fmt::format("coil_rt::trunc_div({}, {})", a[0], a[1]);
+    case LoopOp::Div: return f ? fmt::format("({} / {})", a[0], a[1]) : fmt::format("coil_rt::trunc_div({}, {}, E)", a[0], a[1]);
     case LoopOp::FloorDiv:
-      return f ? fmt::format("coil_rt::floor_div_float({}, {})", a[0], a[1]) : fmt::format("coil_rt::floor_div_int({}, {})", a[0], a[1]);
-    case LoopOp::TruncDiv: return fmt::format("coil_rt::trunc_div({}, {})", a[0], a[1]);
+      return f ? fmt::format("coil_rt::floor_div_float({}, {})", a[0], a[1]) : fmt::format("coil_rt::floor_div_int({}, {}, E)", a[0], a[1]);
+    case LoopOp::TruncDiv: return fmt::format("coil_rt::trunc_div({}, {}, E)", a[0], a[1]);
     case LoopOp::Remainder:
-      return f ? fmt::format("coil_rt::remainder_float({}, {})", a[0], a[1]) : fmt::format("coil_rt::remainder_int({}, {})", a[0], a[1]);
-    case LoopOp::Fmod: return f ? fmt::format("coil_rt::fmod({}, {})", a[0], a[1]) : fmt::format("coil_rt::fmod_int({}, {})", a[0], a[1]);
+      return f ? fmt::format("coil_rt::remainder_float({}, {})", a[0], a[1]) : fmt::format("coil_rt::remainder_int({}, {}, E)", a[0], a[1]);
+    case LoopOp::Fmod: return f ? fmt::format("coil_rt::fmod({}, {})", a[0], a[1]) : fmt::format("coil_rt::fmod_int({}, {}, E)", a[0], a[1]);
     case LoopOp::Pow: return f ? fmt::format("coil_rt::pow({}, {})", a[0], a[1]) : fmt::format("coil_rt::pow_int({}, {})", a[0], a[1]);
     case LoopOp::Maximum: return fmt::format("coil_rt::maximum<{}>({}, {})", value_type(t), a[0], a[1]);
     case LoopOp::Minimum: return fmt::format("coil_rt::minimum<{}>({}, {})", value_type(t), a[0], a[1]);

@@ -28,14 +28,43 @@ class Namer {
   std::set<std::string> used_;
 };
 
+// Grouped-query attention: each key/value head serves query_heads / kv_heads consecutive query
+// heads, so the heads dim (third from last) repeats each head that many times.
+ValueRef repeat_heads(Graph& g, ValueRef x, const SymInt& query_heads, const std::string& stem, Namer& names) {
+  const TensorMeta m = g.meta(x);
+  size_t h = m.sizes.size() - 3;
+  auto kv = m.sizes[h].constant(), hq = query_heads.constant();
+  if (!kv || !hq || *kv == 0 || *hq % *kv != 0)
+    fail("scaled_dot_product_attention: grouped-query attention needs constant head counts, query's a multiple of key's");
+  SymShape grouped = m.sizes;
+  grouped.insert(grouped.begin() + static_cast<std::ptrdiff_t>(h) + 1, *hq / *kv);
+  ValueRef u = g.call1(OpKind::Unsqueeze, {x, static_cast<int64_t>(h) + 1}, {}, names.next(stem + "_heads"));
+  ValueRef e = g.call1(OpKind::Expand, {u, IntList(grouped)}, {}, names.next(stem + "_heads"));
+  ValueRef dense = g.call1(OpKind::Clone, {e}, {{"memory_format", "contiguous_format"}}, names.next(stem + "_heads"));
+  SymShape out = m.sizes;
+  out[h] = query_heads;
+  return g.call1(OpKind::View, {dense, IntList(out)}, {}, names.next(stem + "_heads"));
+}
+
 // q @ k^T * scale, masked, softmax, @ v — over the flattened batch dims, as bmm needs 3-D.
+// f16/bf16 inputs compute in f32 (as PyTorch's CPU attention kernels accumulate), and rows a
+// mask hides entirely give zeros, as PyTorch's safe softmax does.
 ValueRef attention(Graph& g, const Node& n, const std::map<std::pair<int, int>, ValueRef>& remap, Namer& names) {
   auto ref = [&](std::string_view name) { return remap.at({std::get<ValueRef>(n.arg(name).value).node, std::get<ValueRef>(n.arg(name).value).output}); };
   ValueRef q = ref("query"), k = ref("key"), v = ref("value");
+  DType dtype = g.meta(q).dtype;
+  bool reduced = dtype == DType::f16 || dtype == DType::bf16;
+  auto widen = [&](ValueRef x) {
+    if (!reduced || g.meta(x).dtype != dtype) return x;
+    return g.call1(OpKind::ToCopy, {x}, {{"dtype", DType::f32}}, names.next(n.name() + "_f32"));
+  };
+  q = widen(q), k = widen(k), v = widen(v);
+  size_t r = g.meta(q).sizes.size();
+  if (std::get<bool>(n.arg("enable_gqa").value) && r >= 3 && g.meta(k).sizes[r - 3] != g.meta(q).sizes[r - 3]) {
+    k = repeat_heads(g, k, g.meta(q).sizes[r - 3], n.name() + "_k", names);
+    v = repeat_heads(g, v, g.meta(q).sizes[r - 3], n.name() + "_v", names);
+  }
   const TensorMeta qm = g.meta(q), km = g.meta(k), vm = g.meta(v);
-  size_t r = qm.sizes.size();
-  if (std::get<bool>(n.arg("enable_gqa").value) && km.sizes != qm.sizes && r >= 3 && km.sizes[r - 3] != qm.sizes[r - 3])
-    fail("scaled_dot_product_attention: grouped-query attention is not supported by the compiler yet");
   SymInt batch = 1;
   for (size_t i = 0; i + 2 < r; ++i) batch = batch * qm.sizes[i];
   SymInt L = qm.sizes[r - 2], E = qm.sizes[r - 1], S = km.sizes[r - 2], Ev = vm.sizes[r - 1];
@@ -64,7 +93,7 @@ ValueRef attention(Graph& g, const Node& n, const std::map<std::pair<int, int>, 
     scaled = g.call1(OpKind::WhereScalarOther, {keep, scaled, neg_inf}, {}, names.next(n.name() + "_masked"));
   }
   if (!n.arg("attn_mask").is_none()) {
-    ValueRef mask = ref("attn_mask");
+    ValueRef mask = widen(ref("attn_mask"));
     SymShape full(qm.sizes.begin(), qm.sizes.end() - 2);
     full.push_back(L);
     full.push_back(S);
@@ -74,10 +103,17 @@ ValueRef attention(Graph& g, const Node& n, const std::map<std::pair<int, int>, 
                  : g.call1(OpKind::AddTensor, {scaled, m3}, {}, names.next(n.name() + "_masked"));
   }
   ValueRef probs = g.call1(OpKind::Softmax, {scaled, -1, false}, {}, names.next(n.name() + "_probs"));
+  if (!n.arg("attn_mask").is_none()) {
+    ValueRef row_max = g.call1(OpKind::Amax, {scaled, IntList{-1}, true}, {}, names.next(n.name() + "_rowmax"));
+    ValueRef hidden = g.call1(OpKind::EqScalar, {row_max, neg_inf}, {}, names.next(n.name() + "_hidden"));
+    probs = g.call1(OpKind::WhereScalarSelf, {hidden, 0.0, probs}, {}, names.next(n.name() + "_probs"));
+  }
   ValueRef out3 = g.call1(OpKind::Bmm, {probs, v3}, {}, names.next(n.name() + "_pv"));
   SymShape out_shape(qm.sizes.begin(), qm.sizes.end() - 1);
   out_shape.push_back(Ev);
-  return g.call1(OpKind::View, {out3, IntList(out_shape)}, {}, n.name());
+  if (!reduced) return g.call1(OpKind::View, {out3, IntList(out_shape)}, {}, n.name());
+  ValueRef out = g.call1(OpKind::View, {out3, IntList(out_shape)}, {}, names.next(n.name() + "_f32"));
+  return g.call1(OpKind::ToCopy, {out}, {{"dtype", dtype}}, n.name());
 }
 
 }  // namespace

@@ -58,7 +58,9 @@ struct ExternCall {
   ExternKind kind;
   std::vector<View> inputs;  // addmm: bias, mat1, mat2; convolution: input, weight[, bias]
   int output;                // a buffer, written in its own layout
-  std::vector<double> params;  // addmm: beta, alpha; convolution: stride.., padding.., dilation.., groups
+  // addmm: beta, alpha; convolution: k (spatial dims), then k each of stride, padding,
+  // dilation, output_padding, then groups and transposed (0 or 1)
+  std::vector<double> params;
   std::vector<std::string> origins;
 };
 

@@ -25,10 +25,15 @@ ExprRef index_value(Context& c, const Value& index, const SymShape& at, const Sy
 
 Value& operand(Context& c, const Node& n, std::string_view name) { return c.value(std::get<ValueRef>(n.arg(name).value)); }
 
-// Output index `o` of an op whose dims before `d` and after it map one to one onto an index
-// tensor's (gather, scatter): the index tensor's element there.
 SymShape with_dim(SymShape idx, size_t d, const SymInt& v) {
   if (d < idx.size()) idx[d] = v;
+  return idx;
+}
+
+// gather and scatter treat a 0-d tensor as one of shape [1]: an index of rank 0 addresses a
+// rank-1 operand at position 0.
+SymShape to_rank(SymShape idx, int64_t rank) {
+  if (static_cast<int64_t>(idx.size()) < rank) idx.resize(static_cast<size_t>(rank), 0);
   return idx;
 }
 
@@ -54,8 +59,10 @@ Value gather_like(Context& c, const Node& n, const ArgReader& args) {
         return Value{meta, -1, c.at_dynamic(self, {}, n.outputs[0].name + "_src", op(LoopOp::Mul, {check, Expr::index(0)}))};
       }
       auto d = static_cast<size_t>(wrap_dim(args.integer("dim"), self.meta.dim(), ""));
+      SymShape os = to_rank(o, self.meta.dim());
       std::vector<ExprRef> idx;
-      for (size_t k = 0; k < o.size(); ++k) idx.push_back(k == d ? index_value(c, index, o, self.meta.sizes[d]) : Expr::index(o[k]));
+      for (size_t k = 0; k < os.size(); ++k)
+        idx.push_back(k == d ? index_value(c, index, o, self.meta.sizes[d]) : Expr::index(os[k]));
       return Value{meta, -1, c.at_dynamic(self, idx, n.outputs[0].name + "_src")};
     }
     case OpKind::Embedding: {
@@ -135,11 +142,15 @@ Value scatter_positions(Context& c, const Node& n, const ArgReader& args) {
   return Value{meta, -1, op(LoopOp::Where, {inside, cast(c.at(src, src_index), meta.dtype), c.at(self, o)})};
 }
 
+// scatter_add of f16/bf16 accumulates in f32 (a scratch copy of self) and rounds once, as
+// PyTorch's CPU kernel does; other dtypes scatter straight into the result.
 Value scatter(Context& c, const Node& n, const ArgReader& args) {
-  const TensorMeta& meta = n.outputs[0].meta;
+  const TensorMeta& result = n.outputs[0].meta;
   const std::string& name = n.outputs[0].name;
-  Value out{meta, -1, c.at(operand(c, n, "self"), index_vars(meta.sizes.size()))};
-  c.realize(out, name);
+  bool widen = n.op == OpKind::ScatterAdd && opmath(result.dtype) != result.dtype;
+  TensorMeta meta = widen ? TensorMeta::contiguous(opmath(result.dtype), result.sizes, result.device) : result;
+  Value out{meta, -1, cast(c.at(operand(c, n, "self"), index_vars(meta.sizes.size())), meta.dtype)};
+  c.realize(out, widen ? name + "_acc" : name);
   const Value& index = operand(c, n, "index");
   const Value& src = operand(c, n, "src");
   loop::LoopKernel k;
@@ -151,11 +162,12 @@ Value scatter(Context& c, const Node& n, const ArgReader& args) {
   // A 0-d self is a one-element row: the index must be 0 or -1.
   size_t d = meta.dim() == 0 ? 0 : static_cast<size_t>(wrap_dim(args.integer("dim"), meta.dim(), ""));
   ExprRef target = index_value(c, index, x, meta.dim() == 0 ? SymInt(1) : meta.sizes[d]);
-  SymShape at = with_dim(x, d, 0);
+  SymShape at = meta.dim() == 0 ? SymShape{} : with_dim(to_rank(x, meta.dim()), d, 0);
   SymInt offset = element_offset(meta, at);
   ExprRef dynamic = meta.dim() == 0 ? op(LoopOp::Mul, {target, Expr::index(0)})
                                     : op(LoopOp::Mul, {target, Expr::index(meta.strides[d])});
-  ExprRef value = cast(c.at(src, x), meta.dtype);
+  // src rounds to the result dtype first, as PyTorch casts it to self's dtype.
+  ExprRef value = cast(cast(c.at(src, to_rank(x, src.meta.dim())), result.dtype), meta.dtype);
   if (n.op == OpKind::ScatterAdd) {
     DType acc = opmath(meta.dtype);
     ExprRef old = Expr::load(out.buffer, offset, meta.dtype, dynamic);
@@ -163,7 +175,8 @@ Value scatter(Context& c, const Node& n, const ArgReader& args) {
   }
   k.stores.push_back({out.buffer, offset, value, false, dynamic});
   c.program.kernels.push_back(std::move(k));
-  return out;
+  if (!widen) return out;
+  return Value{result, -1, cast(c.at(out, index_vars(result.sizes.size())), result.dtype)};
 }
 
 }  // namespace

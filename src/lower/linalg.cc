@@ -39,17 +39,18 @@ std::vector<Value> lower_linalg(Context& c, const Node& n) {
       call.params = {args.real("beta"), args.real("alpha")};
       break;
     case OpKind::Convolution: {
-      if (n.outputs[0].meta.dim() != 4) fail("only 2-D convolution is supported by the compiler yet");
-      if (args.flag("transposed")) fail("transposed convolution is not supported by the compiler yet");
       call.kind = loop::ExternKind::convolution;
       call.inputs = {operand(c, n, "input"), operand(c, n, "weight")};
       if (!n.arg("bias").is_none()) call.inputs.push_back(operand(c, n, "bias"));
-      for (std::string_view name : {"stride", "padding", "dilation"}) {
+      size_t k = static_cast<size_t>(n.outputs[0].meta.dim() - 2);
+      call.params.push_back(static_cast<double>(k));
+      for (std::string_view name : {"stride", "padding", "dilation", "output_padding"}) {
         auto v = args.ints(name);
-        if (v.size() == 1) v.push_back(v[0]);
+        v.resize(k, v.empty() ? 0 : v[0]);  // one value stands for every spatial dim
         for (int64_t x : v) call.params.push_back(static_cast<double>(x));
       }
       call.params.push_back(static_cast<double>(args.integer("groups")));
+      call.params.push_back(args.flag("transposed") ? 1.0 : 0.0);
       break;
     }
     default: fail("{} is not supported by the compiler yet", n.schema().name);

@@ -18,7 +18,12 @@ ExprRef scalar(const Arg& a, DType dtype) {
   if (auto* d = std::get_if<double>(&a.value)) return Expr::constant(*d, dtype);
   if (auto* b = std::get_if<bool>(&a.value)) return Expr::constant(*b ? 1.0 : 0.0, dtype);
   const SymInt& s = std::get<SymInt>(a.value);
-  if (auto c = s.constant()) return Expr::constant(static_cast<double>(*c), dtype);
+  if (auto c = s.constant()) {
+    // Integers beyond 2^53 would lose bits in a double literal: an exact i64 index value.
+    bool exact = *c >= -(int64_t{1} << 53) && *c <= (int64_t{1} << 53);
+    if (!exact && is_integral(dtype, false)) return cast(Expr::index(s), dtype);
+    return Expr::constant(static_cast<double>(*c), dtype);
+  }
   return cast(Expr::index(s), dtype);
 }
 
@@ -109,7 +114,15 @@ ExprRef binary(const Node& n, ExprRef a, ExprRef b, const ArgReader& args) {
       if (*mode == "floor") return op(LoopOp::FloorDiv, {a, b});
       return integral ? op(LoopOp::TruncDiv, {a, b}) : op(LoopOp::Trunc, {op(LoopOp::Div, {a, b})});
     }
-    case OpKind::PowTensorTensor: case OpKind::PowTensorScalar: case OpKind::PowScalar: return op(LoopOp::Pow, {a, b});
+    case OpKind::PowTensorTensor: case OpKind::PowTensorScalar: case OpKind::PowScalar: {
+      // ATen computes a Scalar exponent of +-0.5 as sqrt / rsqrt (so pow(-inf, 0.5) is nan).
+      if (n.op == OpKind::PowTensorScalar && !integral && std::holds_alternative<double>(n.arg("exponent").value)) {
+        double e = args.real("exponent");
+        if (e == 0.5) return op(LoopOp::Sqrt, {a});
+        if (e == -0.5) return op(LoopOp::Rsqrt, {a});
+      }
+      return op(LoopOp::Pow, {a, b});
+    }
     case OpKind::RemainderTensor: case OpKind::RemainderScalar: return op(LoopOp::Remainder, {a, b});
     case OpKind::FmodTensor: case OpKind::FmodScalar: return op(LoopOp::Fmod, {a, b});
     case OpKind::Maximum: return op(LoopOp::Maximum, {a, b});

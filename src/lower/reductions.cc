@@ -100,8 +100,13 @@ std::vector<Value> reductions(Context& c, const Node& n, const ArgReader& args) 
   std::vector<int64_t> dims;
   bool keepdim = n.schema().arg_index("keepdim") >= 0 && args.flag("keepdim");
   switch (n.op) {
-    case OpKind::SumDimIntList: case OpKind::MeanDim: case OpKind::VarCorrection: case OpKind::AnyDims:
+    case OpKind::SumDimIntList: case OpKind::MeanDim: case OpKind::VarCorrection:
       dims = all_or(args.opt_ints("dim"), rank); break;
+    case OpKind::AnyDims: {  // unlike sum's, an empty dim list reduces nothing
+      auto given = args.opt_ints("dim");
+      dims = given && given->empty() ? std::vector<int64_t>{} : all_or(given, rank);
+      break;
+    }
     case OpKind::Amax: case OpKind::Amin: dims = all_or(args.ints("dim"), rank); break;
     case OpKind::ProdDimInt: case OpKind::AnyDim: case OpKind::MaxDim: case OpKind::MinDim:
       dims = {wrap_dim(args.integer("dim"), rank, "")}; break;
@@ -121,6 +126,7 @@ std::vector<Value> reductions(Context& c, const Node& n, const ArgReader& args) 
     default: dims = all_or(std::nullopt, rank);
   }
   Nest nest = make_nest(in.meta.sizes, dims, keepdim);
+  if (nest.inner.empty()) nest.inner = {1};  // nothing reduced (a 0-d input): one-element rows
   if ((n.op == OpKind::Argmax || n.op == OpKind::Argmin) && !args.opt_sym("dim")) nest.out_index = SymShape(out.sizes.size(), 0);
   ReductionBuilder b(c, n, nest);
   DType acc = opmath(out.dtype);

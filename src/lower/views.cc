@@ -76,7 +76,9 @@ std::vector<Value> lower_view(Context& c, const Node& n) {
     Value& in = c.value(std::get<ValueRef>(n.arg("self").value));
     std::vector<Value> out;
     for (const auto& o : n.outputs) {
-      if (in.realized() || n.op == OpKind::AsStrided || n.op == OpKind::SplitWithSizes) {
+      // A true view of a realized value loads through its own strides into the same storage;
+      // _unsafe_view's result is a new (contiguous) tensor, so it maps indices like view.
+      if ((in.realized() && n.schema().is_view) || n.op == OpKind::AsStrided || n.op == OpKind::SplitWithSizes) {
         c.realize(in, c.graph.value_name(std::get<ValueRef>(n.arg("self").value)));
         out.push_back(Value{o.meta, in.buffer, nullptr});
         continue;
@@ -129,6 +131,7 @@ std::vector<Value> lower_view(Context& c, const Node& n) {
       const Value& in = c.value(std::get<ValueRef>(n.arg("self").value));
       SymShape at = idx;
       for (int64_t d : args.ints("dims")) {
+        if (meta.dim() == 0) break;  // flipping a 0-d tensor's dim 0 (or -1) leaves it as is
         auto k = static_cast<size_t>(wrap_dim(d, meta.dim(), ""));
         at[k] = meta.sizes[k] - 1 - idx[k];
       }

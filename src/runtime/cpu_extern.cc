@@ -2,6 +2,8 @@
 
 #include <cblas.h>
 
+#include <cmath>
+
 #include "coil/tensor.h"
 #include "support/check.h"
 
@@ -79,47 +81,124 @@ Tensor select0(const Tensor& t, int64_t i) {
   return t.view(sizes, strides, t.offset() + i * t.strides()[0]);
 }
 
-// 2-D convolution as im2col + one GEMM per (image, group); params are stride[2], padding[2],
-// dilation[2], groups.
+// Convolution over 1 to 3 spatial dims as one GEMM per (image, group). params: k, then k
+// each of stride, padding, dilation, output_padding, then groups and transposed.
+// - Forward: im2col gathers the input into cols[c*K + tap, out position] and
+//   out[group channels, out positions] = W_g[og, cg*K] @ cols.
+// - Transposed: cols[oc*K + tap, in position] = W_g^T @ x_g, then col2im adds each column into
+//   output position in*stride - padding + tap*dilation.
+struct ConvParams {
+  size_t k;
+  Shape stride, padding, dilation;
+  int64_t groups;
+  bool transposed;
+};
+
+ConvParams conv_params(const std::vector<double>& params) {
+  ConvParams c;
+  c.k = static_cast<size_t>(params.at(0));
+  auto array = [&](size_t which) {
+    Shape v;
+    for (size_t d = 0; d < c.k; ++d) v.push_back(static_cast<int64_t>(params.at(1 + which * c.k + d)));
+    return v;
+  };
+  c.stride = array(0), c.padding = array(1), c.dilation = array(2);
+  c.groups = static_cast<int64_t>(params.at(1 + 4 * c.k));
+  c.transposed = params.at(2 + 4 * c.k) != 0;
+  return c;
+}
+
+// Row-major position `lin` in `sizes`.
+void unravel(int64_t lin, const Shape& sizes, Shape& out) {
+  for (size_t d = sizes.size(); d-- > 0;) {
+    out[d] = lin % sizes[d];
+    lin /= sizes[d];
+  }
+}
+
+int64_t product_of(const Shape& s) {
+  int64_t p = 1;
+  for (int64_t v : s) p *= v;
+  return p;
+}
+
 void convolution(const Tensor& input, const Tensor& weight, const Tensor* bias, const Tensor& out,
                  const std::vector<double>& params) {
-  auto p = [&](size_t i) { return static_cast<int64_t>(params[i]); };
-  int64_t groups = p(6);
-  int64_t n_img = input.sizes()[0], c_in = input.sizes()[1], h = input.sizes()[2], w = input.sizes()[3];
-  int64_t c_out = weight.sizes()[0], cg = weight.sizes()[1], kh = weight.sizes()[2], kw = weight.sizes()[3];
-  int64_t oh = out.sizes()[2], ow = out.sizes()[3], og = c_out / groups;
-  (void)c_in;
-  Tensor wc = weight.contiguous_copy();
-  Tensor col = Tensor::zeros(input.dtype(), {cg * kh * kw, oh * ow});
+  ConvParams cp = conv_params(params);
+  size_t k = cp.k;
+  Shape in_sp(input.sizes().begin() + 2, input.sizes().end()), out_sp(out.sizes().begin() + 2, out.sizes().end());
+  Shape ker(weight.sizes().begin() + 2, weight.sizes().end());
+  int64_t n_img = input.sizes()[0], c_out = out.sizes()[1], c_in = input.sizes()[1];
+  int64_t cg = c_in / cp.groups, og = c_out / cp.groups;
+  int64_t taps = product_of(ker), p_in = product_of(in_sp), p_out = product_of(out_sp);
+  // f16/bf16 compute in f32 and round once, at the end.
+  DType work = out.dtype() == DType::f16 || out.dtype() == DType::bf16 ? DType::f32 : out.dtype();
+  auto dense = [&](const Tensor& t) {
+    Tensor c = Tensor::zeros(work, t.sizes());
+    Shape idx(t.sizes().size());
+    for (int64_t lin = 0; lin < c.numel(); ++lin) {
+      unravel(lin, t.sizes(), idx);
+      c.store(lin, t.load(t.element_index(idx)));
+    }
+    return c;
+  };
+  Tensor wc = dense(weight), xc = dense(input);
+  Tensor oc = Tensor::zeros(work, out.sizes());  // written whole, then copied into `out`
+  Shape tap(k), pos(k);
+  // (spatial position, tap) -> the position it meets on the other side, or -1 out of range.
+  // Forward: the input position output `at` reads at tap `t`; transposed: the output position
+  // input `at` writes at tap `t`. Row-major linear, or -1 when out of range.
+  auto meet = [&](const Shape& at, const Shape& t, const Shape& bounds) -> int64_t {
+    int64_t lin = 0;
+    for (size_t d = 0; d < k; ++d) {
+      int64_t v = at[d] * cp.stride[d] - cp.padding[d] + t[d] * cp.dilation[d];
+      if (v < 0 || v >= bounds[d]) return -1;
+      lin = lin * bounds[d] + v;
+    }
+    return lin;
+  };
   for (int64_t n = 0; n < n_img; ++n) {
-    for (int64_t g = 0; g < groups; ++g) {
-      for (int64_t c = 0; c < cg; ++c)
-        for (int64_t i = 0; i < kh; ++i)
-          for (int64_t j = 0; j < kw; ++j) {
-            int64_t row = (c * kh + i) * kw + j;
-            for (int64_t y = 0; y < oh; ++y) {
-              int64_t iy = y * p(0) - p(2) + i * p(4);
-              for (int64_t x = 0; x < ow; ++x) {
-                int64_t ix = x * p(1) - p(3) + j * p(5);
-                double v = iy < 0 || iy >= h || ix < 0 || ix >= w ? 0.0 : input.load(input.element_index(Shape{n, g * cg + c, iy, ix}));
-                col.store(row * oh * ow + y * ow + x, v);
-              }
+    for (int64_t g = 0; g < cp.groups; ++g) {
+      if (!cp.transposed) {
+        Tensor col = Tensor::zeros(work, {cg * taps, p_out});
+        for (int64_t c = 0; c < cg; ++c)
+          for (int64_t t = 0; t < taps; ++t) {
+            unravel(t, ker, tap);
+            for (int64_t o = 0; o < p_out; ++o) {
+              unravel(o, out_sp, pos);
+              int64_t i = meet(pos, tap, in_sp);
+              if (i >= 0) col.store((c * taps + t) * p_out + o, xc.load(((n * c_in) + g * cg + c) * p_in + i));
             }
           }
-      Tensor wg = wc.view({og, cg * kh * kw}, {cg * kh * kw, 1}, g * og * cg * kh * kw);
-      Tensor og_view = out.view({og, oh * ow}, {out.strides()[1], out.strides()[3]},
-                                out.offset() + n * out.strides()[0] + g * og * out.strides()[1]);
-      gemm(wg, col, og_view, 1.0, 0.0);
+        Tensor wg = wc.view({og, cg * taps}, {cg * taps, 1}, g * og * cg * taps);
+        Tensor dst = oc.view({og, p_out}, {p_out, 1}, (n * c_out + g * og) * p_out);
+        gemm(wg, col, dst, 1.0, 0.0);
+      } else {
+        // W_g is [cg, og*taps]; its transpose times x_g [cg, p_in] gives cols [og*taps, p_in].
+        Tensor wg = wc.view({og * taps, cg}, {1, og * taps}, g * cg * og * taps);
+        Tensor xg = xc.view({cg, p_in}, {p_in, 1}, (n * c_in + g * cg) * p_in);
+        Tensor cols = Tensor::zeros(work, {og * taps, p_in});
+        gemm(wg, xg, cols, 1.0, 0.0);
+        for (int64_t c = 0; c < og; ++c)
+          for (int64_t t = 0; t < taps; ++t) {
+            unravel(t, ker, tap);
+            for (int64_t i = 0; i < p_in; ++i) {
+              unravel(i, in_sp, pos);
+              int64_t o = meet(pos, tap, out_sp);
+              if (o < 0) continue;
+              int64_t at = (n * c_out + g * og + c) * p_out + o;
+              oc.store(at, oc.load(at) + cols.load((c * taps + t) * p_in + i));
+            }
+          }
+      }
     }
   }
-  if (!bias) return;
-  for (int64_t n = 0; n < n_img; ++n)
-    for (int64_t o = 0; o < c_out; ++o)
-      for (int64_t y = 0; y < oh; ++y)
-        for (int64_t x = 0; x < ow; ++x) {
-          int64_t at = out.element_index(Shape{n, o, y, x});
-          out.store(at, out.load(at) + bias->load(bias->element_index(Shape{o})));
-        }
+  Shape idx(out.sizes().size());
+  for (int64_t lin = 0; lin < oc.numel(); ++lin) {
+    unravel(lin, out.sizes(), idx);
+    double v = oc.load(lin) + (bias ? bias->load(bias->element_index(Shape{idx[1]})) : 0.0);
+    out.store(out.element_index(idx), v);
+  }
 }
 
 }  // namespace
@@ -138,6 +217,10 @@ void run_extern_cpu(const loop::ExternCall& call, const loop::Program& p, const 
       return;
     case loop::ExternKind::addmm: {
       double beta = call.params[0], alpha = call.params[1];
+      if (is_integral(out.dtype(), true)) {  // PyTorch truncates the scalars for integer tensors
+        beta = std::trunc(beta);
+        alpha = std::trunc(alpha);
+      }
       // out = beta * bias (broadcast), then out += alpha * mat1 @ mat2.
       Shape sizes = out.sizes();
       Tensor bias = in[0];

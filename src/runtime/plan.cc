@@ -113,6 +113,7 @@ std::vector<Tensor> Plan::run(const TensorMap& inputs, const TensorMap& weights)
       kernels[k](ptrs.data(), symbol_values.data(), status);
       if (status[0]) {
         const auto& lk = std::get<loop::LoopKernel>(lowered.program.kernels[k]);
+        if (status[0] == 2) fail("integer division by zero (computing %{})", fmt::join(lk.origins, ", %"));
         fail("index {} is out of bounds for a dimension of size {} (computing %{})", status[1], status[2],
              fmt::join(lk.origins, ", %"));
       }

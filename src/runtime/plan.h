@@ -15,7 +15,7 @@
 namespace coil {
 
 // A compiled loop kernel. `status` is {0, 0, 0} on entry; a kernel that meets an index out of
-// range sets it to {1, index, size}.
+// range sets it to {1, index, size}, an integer division by zero sets status[0] to 2.
 using KernelFn = void (*)(void* const* buffers, const int64_t* symbols, int64_t* status);
 
 struct Plan {

@@ -6,7 +6,8 @@
 
 // libm, with glibc's libmvec vector variants (linked with -lmvec) where it has them: with the
 // simd declarations the compiler vectorizes loops that call these, as -ffast-math would allow,
-// while every other operation keeps IEEE semantics. glibc >= 2.35 has all of them on x86-64.
+// while every other operation keeps IEEE semantics. glibc >= 2.35 has all of them on x86-64;
+// the op tests' special values (inf, -0, NaN) check each against PyTorch.
 #if defined(__x86_64__) && defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))
 #define COIL_SIMD __attribute__((simd("notinbranch")))
 #else
@@ -21,7 +22,10 @@
 extern "C" {
 COIL_LIBM1(exp) COIL_LIBM1(expm1) COIL_LIBM1(log) COIL_LIBM1(log1p) COIL_LIBM1(log2) COIL_LIBM1(log10)
 COIL_LIBM1(sin) COIL_LIBM1(cos) COIL_LIBM1(tan) COIL_LIBM1(tanh) COIL_LIBM1(erf)
-COIL_LIBM2(atan2) COIL_LIBM2(pow)
+COIL_LIBM2(atan2)
+// Not libmvec's pow: its special cases differ from C's (powf(-inf, 0.5) gives NaN, not inf).
+float powf(float, float) noexcept;
+double pow(double, double) noexcept;
 }
 #undef COIL_LIBM1
 #undef COIL_LIBM2
@@ -115,20 +119,29 @@ template <typename T> inline T sigmoid(T x) { return T(1) / (T(1) + exp(-x)); }
 template <typename T> inline T rsqrt(T x) { return T(1) / sqrt(x); }
 template <typename T> inline T sign(T x) { return static_cast<T>((x > T(0)) - (x < T(0))); }
 
-// Integer division and remainder never trap: a zero divisor gives 0 (PyTorch raises instead;
-// the interpreter reports it).
-template <typename T> inline T trunc_div(T a, T b) { return b == 0 ? T(0) : a / b; }
-template <typename T> inline T floor_div_int(T a, T b) {
-  if (b == 0) return T(0);
+// Integer division and remainder never trap: a zero divisor gives 0 and, given a status word
+// E, records code 2 there for the runtime to raise PyTorch's ZeroDivisionError.
+inline void zero_divisor(int64_t* E) {
+  if (E) __atomic_store_n(&E[0], 2, __ATOMIC_RELAXED);
+}
+template <typename T> inline T trunc_div(T a, T b, int64_t* E = nullptr) {
+  if (b == 0) return zero_divisor(E), T(0);
+  return a / b;
+}
+template <typename T> inline T floor_div_int(T a, T b, int64_t* E = nullptr) {
+  if (b == 0) return zero_divisor(E), T(0);
   T q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
-template <typename T> inline T remainder_int(T a, T b) {
-  if (b == 0) return T(0);
+template <typename T> inline T remainder_int(T a, T b, int64_t* E = nullptr) {
+  if (b == 0) return zero_divisor(E), T(0);
   T r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
-template <typename T> inline T fmod_int(T a, T b) { return b == 0 ? T(0) : a % b; }
+template <typename T> inline T fmod_int(T a, T b, int64_t* E = nullptr) {
+  if (b == 0) return zero_divisor(E), T(0);
+  return a % b;
+}
 template <typename T> inline T floor_div_float(T a, T b) {
   if (b == 0) return a / b;
   T m = fmod(a, b);
