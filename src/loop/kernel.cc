@@ -82,6 +82,28 @@ void check_expr(const Program& p, const ExprRef& e, size_t outer, size_t inner, 
 
 }  // namespace
 
+void collect_loads(const ExprRef& e, std::set<int>& out) {
+  if (e->kind() == Expr::Kind::load) out.insert(e->buffer());
+  for (const auto& o : e->operands()) collect_loads(o, out);
+}
+
+Access access(const Kernel& k) {
+  Access a;
+  if (const auto* e = std::get_if<ExternCall>(&k)) {
+    for (const auto& v : e->inputs) a.reads.insert(v.buffer);
+    a.writes.insert(e->output);
+    return a;
+  }
+  const auto& lk = std::get<LoopKernel>(k);
+  for (const auto& r : lk.reductions) collect_loads(r.value, a.reads);
+  for (const auto& s : lk.stores) {
+    a.writes.insert(s.buffer);
+    collect_loads(s.value, a.reads);
+    if (s.dynamic) collect_loads(s.dynamic, a.reads);
+  }
+  return a;
+}
+
 bool is_scan(const LoopKernel& k) { return !k.reductions.empty() && k.reductions.front().scan; }
 
 bool has_dynamic_stores(const LoopKernel& k) {

@@ -4,6 +4,7 @@
 // normalize pass of softmax/layer_norm — or per outer point after the reductions. A kernel with
 // no inner loop is a pointwise kernel. Externs call libraries (GEMM, convolution).
 #pragma once
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -87,6 +88,13 @@ struct Program {
 std::string loop_var(int i);    // "x0"
 std::string reduce_var(int i);  // "r0"
 std::string to_string(const Program& p);
+// The buffers a kernel reads (loads, extern inputs) and writes (stores, extern output).
+struct Access {
+  std::set<int> reads, writes;
+};
+Access access(const Kernel& k);
+void collect_loads(const ExprRef& e, std::set<int>& out);
+
 bool is_scan(const LoopKernel& k);
 bool has_dynamic_stores(const LoopKernel& k);
 // Internal consistency: buffer ids, variables in range, reduced slots defined before use,

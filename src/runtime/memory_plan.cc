@@ -8,15 +8,6 @@
 
 namespace coil {
 
-namespace {
-
-void loads_of(const loop::ExprRef& e, std::set<int>& out) {
-  if (e->kind() == loop::Expr::Kind::load) out.insert(e->buffer());
-  for (const auto& o : e->operands()) loads_of(o, out);
-}
-
-}  // namespace
-
 MemoryPlan plan_memory(const LoweredGraph& lowered) {
   const auto& program = lowered.program;
   MemoryPlan plan;
@@ -24,19 +15,7 @@ MemoryPlan plan_memory(const LoweredGraph& lowered) {
   plan.first_use.assign(n, -1);
   plan.last_use.assign(n, -1);
   for (size_t s = 0; s < program.kernels.size(); ++s) {
-    std::set<int> reads, writes;
-    if (const auto* e = std::get_if<loop::ExternCall>(&program.kernels[s])) {
-      for (const auto& v : e->inputs) reads.insert(v.buffer);
-      writes.insert(e->output);
-    } else {
-      const auto& k = std::get<loop::LoopKernel>(program.kernels[s]);
-      for (const auto& r : k.reductions) loads_of(r.value, reads);
-      for (const auto& st : k.stores) {
-        writes.insert(st.buffer);
-        loads_of(st.value, reads);
-        if (st.dynamic) loads_of(st.dynamic, reads);
-      }
-    }
+    auto [reads, writes] = loop::access(program.kernels[s]);
     plan.reads.emplace_back(reads.begin(), reads.end());
     plan.writes.emplace_back(writes.begin(), writes.end());
     for (const std::set<int>* used : {&reads, &writes})

@@ -4,29 +4,6 @@
 
 namespace coil::schedule {
 
-namespace {
-
-void loads_of(const loop::ExprRef& e, std::set<int>& out) {
-  if (e->kind() == loop::Expr::Kind::load) out.insert(e->buffer());
-  for (const auto& o : e->operands()) loads_of(o, out);
-}
-
-std::set<int> reads(const loop::Kernel& k) {
-  std::set<int> out;
-  if (const auto* e = std::get_if<loop::ExternCall>(&k)) {
-    for (const auto& v : e->inputs) out.insert(v.buffer);
-    return out;
-  }
-  const auto& lk = std::get<loop::LoopKernel>(k);
-  for (const auto& r : lk.reductions) loads_of(r.value, out);
-  for (const auto& s : lk.stores) {
-    loads_of(s.value, out);
-    if (s.dynamic) loads_of(s.dynamic, out);
-  }
-  return out;
-}
-
-}  // namespace
 
 loop::Program drop_dead_stores(const loop::Program& program) {
   loop::Program p = program;
@@ -44,7 +21,7 @@ loop::Program drop_dead_stores(const loop::Program& program) {
       if (stores.empty()) continue;
       lk->stores = std::move(stores);
     }
-    for (int b : reads(k)) live.insert(b);
+    for (int b : loop::access(k).reads) live.insert(b);
     kept.push_back(std::move(k));
   }
   p.kernels.assign(kept.rbegin(), kept.rend());

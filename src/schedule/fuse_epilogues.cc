@@ -12,23 +12,9 @@ using loop::Expr;
 using loop::ExprRef;
 using loop::LoopKernel;
 
-void loads_of(const ExprRef& e, std::set<int>& out) {
-  if (e->kind() == Expr::Kind::load) out.insert(e->buffer());
-  for (const auto& o : e->operands()) loads_of(o, out);
-}
+std::set<int> reads(const LoopKernel& k) { return loop::access(k).reads; }
 
-std::set<int> reads(const LoopKernel& k) {
-  std::set<int> out;
-  for (const auto& r : k.reductions) loads_of(r.value, out);
-  for (const auto& s : k.stores) loads_of(s.value, out);
-  return out;
-}
-
-bool reads_buffer(const loop::Kernel& k, int b) {
-  if (const auto* e = std::get_if<loop::ExternCall>(&k))
-    return std::any_of(e->inputs.begin(), e->inputs.end(), [&](const loop::View& v) { return v.buffer == b; });
-  return reads(std::get<LoopKernel>(k)).count(b) > 0;
-}
+bool reads_buffer(const loop::Kernel& k, int b) { return loop::access(k).reads.count(b) > 0; }
 
 // Rewrites an expression of the consumer: loop variables renamed into the producer's nest,
 // loads of a per-row result replaced by its value, reduction slots shifted. Fails (nullptr)

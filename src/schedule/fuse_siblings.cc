@@ -10,32 +10,6 @@ using loop::Expr;
 using loop::ExprRef;
 using loop::LoopKernel;
 
-void loads_of(const ExprRef& e, std::set<int>& out) {
-  if (e->kind() == Expr::Kind::load) out.insert(e->buffer());
-  for (const auto& o : e->operands()) loads_of(o, out);
-}
-
-struct Access {
-  std::set<int> reads, writes;
-};
-
-Access access(const loop::Kernel& k) {
-  Access a;
-  if (const auto* e = std::get_if<loop::ExternCall>(&k)) {
-    for (const auto& v : e->inputs) a.reads.insert(v.buffer);
-    a.writes.insert(e->output);
-    return a;
-  }
-  const auto& lk = std::get<LoopKernel>(k);
-  for (const auto& r : lk.reductions) loads_of(r.value, a.reads);
-  for (const auto& s : lk.stores) {
-    a.writes.insert(s.buffer);
-    loads_of(s.value, a.reads);
-    if (s.dynamic) loads_of(s.dynamic, a.reads);
-  }
-  return a;
-}
-
 bool intersects(const std::set<int>& a, const std::set<int>& b) {
   for (int x : a)
     if (b.count(x)) return true;
@@ -81,7 +55,7 @@ LoopKernel merge(const LoopKernel& a, const LoopKernel& b) {
 }
 
 // Whether kernel j can run right after kernel i (everything between stays in order).
-bool can_hoist(const std::vector<Access>& acc, size_t i, size_t j) {
+bool can_hoist(const std::vector<loop::Access>& acc, size_t i, size_t j) {
   for (size_t m = i; m < j; ++m) {
     if (intersects(acc[j].reads, acc[m].writes)) return false;   // j needs m's result
     if (intersects(acc[j].writes, acc[m].reads)) return false;   // m needs the old contents
@@ -94,8 +68,8 @@ bool can_hoist(const std::vector<Access>& acc, size_t i, size_t j) {
 
 loop::Program fuse_siblings(const loop::Program& program) {
   loop::Program p = program;
-  std::vector<Access> acc;
-  for (const auto& k : p.kernels) acc.push_back(access(k));
+  std::vector<loop::Access> acc;
+  for (const auto& k : p.kernels) acc.push_back(loop::access(k));
   for (size_t i = 0; i < p.kernels.size(); ++i) {
     if (!std::holds_alternative<LoopKernel>(p.kernels[i])) continue;
     for (size_t j = i + 1; j < p.kernels.size();) {

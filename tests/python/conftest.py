@@ -12,6 +12,9 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 COIL = os.environ.get("COIL_BIN", str(ROOT / "build" / "tools" / "coil"))
+# Compiled kernels go to a cache of the test session's own unless the caller chose one.
+if "COIL_CACHE_DIR" not in os.environ:
+    os.environ["COIL_CACHE_DIR"] = tempfile.mkdtemp(prefix="coil_test_cache_")
 
 DTYPES = {
     torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",

@@ -2,9 +2,8 @@
 graphs leave output types out) and its reference interpreter (values), on the cases of
 op_cases.py. Where PyTorch raises, coil must reject the graph with exit code 1.
 
-Graphs run with `coil run --interpret` (the reference interpreter); COIL_OPS_COMPILED=1 runs
-the same cases through the compiler instead."""
-import os
+Every case runs twice: with `coil run --interpret` (the reference interpreter) and compiled
+(the CPU compiler, whose results must match PyTorch just as closely)."""
 import re
 import subprocess
 import tempfile
@@ -35,7 +34,7 @@ def test_every_op_has_a_case():
     assert len(OPS) > 130
 
 
-def coil(cmd, text, inputs=None, out=False):
+def coil(cmd, text, inputs=None, out=False, compiled=False):
     with tempfile.TemporaryDirectory() as d:
         graph = Path(d) / "t.coil"
         graph.write_text(text)
@@ -45,7 +44,7 @@ def coil(cmd, text, inputs=None, out=False):
             args += ["--inputs", str(Path(d) / "in.safetensors")]
         if out:
             args += ["--out", str(Path(d) / "out.safetensors")]
-            if not os.environ.get("COIL_OPS_COMPILED"):
+            if not compiled:
                 args.append("--interpret")
         proc = subprocess.run(args, capture_output=True, text=True)
         outputs = read_safetensors(Path(d) / "out.safetensors") if out and proc.returncode == 0 else None
@@ -99,11 +98,12 @@ def torch_expected(case):
         return None, e
 
 
+@pytest.mark.parametrize("mode", ["interpret", "compiled"])
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_op(case):
+def test_op(case, mode):
     text = case.graph.text(case.outputs)
     expected, error = torch_expected(case)
-    proc, actual = coil("run", text, case.graph.inputs, out=True)
+    proc, actual = coil("run", text, case.graph.inputs, out=True, compiled=mode == "compiled")
     where = f"\n--- graph ---\n{text}--- coil stderr ---\n{proc.stderr.strip()}"
     if case.coil_rejects:
         assert error is None, f"torch raised {error!r}; the case expects torch to accept it"

@@ -21,11 +21,6 @@ using loop::ReduceKind;
 // Work below this many inner iterations per kernel runs on one thread.
 constexpr int64_t kParallelThreshold = 32768;
 
-void collect_buffers(const loop::ExprRef& e, std::set<int>& out) {
-  if (e->kind() == loop::Expr::Kind::load) out.insert(e->buffer());
-  for (const auto& o : e->operands()) collect_buffers(o, out);
-}
-
 void collect_symbols(const loop::ExprRef& e, std::vector<std::string>& out) {
   if (e->kind() == loop::Expr::Kind::load || e->kind() == loop::Expr::Kind::index) e->offset().collect_symbols(out);
   for (const auto& o : e->operands()) collect_symbols(o, out);
@@ -67,21 +62,15 @@ class KernelEmitter {
   }
 
   std::string emit() {
-    std::set<int> buffers;
+    loop::Access access = loop::access(k_);
+    std::set<int> buffers = access.reads;
+    buffers.insert(access.writes.begin(), access.writes.end());
     std::vector<std::string> used;
-    for (const auto& r : k_.reductions) {
-      collect_buffers(r.value, buffers);
-      collect_symbols(r.value, used);
-    }
+    for (const auto& r : k_.reductions) collect_symbols(r.value, used);
     for (const auto& s : k_.stores) {
-      buffers.insert(s.buffer);
-      collect_buffers(s.value, buffers);
       collect_symbols(s.value, used);
       s.offset.collect_symbols(used);
-      if (s.dynamic) {
-        collect_buffers(s.dynamic, buffers);
-        collect_symbols(s.dynamic, used);
-      }
+      if (s.dynamic) collect_symbols(s.dynamic, used);
     }
     for (const auto& d : k_.outer) d.collect_symbols(used);
     for (const auto& d : k_.inner) d.collect_symbols(used);
