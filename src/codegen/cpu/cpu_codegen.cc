@@ -85,6 +85,16 @@ class KernelEmitter {
       if (std::find(used.begin(), used.end(), symbols_[i]) != used.end())
         out("  const int64_t {} = S[{}];", symbol_name(symbols_[i]), i);
     SymInt outer_total = product(k_.outer), inner_total = k_.inner.empty() ? SymInt(1) : product(k_.inner);
+    if (column_reduction()) {
+      column_body(index_expr(outer_total * inner_total));
+      out("}}");
+      return text_;
+    }
+    if (transposing()) {
+      tiled_body(index_expr(outer_total));
+      out("}}");
+      return text_;
+    }
     std::string indent = "  ";
     if (!k_.outer.empty() && !loop::has_dynamic_stores(k_)) {
       // A pointwise kernel keeps its innermost loop out of the collapsed nest, so that it stays a
@@ -131,6 +141,141 @@ class KernelEmitter {
     return fmt::format("reduction({}:{})", op, acc);
   }
 
+  // A reduction whose rows run across memory (a sum over a leading dim): the loads have unit
+  // stride along the last outer variable and not along the last inner one. Such a kernel is
+  // emitted with the loops interchanged (column_body).
+  bool column_reduction() const {
+    if (k_.reductions.empty() || loop::is_scan(k_) || loop::has_dynamic_stores(k_) || k_.outer.empty()) return false;
+    for (const auto& s : k_.stores)
+      if (s.inner) return false;
+    for (const auto& r : k_.reductions)
+      if (!simd_reduction(r, "acc")) return false;
+    std::string x = loop::loop_var(static_cast<int>(k_.outer.size()) - 1);
+    std::string r = loop::reduce_var(static_cast<int>(k_.inner.size()) - 1);
+    std::vector<loop::ExprRef> loads;
+    for (const auto& step : k_.reductions) collect_load_exprs(step.value, loads);
+    bool unit_along_x = false;
+    for (const auto& l : loads) {
+      auto cx = coefficient(l->offset(), x), cr = coefficient(l->offset(), r);
+      if (!cx || !cr || *cr == 1 || l->dynamic()) return false;
+      unit_along_x = unit_along_x || *cx == 1;
+    }
+    return unit_along_x;
+  }
+
+  // A pointwise kernel that reads (or writes) some operand transposed: unit stride along the
+  // second-to-last loop variable and not the last. Such a kernel runs in square tiles, so both
+  // the contiguous and the transposed accesses stay within a few cache lines (tiled_body).
+  bool transposing() const {
+    if (!k_.reductions.empty() || !k_.inner.empty() || loop::has_dynamic_stores(k_) || k_.outer.size() < 2) return false;
+    std::string last = loop::loop_var(static_cast<int>(k_.outer.size()) - 1);
+    std::string second = loop::loop_var(static_cast<int>(k_.outer.size()) - 2);
+    std::vector<SymInt> offsets;
+    std::vector<loop::ExprRef> loads;
+    for (const auto& s : k_.stores) {
+      offsets.push_back(s.offset);
+      collect_load_exprs(s.value, loads);
+    }
+    for (const auto& l : loads) {
+      if (l->dynamic()) return false;
+      offsets.push_back(l->offset());
+    }
+    bool transposed = false;
+    for (const auto& o : offsets) {
+      auto cl = coefficient(o, last), cs = coefficient(o, second);
+      if (!cl || !cs) return false;
+      transposed = transposed || (*cs == 1 && *cl != 1);
+    }
+    return transposed;
+  }
+
+  // The last two loops in kTile x kTile blocks; the blocks (and any loops outside them) run in
+  // parallel.
+  void tiled_body(const std::string& work) {
+    constexpr int kTile = 32;
+    size_t m = k_.outer.size();
+    out("  #pragma omp parallel for collapse({}) if({} >= {})", m, work, kParallelThreshold);
+    std::string indent = "  ";
+    for (size_t d = 0; d + 2 < m; ++d) {
+      out("{}for (int64_t {} = 0; {} < {}; ++{}) {{", indent, loop::loop_var(static_cast<int>(d)), loop::loop_var(static_cast<int>(d)),
+          index_expr(k_.outer[d]), loop::loop_var(static_cast<int>(d)));
+      indent += "  ";
+    }
+    for (size_t d = m - 2; d < m; ++d) {
+      out("{}for (int64_t {}b = 0; {}b < {}; {}b += {}) {{", indent, loop::loop_var(static_cast<int>(d)),
+          loop::loop_var(static_cast<int>(d)), index_expr(k_.outer[d]), loop::loop_var(static_cast<int>(d)), kTile);
+      indent += "  ";
+    }
+    for (size_t d = m - 2; d < m; ++d) {
+      std::string v = loop::loop_var(static_cast<int>(d));
+      out("{}for (int64_t {} = {}b; {} < coil_rt::imin({}, {}b + {}); ++{}) {{", indent, v, v, v, index_expr(k_.outer[d]), v, kTile, v);
+      indent += "  ";
+    }
+    std::vector<std::string> lines;
+    printer_->reset();
+    for (const auto& s : k_.stores) store(s, indent, lines);
+    while (indent.size() > 2) {
+      indent.resize(indent.size() - 2);
+      out("{}}}", indent);
+    }
+  }
+
+  static std::optional<int64_t> coefficient(const SymInt& offset, const std::string& var) {
+    SymInt d = coil::substitute(offset, {{var, SymInt(1)}}) - coil::substitute(offset, {{var, SymInt(0)}});
+    return d.constant();
+  }
+
+  static void collect_load_exprs(const loop::ExprRef& e, std::vector<loop::ExprRef>& out) {
+    if (e->kind() == loop::Expr::Kind::load) out.push_back(e);
+    for (const auto& o : e->operands()) collect_load_exprs(o, out);
+  }
+
+  // Interchanged loops for a column reduction: the last outer dim goes in tiles of kTile
+  // columns, each column with its own accumulator; the reduction loops run outside and a
+  // vectorized loop over the tile's columns inside, so every load is contiguous.
+  void column_body(const std::string& work) {
+    constexpr int kTile = 64;
+    size_t m = k_.outer.size();
+    std::string x = loop::loop_var(static_cast<int>(m) - 1), extent = index_expr(k_.outer[m - 1]);
+    std::string collapse = m > 1 ? fmt::format(" collapse({})", m) : "";
+    out("  #pragma omp parallel for{} if({} >= {})", collapse, work, kParallelThreshold);
+    std::string indent = "  ";
+    for (size_t d = 0; d + 1 < m; ++d) {
+      out("{}for (int64_t {} = 0; {} < {}; ++{}) {{", indent, loop::loop_var(static_cast<int>(d)), loop::loop_var(static_cast<int>(d)),
+          index_expr(k_.outer[d]), loop::loop_var(static_cast<int>(d)));
+      indent += "  ";
+    }
+    out("{}for (int64_t xb = 0; xb < {}; xb += {}) {{", indent, extent, kTile);
+    indent += "  ";
+    out("{}const int64_t xe = coil_rt::imin({}, xb + {});", indent, extent, kTile);
+    std::vector<std::string> lines;
+    for (size_t first = 0; first < k_.reductions.size();) {
+      size_t end = pass_end(first);
+      for (size_t i = first; i < end; ++i) {
+        const auto& r = k_.reductions[i];
+        out("{}{} acc{}[{}];", indent, value_type(r.acc), i, kTile);
+        out("{}for (int64_t t = 0; t < {}; ++t) acc{}[t] = {};", indent, kTile, i, init_value(r.kind, r.acc));
+      }
+      std::string in = open_inner(indent);
+      out("{}#pragma omp simd", in);
+      out("{}for (int64_t {} = xb; {} < xe; ++{}) {{", in, x, x, x);
+      printer_->reset();
+      for (size_t i = first; i < end; ++i) accumulate(i, in + "  ", lines, fmt::format("acc{}[{} - xb]", i, x));
+      out("{}}}", in);
+      close_inner(in);
+      for (size_t i = first; i < end; ++i) printer_->reduced[static_cast<int>(i)] = fmt::format("acc{}[{} - xb]", i, x);
+      first = end;
+    }
+    out("{}for (int64_t {} = xb; {} < xe; ++{}) {{", indent, x, x, x);
+    printer_->reset();
+    for (const auto& s : k_.stores) store(s, indent + "  ", lines);
+    out("{}}}", indent);
+    while (indent.size() > 2) {
+      indent.resize(indent.size() - 2);
+      out("{}}}", indent);
+    }
+  }
+
   // Opens the inner loop nest; returns the indent inside it.
   std::string open_inner(std::string indent) {
     for (size_t d = 0; d < k_.inner.size(); ++d) {
@@ -172,14 +317,22 @@ class KernelEmitter {
     close_inner(in);
   }
 
+  // The end of the pass of reduction steps starting at `first`.
+  size_t pass_end(size_t first) const {
+    size_t end = first + 1;
+    while (end < k_.reductions.size() && !reads_slot_from(k_.reductions[end].value, static_cast<int>(first))) ++end;
+    return end;
+  }
+
   static bool reads_slot_from(const loop::ExprRef& e, int first) {
     if (e->kind() == loop::Expr::Kind::reduced && e->slot() >= first) return true;
     return std::any_of(e->operands().begin(), e->operands().end(), [&](const loop::ExprRef& o) { return reads_slot_from(o, first); });
   }
 
-  void accumulate(size_t i, const std::string& in, std::vector<std::string>& lines) {
+  // Folds reduction step i's value into `acc` (its accumulator, "acc<i>" unless given).
+  void accumulate(size_t i, const std::string& in, std::vector<std::string>& lines, std::string acc = "") {
     const auto& r = k_.reductions[i];
-    std::string acc = "acc" + std::to_string(i);
+    if (acc.empty()) acc = "acc" + std::to_string(i);
     std::string v = printer_->emit(r.value, lines, in);
     flush(lines);
     switch (r.kind) {
@@ -214,8 +367,7 @@ class KernelEmitter {
     std::vector<std::string> lines;
     size_t n = k_.reductions.size();
     for (size_t first = 0; first < n;) {
-      size_t end = first + 1;
-      while (end < n && !reads_slot_from(k_.reductions[end].value, static_cast<int>(first))) ++end;
+      size_t end = pass_end(first);
       std::vector<std::string> clauses;
       for (size_t i = first; i < end; ++i) {
         const auto& r = k_.reductions[i];
