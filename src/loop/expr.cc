@@ -160,12 +160,6 @@ ExprRef substitute(const ExprRef& e, const std::map<std::string, SymInt>& r) {
   return map_indices(e, [&](const SymInt& s) { return coil::substitute(s, r); });
 }
 
-int op_count(const ExprRef& e) {
-  int n = e->kind() == Expr::Kind::op || e->kind() == Expr::Kind::cast ? 1 : 0;
-  for (const auto& o : e->operands()) n += op_count(o);
-  return n;
-}
-
 std::string to_string(const ExprRef& e) {
   switch (e->kind()) {
     case Expr::Kind::constant: {

@@ -77,8 +77,6 @@ bool same(const ExprRef& a, const ExprRef& b);
 ExprRef map_indices(const ExprRef& e, const std::function<SymInt(const SymInt&)>& fn);
 // Replaces index symbols (loop variables) in every index and load offset.
 ExprRef substitute(const ExprRef& e, const std::map<std::string, SymInt>& replacement);
-// Number of operations (ops and casts): a cost estimate for inlining decisions.
-int op_count(const ExprRef& e);
 // "add(load(buf3, 4*x0 + x1), 1.0:f32)"; shared subexpressions are printed in full.
 std::string to_string(const ExprRef& e);
 

@@ -6,6 +6,7 @@
 
 #include "arith/simplify.h"
 #include "lower/context.h"
+#include "lower/cost.h"
 #include "support/check.h"
 
 namespace coil {
@@ -140,7 +141,7 @@ LoweredGraph lower(const Graph& g) {
     for (size_t o = 0; o < vals.size(); ++o) {
       Value& v = vals[o];
       int uses = c.uses[{static_cast<int>(i), static_cast<int>(o)}];
-      if (!v.realized() && uses > 1 && loop::op_count(v.body) > 2) c.realize(v, node.outputs[o].name);
+      if (!v.realized() && should_realize(v.body, uses)) c.realize(v, node.outputs[o].name);
     }
     c.values[i] = std::move(vals);
   }

@@ -7,6 +7,7 @@
 #include "schedule/fuse_epilogues.h"
 #include "graph_passes/decompose.h"
 #include "driver/compile.h"
+#include "lower/cost.h"
 #include "runtime/memory_plan.h"
 
 #include <algorithm>
@@ -143,6 +144,37 @@ TEST(SiblingFusion, DependentKernelsStayApart) {
       EXPECT_FALSE(reads && writes && p.buffers[b].role != loop::Buffer::Role::input) << "buf" << b << " step " << s << "\n" << loop::to_string(p);
     }
   }
+}
+
+}  // namespace
+}  // namespace coil
+
+namespace coil {
+namespace {
+
+TEST(CostModel, CheapSharedValuesAreRecomputedExpensiveOnesStoredOnce) {
+  using lowering::compute_cost;
+  using lowering::should_realize;
+  // relu(x) read by two consumers: one load and one max per element; recomputing it once more
+  // costs less than storing and reloading it.
+  auto relu = pipeline("  %x = input() : f32[N, 64]\n  %r = relu(%x)\n  %a = exp(%r)\n  %b = neg(%r)\n  return %a, %b\n");
+  EXPECT_EQ(relu.buffers.size(), 3u) << loop::to_string(relu);  // x, a, b: no buffer for r
+  // gelu(x) read by four consumers is computed once.
+  auto g = pipeline(
+      "  %x = input() : f32[N, 64]\n  %r = gelu(%x)\n  %a = sin(%r)\n  %b = neg(%r)\n  %c = sum.dim_IntList(%r, [1])\n"
+      "  %d = amax(%r, [1])\n  return %a, %b, %c, %d\n");
+  bool stored = false;
+  for (const auto& b : g.buffers) stored = stored || b.name == "r";
+  EXPECT_TRUE(stored) << loop::to_string(g);
+  // The model itself: a shared subexpression counts once.
+  auto x = loop::Expr::load(0, SymInt::symbol("x0"), DType::f32);
+  auto sq = loop::Expr::apply(loop::LoopOp::Mul, {x, x});
+  EXPECT_EQ(compute_cost(sq), 2);  // one load, one multiply
+  EXPECT_FALSE(should_realize(sq, 2));
+  auto heavy = loop::Expr::apply(loop::LoopOp::Tanh, {loop::Expr::apply(loop::LoopOp::Exp, {x})});
+  EXPECT_FALSE(should_realize(heavy, 2));  // 21 to recompute once vs 24 for the round trip
+  EXPECT_TRUE(should_realize(heavy, 3));   // 42 vs 32
+  EXPECT_FALSE(should_realize(heavy, 1));
 }
 
 }  // namespace

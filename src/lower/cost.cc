@@ -1,0 +1,53 @@
+#include "lower/cost.h"
+
+#include <set>
+
+namespace coil::lowering {
+
+namespace {
+
+constexpr double kLoad = 1, kRoundTrip = 8, kSimple = 1, kDivide = 4, kTranscendental = 10;
+
+double op_cost(loop::LoopOp op) {
+  using loop::LoopOp;
+  switch (op) {
+    case LoopOp::Exp: case LoopOp::Expm1: case LoopOp::Log: case LoopOp::Log1p: case LoopOp::Log2:
+    case LoopOp::Log10: case LoopOp::Sin: case LoopOp::Cos: case LoopOp::Tan: case LoopOp::Tanh:
+    case LoopOp::Sigmoid: case LoopOp::Erf: case LoopOp::Pow: case LoopOp::Atan2:
+      return kTranscendental;
+    case LoopOp::Div: case LoopOp::FloorDiv: case LoopOp::TruncDiv: case LoopOp::Remainder: case LoopOp::Fmod:
+    case LoopOp::Sqrt: case LoopOp::Rsqrt: case LoopOp::Reciprocal:
+      return kDivide;
+    default:
+      return kSimple;
+  }
+}
+
+double cost(const loop::ExprRef& e, std::set<const loop::Expr*>& seen) {
+  if (!seen.insert(e.get()).second) return 0;
+  double c = 0;
+  switch (e->kind()) {
+    case loop::Expr::Kind::load: c = kLoad; break;
+    case loop::Expr::Kind::op: c = op_cost(e->op()); break;
+    case loop::Expr::Kind::cast: c = kSimple; break;
+    default: break;
+  }
+  for (const auto& o : e->operands()) c += cost(o, seen);
+  return c;
+}
+
+}  // namespace
+
+double compute_cost(const loop::ExprRef& body) {
+  std::set<const loop::Expr*> seen;
+  return cost(body, seen);
+}
+
+bool should_realize(const loop::ExprRef& body, int uses) {
+  if (uses <= 1) return false;
+  double recompute = (uses - 1) * compute_cost(body);
+  double round_trip = kRoundTrip * (1 + uses);
+  return recompute > round_trip;
+}
+
+}  // namespace coil::lowering
