@@ -177,7 +177,7 @@ def main():
         lines.append(f"| {r['workload']} | {r['eager_ms']:.3f} | {r['inductor_ms']:.3f} | {r['coil_ms']:.3f} | "
                      f"x{r['coil_vs_best']:.2f} | {r['coil_gbs']:.1f} ({r['ceiling_pct']:.0f}%) | {r['max_rel_err']:.1e} | "
                      f"{r['coil_compile_ms']:.0f} | {r['inductor_compile_ms']:.0f} |")
-    lines += ["", summary, ""]
+    lines += ["", summary, "", "Times are medians of in-process runs and include allocating the outputs in every mode; the ceiling is a copy into memory already touched, so results that pay first-touch page faults on fresh outputs sit well below it. Compile times are cold (empty coil cache; reset Dynamo and an empty Inductor cache).", ""]
     stem.with_suffix(".md").write_text("\n".join(lines))
     print(f"wrote {stem}.md and .json")
 

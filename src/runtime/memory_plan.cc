@@ -8,6 +8,34 @@
 
 namespace coil {
 
+namespace {
+
+bool loads_only_at(const loop::ExprRef& e, int buffer, const SymInt& offset) {
+  if (e->kind() == loop::Expr::Kind::load && e->buffer() == buffer && (e->dynamic() || !(e->offset() == offset))) return false;
+  for (const auto& o : e->operands())
+    if (!loads_only_at(o, buffer, offset)) return false;
+  return true;
+}
+
+// The operand that step `s` may overwrite in place with its one result, or -1.
+int in_place_candidate(const loop::Program& program, size_t s, const MemoryPlan& plan) {
+  const auto* k = std::get_if<loop::LoopKernel>(&program.kernels[s]);
+  if (!k || !k->reductions.empty() || k->stores.size() != 1 || k->stores[0].dynamic) return -1;
+  const loop::StoreStep& st = k->stores[0];
+  const loop::Buffer& out = program.buffers[static_cast<size_t>(st.buffer)];
+  if (out.role != loop::Buffer::Role::temporary || plan.first_use[static_cast<size_t>(st.buffer)] != static_cast<int>(s)) return -1;
+  for (int a : plan.reads[s]) {
+    const loop::Buffer& in = program.buffers[static_cast<size_t>(a)];
+    bool same_layout = in.dtype == out.dtype && in.sizes == out.sizes && in.strides == out.strides && in.offset == out.offset;
+    if (in.role == loop::Buffer::Role::temporary && same_layout && plan.last_use[static_cast<size_t>(a)] == static_cast<int>(s) &&
+        loads_only_at(st.value, a, st.offset))
+      return a;
+  }
+  return -1;
+}
+
+}  // namespace
+
 MemoryPlan plan_memory(const LoweredGraph& lowered) {
   const auto& program = lowered.program;
   MemoryPlan plan;
@@ -25,10 +53,18 @@ MemoryPlan plan_memory(const LoweredGraph& lowered) {
         plan.last_use[i] = static_cast<int>(s);
       }
   }
+  plan.in_place_of.assign(n, -1);
+  for (size_t s = 0; s < program.kernels.size(); ++s) {
+    int b = -1, a = in_place_candidate(program, s, plan);
+    if (a >= 0) b = plan.writes[s][0];
+    if (b >= 0) plan.in_place_of[static_cast<size_t>(b)] = a;
+  }
   plan.release_after.resize(program.kernels.size());
-  for (size_t b = 0; b < n; ++b)
-    if (program.buffers[b].role == loop::Buffer::Role::temporary && plan.last_use[b] >= 0)
-      plan.release_after[static_cast<size_t>(plan.last_use[b])].push_back(static_cast<int>(b));
+  for (size_t b = 0; b < n; ++b) {
+    if (program.buffers[b].role != loop::Buffer::Role::temporary || plan.last_use[b] < 0) continue;
+    bool taken_over = std::find(plan.in_place_of.begin(), plan.in_place_of.end(), static_cast<int>(b)) != plan.in_place_of.end();
+    if (!taken_over) plan.release_after[static_cast<size_t>(plan.last_use[b])].push_back(static_cast<int>(b));
+  }
   return plan;
 }
 
@@ -40,6 +76,7 @@ std::string describe_plan(const LoweredGraph& lowered) {
     const auto& buf = program.buffers[b];
     std::string life = plan.first_use[b] < 0 ? "unused"
                                              : fmt::format("steps {}..{}", plan.first_use[b], plan.last_use[b]);
+    if (plan.in_place_of[b] >= 0) life += fmt::format(", in place of buf{}", plan.in_place_of[b]);
     out += fmt::format("buf{} {} {}: {}{} ({})\n", b, loop::role_name(buf.role), buf.name, dtype_name(buf.dtype),
                        shape_str(buf.sizes), life);
   }

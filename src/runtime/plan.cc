@@ -96,6 +96,11 @@ std::vector<Tensor> Plan::run(const TensorMap& inputs, const TensorMap& weights)
   }
   for (size_t k = 0; k < kernels.size(); ++k) {
     for (int b : allocate_before[k]) {
+      if (int a = memory.in_place_of[static_cast<size_t>(b)]; a >= 0) {  // overwrites its dying operand
+        held[static_cast<size_t>(b)] = held[static_cast<size_t>(a)];
+        ptrs[static_cast<size_t>(b)] = ptrs[static_cast<size_t>(a)];
+        continue;
+      }
       int64_t bytes = bytes_of(buffers[static_cast<size_t>(b)]);
       auto fit = pool.end();  // the smallest free block that holds it
       for (auto it = pool.begin(); it != pool.end(); ++it)

@@ -2,6 +2,7 @@
 // lifetimes and reuse), the printed plan, and the split of kernels into translation units.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <set>
 
@@ -67,6 +68,31 @@ TEST(MemoryPlan, ReusedMemoryGivesTheReferenceResult) {
   Tensor got = exe.run(inputs, {})[0].contiguous_copy();
   Tensor want = evaluate_reference(g, inputs)[0];
   for (int64_t i = 0; i < got.numel(); ++i) ASSERT_NEAR(got.load(i), want.load(i), 1e-4) << i;
+}
+
+// exp(%a) is realized for the matrix products, and %a dies there: the exp overwrites it.
+TEST(MemoryPlan, ElementwiseResultOverwritesADyingOperand) {
+  const char* text =
+      "graph t {\n  %x = input() : f32[16, 16]\n  %w = input() : f32[16, 16]\n  %a = mm(%x, %w)\n  %b = exp(%a)\n"
+      "  %c = mm(%b, %w)\n  %d = mm(%w, %b)\n  %e = add.Tensor(%c, %d)\n  return %e\n}\n";
+  Graph g = parse_graph(text);
+  Generated gen = generate(g);
+  MemoryPlan plan = plan_memory(gen.lowered);
+  const auto& buffers = gen.lowered.program.buffers;
+  int a = -1, b = -1;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    if (buffers[i].name == "a") a = static_cast<int>(i);
+    if (buffers[i].name == "b") b = static_cast<int>(i);
+  }
+  ASSERT_GE(a, 0);
+  ASSERT_GE(b, 0) << loop::to_string(gen.lowered.program);
+  EXPECT_EQ(plan.in_place_of[static_cast<size_t>(b)], a) << describe_plan(gen.lowered);
+  EXPECT_NE(describe_plan(gen.lowered).find("in place of buf" + std::to_string(a)), std::string::npos);
+  Executable exe = compile(g, {.cache_dir = (std::filesystem::temp_directory_path() / "coil_plan_test").string()});
+  TensorMap inputs = random_inputs(g, 3);
+  Tensor got = exe.run(inputs, {})[0].contiguous_copy();
+  Tensor want = evaluate_reference(g, inputs)[0];
+  for (int64_t i = 0; i < got.numel(); ++i) ASSERT_NEAR(got.load(i), want.load(i), 1e-3 * (1 + std::abs(want.load(i)))) << i;
 }
 
 TEST(TranslationUnits, PartitionCoversEveryKernelOnceAndIsDeterministic) {
