@@ -10,7 +10,7 @@
 namespace coil::loop {
 
 const char* reduce_name(ReduceKind k) {
-  static constexpr const char* names[] = {"sum", "prod", "max", "min", "argmax", "argmin"};
+  static constexpr const char* names[] = {"sum", "prod", "max", "min", "argmax", "argmin", "welford_mean", "welford_m2"};
   return names[static_cast<size_t>(k)];
 }
 
@@ -136,6 +136,19 @@ void verify(const Program& p) {
     COIL_CHECK(!k.stores.empty()) << k.name << ": a kernel without stores";
     COIL_CHECK(k.reductions.empty() || !k.inner.empty()) << k.name << ": reductions need an inner loop";
     for (const auto& r : k.reductions) COIL_CHECK(r.scan == is_scan(k)) << k.name << ": scans mixed with reductions";
+    for (size_t i = 0; i < k.reductions.size(); ++i) {
+      const auto& r = k.reductions[i];
+      bool pair_start = r.kind == ReduceKind::welford_mean;
+      bool pair_end = r.kind == ReduceKind::welford_m2;
+      if (pair_start) {
+        COIL_CHECK(i + 1 < k.reductions.size() && k.reductions[i + 1].kind == ReduceKind::welford_m2 &&
+                   same(k.reductions[i + 1].value, r.value) && is_float(r.acc) && !r.scan)
+            << k.name << ": welford_mean must be followed by welford_m2 of the same float value";
+      }
+      if (pair_end) {
+        COIL_CHECK(i > 0 && k.reductions[i - 1].kind == ReduceKind::welford_mean) << k.name << ": lone welford_m2";
+      }
+    }
     for (size_t i = 0; i < k.reductions.size(); ++i)
       check_expr(p, k.reductions[i].value, k.outer.size(), k.inner.size(), i, k.name);
     for (const auto& st : k.stores) {

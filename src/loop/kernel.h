@@ -13,7 +13,9 @@
 
 namespace coil::loop {
 
-enum class ReduceKind : uint8_t { sum, prod, max, min, argmax, argmin };
+// welford_mean and welford_m2 come as a pair of adjacent steps over the same value: one pass of
+// Welford's algorithm gives the mean and the sum of squared deviations from it (M2).
+enum class ReduceKind : uint8_t { sum, prod, max, min, argmax, argmin, welford_mean, welford_m2 };
 const char* reduce_name(ReduceKind k);
 
 struct ReduceStep {

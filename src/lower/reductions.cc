@@ -78,18 +78,23 @@ class ReductionBuilder {
   loop::LoopKernel kernel_;
 };
 
-// (x - mean) * rstd over one row, with the row's mean and 1/sqrt(var + eps) (two passes
-// over the row: mean first, then the centered squares).
+// A row's mean and M2 (sum of squared deviations) by Welford's algorithm: one pass.
+std::pair<ExprRef, ExprRef> welford(ReductionBuilder& b, const ExprRef& x, DType acc) {
+  ExprRef mean = b.reduce(loop::ReduceKind::welford_mean, x, acc);
+  ExprRef m2 = b.reduce(loop::ReduceKind::welford_m2, x, acc);
+  return {mean, m2};
+}
+
+// (x - mean) * rstd over one row, with the row's mean and 1/sqrt(var + eps): the statistics in
+// one Welford pass, the normalized row in a second.
 struct Standardized {
   ExprRef y, mean, rstd;
 };
 Standardized standardize(ReductionBuilder& b, const ExprRef& x, const SymInt& n, double eps, DType acc) {
-  ExprRef count = cast(Expr::index(n), acc);
-  ExprRef mean = op(LoopOp::Div, {b.reduce(loop::ReduceKind::sum, x, acc), count});
-  ExprRef centered = op(LoopOp::Sub, {x, mean});
-  ExprRef var = op(LoopOp::Div, {b.reduce(loop::ReduceKind::sum, op(LoopOp::Mul, {centered, centered}), acc), count});
+  auto [mean, m2] = welford(b, x, acc);
+  ExprRef var = op(LoopOp::Div, {m2, cast(Expr::index(n), acc)});
   ExprRef rstd = op(LoopOp::Rsqrt, {op(LoopOp::Add, {var, k(eps, acc)})});
-  return {op(LoopOp::Mul, {centered, rstd}), mean, rstd};
+  return {op(LoopOp::Mul, {op(LoopOp::Sub, {x, mean}), rstd}), mean, rstd};
 }
 
 std::vector<Value> reductions(Context& c, const Node& n, const ArgReader& args) {
@@ -155,9 +160,7 @@ std::vector<Value> reductions(Context& c, const Node& n, const ArgReader& args) 
     }
     case OpKind::VarCorrection: {
       ExprRef count = cast(Expr::index(nest.count), acc);
-      ExprRef mean = op(LoopOp::Div, {b.reduce(RK::sum, x, acc), count});
-      ExprRef d = op(LoopOp::Sub, {cast(x, acc), mean});
-      ExprRef ss = b.reduce(RK::sum, op(LoopOp::Mul, {d, d}), acc);
+      ExprRef ss = welford(b, cast(x, acc), acc).second;
       double correction = args.is_none("correction") ? 1.0 : args.real("correction");
       ExprRef denom = op(LoopOp::Maximum, {op(LoopOp::Sub, {count, k(correction, acc)}), k(0, acc)});
       values = {b.store(0, op(LoopOp::Div, {ss, denom}), nest.out_index, false)};

@@ -77,5 +77,21 @@ TEST(LoopIR, VerifierRejectsBrokenKernels) {
   EXPECT_THROW(verify(p), Error) << "f32 stored into f16";
 }
 
+TEST(LoopIR, WelfordStepsComeInPairsOverOneValue) {
+  Program p = softmax_program();
+  auto& k = std::get<LoopKernel>(p.kernels[0]);
+  ExprRef x = Expr::load(0, var("x0") * var("C") + var("r0"), DType::f32);
+  k.reductions = {{ReduceKind::welford_mean, x, DType::f32}, {ReduceKind::welford_m2, x, DType::f32}};
+  EXPECT_NO_THROW(verify(p));
+  EXPECT_NE(to_string(p).find("reduced1 = welford_m2<f32>"), std::string::npos) << to_string(p);
+  k.reductions = {{ReduceKind::welford_mean, x, DType::f32}, {ReduceKind::sum, x, DType::f32}};
+  EXPECT_THROW(verify(p), Error) << "mean without M2";
+  k.reductions = {{ReduceKind::sum, x, DType::f32}, {ReduceKind::welford_m2, x, DType::f32}};
+  EXPECT_THROW(verify(p), Error) << "M2 without mean";
+  ExprRef other = Expr::apply(LoopOp::Neg, {x});
+  k.reductions = {{ReduceKind::welford_mean, x, DType::f32}, {ReduceKind::welford_m2, other, DType::f32}};
+  EXPECT_THROW(verify(p), Error) << "the pair reduces different values";
+}
+
 }  // namespace
 }  // namespace coil::loop

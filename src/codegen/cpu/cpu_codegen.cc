@@ -317,11 +317,54 @@ class KernelEmitter {
     close_inner(in);
   }
 
-  // The end of the pass of reduction steps starting at `first`.
+  // The end of the pass of reduction steps starting at `first`. A Welford pair is a pass of its
+  // own.
   size_t pass_end(size_t first) const {
+    auto welford = [&](size_t i) { return k_.reductions[i].kind == ReduceKind::welford_mean; };
+    if (welford(first)) return first + 2;
     size_t end = first + 1;
-    while (end < k_.reductions.size() && !reads_slot_from(k_.reductions[end].value, static_cast<int>(first))) ++end;
+    while (end < k_.reductions.size() && !welford(end) && !reads_slot_from(k_.reductions[end].value, static_cast<int>(first))) ++end;
     return end;
+  }
+
+  // A Welford pair (mean in acc<i>, M2 in acc<i+1>). Over one inner dim it runs in blocks: each
+  // block's mean and M2 come from two vectorized passes over the block (in L1), then merge into
+  // the running ones (Chan et al.), so memory is read once and the loops still vectorize. Over
+  // several inner dims it is the scalar update.
+  void welford_pass(size_t i, const std::string& indent, std::vector<std::string>& lines) {
+    constexpr int kBlock = 512;
+    const auto& r = k_.reductions[i];
+    std::string t = value_type(r.acc), mean = fmt::format("acc{}", i), m2 = fmt::format("acc{}", i + 1);
+    out("{}{} {} = 0, {} = 0; int64_t {}_n = 0;", indent, t, mean, m2, mean);
+    if (k_.inner.size() != 1) {
+      std::string in = open_inner(indent);
+      printer_->reset();
+      std::string v = printer_->emit(r.value, lines, in);
+      flush(lines);
+      out("{}coil_rt::welford_merge({}, {}, {}_n, {}, {}(0), int64_t(1));", in, mean, m2, mean, v, t);
+      close_inner(in);
+    } else {
+      std::string rv = loop::reduce_var(0), extent = index_expr(k_.inner[0]);
+      out("{}for (int64_t rb = 0; rb < {}; rb += {}) {{", indent, extent, kBlock);
+      std::string in = indent + "  ";
+      out("{}const int64_t re = coil_rt::imin({}, rb + {});", in, extent, kBlock);
+      out("{}{} s = 0, q = 0;", in, t);
+      for (int round = 0; round < 2; ++round) {
+        out("{}#pragma omp simd reduction(+:{})", in, round == 0 ? "s" : "q");
+        out("{}for (int64_t {} = rb; {} < re; ++{}) {{", in, rv, rv, rv);
+        printer_->reset();
+        std::string v = printer_->emit(r.value, lines, in + "  ");
+        flush(lines);
+        if (round == 0) out("{}  s += {};", in, v);
+        else out("{}  const {} d = {} - s / {}(re - rb);\n{}  q += d * d;", in, t, v, t, in);
+        out("{}}}", in);
+      }
+      out("{}coil_rt::welford_merge({}, {}, {}_n, s / {}(re - rb), q, re - rb);", in, mean, m2, mean, t);
+      out("{}}}", indent);
+    }
+    out("{}if ({}_n == 0) {} = {}(__builtin_nan(\"\"));  // the mean of nothing, as in PyTorch", indent, mean, mean, t);
+    printer_->reduced[static_cast<int>(i)] = mean;
+    printer_->reduced[static_cast<int>(i) + 1] = m2;
   }
 
   static bool reads_slot_from(const loop::ExprRef& e, int first) {
@@ -356,6 +399,8 @@ class KernelEmitter {
             cmp, acc, acc, v, acc, index_expr(linear));
         break;
       }
+      case ReduceKind::welford_mean:
+      case ReduceKind::welford_m2: COIL_CHECK(false) << "Welford steps run in welford_pass"; break;
     }
   }
 
@@ -368,6 +413,11 @@ class KernelEmitter {
     size_t n = k_.reductions.size();
     for (size_t first = 0; first < n;) {
       size_t end = pass_end(first);
+      if (k_.reductions[first].kind == ReduceKind::welford_mean) {
+        welford_pass(first, indent, lines);
+        first = end;
+        continue;
+      }
       std::vector<std::string> clauses;
       for (size_t i = first; i < end; ++i) {
         const auto& r = k_.reductions[i];

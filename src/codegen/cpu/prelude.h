@@ -174,6 +174,14 @@ inline int64_t check_index(int64_t i, int64_t n, int64_t* E) {
   __atomic_store_n(&E[0], 1, __ATOMIC_RELAXED);
   return 0;
 }
+// Merges a block's count, mean and M2 into running ones (Chan, Golub and LeVeque).
+template <typename T> inline void welford_merge(T& mean, T& m2, int64_t& n, T block_mean, T block_m2, int64_t block_n) {
+  int64_t total = n + block_n;
+  T delta = block_mean - mean;
+  mean += delta * T(block_n) / T(total);
+  m2 += block_m2 + delta * delta * T(n) * T(block_n) / T(total);
+  n = total;
+}
 inline int64_t idx_floordiv(int64_t a, int64_t b) { return floor_div_int(a, b); }
 inline int64_t idx_mod(int64_t a, int64_t b) { return remainder_int(a, b); }
 
