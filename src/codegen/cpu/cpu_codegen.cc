@@ -220,9 +220,15 @@ class KernelEmitter {
     }
   }
 
+  // The constant stride of `var` in `offset`, if it has one. Indices of a zero-size tensor can
+  // hold `% 0` (never evaluated: the loop is empty), which substituting would fold: no stride.
   static std::optional<int64_t> coefficient(const SymInt& offset, const std::string& var) {
-    SymInt d = coil::substitute(offset, {{var, SymInt(1)}}) - coil::substitute(offset, {{var, SymInt(0)}});
-    return d.constant();
+    try {
+      SymInt d = coil::substitute(offset, {{var, SymInt(1)}}) - coil::substitute(offset, {{var, SymInt(0)}});
+      return d.constant();
+    } catch (const Error&) {
+      return std::nullopt;
+    }
   }
 
   static void collect_load_exprs(const loop::ExprRef& e, std::vector<loop::ExprRef>& out) {
