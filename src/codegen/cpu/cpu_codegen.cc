@@ -103,13 +103,7 @@ class KernelEmitter {
       std::string collapse = parallel > 1 ? fmt::format(" collapse({})", parallel) : "";
       out("  #pragma omp parallel for{} if({} >= {})", collapse, index_expr(outer_total * inner_total), kParallelThreshold);
     }
-    if (!k_.outer.empty()) {
-      for (size_t d = 0; d < k_.outer.size(); ++d) {
-        out("{}for (int64_t {} = 0; {} < {}; ++{}) {{", indent, loop::loop_var(static_cast<int>(d)), loop::loop_var(static_cast<int>(d)),
-            index_expr(k_.outer[d]), loop::loop_var(static_cast<int>(d)));
-        indent += "  ";
-      }
-    }
+    open_outer(k_.outer.size(), indent);
     body(indent);
     for (size_t d = k_.outer.size(); d-- > 0;) {
       indent.resize(indent.size() - 2);
@@ -196,11 +190,7 @@ class KernelEmitter {
     size_t m = k_.outer.size();
     out("  #pragma omp parallel for collapse({}) if({} >= {})", m, work, kParallelThreshold);
     std::string indent = "  ";
-    for (size_t d = 0; d + 2 < m; ++d) {
-      out("{}for (int64_t {} = 0; {} < {}; ++{}) {{", indent, loop::loop_var(static_cast<int>(d)), loop::loop_var(static_cast<int>(d)),
-          index_expr(k_.outer[d]), loop::loop_var(static_cast<int>(d)));
-      indent += "  ";
-    }
+    open_outer(m - 2, indent);
     for (size_t d = m - 2; d < m; ++d) {
       out("{}for (int64_t {}b = 0; {}b < {}; {}b += {}) {{", indent, loop::loop_var(static_cast<int>(d)),
           loop::loop_var(static_cast<int>(d)), index_expr(k_.outer[d]), loop::loop_var(static_cast<int>(d)), kTile);
@@ -246,11 +236,7 @@ class KernelEmitter {
     std::string collapse = m > 1 ? fmt::format(" collapse({})", m) : "";
     out("  #pragma omp parallel for{} if({} >= {})", collapse, work, kParallelThreshold);
     std::string indent = "  ";
-    for (size_t d = 0; d + 1 < m; ++d) {
-      out("{}for (int64_t {} = 0; {} < {}; ++{}) {{", indent, loop::loop_var(static_cast<int>(d)), loop::loop_var(static_cast<int>(d)),
-          index_expr(k_.outer[d]), loop::loop_var(static_cast<int>(d)));
-      indent += "  ";
-    }
+    open_outer(m - 1, indent);
     out("{}for (int64_t xb = 0; xb < {}; xb += {}) {{", indent, extent, kTile);
     indent += "  ";
     out("{}const int64_t xe = coil_rt::imin({}, xb + {});", indent, extent, kTile);
@@ -279,6 +265,15 @@ class KernelEmitter {
     while (indent.size() > 2) {
       indent.resize(indent.size() - 2);
       out("{}}}", indent);
+    }
+  }
+
+  // Opens the loops over the first `count` outer variables, deepening `indent`.
+  void open_outer(size_t count, std::string& indent) {
+    for (size_t d = 0; d < count; ++d) {
+      std::string v = loop::loop_var(static_cast<int>(d));
+      out("{}for (int64_t {} = 0; {} < {}; ++{}) {{", indent, v, v, index_expr(k_.outer[d]), v);
+      indent += "  ";
     }
   }
 
