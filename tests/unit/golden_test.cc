@@ -35,7 +35,8 @@ kernel k0_y outer=[N] inner=[8]  # from y
 TEST(Golden, BiasSoftmaxCpuCode) {
   Generated g = generate(parse_graph(kGraph));
   ASSERT_EQ(g.source.bodies.size(), 1u);
-  EXPECT_EQ(g.source.bodies[0] + "\n", R"golden(extern "C" void k0_y(void* const* B, const int64_t* S, int64_t* E) {
+  EXPECT_EQ(g.source.bodies[0] + "\n", R"golden(// computes %y
+extern "C" void k0_y(void* const* B, const int64_t* S, int64_t* E) {
   (void)E;
   float* __restrict__ b0 = static_cast<float*>(B[0]);
   float* __restrict__ b1 = static_cast<float*>(B[1]);

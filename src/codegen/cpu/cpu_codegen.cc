@@ -74,6 +74,7 @@ class KernelEmitter {
     }
     for (const auto& d : k_.outer) d.collect_symbols(used);
     for (const auto& d : k_.inner) d.collect_symbols(used);
+    out("// computes %{}", fmt::join(k_.origins, ", %"));
     out("extern \"C\" void {}(void* const* B, const int64_t* S, int64_t* E) {{", k_.name);
     out("  (void)E;");
     (void)symbols_;
