@@ -16,7 +16,9 @@
 #include <thread>
 #include <unordered_map>
 
+#include "build/failure.h"
 #include "build/host_isa.h"
+#include "build/parallel.h"
 #include "build/process.h"
 #include "coil/io.h"
 #include "support/check.h"
@@ -24,9 +26,6 @@
 namespace coil::build {
 
 namespace {
-
-constexpr size_t kMaxLogLines = 60;
-constexpr size_t kMaxLogChars = 8000;
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -66,43 +65,22 @@ void replace_all(std::string& text, std::string_view from, std::string_view to) 
   }
 }
 
-// The first lines of the log: a compiler's first error is the one that matters, and a template
-// error can run to megabytes.
-std::string trim_log(const std::string& log, const std::string& full_log_path) {
-  size_t end = 0, lines = 0;
-  while (end < log.size() && lines < kMaxLogLines && end < kMaxLogChars) {
-    size_t newline = log.find('\n', end);
-    end = newline == std::string::npos ? log.size() : newline + 1;
-    ++lines;
-  }
-  end = std::min(end, kMaxLogChars);
-  if (end >= log.size()) return log;
-  return log.substr(0, end) + fmt::format("\n... (log trimmed; all of it is in {})\n", full_log_path);
-}
-
 [[noreturn]] void report_compile_failure(const std::string& source, const CpuBuildOptions& options,
                                          const std::string& key, const std::vector<std::string>& argv,
                                          const std::string& temp_source, const ProcessResult& result) {
   std::string folder = options.cache.dir() + "/failed";
   std::string kept_source = folder + "/" + key + ".cc";
-  std::string kept_log = folder + "/" + key + ".log";
   // The log should point at the file the user can open, not at the deleted scratch copy.
   std::string log = result.err + result.out;
   replace_all(log, temp_source, kept_source);
   // The command as the user can rerun it on the kept file.
   std::vector<std::string> rerun = argv;
   std::replace(rerun.begin(), rerun.end(), temp_source, kept_source);
-  rerun.back() = folder + "/" + key + ".so";
-  std::string kept_note = kept_source;
-  try {
-    std::filesystem::create_directories(folder);
-    write_file_atomic(kept_source, source);
-    write_file_atomic(kept_log, command_line(rerun) + "\n" + log);
-  } catch (const std::exception& e) {
-    kept_note = fmt::format("(could not be kept: {})", e.what());
-  }
+  auto output = std::find(rerun.begin(), rerun.end(), std::string("-o"));
+  if (output != rerun.end() && output + 1 != rerun.end()) *(output + 1) = folder + "/" + key + ".so";
+  KeptFailure kept = keep_failure(options.cache, key, ".cc", source, command_line(rerun) + "\n" + log);
   fail("the C++ compiler failed on generated code ({})\n  compiler: {}\n  source kept at: {}\n  to rerun: {}\n{}",
-       result.status_text(), options.compiler.id, kept_note, command_line(rerun), trim_log(log, kept_log));
+       result.status_text(), options.compiler.id, kept.source, command_line(rerun), trim_log(log, kept.log));
 }
 
 std::shared_ptr<CompiledLibrary> compile_and_store(const std::string& source, const CpuBuildOptions& options,
@@ -224,29 +202,9 @@ std::vector<std::shared_ptr<CompiledLibrary>> compile_cpu_libraries(const std::v
 
   std::vector<std::shared_ptr<CompiledLibrary>> built(unique.size());
   std::vector<BuildStats> built_stats(unique.size());
-  std::vector<std::exception_ptr> errors(unique.size());
-  std::atomic<size_t> next{0};
-  std::atomic<bool> failed{false};
-  auto work = [&] {
-    for (size_t slot = next++; slot < unique.size() && !failed; slot = next++) {
-      try {
-        built[slot] = compile_cpu_library(sources[unique[slot]], options, &built_stats[slot]);
-      } catch (...) {
-        errors[slot] = std::current_exception();
-        failed = true;
-      }
-    }
-  };
-  size_t workers = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), unique.size());
-  if (workers <= 1) {
-    work();
-  } else {
-    std::vector<std::jthread> pool;
-    for (size_t i = 0; i < workers; ++i) pool.emplace_back(work);
-  }  // the jthreads join here
-  for (const auto& error : errors) {
-    if (error) std::rethrow_exception(error);
-  }
+  run_parallel(unique.size(), [&](size_t slot) {
+    built[slot] = compile_cpu_library(sources[unique[slot]], options, &built_stats[slot]);
+  });
 
   std::vector<std::shared_ptr<CompiledLibrary>> libraries(sources.size());
   if (stats) stats->assign(sources.size(), BuildStats{});
