@@ -65,7 +65,8 @@ std::vector<Tensor> creation(const NodeEval& e) {
 
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
-double unary(const NodeEval& e, double x, DType in) {
+// Unary ops in a floating computation type (integer and bool ones take unary_int).
+double unary(const NodeEval& e, double x) {
   switch (e.op()) {
     case OpKind::Abs: return std::fabs(x);
     case OpKind::Neg: return -x;
@@ -106,7 +107,7 @@ double unary(const NodeEval& e, double x, DType in) {
     case OpKind::Ceil: return std::ceil(x);
     case OpKind::Round: return std::nearbyint(x);  // half to even
     case OpKind::Trunc: return std::trunc(x);
-    case OpKind::Sign: return in == DType::b8 ? x : static_cast<double>((x > 0) - (x < 0));
+    case OpKind::Sign: return static_cast<double>((x > 0) - (x < 0));
     case OpKind::Isnan: return std::isnan(x);
     case OpKind::Isinf: return std::isinf(x);
     case OpKind::LogicalNot: return x == 0;
@@ -162,9 +163,8 @@ int64_t ipow(int64_t base, int64_t exp) {
   return static_cast<int64_t>(result);
 }
 
+// Binary ops in a floating computation type (integer and bool ones take binary_int).
 double binary(const NodeEval& e, double a, double b, DType compute) {
-  bool integral = is_integral(compute, true);
-  auto as_int = [](double v) { return static_cast<int64_t>(v); };
   switch (e.op()) {
     // alpha is converted to the computation type first (a bool alpha of -1 is true).
     case OpKind::AddTensor: case OpKind::AddScalar: return a + opmath_round(e.real("alpha"), compute) * b;
@@ -174,26 +174,14 @@ double binary(const NodeEval& e, double a, double b, DType compute) {
     case OpKind::DivTensorMode: case OpKind::DivScalarMode: {
       auto mode = e.opt_str("rounding_mode");
       if (!mode) return a / b;
-      if (integral) {
-        int64_t x = as_int(a), y = checked_divisor(as_int(b));
-        return static_cast<double>(*mode == "trunc" ? x / y : floor_div_int(x, y));
-      }
       return *mode == "trunc" ? std::trunc(a / b) : floor_div_real(a, b);
     }
     case OpKind::PowTensorTensor: case OpKind::PowTensorScalar: case OpKind::PowScalar:
-      if (integral) return static_cast<double>(ipow(as_int(a), as_int(b)));
       // ATen computes a Scalar exponent of +-0.5 as sqrt / rsqrt: pow(-inf, 0.5) is then nan.
       if (e.op() == OpKind::PowTensorScalar && std::fabs(b) == 0.5) return b > 0 ? std::sqrt(a) : 1.0 / std::sqrt(a);
       return std::pow(a, b);
-    case OpKind::RemainderTensor: case OpKind::RemainderScalar:
-      if (integral) {
-        int64_t x = as_int(a), y = checked_divisor(as_int(b));
-        return static_cast<double>(x - floor_div_int(x, y) * y);
-      }
-      return remainder_real(a, b);
-    case OpKind::FmodTensor: case OpKind::FmodScalar:
-      if (integral) return static_cast<double>(as_int(a) % checked_divisor(as_int(b)));
-      return std::fmod(a, b);
+    case OpKind::RemainderTensor: case OpKind::RemainderScalar: return remainder_real(a, b);
+    case OpKind::FmodTensor: case OpKind::FmodScalar: return std::fmod(a, b);
     case OpKind::Maximum: return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
     case OpKind::Minimum: return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
     case OpKind::Atan2: return std::atan2(a, b);
@@ -206,12 +194,9 @@ double binary(const NodeEval& e, double a, double b, DType compute) {
     case OpKind::LogicalAnd: return (a != 0) && (b != 0);
     case OpKind::LogicalOr: return (a != 0) || (b != 0);
     case OpKind::LogicalXor: return (a != 0) != (b != 0);
-    case OpKind::BitwiseAndTensor: case OpKind::BitwiseAndScalar: return static_cast<double>(as_int(a) & as_int(b));
-    case OpKind::BitwiseOrTensor: case OpKind::BitwiseOrScalar: return static_cast<double>(as_int(a) | as_int(b));
-    case OpKind::BitwiseXorTensor: case OpKind::BitwiseXorScalar: return static_cast<double>(as_int(a) ^ as_int(b));
     default: break;
   }
-  COIL_CHECK(false) << "no binary evaluator for " << e.op_name();
+  COIL_CHECK(false) << "no floating-point evaluator for " << e.op_name() << " in " << dtype_name(compute);
 }
 
 // The dtype operands are converted to before computing: the float output type of ops that
@@ -368,10 +353,7 @@ std::vector<Tensor> pointwise(const NodeEval& e) {
     }
     double r;
     switch (schema.family) {
-      case OpFamily::unary:
-        r = e.op() == OpKind::BitwiseNot ? (compute == DType::b8 ? (x[0] == 0) : static_cast<double>(~static_cast<int64_t>(x[0])))
-                                         : unary(e, x[0], compute);
-        break;
+      case OpFamily::unary: r = unary(e, x[0]); break;
       case OpFamily::binary: r = binary(e, x[0], x[1], compute); break;
       default:
         if (condition) {

@@ -54,17 +54,17 @@ MemoryPlan plan_memory(const LoweredGraph& lowered) {
       }
   }
   plan.in_place_of.assign(n, -1);
+  std::vector<bool> taken_over(n, false);  // its memory lives on in the buffer written over it
   for (size_t s = 0; s < program.kernels.size(); ++s) {
-    int b = -1, a = in_place_candidate(program, s, plan);
-    if (a >= 0) b = plan.writes[s][0];
-    if (b >= 0) plan.in_place_of[static_cast<size_t>(b)] = a;
+    int a = in_place_candidate(program, s, plan);
+    if (a < 0) continue;
+    plan.in_place_of[static_cast<size_t>(plan.writes[s][0])] = a;
+    taken_over[static_cast<size_t>(a)] = true;
   }
   plan.release_after.resize(program.kernels.size());
-  for (size_t b = 0; b < n; ++b) {
-    if (program.buffers[b].role != loop::Buffer::Role::temporary || plan.last_use[b] < 0) continue;
-    bool taken_over = std::find(plan.in_place_of.begin(), plan.in_place_of.end(), static_cast<int>(b)) != plan.in_place_of.end();
-    if (!taken_over) plan.release_after[static_cast<size_t>(plan.last_use[b])].push_back(static_cast<int>(b));
-  }
+  for (size_t b = 0; b < n; ++b)
+    if (program.buffers[b].role == loop::Buffer::Role::temporary && plan.last_use[b] >= 0 && !taken_over[b])
+      plan.release_after[static_cast<size_t>(plan.last_use[b])].push_back(static_cast<int>(b));
   return plan;
 }
 

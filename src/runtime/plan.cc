@@ -67,9 +67,10 @@ std::vector<Tensor> Plan::run(const TensorMap& inputs, const TensorMap& weights)
   // Buffers no step touches (a per-row result that fusion kept in registers) get no memory.
   // Outputs and constants are allocated up front; temporaries just before their first step,
   // from the memory of temporaries already dead when it fits.
-  auto bytes_of = [&](const loop::Buffer& buf) {
+  // Storage elements a buffer's layout addresses (at least one).
+  auto elements_of = [&](const loop::Buffer& buf) {
     int64_t span = span_of(eval_all(buf.sizes, symbols), eval_all(buf.strides, symbols), buf.offset.eval(symbols));
-    return std::max<int64_t>(span, 1) * static_cast<int64_t>(dtype_size(buf.dtype));
+    return std::max<int64_t>(span, 1);
   };
   std::vector<std::vector<int>> allocate_before(kernels.size());
   std::vector<Tensor> pool;  // dead temporaries' memory (u8, flat)
@@ -79,20 +80,16 @@ std::vector<Tensor> Plan::run(const TensorMap& inputs, const TensorMap& weights)
       ptrs[b] = held[b].data();
       continue;
     }
-    bool is_output = std::find(lowered.output_buffers.begin(), lowered.output_buffers.end(), static_cast<int>(b)) !=
-                     lowered.output_buffers.end();
-    if (memory.first_use[b] < 0 && !is_output) continue;
+    if (memory.first_use[b] < 0 && buf.role != loop::Buffer::Role::output) continue;
     if (buf.role == loop::Buffer::Role::temporary) {
       allocate_before[static_cast<size_t>(memory.first_use[b])].push_back(static_cast<int>(b));
       continue;
     }
     // Kernels write every element they later read; only constants start with values.
-    auto sizes = eval_all(buf.sizes, symbols), strides = eval_all(buf.strides, symbols);
-    int64_t offset = buf.offset.eval(symbols);
-    Tensor flat = Tensor::empty_strided(buf.dtype, {std::max<int64_t>(span_of(sizes, strides, offset), 1)}, {1});
+    Tensor flat = Tensor::empty_strided(buf.dtype, {elements_of(buf)}, {1});
     for (size_t i = 0; i < buf.data.size(); ++i) flat.store(static_cast<int64_t>(i), buf.data[i]);
     ptrs[b] = flat.data();
-    held[b] = flat.view(sizes, strides, offset);
+    held[b] = flat.view(eval_all(buf.sizes, symbols), eval_all(buf.strides, symbols), buf.offset.eval(symbols));
   }
   for (size_t k = 0; k < kernels.size(); ++k) {
     for (int b : allocate_before[k]) {
@@ -101,7 +98,8 @@ std::vector<Tensor> Plan::run(const TensorMap& inputs, const TensorMap& weights)
         ptrs[static_cast<size_t>(b)] = ptrs[static_cast<size_t>(a)];
         continue;
       }
-      int64_t bytes = bytes_of(buffers[static_cast<size_t>(b)]);
+      const loop::Buffer& buf = buffers[static_cast<size_t>(b)];
+      int64_t bytes = elements_of(buf) * static_cast<int64_t>(dtype_size(buf.dtype));
       auto fit = pool.end();  // the smallest free block that holds it
       for (auto it = pool.begin(); it != pool.end(); ++it)
         if (it->numel() >= bytes && (fit == pool.end() || it->numel() < fit->numel())) fit = it;

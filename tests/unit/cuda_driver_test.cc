@@ -76,6 +76,9 @@ TEST_F(FakeDriver, ReadsDeviceFactsThroughGetProcAddress) {
   EXPECT_TRUE(info.tma);
   EXPECT_EQ(info.arch(), "sm_90a");
   EXPECT_NE(info.str().find("132 SMs"), std::string::npos) << info.str();
+  EXPECT_NE(driver->entry("cuDeviceGetName"), nullptr);
+  EXPECT_EQ(driver->entry("cuNoSuchCall", false), nullptr);
+  EXPECT_THROW(driver->entry("cuNoSuchCall"), Error);
 }
 
 TEST_F(FakeDriver, FailingCallsNameTheCallTheErrorAndItsMeaning) {

@@ -77,7 +77,6 @@ class KernelEmitter {
     out("// computes %{}", fmt::join(k_.origins, ", %"));
     out("extern \"C\" void {}(void* const* B, const int64_t* S, int64_t* E) {{", k_.name);
     out("  (void)E;");
-    (void)symbols_;
     for (int b : buffers) {
       const loop::Buffer& buf = p_.buffers[static_cast<size_t>(b)];
       out("  {}* __restrict__ b{} = static_cast<{}*>(B[{}]);", storage_type(buf.dtype), b, storage_type(buf.dtype), b);
@@ -85,14 +84,9 @@ class KernelEmitter {
     for (size_t i = 0; i < symbols_.size(); ++i)
       if (std::find(used.begin(), used.end(), symbols_[i]) != used.end())
         out("  const int64_t {} = S[{}];", symbol_name(symbols_[i]), i);
-    SymInt outer_total = product(k_.outer), inner_total = k_.inner.empty() ? SymInt(1) : product(k_.inner);
-    if (column_reduction()) {
-      column_body(index_expr(outer_total * inner_total));
-      out("}}");
-      return text_;
-    }
-    if (transposing()) {
-      tiled_body(index_expr(outer_total));
+    std::string work = index_expr(product(k_.outer) * (k_.inner.empty() ? SymInt(1) : product(k_.inner)));
+    if (column_reduction() || transposing()) {
+      column_reduction() ? column_body(work) : tiled_body(work);
       out("}}");
       return text_;
     }
@@ -102,7 +96,7 @@ class KernelEmitter {
       // plain loop the compiler vectorizes.
       size_t parallel = k_.inner.empty() && k_.outer.size() > 1 ? k_.outer.size() - 1 : k_.outer.size();
       std::string collapse = parallel > 1 ? fmt::format(" collapse({})", parallel) : "";
-      out("  #pragma omp parallel for{} if({} >= {})", collapse, index_expr(outer_total * inner_total), kParallelThreshold);
+      out("  #pragma omp parallel for{} if({} >= {})", collapse, work, kParallelThreshold);
     }
     open_outer(k_.outer.size(), indent);
     body(indent);

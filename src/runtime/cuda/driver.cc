@@ -48,11 +48,7 @@ std::shared_ptr<const Driver> Driver::load() {
   a.get_proc_address = reinterpret_cast<decltype(a.get_proc_address)>(::dlsym(handle, "cuGetProcAddress_v2"));
   if (!a.get_proc_address) fail("the CUDA driver {} is too old: it has no cuGetProcAddress_v2 (CUDA 12 or later needed)", path);
   auto resolve = [&](const char* name, auto& fn, bool required = true) {
-    void* p = nullptr;
-    int status = 0;
-    int rc = a.get_proc_address(name, &p, kCudaVersion, 0, &status);
-    if ((rc != 0 || !p) && required) fail("the CUDA driver {} has no {} (cuGetProcAddress returned {})", path, name, rc);
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(d->entry(name, required));
   };
   resolve("cuInit", a.init);
   resolve("cuGetErrorName", a.error_name);
@@ -69,6 +65,14 @@ std::shared_ptr<const Driver> Driver::load() {
 
 Driver::~Driver() {
   if (handle_) ::dlclose(handle_);
+}
+
+void* Driver::entry(const char* name, bool required) const {
+  void* p = nullptr;
+  int status = 0;
+  int rc = api_->get_proc_address(name, &p, kCudaVersion, 0, &status);
+  if ((rc != 0 || !p) && required) fail("the CUDA driver has no {} (cuGetProcAddress returned {})", name, rc);
+  return rc == 0 ? p : nullptr;
 }
 
 void Driver::check(int rc, const char* call) const {

@@ -39,9 +39,11 @@ class Driver {
   DeviceInfo device_info(int ordinal) const;
   // Throws coil::Error "<call> failed: <NAME> (<description>)" unless rc is CUDA_SUCCESS.
   void check(int rc, const char* call) const;
+  // A driver entry point by its base name (cuGetProcAddress picks the current version, e.g.
+  // cuMemAlloc_v2); nullptr when absent and not `required`, else a coil::Error.
+  void* entry(const char* name, bool required = true) const;
 
   struct Api;
-  const Api& api() const { return *api_; }
 
  private:
   Driver() = default;
