@@ -16,6 +16,8 @@
 #include "schedule/fuse_epilogues.h"
 #include "driver/compile.h"
 #include "graph_passes/decompose.h"
+#include "build/nvrtc.h"
+#include "runtime/cuda/driver.h"
 
 namespace {
 
@@ -105,13 +107,71 @@ int check(const std::string& file) {
   return 0;
 }
 
-int compile(const std::string& file, const std::string& emit) {
-  coil::Generated gen = coil::generate(coil::parse_graph_file(file));
-  if (emit == "loop") std::cout << coil::loop::to_string(gen.lowered.program);
-  if (emit == "code") std::cout << gen.source.code();
-  if (emit == "plan") std::cout << coil::describe_plan(gen.lowered);
+struct CompileCmd {
+  std::vector<std::string> files;
+  std::string emit = "loop", device = "cpu", arch;
+  bool loops = false;
+};
+
+// The CUDA device to generate for: a preset when --arch names one, else the GPU.
+coil::cuda::DeviceInfo cuda_device(const std::string& arch) {
+  if (!arch.empty()) return coil::cuda::preset_device(arch);
+  try {
+    return coil::cuda::Driver::load()->device_info(0);
+  } catch (const coil::Error& e) {
+    throw coil::Error(std::string(e.what()) + " (pass --arch sm_90a or sm_80 to generate code without a GPU)");
+  }
+}
+
+// --emit cubin: every graph's CUDA code built with NVRTC, graphs bundled into units of a few
+// dozen (kernels renamed apart) that compile in parallel; one summary line.
+int build_cubins(const CompileCmd& c, const coil::Target& base) {
+  constexpr size_t kGraphsPerUnit = 48;
+  auto options = coil::build::CudaBuildOptions::detect(coil::build::ArtifactCache::from_environment(), base.device.arch());
+  std::vector<std::string> units;
+  size_t kernels = 0;
+  for (size_t i = 0; i < c.files.size(); ++i) {
+    coil::Target target = base;
+    if (c.files.size() > 1) target.kernel_prefix = fmt::format("g{}_", i);
+    coil::Generated gen = coil::generate(coil::parse_graph_file(c.files[i]), target);
+    if (i % kGraphsPerUnit == 0) units.push_back(gen.cuda.prelude);
+    for (const auto& body : gen.cuda.bodies) units.back() += body + "\n";
+    kernels += gen.cuda.kernels.size();
+  }
+  std::vector<coil::build::BuildStats> stats;
+  auto cubins = coil::build::compile_cubins(units, options, &stats);
+  size_t bytes = 0, hits = 0;
+  double seconds = 0;
+  for (size_t u = 0; u < units.size(); ++u) {
+    bytes += cubins[u].size();
+    seconds += stats[u].total_seconds;
+    hits += stats[u].cache_hit;
+  }
+  fmt::print("{} graph{}, {} kernels for {} (NVRTC {}): {} units, {} bytes of cubin, {:.1f} ms of NVRTC ({} units cached)\n",
+             c.files.size(), c.files.size() == 1 ? "" : "s", kernels, options.arch, options.nvrtc->version(), units.size(), bytes,
+             seconds * 1e3, hits);
   return 0;
 }
+
+int compile(const CompileCmd& c) {
+  coil::Target target;
+  target.externs_as_loops = c.loops;
+  if (c.device == "cuda") {
+    target.cuda = true;
+    target.device = cuda_device(c.arch);
+  }
+  if (c.emit == "cubin") {
+    if (!target.cuda) throw coil::Error("--emit cubin needs --device cuda");
+    return build_cubins(c, target);
+  }
+  if (c.files.size() != 1) throw coil::Error("only --emit cubin takes several graph files");
+  coil::Generated gen = coil::generate(coil::parse_graph_file(c.files[0]), target);
+  if (c.emit == "loop") std::cout << coil::loop::to_string(gen.lowered.program);
+  if (c.emit == "code") std::cout << (target.cuda ? gen.cuda.code() : gen.source.code());
+  if (c.emit == "plan") std::cout << coil::describe_plan(gen.lowered);
+  return 0;
+}
+
 
 int run(const RunOptions& o) {
   coil::Graph g = coil::parse_graph_file(o.file);
@@ -174,10 +234,15 @@ int main(int argc, char** argv) {
   auto* check_cmd = app.add_subcommand("check", "Verify a graph file and print it in normalized form");
   check_cmd->add_option("FILE", check_file, "graph file (.coil)")->required();
 
-  std::string compile_file, emit = "loop";
+  CompileCmd cc;
   auto* compile_cmd = app.add_subcommand("compile", "Compile a graph and print a stage of the pipeline");
-  compile_cmd->add_option("FILE", compile_file, "graph file (.coil)")->required();
-  compile_cmd->add_option("--emit", emit, "the stage to print")->check(CLI::IsMember({"loop", "code", "plan"}))->default_val("loop");
+  compile_cmd->add_option("FILE", cc.files, "graph file (.coil); several with --emit cubin")->required();
+  compile_cmd->add_option("--emit", cc.emit, "the stage to print (cubin: build the CUDA code with NVRTC and report)")
+      ->check(CLI::IsMember({"loop", "code", "plan", "cubin"}))
+      ->default_val("loop");
+  compile_cmd->add_option("--device", cc.device, "the target")->check(CLI::IsMember({"cpu", "cuda"}))->default_val("cpu");
+  compile_cmd->add_option("--arch", cc.arch, "CUDA architecture to generate for without a GPU (sm_90a, sm_80)");
+  compile_cmd->add_flag("--externs-as-loops", cc.loops, "write matrix products and convolutions as loop kernels");
 
   RunOptions run_options;
   auto* run_cmd = app.add_subcommand("run", "Run a graph on inputs (random from a seed unless --inputs is given)");
@@ -212,7 +277,7 @@ int main(int argc, char** argv) {
   try {
     if (*check_cmd) return check(check_file);
     if (*run_cmd) return run(run_options);
-    if (*compile_cmd) return compile(compile_file, emit);
+    if (*compile_cmd) return compile(cc);
   } catch (const coil::Error& e) {
     std::string message = e.what();
     std::replace(message.begin(), message.end(), '\n', ' ');

@@ -34,30 +34,60 @@ std::string symbol_name(const std::string& sym) {
   return loop_var ? sym : "s_" + sym;
 }
 
-std::string index_expr(const SymInt& e) {
-  auto wrap = [](const SymInt& s) {
+std::string index_expr(const SymInt& e, const IndexStyle& style) {
+  auto wrap = [&](const SymInt& s) {
     bool atom = s.kind() == SymInt::Kind::constant || s.kind() == SymInt::Kind::symbol;
-    return atom ? index_expr(s) : "(" + index_expr(s) + ")";
+    return atom ? index_expr(s, style) : "(" + index_expr(s, style) + ")";
   };
+  auto join = [&](const char* sep) {
+    std::string s;
+    for (const auto& o : e.operands()) s += (s.empty() ? "" : sep) + wrap(o);
+    return s;
+  };
+  // a // b and a % b as C's / and % when a >= 0 and b > 0 are provable.
+  auto plain = [&]() {
+    if (!style.ranges) return false;
+    return bounds(e.operands()[0], *style.ranges).lo >= 0 && bounds(e.operands()[1], *style.ranges).lo > 0;
+  };
+  const auto& ops = e.operands();
   switch (e.kind()) {
-    case SymInt::Kind::constant: return std::to_string(*e.constant()) + "LL";
+    case SymInt::Kind::constant: {
+      int64_t v = *e.constant();
+      bool fits = v >= INT32_MIN && v <= INT32_MAX;
+      return std::to_string(v) + (style.narrow && fits ? "" : "LL");
+    }
     case SymInt::Kind::symbol: return symbol_name(e.symbol_name());
-    case SymInt::Kind::add: {
-      std::string s;
-      for (const auto& o : e.operands()) s += (s.empty() ? "" : " + ") + wrap(o);
-      return s;
-    }
-    case SymInt::Kind::mul: {
-      std::string s;
-      for (const auto& o : e.operands()) s += (s.empty() ? "" : " * ") + wrap(o);
-      return s;
-    }
-    case SymInt::Kind::floordiv: return fmt::format("coil_rt::idx_floordiv({}, {})", index_expr(e.operands()[0]), index_expr(e.operands()[1]));
-    case SymInt::Kind::mod: return fmt::format("coil_rt::idx_mod({}, {})", index_expr(e.operands()[0]), index_expr(e.operands()[1]));
-    case SymInt::Kind::min: return fmt::format("coil_rt::imin({}, {})", index_expr(e.operands()[0]), index_expr(e.operands()[1]));
-    case SymInt::Kind::max: return fmt::format("coil_rt::imax({}, {})", index_expr(e.operands()[0]), index_expr(e.operands()[1]));
+    case SymInt::Kind::add: return join(" + ");
+    case SymInt::Kind::mul: return join(" * ");
+    case SymInt::Kind::floordiv:
+      if (plain()) return fmt::format("{} / {}", wrap(ops[0]), wrap(ops[1]));
+      return fmt::format("coil_rt::idx_floordiv({}, {})", index_expr(ops[0], style), index_expr(ops[1], style));
+    case SymInt::Kind::mod:
+      if (plain()) return fmt::format("{} % {}", wrap(ops[0]), wrap(ops[1]));
+      return fmt::format("coil_rt::idx_mod({}, {})", index_expr(ops[0], style), index_expr(ops[1], style));
+    case SymInt::Kind::min: return fmt::format("coil_rt::imin({}, {})", index_expr(ops[0], style), index_expr(ops[1], style));
+    case SymInt::Kind::max: return fmt::format("coil_rt::imax({}, {})", index_expr(ops[0], style), index_expr(ops[1], style));
   }
   return "?";
+}
+
+std::string integer_limit(DType t, bool largest) {
+  int bits = static_cast<int>(dtype_size(t)) * 8;
+  if (t == DType::u8) return largest ? "uint8_t(255)" : "uint8_t(0)";
+  if (largest) return fmt::format("{}(0x{:x}LL)", value_type(t), (uint64_t{1} << (bits - 1)) - 1);
+  return fmt::format("{}(-0x{:x}LL - 1)", value_type(t), (uint64_t{1} << (bits - 1)) - 1);
+}
+
+std::string reduce_init(loop::ReduceKind k, DType t) {
+  using loop::ReduceKind;
+  switch (k) {
+    case ReduceKind::prod: return fmt::format("{}(1)", value_type(t));
+    case ReduceKind::max:
+      return t == DType::b8 ? "false" : is_float(t) ? fmt::format("-coil_rt::inf<{}>()", value_type(t)) : integer_limit(t, false);
+    case ReduceKind::min:
+      return t == DType::b8 ? "true" : is_float(t) ? fmt::format("coil_rt::inf<{}>()", value_type(t)) : integer_limit(t, true);
+    default: return fmt::format("{}(0)", value_type(t));
+  }
 }
 
 namespace {
@@ -65,8 +95,8 @@ namespace {
 std::string literal(double v, DType t) {
   if (t == DType::b8) return v != 0 ? "true" : "false";
   if (!is_float(t)) return fmt::format("{}({}LL)", value_type(t), static_cast<int64_t>(v));
-  if (std::isnan(v)) return fmt::format("{}(__builtin_nan(\"\"))", value_type(t));
-  if (std::isinf(v)) return fmt::format("{}({}__builtin_inf())", value_type(t), v < 0 ? "-" : "");
+  if (std::isnan(v)) return fmt::format("coil_rt::nan<{}>()", value_type(t));
+  if (std::isinf(v)) return fmt::format("{}coil_rt::inf<{}>()", v < 0 ? "-" : "", value_type(t));
   return fmt::format("{}({:.17g})", value_type(t), v);
 }
 
@@ -139,9 +169,7 @@ std::string apply(LoopOp op, DType t, const std::vector<std::string>& a) {
   return "?";
 }
 
-std::string load(const std::string& buffer, const SymInt& offset, const std::string& dynamic, DType t) {
-  std::string raw = dynamic.empty() ? fmt::format("{}[{}]", buffer, index_expr(offset))
-                                    : fmt::format("{}[{} + {}]", buffer, index_expr(offset), dynamic);
+std::string widen(const std::string& raw, DType t) {
   if (t == DType::f16) return "coil_rt::f16_to_f32(" + raw + ")";
   if (t == DType::bf16) return "coil_rt::bf16_to_f32(" + raw + ")";
   return raw;
@@ -156,7 +184,7 @@ std::string ExprPrinter::emit(const ExprRef& e, std::vector<std::string>& lines,
 std::string ExprPrinter::expr(const ExprRef& e, std::vector<std::string>& lines, const std::string& indent) {
   switch (e->kind()) {
     case Expr::Kind::constant: return literal(e->value(), e->dtype());
-    case Expr::Kind::index: return "static_cast<int64_t>(" + index_expr(e->offset()) + ")";
+    case Expr::Kind::index: return "static_cast<int64_t>(" + index_expr(e->offset(), style) + ")";
     case Expr::Kind::reduced: {
       auto it = reduced.find(e->slot());
       COIL_CHECK(it != reduced.end()) << "reduced" << e->slot() << " has no value here";
@@ -168,9 +196,13 @@ std::string ExprPrinter::expr(const ExprRef& e, std::vector<std::string>& lines,
   for (auto it = lo; it != hi; ++it)
     if (loop::same(it->second.first, e)) return it->second.second;
   std::string value;
-  if (e->kind() == Expr::Kind::load) {
-    std::string dynamic = e->dynamic() ? expr(e->dynamic(), lines, indent) : "";
-    value = load(buffers_.at(static_cast<size_t>(e->buffer())), e->offset(), dynamic, e->dtype());
+  std::string hooked = e->kind() == Expr::Kind::load && load_hook ? load_hook(e) : "";
+  if (!hooked.empty()) {
+    value = widen(hooked, e->dtype());
+  } else if (e->kind() == Expr::Kind::load) {
+    std::string at = index_expr(e->offset(), style);
+    if (e->dynamic()) at += " + " + expr(e->dynamic(), lines, indent);
+    value = widen(fmt::format("{}[{}]", buffers_.at(static_cast<size_t>(e->buffer())), at), e->dtype());
   } else if (e->kind() == Expr::Kind::cast) {
     const ExprRef& from = e->operands()[0];
     value = convert(expr(from, lines, indent), from->dtype(), e->dtype());

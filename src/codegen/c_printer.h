@@ -1,11 +1,14 @@
 // The C-like printer shared by the CPU (C++) and CUDA emitters: index expressions and
 // loop-IR expression DAGs as C expressions, with common subexpressions bound to temporaries.
 #pragma once
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "arith/bounds.h"
 #include "loop/expr.h"
+#include "loop/kernel.h"
 
 namespace coil::codegen {
 
@@ -15,7 +18,19 @@ const char* value_type(DType dtype);
 const char* storage_type(DType dtype);
 // A size symbol's C name; loop variables keep their own names.
 std::string symbol_name(const std::string& sym);
-std::string index_expr(const SymInt& e);
+// How index arithmetic is printed. CPU code computes indices in int64 with the prelude's
+// Python-style helpers; CUDA code may compute them in 32 bits (`narrow`: constants without the LL
+// suffix) and, where `ranges` proves a floor division's operands non-negative, with C's / and %,
+// which the compiler strength-reduces for constant divisors.
+struct IndexStyle {
+  bool narrow = false;
+  const RangeEnv* ranges = nullptr;
+};
+std::string index_expr(const SymInt& e, const IndexStyle& style = {});
+// The literal a reduction's accumulator starts from.
+std::string reduce_init(loop::ReduceKind k, DType t);
+// The largest or lowest value of an integer dtype, as a literal.
+std::string integer_limit(DType t, bool largest);
 
 // Emits statements for expression DAGs, each distinct subexpression once.
 class ExprPrinter {
@@ -28,6 +43,9 @@ class ExprPrinter {
   std::map<int, std::string> reduced;
   // Forget temporaries (at the start of a new loop body).
   void reset() { cache_.clear(); }
+  IndexStyle style;
+  // Loads with a value of their own (registers, shared memory): the hook returns it, or "".
+  std::function<std::string(const loop::ExprRef& load)> load_hook;
 
  private:
   std::string expr(const loop::ExprRef& e, std::vector<std::string>& lines, const std::string& indent);

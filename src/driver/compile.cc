@@ -13,6 +13,7 @@
 #include "loop/kernel.h"
 #include "lower/lower.h"
 #include "schedule/dead_stores.h"
+#include "schedule/externs_to_loops.h"
 #include "schedule/fuse_epilogues.h"
 #include "schedule/fuse_siblings.h"
 #include "support/check.h"
@@ -44,12 +45,40 @@ std::vector<Tensor> Executable::run(const TensorMap& inputs, const TensorMap& we
   return plan->run(inputs, weights);
 }
 
-Generated generate(const Graph& graph) {
+bool cublas_takes(const loop::ExternCall& call, const loop::Program& program) {
+  if (call.kind == loop::ExternKind::convolution) return false;
+  DType t = program.buffers[static_cast<size_t>(call.output)].dtype;
+  if (t != DType::f32 && t != DType::f16 && t != DType::bf16 && t != DType::f64) return false;
+  // Each matrix needs a unit stride in one of its two dims (else it would need packing).
+  size_t first = call.kind == loop::ExternKind::addmm ? 1 : 0;
+  for (size_t i = first; i < call.inputs.size(); ++i) {
+    const auto& st = call.inputs[i].strides;
+    if (st.size() < 2 || (st[st.size() - 1] != SymInt(1) && st[st.size() - 2] != SymInt(1))) return false;
+  }
+  const loop::Buffer& out = program.buffers[static_cast<size_t>(call.output)];
+  if (out.strides.back() != SymInt(1)) return false;
+  if (call.kind == loop::ExternKind::addmm) {
+    // cuBLASLt's bias epilogue: alpha * a @ b + bias over the columns, bias a contiguous vector.
+    const auto& bias = call.inputs[0];
+    bool vector = bias.sizes.size() == 1 || (bias.sizes.size() == 2 && bias.sizes[0] == SymInt(1));
+    if (call.params[0] != 1 || !vector || bias.strides.back() != SymInt(1)) return false;
+  }
+  return true;
+}
+
+Generated generate(const Graph& graph, const Target& target) {
   Generated out;
   auto t0 = std::chrono::steady_clock::now();
   dump("graph", print_graph(graph));
   out.graph = decompose(graph);
   out.lowered = lower(out.graph);
+  if (target.externs_as_loops || target.cuda) {
+    const loop::Program& p = out.lowered.program;
+    bool all = target.externs_as_loops;
+    out.lowered.program = schedule::externs_to_loops(p, [&](const loop::ExternCall& c) { return all || !cublas_takes(c, p); });
+  }
+  if (!target.kernel_prefix.empty())
+    for (auto& k : out.lowered.program.kernels) std::visit([&](auto& x) { x.name = target.kernel_prefix + x.name; }, k);
   dump("loop", loop::to_string(out.lowered.program));
   out.lowered.program = schedule::fuse_siblings(schedule::drop_dead_stores(schedule::fuse_epilogues(out.lowered.program)));
   dump("fusion", loop::to_string(out.lowered.program));
@@ -58,9 +87,14 @@ Generated generate(const Graph& graph) {
   auto t1 = std::chrono::steady_clock::now();
   std::vector<std::string> symbols;
   for (const auto& s : graph.symbols) symbols.push_back(s.name);
-  out.source = codegen::generate_cpu(out.lowered.program, symbols);
+  if (target.cuda) {
+    out.cuda = codegen::generate_cuda(out.lowered.program, symbols, target.device);
+    if (debug_enabled("code")) dump("code", out.cuda.code());
+  } else {
+    out.source = codegen::generate_cpu(out.lowered.program, symbols);
+    if (debug_enabled("code")) dump("code", out.source.code());
+  }
   out.stats.codegen_ms = ms_since(t1);
-  if (debug_enabled("code")) dump("code", out.source.code());
   return out;
 }
 

@@ -7,19 +7,33 @@
 #include "coil/compile.h"
 #include "coil/graph.h"
 #include "codegen/cpu/cpu_codegen.h"
+#include "codegen/cuda/cuda_codegen.h"
 #include "runtime/plan.h"
 
 namespace coil {
 
-// Everything before the system compiler: the decomposed graph, the fused loop program and the
-// generated C++ (what `coil compile --emit` prints).
+// What code is generated for: the CPU, or a CUDA device (real or a preset).
+struct Target {
+  bool cuda = false;
+  cuda::DeviceInfo device;  // when cuda
+  // Every extern call as a loop kernel (tests of that path on the CPU). The CUDA target always
+  // converts what cuBLASLt does not take.
+  bool externs_as_loops = false;
+  std::string kernel_prefix;  // prepended to kernel names (several graphs in one unit)
+};
+
+// Everything before the system compiler or NVRTC: the decomposed graph, the fused loop program
+// and the generated code (what `coil compile --emit` prints).
 struct Generated {
   Graph graph;
   LoweredGraph lowered;
-  codegen::CpuSource source;
+  codegen::CpuSource source;   // CPU target
+  codegen::CudaSource cuda;    // CUDA target
   CompileStats stats;  // frontend and codegen times
 };
-Generated generate(const Graph& graph);
+Generated generate(const Graph& graph, const Target& target = {});
+// Whether the CUDA runtime runs this extern call through cuBLASLt (else it becomes a loop kernel).
+bool cublas_takes(const loop::ExternCall& call, const loop::Program& program);
 
 
 }  // namespace coil

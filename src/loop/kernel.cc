@@ -106,6 +106,21 @@ Access access(const Kernel& k) {
 
 bool is_scan(const LoopKernel& k) { return !k.reductions.empty() && k.reductions.front().scan; }
 
+namespace {
+bool reads_slot_from(const ExprRef& e, int first) {
+  if (e->kind() == Expr::Kind::reduced && e->slot() >= first) return true;
+  return std::any_of(e->operands().begin(), e->operands().end(), [&](const ExprRef& o) { return reads_slot_from(o, first); });
+}
+}  // namespace
+
+size_t pass_end(const LoopKernel& k, size_t first) {
+  auto welford = [&](size_t i) { return k.reductions[i].kind == ReduceKind::welford_mean; };
+  if (welford(first)) return first + 2;
+  size_t end = first + 1;
+  while (end < k.reductions.size() && !welford(end) && !reads_slot_from(k.reductions[end].value, static_cast<int>(first))) ++end;
+  return end;
+}
+
 bool has_dynamic_stores(const LoopKernel& k) {
   return std::any_of(k.stores.begin(), k.stores.end(), [](const StoreStep& s) { return s.dynamic != nullptr; });
 }

@@ -98,6 +98,11 @@ Access access(const Kernel& k);
 void collect_loads(const ExprRef& e, std::set<int>& out);
 
 bool is_scan(const LoopKernel& k);
+// Reduction steps run in passes over the inner loop: a pass takes consecutive steps that do not
+// read each other's results (sum and max of one row, max.dim's value and index), so the row is
+// read once for all of them; a Welford pair is a pass of its own. The end of the pass that
+// starts at step `first`.
+size_t pass_end(const LoopKernel& k, size_t first);
 bool has_dynamic_stores(const LoopKernel& k);
 // Internal consistency: buffer ids, variables in range, reduced slots defined before use,
 // store dtypes matching their buffers. Throws coil::Error (an internal error) on violation.

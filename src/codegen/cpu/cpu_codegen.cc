@@ -32,26 +32,6 @@ std::string store_value(const std::string& v, DType t) {
   return v;
 }
 
-// The largest or lowest value of an integer dtype, as a literal (the prelude has no <limits>).
-std::string integer_limit(DType t, bool largest) {
-  int bits = static_cast<int>(dtype_size(t)) * 8;
-  if (t == DType::u8) return largest ? "uint8_t(255)" : "uint8_t(0)";
-  if (largest) return fmt::format("{}(0x{:x}LL)", value_type(t), (uint64_t{1} << (bits - 1)) - 1);
-  return fmt::format("{}(-0x{:x}LL - 1)", value_type(t), (uint64_t{1} << (bits - 1)) - 1);
-}
-
-std::string init_value(ReduceKind k, DType t) {
-  switch (k) {
-    case ReduceKind::sum: return fmt::format("{}(0)", value_type(t));
-    case ReduceKind::prod: return fmt::format("{}(1)", value_type(t));
-    case ReduceKind::max:
-      return t == DType::b8 ? "false" : is_float(t) ? fmt::format("{}(-__builtin_inf())", value_type(t)) : integer_limit(t, false);
-    case ReduceKind::min:
-      return t == DType::b8 ? "true" : is_float(t) ? fmt::format("{}(__builtin_inf())", value_type(t)) : integer_limit(t, true);
-    default: return fmt::format("{}(0)", value_type(t));
-  }
-}
-
 class KernelEmitter {
  public:
   KernelEmitter(const loop::Program& p, const loop::LoopKernel& k, const std::vector<std::string>& symbols)
@@ -237,11 +217,11 @@ class KernelEmitter {
     out("{}const int64_t xe = coil_rt::imin({}, xb + {});", indent, extent, kTile);
     std::vector<std::string> lines;
     for (size_t first = 0; first < k_.reductions.size();) {
-      size_t end = pass_end(first);
+      size_t end = loop::pass_end(k_, first);
       for (size_t i = first; i < end; ++i) {
         const auto& r = k_.reductions[i];
         out("{}{} acc{}[{}];", indent, value_type(r.acc), i, kTile);
-        out("{}for (int64_t t = 0; t < {}; ++t) acc{}[t] = {};", indent, kTile, i, init_value(r.kind, r.acc));
+        out("{}for (int64_t t = 0; t < {}; ++t) acc{}[t] = {};", indent, kTile, i, reduce_init(r.kind, r.acc));
       }
       std::string in = open_inner(indent);
       out("{}#pragma omp simd", in);
@@ -297,7 +277,7 @@ class KernelEmitter {
     std::vector<std::string> lines;
     for (size_t i = 0; i < k_.reductions.size(); ++i) {
       const auto& r = k_.reductions[i];
-      out("{}{} acc{} = {};", indent, value_type(r.acc), i, init_value(r.kind, r.acc));
+      out("{}{} acc{} = {};", indent, value_type(r.acc), i, reduce_init(r.kind, r.acc));
     }
     std::string in = open_inner(indent);
     printer_->reset();
@@ -311,16 +291,6 @@ class KernelEmitter {
     }
     for (const auto& s : k_.stores) store(s, in, lines);
     close_inner(in);
-  }
-
-  // The end of the pass of reduction steps starting at `first`. A Welford pair is a pass of its
-  // own.
-  size_t pass_end(size_t first) const {
-    auto welford = [&](size_t i) { return k_.reductions[i].kind == ReduceKind::welford_mean; };
-    if (welford(first)) return first + 2;
-    size_t end = first + 1;
-    while (end < k_.reductions.size() && !welford(end) && !reads_slot_from(k_.reductions[end].value, static_cast<int>(first))) ++end;
-    return end;
   }
 
   // A Welford pair (mean in acc<i>, M2 in acc<i+1>). Over one inner dim it runs in blocks: each
@@ -358,14 +328,9 @@ class KernelEmitter {
       out("{}coil_rt::welford_merge({}, {}, {}_n, s / {}(re - rb), q, re - rb);", in, mean, m2, mean, t);
       out("{}}}", indent);
     }
-    out("{}if ({}_n == 0) {} = {}(__builtin_nan(\"\"));  // the mean of nothing, as in PyTorch", indent, mean, mean, t);
+    out("{}if ({}_n == 0) {} = coil_rt::nan<{}>();  // the mean of nothing, as in PyTorch", indent, mean, mean, t);
     printer_->reduced[static_cast<int>(i)] = mean;
     printer_->reduced[static_cast<int>(i) + 1] = m2;
-  }
-
-  static bool reads_slot_from(const loop::ExprRef& e, int first) {
-    if (e->kind() == loop::Expr::Kind::reduced && e->slot() >= first) return true;
-    return std::any_of(e->operands().begin(), e->operands().end(), [&](const loop::ExprRef& o) { return reads_slot_from(o, first); });
   }
 
   // Folds reduction step i's value into `acc` (its accumulator, "acc<i>" unless given).
@@ -400,15 +365,13 @@ class KernelEmitter {
     }
   }
 
-  // Reduction steps run in passes over the inner loop: a pass takes consecutive steps that do
-  // not read each other's results (sum and max of one row, max.dim's value and index), so the
-  // row is read once for all of them.
+  // Reduction steps run in passes over the inner loop (loop::pass_end).
   void body(const std::string& indent) {
     if (loop::is_scan(k_)) return scan_body(indent);
     std::vector<std::string> lines;
     size_t n = k_.reductions.size();
     for (size_t first = 0; first < n;) {
-      size_t end = pass_end(first);
+      size_t end = loop::pass_end(k_, first);
       if (k_.reductions[first].kind == ReduceKind::welford_mean) {
         welford_pass(first, indent, lines);
         first = end;
@@ -419,9 +382,9 @@ class KernelEmitter {
         const auto& r = k_.reductions[i];
         std::string acc = "acc" + std::to_string(i);
         if (r.kind == ReduceKind::argmax || r.kind == ReduceKind::argmin) {
-          out("{}{} {}_v = {}; int64_t {} = -1;", indent, value_type(r.acc), acc, init_value(ReduceKind::sum, r.acc), acc);
+          out("{}{} {}_v = {}; int64_t {} = -1;", indent, value_type(r.acc), acc, reduce_init(ReduceKind::sum, r.acc), acc);
         } else {
-          out("{}{} {} = {};", indent, value_type(r.acc), acc, init_value(r.kind, r.acc));
+          out("{}{} {} = {};", indent, value_type(r.acc), acc, reduce_init(r.kind, r.acc));
         }
         if (auto clause = simd_reduction(r, acc)) clauses.push_back(*clause);
       }

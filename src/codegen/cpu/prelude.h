@@ -58,6 +58,8 @@ inline double abs(double x) { return __builtin_fabs(x); }
 template <typename T> inline T abs(T x) { return x < 0 ? static_cast<T>(-x) : x; }
 template <typename T> inline bool isnan(T x) { return x != x; }
 template <typename T> inline bool isinf(T x) { return x == T(__builtin_inf()) || x == T(-__builtin_inf()); }
+template <typename T> constexpr T inf() { return T(__builtin_inf()); }
+template <typename T> constexpr T nan() { return T(__builtin_nan("")); }
 inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
 

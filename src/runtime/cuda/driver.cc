@@ -120,14 +120,4 @@ DeviceInfo Driver::device_info(int ordinal) const {
   return info;
 }
 
-std::string DeviceInfo::arch() const {
-  if (cc_major == 9 && cc_minor == 0) return "sm_90a";
-  return fmt::format("sm_{}{}", cc_major, cc_minor);
-}
-
-std::string DeviceInfo::str() const {
-  return fmt::format("{} (cc {}.{}, {} SMs, warp {}, {} KiB shared/block opt-in, {} MiB L2{})", name, cc_major, cc_minor,
-                     sm_count, warp_size, shared_per_block_optin / 1024, l2_bytes / (1024 * 1024), tma ? ", TMA" : "");
-}
-
 }  // namespace coil::cuda

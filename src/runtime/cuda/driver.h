@@ -7,24 +7,9 @@
 #include <memory>
 #include <string>
 
+#include "runtime/cuda/device_info.h"
+
 namespace coil::cuda {
-
-struct DeviceInfo {
-  int ordinal = 0;
-  std::string name;
-  int cc_major = 0, cc_minor = 0;
-  int warp_size = 0;
-  int sm_count = 0;
-  int max_threads_per_block = 0, max_threads_per_sm = 0;
-  int registers_per_block = 0, registers_per_sm = 0;
-  int64_t shared_per_block = 0, shared_per_block_optin = 0, shared_per_sm = 0;
-  int64_t l2_bytes = 0;
-  bool tma = false;  // cc >= 9.0 and the driver has cuTensorMapEncodeTiled
-
-  // NVRTC's target: "sm_90a" on Hopper (its wgmma/TMA instructions), else "sm_<major><minor>".
-  std::string arch() const;
-  std::string str() const;  // one line, for logs and `coil` output
-};
 
 class Driver {
  public:

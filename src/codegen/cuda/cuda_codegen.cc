@@ -1,0 +1,229 @@
+#include "codegen/cuda/cuda_codegen.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <set>
+
+#include "codegen/c_printer.h"
+#include "codegen/cuda/emitter.h"
+#include "codegen/cuda/launch.h"
+#include "support/check.h"
+
+namespace coil::codegen {
+
+extern const char* const cuda_prelude;
+
+namespace {
+
+const char* form_name(CudaConfig::Form f) {
+  switch (f) {
+    case CudaConfig::Form::pointwise: return "pointwise";
+    case CudaConfig::Form::tiled: return "tiled";
+    case CudaConfig::Form::row: return "row";
+    case CudaConfig::Form::column: return "column";
+    case CudaConfig::Form::scan: return "scan";
+    case CudaConfig::Form::serial: return "serial";
+  }
+  return "?";
+}
+
+void collect_symbols(const loop::ExprRef& e, std::vector<std::string>& out) {
+  if (e->kind() == loop::Expr::Kind::load || e->kind() == loop::Expr::Kind::index) e->offset().collect_symbols(out);
+  for (const auto& o : e->operands()) collect_symbols(o, out);
+}
+
+// Every subexpression of `e` stays within 32-bit range over `env`.
+bool fits_int32(const SymInt& e, const RangeEnv& env) {
+  Range r = bounds(e, env);
+  if (r.lo < INT32_MIN || r.hi > INT32_MAX) return false;
+  return std::all_of(e.operands().begin(), e.operands().end(), [&](const SymInt& o) { return fits_int32(o, env); });
+}
+
+bool exprs_fit_int32(const loop::ExprRef& e, const RangeEnv& env) {
+  if ((e->kind() == loop::Expr::Kind::load || e->kind() == loop::Expr::Kind::index) && !fits_int32(e->offset(), env)) return false;
+  return std::all_of(e->operands().begin(), e->operands().end(), [&](const loop::ExprRef& o) { return exprs_fit_int32(o, env); });
+}
+
+}  // namespace
+
+std::string to_string(const CudaConfig& c) {
+  std::string s = fmt::format("{} block={}", form_name(c.form), c.block);
+  if (c.block_y > 1) s += fmt::format("x{}", c.block_y);
+  if (c.form == CudaConfig::Form::row) s += fmt::format(" tpr={}", c.threads_per_row);
+  if (c.vector > 1) s += fmt::format(" vector={}", c.vector);
+  if (c.persistent) s += fmt::format(" persistent={}", c.persistent);
+  return s;
+}
+
+CudaEmitter::CudaEmitter(const loop::Program& p, const loop::LoopKernel& k, const std::vector<std::string>& symbols,
+                         const cuda::DeviceInfo& device, const CudaConfig& config)
+    : p_(p), k_(k), symbols_(symbols), device_(device), config_(config) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < p.buffers.size(); ++i) names.push_back("b" + std::to_string(i));
+  printer_ = std::make_unique<ExprPrinter>(names);
+  for (size_t i = 0; i < k.outer.size(); ++i) add_range(loop::loop_var(static_cast<int>(i)), k.outer[i]);
+  for (size_t i = 0; i < k.inner.size(); ++i) add_range(loop::reduce_var(static_cast<int>(i)), k.inner[i]);
+  // A lane variable one past the outer ones walks a thread's vector (x<m> in [0, vector)).
+  ranges_[loop::loop_var(static_cast<int>(k.outer.size()))] = Range{0, std::max(config.vector, config.block) - 1};
+  narrow_ = is_narrow();
+  printer_->style = IndexStyle{narrow_, &ranges_};
+  mask_ = device.warp_size >= 32 ? "0xffffffffu" : fmt::format("0x{:x}u", (1u << device.warp_size) - 1);
+}
+
+void CudaEmitter::add_range(const std::string& var, const SymInt& extent) {
+  auto e = extent.constant();
+  ranges_[var] = Range{0, e ? std::max<int64_t>(*e - 1, 0) : Range::kMax};
+}
+
+bool CudaEmitter::is_narrow() const {
+  for (const auto& d : k_.outer)
+    if (!d.constant()) return false;
+  for (const auto& d : k_.inner)
+    if (!d.constant()) return false;
+  int64_t work = 1;
+  for (const auto& d : k_.outer) work *= *d.constant();
+  for (const auto& d : k_.inner) work *= *d.constant();
+  if (work >= INT32_MAX / 2) return false;
+  for (const auto& r : k_.reductions)
+    if (!exprs_fit_int32(r.value, ranges_)) return false;
+  for (const auto& s : k_.stores) {
+    if (!fits_int32(s.offset, ranges_) || !exprs_fit_int32(s.value, ranges_)) return false;
+    if (s.dynamic && !exprs_fit_int32(s.dynamic, ranges_)) return false;
+  }
+  return true;
+}
+
+std::string CudaEmitter::idx(const SymInt& e) const { return index_expr(e, printer_->style); }
+
+void CudaEmitter::flush(std::vector<std::string>& lines) {
+  for (const auto& l : lines) text_ += l + "\n";
+  lines.clear();
+}
+
+std::string CudaEmitter::emit(CudaKernel& info) {
+  loop::Access access = loop::access(k_);
+  std::set<int> buffers = access.reads;
+  buffers.insert(access.writes.begin(), access.writes.end());
+  std::vector<std::string> used;
+  for (const auto& r : k_.reductions) collect_symbols(r.value, used);
+  for (const auto& s : k_.stores) {
+    collect_symbols(s.value, used);
+    s.offset.collect_symbols(used);
+    if (s.dynamic) collect_symbols(s.dynamic, used);
+  }
+  for (const auto& d : k_.outer) d.collect_symbols(used);
+  for (const auto& d : k_.inner) d.collect_symbols(used);
+
+  info.name = k_.name;
+  info.config = config_;
+  info.launch = launch_for(k_, config_, device_);
+  std::vector<std::string> params;
+  for (int b : buffers) {
+    const loop::Buffer& buf = p_.buffers[static_cast<size_t>(b)];
+    bool written = access.writes.count(b) > 0;
+    params.push_back(fmt::format("{}{}* __restrict__ b{}", written ? "" : "const ", storage_type(buf.dtype), b));
+    info.buffers.push_back(b);
+  }
+  for (size_t i = 0; i < symbols_.size(); ++i)
+    if (std::find(used.begin(), used.end(), symbols_[i]) != used.end()) {
+      params.push_back("const int64_t " + symbol_name(symbols_[i]));
+      info.symbols.push_back(static_cast<int>(i));
+    }
+  params.push_back("int64_t* __restrict__ E");
+  int threads = config_.block * config_.block_y;
+  out("// computes %{} ({})", fmt::join(k_.origins, ", %"), to_string(config_));
+  out("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{", threads, k_.name, fmt::join(params, ", "));
+  out("  typedef {} idx_t;", narrow_ ? "int" : "int64_t");
+  out("  (void)E;");
+  switch (config_.form) {
+    case CudaConfig::Form::pointwise:
+    case CudaConfig::Form::serial: pointwise(); break;
+    case CudaConfig::Form::tiled: tiled(); break;
+    case CudaConfig::Form::row: row(); break;
+    case CudaConfig::Form::column: column(); break;
+    case CudaConfig::Form::scan: scan(); break;
+  }
+  out("}}");
+  return text_;
+}
+
+// Row-major decomposition of `linear` into `vars` over `extents` (the last one fastest).
+void CudaEmitter::decompose(const std::string& linear, const std::vector<std::string>& vars, const std::vector<SymInt>& extents,
+                            const std::string& indent) {
+  if (vars.empty()) return;
+  if (vars.size() == 1) {
+    out("{}const idx_t {} = {};", indent, vars[0], linear);
+    return;
+  }
+  out("{}idx_t {}_rest = {};", indent, vars[0], linear);
+  for (size_t d = vars.size(); d-- > 1;) {
+    std::string extent = idx(extents[d]);
+    out("{}const idx_t {} = {}_rest % ({});", indent, vars[d], vars[0], extent);
+    out("{}{}_rest /= ({});", indent, vars[0], extent);
+  }
+  out("{}const idx_t {} = {}_rest;", indent, vars[0], vars[0]);
+}
+
+std::vector<std::string> CudaEmitter::outer_vars(size_t count) const {
+  std::vector<std::string> v;
+  for (size_t i = 0; i < count; ++i) v.push_back(loop::loop_var(static_cast<int>(i)));
+  return v;
+}
+
+std::vector<std::string> CudaEmitter::inner_vars() const {
+  std::vector<std::string> v;
+  for (size_t i = 0; i < k_.inner.size(); ++i) v.push_back(loop::reduce_var(static_cast<int>(i)));
+  return v;
+}
+
+void CudaEmitter::store(const loop::StoreStep& s, const std::string& indent, std::vector<std::string>& lines) {
+  std::string v = printer_->emit(s.value, lines, indent);
+  std::string dynamic = s.dynamic ? " + " + printer_->emit(s.dynamic, lines, indent) : "";
+  flush(lines);
+  DType t = p_.buffers[static_cast<size_t>(s.buffer)].dtype;
+  out("{}b{}[{}{}] = {};", indent, s.buffer, idx(s.offset), dynamic, store_value(v, t));
+}
+
+std::string store_value(const std::string& v, DType t) {
+  if (t == DType::f16) return "coil_rt::f32_to_f16(" + v + ")";
+  if (t == DType::bf16) return "coil_rt::f32_to_bf16(" + v + ")";
+  return v;
+}
+
+std::string emit_cuda_kernel(const loop::Program& program, const loop::LoopKernel& kernel, const std::vector<std::string>& symbols,
+                             const cuda::DeviceInfo& device, const CudaConfig& config, CudaKernel& info) {
+  return CudaEmitter(program, kernel, symbols, device, config).emit(info);
+}
+
+std::string CudaSource::unit(const std::vector<size_t>& which) const {
+  std::string code = prelude;
+  for (size_t i : which) code += bodies.at(i) + "\n";
+  return code;
+}
+
+std::string CudaSource::code() const {
+  std::string code = prelude;
+  for (const auto& b : bodies) code += b + "\n";
+  return code;
+}
+
+CudaSource generate_cuda(const loop::Program& program, const std::vector<std::string>& symbols, const cuda::DeviceInfo& device) {
+  CudaSource src;
+  src.prelude = "// Generated by coil for " + device.arch() + ".\n" + std::string(cuda_prelude) + "\n";
+  for (size_t i = 0; i < program.kernels.size(); ++i) {
+    const auto* k = std::get_if<loop::LoopKernel>(&program.kernels[i]);
+    if (!k) continue;
+    CudaKernel info;
+    info.program_index = i;
+    CudaConfig config = candidate_configs(program, *k, device).front();
+    src.bodies.push_back(emit_cuda_kernel(program, *k, symbols, device, config, info));
+    src.kernels.push_back(std::move(info));
+  }
+  return src;
+}
+
+}  // namespace coil::codegen

@@ -1,0 +1,72 @@
+// CUDA C++ from the loop IR: one __global__ function per loop kernel, for NVRTC. Each kernel is
+// emitted in one of a few forms, chosen with its launch configuration from the kernel's shape
+// and the device's facts (launch.h):
+// - pointwise: a grid-stride loop over the outer points, each thread taking `vector`
+//   consecutive elements of the last dim with 16-byte loads and stores where contiguity allows
+//   (and a scalar path when a pointer is not aligned at run time); an operand read or written
+//   across the fast dim goes through a shared-memory tile, so every access stays coalesced;
+// - row: reductions over the inner dims, `threads_per_row` threads per row combining through
+//   warp shuffles and shared memory; `persistent` keeps the row's loads in registers across the
+//   passes (softmax, layer_norm read their input once), otherwise every pass re-reads it;
+// - column: reductions whose rows run across memory (a sum over dim 0): threads of a warp take
+//   adjacent columns, rows of threads split the reduction and combine in shared memory;
+// - scan: a thread per row walks the row in order (cumsum);
+// - serial: one thread runs the kernel in order (scatter with ordered writes).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "coil/sym.h"
+#include "loop/kernel.h"
+#include "runtime/cuda/device_info.h"
+
+namespace coil::codegen {
+
+struct CudaConfig {
+  enum class Form : uint8_t { pointwise, tiled, row, column, scan, serial };
+  Form form = Form::pointwise;
+  int block = 1;            // threads per block along x
+  int block_y = 1;          // column: rows of threads; tiled: rows of the tile per pass
+  int threads_per_row = 1;  // row: a power of two
+  int vector = 1;           // pointwise: elements per thread access
+  int persistent = 0;       // row: elements per thread kept in registers (0: looped)
+  bool operator==(const CudaConfig&) const = default;
+};
+std::string to_string(const CudaConfig& c);  // "row tpr=256 block=256 persistent=8"
+
+// How the runtime launches a kernel: block (block, block_y); grid = ceil(units / per_block)
+// blocks, at most max_blocks (grid-stride loops take the rest).
+struct CudaLaunch {
+  int block_x = 1, block_y = 1;
+  SymInt units = 1;
+  int64_t per_block = 1;
+  int64_t max_blocks = 1;
+};
+
+struct CudaKernel {
+  std::string name;
+  size_t program_index = 0;  // in Program::kernels
+  std::vector<int> buffers;  // parameters in order (buffer ids), then symbols, then the status word
+  std::vector<int> symbols;  // indices into the graph's size symbols
+  CudaConfig config;
+  CudaLaunch launch;
+};
+
+struct CudaSource {
+  std::string prelude;
+  std::vector<std::string> bodies;  // per kernel
+  std::vector<CudaKernel> kernels;
+  std::string unit(const std::vector<size_t>& which) const;  // prelude + those kernels
+  std::string code() const;                                 // everything, for --emit code
+};
+
+// Emits one kernel in the given form (which must suit it: see candidate_configs).
+std::string emit_cuda_kernel(const loop::Program& program, const loop::LoopKernel& kernel,
+                             const std::vector<std::string>& symbols, const cuda::DeviceInfo& device,
+                             const CudaConfig& config, CudaKernel& info);
+
+// Every loop kernel of `program` with its heuristic configuration.
+CudaSource generate_cuda(const loop::Program& program, const std::vector<std::string>& symbols,
+                         const cuda::DeviceInfo& device);
+
+}  // namespace coil::codegen

@@ -1,0 +1,196 @@
+// Pointwise kernels on CUDA: a grid-stride loop over the outer points (vectorized along the
+// last dim where contiguity and alignment allow), and transposes tiled through shared memory.
+#include <fmt/ranges.h>
+
+#include "codegen/cuda/emitter.h"
+#include "codegen/cuda/launch.h"
+#include "support/check.h"
+
+namespace coil::codegen {
+
+namespace {
+
+struct Staged {
+  int buffer;
+  SymInt offset;  // as the body reads it
+  std::string name;
+};
+
+}  // namespace
+
+// Each thread takes `vector` consecutive elements along the last dim: contiguous loads and
+// stores move as one aligned access (or element by element when a pointer is not aligned),
+// the rest of the body runs per element in an unrolled loop over the lane variable.
+void CudaEmitter::pointwise() {
+  if (!k_.inner.empty() || !k_.reductions.empty()) {  // a serial kernel with rows
+    row();
+    return;
+  }
+  const int v = config_.vector;
+  const size_t m = k_.outer.size();
+  std::vector<std::string> lines;
+  std::vector<SymInt> extents(k_.outer.begin(), k_.outer.end());
+  std::vector<std::string> vars = outer_vars(m);
+  std::string last = m ? vars.back() : "", lane = loop::loop_var(static_cast<int>(m));
+  if (v > 1) {
+    extents.back() = floordiv(extents.back(), SymInt(v));
+    vars.back() = last + "q";
+  }
+  std::vector<loop::StoreStep> stores = k_.stores;
+  std::vector<Staged> loads, vstores;
+  if (v > 1) {
+    // The body as seen from lane `lane` of the vector: last -> last + lane.
+    std::map<std::string, SymInt> shift{{last, SymInt::symbol(last) + SymInt::symbol(lane)}};
+    std::vector<loop::ExprRef> all;
+    for (auto& s : stores) {
+      s.value = loop::substitute(s.value, shift);
+      collect_loads(s.value, all);
+    }
+    for (const auto& l : all) {
+      if (l->dynamic()) continue;
+      SymInt base = substitute(l->offset(), {{lane, SymInt(0)}});
+      if (affine_stride(base, last) == 1 && affine_stride(l->offset(), lane) == 1)
+        loads.push_back({l->buffer(), l->offset(), "L" + std::to_string(loads.size())});
+    }
+    for (auto& s : stores) {
+      if (affine_stride(s.offset, last) == 1) vstores.push_back({s.buffer, s.offset, "S" + std::to_string(vstores.size())});
+      s.offset = substitute(s.offset, shift);
+    }
+    std::set<int> aligned;
+    for (const auto& l : loads) aligned.insert(l.buffer);
+    for (const auto& s : vstores) aligned.insert(s.buffer);
+    std::vector<std::string> checks;
+    for (int b : aligned)
+      checks.push_back(fmt::format("reinterpret_cast<unsigned long long>(b{}) % {} == 0", b,
+                                   dtype_size(p_.buffers[static_cast<size_t>(b)].dtype) * static_cast<size_t>(v)));
+    out("  const bool vec_ok = {};", checks.empty() ? "true" : fmt::format("{}", fmt::join(checks, " && ")));
+  }
+  out("  const idx_t n = {};", idx(product(extents)));
+  out("  for (idx_t i = static_cast<idx_t>(blockIdx.x) * {} + static_cast<idx_t>(threadIdx.x); i < n; i += static_cast<idx_t>(gridDim.x) * {}) {{",
+      config_.block, config_.block);
+  decompose("i", vars, extents, "    ");
+  std::string in = "    ";
+  if (v > 1) {
+    out("{}const idx_t {} = {}q * {};", in, last, last, v);
+    for (const auto& l : loads) {
+      const char* t = storage_type(p_.buffers[static_cast<size_t>(l.buffer)].dtype);
+      std::string at = idx(substitute(l.offset, {{lane, SymInt(0)}}));
+      out("{}coil_rt::Vec<{}, {}> {};", in, t, v, l.name);
+      out("{}if (vec_ok) {} = *reinterpret_cast<const coil_rt::Vec<{}, {}>*>(b{} + ({}));", in, l.name, t, v, l.buffer, at);
+      out("{}else for (int j = 0; j < {}; ++j) {}.v[j] = b{}[({}) + j];", in, v, l.name, l.buffer, at);
+    }
+    for (const auto& s : vstores)
+      out("{}coil_rt::Vec<{}, {}> {};", in, storage_type(p_.buffers[static_cast<size_t>(s.buffer)].dtype), v, s.name);
+    out("{}#pragma unroll", in);
+    out("{}for (int {} = 0; {} < {}; ++{}) {{", in, lane, lane, v, lane);
+    in += "  ";
+    printer_->load_hook = [&](const loop::ExprRef& e) -> std::string {
+      if (e->dynamic()) return "";
+      for (const auto& l : loads)
+        if (l.buffer == e->buffer() && l.offset == e->offset()) return l.name + ".v[" + lane + "]";
+      return "";
+    };
+  }
+  printer_->reset();
+  for (size_t i = 0; i < stores.size(); ++i) {
+    const auto& s = stores[i];
+    auto vs = std::find_if(vstores.begin(), vstores.end(), [&](const Staged& st) { return st.buffer == s.buffer && st.offset == k_.stores[i].offset; });
+    if (v > 1 && vs != vstores.end()) {
+      std::string value = printer_->emit(s.value, lines, in);
+      flush(lines);
+      out("{}{}.v[{}] = {};", in, vs->name, lane, store_value(value, p_.buffers[static_cast<size_t>(s.buffer)].dtype));
+    } else {
+      store(s, in, lines);
+    }
+  }
+  if (v > 1) {
+    in.resize(in.size() - 2);
+    out("{}}}", in);
+    for (const auto& s : vstores) {
+      const char* t = storage_type(p_.buffers[static_cast<size_t>(s.buffer)].dtype);
+      std::string at = idx(s.offset);
+      out("{}if (vec_ok) *reinterpret_cast<coil_rt::Vec<{}, {}>*>(b{} + ({})) = {};", in, t, v, s.buffer, at, s.name);
+      out("{}else for (int j = 0; j < {}; ++j) b{}[({}) + j] = {}.v[j];", in, v, s.buffer, at, s.name);
+    }
+    printer_->load_hook = nullptr;
+  }
+  out("  }}");
+}
+
+// A transpose in tiles of warp x warp elements over the last two dims (a, b): operands read
+// with unit stride along a are first copied into shared memory by threads running along a,
+// results written with unit stride along a are staged there and written back the same way;
+// everything else runs with threads along b. Every global access is coalesced.
+void CudaEmitter::tiled() {
+  const size_t m = k_.outer.size();
+  const int t = config_.block;
+  std::vector<std::string> vars = outer_vars(m);
+  const std::string a = vars[m - 2], b = vars[m - 1];
+  std::vector<loop::ExprRef> all;
+  for (const auto& s : k_.stores) collect_loads(s.value, all);
+  std::vector<Staged> loads, stores;
+  auto transposed = [&](const SymInt& off) { return affine_stride(off, a) == 1 && affine_stride(off, b) != 1; };
+  for (const auto& l : all)
+    if (transposed(l->offset())) loads.push_back({l->buffer(), l->offset(), "tl" + std::to_string(loads.size())});
+  for (const auto& s : k_.stores)
+    if (transposed(s.offset)) stores.push_back({s.buffer, s.offset, "ts" + std::to_string(stores.size())});
+  for (const auto* group : {&loads, &stores})
+    for (const auto& s : *group)
+      out("  __shared__ {} {}[{}][{}];", storage_type(p_.buffers[static_cast<size_t>(s.buffer)].dtype), s.name, t, t + 1);
+  // Tiles: the leading dims, then tile rows along a and tile columns along b.
+  std::vector<std::string> tile_vars(vars.begin(), vars.end() - 2);
+  std::vector<SymInt> tile_extents(k_.outer.begin(), k_.outer.end() - 2);
+  tile_vars.push_back("ta");
+  tile_vars.push_back("tb");
+  for (size_t d = m - 2; d < m; ++d) tile_extents.push_back(floordiv(k_.outer[d] + SymInt(t - 1), SymInt(t)));
+  std::string ea = idx(k_.outer[m - 2]), eb = idx(k_.outer[m - 1]);
+  out("  const idx_t tiles = {};", idx(product(tile_extents)));
+  out("  for (idx_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {{");
+  decompose("tile", tile_vars, tile_extents, "    ");
+  auto phase = [&](bool along_a, const std::function<void(const std::string&)>& body) {
+    out("    for (int yy = threadIdx.y; yy < {}; yy += {}) {{", t, config_.block_y);
+    std::string lane_a = along_a ? "threadIdx.x" : "yy", lane_b = along_a ? "yy" : "threadIdx.x";
+    out("      const idx_t {} = ta * {} + {};", a, t, lane_a);
+    out("      const idx_t {} = tb * {} + {};", b, t, lane_b);
+    out("      if ({} < {} && {} < {}) {{", a, ea, b, eb);
+    body("        ");
+    out("      }}");
+    out("    }}");
+  };
+  if (!loads.empty()) {
+    phase(true, [&](const std::string& in) {
+      for (const auto& l : loads) out("{}{}[yy][threadIdx.x] = b{}[{}];", in, l.name, l.buffer, idx(l.offset));
+    });
+    out("    __syncthreads();");
+  }
+  printer_->load_hook = [&](const loop::ExprRef& e) -> std::string {
+    for (const auto& l : loads)
+      if (!e->dynamic() && l.buffer == e->buffer() && l.offset == e->offset()) return l.name + "[threadIdx.x][yy]";
+    return "";
+  };
+  phase(false, [&](const std::string& in) {
+    std::vector<std::string> lines;
+    printer_->reset();
+    for (const auto& s : k_.stores) {
+      auto st = std::find_if(stores.begin(), stores.end(), [&](const Staged& x) { return x.buffer == s.buffer && x.offset == s.offset; });
+      if (st == stores.end()) {
+        store(s, in, lines);
+        continue;
+      }
+      std::string value = printer_->emit(s.value, lines, in);
+      flush(lines);
+      out("{}{}[threadIdx.x][yy] = {};", in, st->name, store_value(value, p_.buffers[static_cast<size_t>(s.buffer)].dtype));
+    }
+  });
+  printer_->load_hook = nullptr;
+  if (!stores.empty()) {
+    out("    __syncthreads();");
+    phase(true, [&](const std::string& in) {
+      for (const auto& s : stores) out("{}b{}[{}] = {}[yy][threadIdx.x];", in, s.buffer, idx(s.offset), s.name);
+    });
+  }
+  out("    __syncthreads();");
+  out("  }}");
+}
+
+}  // namespace coil::codegen

@@ -1,0 +1,67 @@
+// The CUDA kernel emitter, shared by its forms: cuda_codegen.cc (signature, index width,
+// helpers), cuda_pointwise.cc (pointwise, vectorized, tiled, serial) and cuda_reduction.cc (row,
+// column, scan). Internal to src/codegen/cuda.
+#pragma once
+#include <fmt/format.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "arith/bounds.h"
+#include "codegen/c_printer.h"
+#include "codegen/cuda/cuda_codegen.h"
+
+namespace coil::codegen {
+
+std::string store_value(const std::string& v, DType t);
+
+class CudaEmitter {
+ public:
+  CudaEmitter(const loop::Program& p, const loop::LoopKernel& k, const std::vector<std::string>& symbols,
+              const cuda::DeviceInfo& device, const CudaConfig& config);
+  std::string emit(CudaKernel& info);
+
+ private:
+  template <typename... Args>
+  void out(fmt::format_string<Args...> f, Args&&... args) {
+    text_ += fmt::format(f, std::forward<Args>(args)...) + "\n";
+  }
+  void add_range(const std::string& var, const SymInt& extent);
+  bool is_narrow() const;
+  std::string idx(const SymInt& e) const;
+  void flush(std::vector<std::string>& lines);
+  void decompose(const std::string& linear, const std::vector<std::string>& vars, const std::vector<SymInt>& extents,
+                 const std::string& indent);
+  std::vector<std::string> outer_vars(size_t count) const;
+  std::vector<std::string> inner_vars() const;
+  void store(const loop::StoreStep& s, const std::string& indent, std::vector<std::string>& lines);
+
+  // cuda_pointwise.cc
+  void pointwise();
+  void tiled();
+  // cuda_reduction.cc
+  void row();
+  void column();
+  void scan();
+  void reduction_passes(const std::string& indent, const std::string& active, bool column_form);
+  void accumulate(size_t i, const std::string& indent, std::vector<std::string>& lines);
+  void combine(size_t first, size_t end, const std::string& indent, bool column_form);
+  std::string row_loop_open(const std::string& indent, const std::string& active);
+  void row_loop_close(const std::string& indent);
+  void cache_row_loads(const std::string& indent, const std::string& active);
+
+  const loop::Program& p_;
+  const loop::LoopKernel& k_;
+  const std::vector<std::string>& symbols_;
+  const cuda::DeviceInfo& device_;
+  CudaConfig config_;
+  RangeEnv ranges_;
+  bool narrow_ = false;
+  std::string mask_;  // the warp's member mask for shuffles
+  std::unique_ptr<ExprPrinter> printer_;
+  std::string text_;
+  size_t scratch_bytes_ = 0;  // shared memory the reductions need
+};
+
+}  // namespace coil::codegen

@@ -1,0 +1,277 @@
+#include "codegen/cuda/launch.h"
+
+#include <algorithm>
+#include <set>
+
+#include "coil/dtype.h"
+#include "coil/error.h"
+
+namespace coil::codegen {
+
+namespace {
+
+using loop::ExprRef;
+
+int64_t pow2_ceil(int64_t v) {
+  int64_t p = 1;
+  while (p < v) p *= 2;
+  return p;
+}
+
+// Blocks resident at once on the whole device, times `waves`.
+int64_t resident_blocks(const cuda::DeviceInfo& d, int threads, int waves) {
+  int64_t per_sm = std::max(1, d.max_threads_per_sm / std::max(threads, 1));
+  return static_cast<int64_t>(d.sm_count) * per_sm * waves;
+}
+
+// Loads of a kernel's row (reduction values and inner stores) that depend on the row position:
+// what a persistent row keeps in registers.
+size_t row_loads(const loop::LoopKernel& k) {
+  std::vector<ExprRef> loads;
+  for (const auto& r : k.reductions) collect_loads(r.value, loads);
+  for (const auto& s : k.stores)
+    if (s.inner) collect_loads(s.value, loads);
+  size_t n = 0;
+  for (const auto& l : loads) {
+    std::vector<std::string> syms;
+    l->offset().collect_symbols(syms);
+    if (std::any_of(syms.begin(), syms.end(), [](const std::string& s) { return s[0] == 'r'; })) ++n;
+  }
+  return std::max<size_t>(n, 1);
+}
+
+std::vector<CudaConfig> row_configs(const loop::LoopKernel& k, const cuda::DeviceInfo& d) {
+  const int warp = d.warp_size, max_block = d.max_threads_per_block;
+  auto r = product(k.inner).constant();
+  auto rows = product(k.outer).constant();
+  auto make = [&](int64_t tpr, bool persistent) {
+    CudaConfig c;
+    c.form = CudaConfig::Form::row;
+    c.threads_per_row = static_cast<int>(tpr);
+    c.block = static_cast<int>(std::max<int64_t>(tpr, 4 * warp));
+    int64_t per_thread = r ? (*r + tpr - 1) / tpr : 0;
+    // Registers for the kept loads: a budget of a quarter of a thread's share of the SM's file.
+    int64_t budget = d.registers_per_sm / d.max_threads_per_sm * 16;
+    if (persistent && r && per_thread >= 1 && per_thread * static_cast<int64_t>(row_loads(k)) <= budget) c.persistent = static_cast<int>(per_thread);
+    return c;
+  };
+  std::vector<CudaConfig> out;
+  auto add = [&](const CudaConfig& c) {
+    if (out.size() < kMaxCandidates && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+  };
+  if (!r) {  // a row length known only at run time: looped rows of a few warps
+    add(make(4 * warp, false));
+    add(make(warp, false));
+    add(make(max_block, false));
+    return out;
+  }
+  // Enough threads per row for about 8 elements each; a whole block when rows are too few to
+  // fill the device.
+  int64_t tpr = std::clamp<int64_t>(pow2_ceil((*r + 7) / 8), 1, max_block);
+  if (rows && *rows < d.sm_count && *r > 8 * warp) tpr = max_block;
+  add(make(tpr, true));
+  for (int64_t t : {tpr * 2, tpr / 2, tpr * 4, tpr / 4})
+    if (t >= 1 && t <= max_block) add(make(t, true));
+  add(make(tpr, false));
+  add(make(std::min<int64_t>(max_block, std::max<int64_t>(tpr, warp)), false));
+  return out;
+}
+
+}  // namespace
+
+void collect_loads(const ExprRef& e, std::vector<ExprRef>& out) {
+  if (e->kind() == loop::Expr::Kind::load) {
+    if (std::none_of(out.begin(), out.end(), [&](const ExprRef& o) { return loop::same(o, e); })) out.push_back(e);
+    if (e->dynamic()) collect_loads(e->dynamic(), out);
+    return;
+  }
+  for (const auto& o : e->operands()) collect_loads(o, out);
+}
+
+std::optional<int64_t> affine_stride(const SymInt& offset, const std::string& var) {
+  try {
+    SymInt rest = offset - substitute(offset, {{var, SymInt(0)}});
+    if (rest == SymInt(0)) return 0;
+    for (int64_t c : {int64_t{1}, int64_t{-1}})
+      if (rest == SymInt(c) * SymInt::symbol(var)) return c;
+    if (rest.kind() == SymInt::Kind::mul && rest.operands().size() == 2) {
+      const auto& a = rest.operands()[0];
+      const auto& b = rest.operands()[1];
+      if (a.constant() && b == SymInt::symbol(var)) return *a.constant();
+      if (b.constant() && a == SymInt::symbol(var)) return *b.constant();
+    }
+  } catch (const Error&) {  // `% 0` in a zero-size tensor's indices
+  }
+  return std::nullopt;
+}
+
+bool multiple_of(const SymInt& e, int64_t n) {
+  switch (e.kind()) {
+    case SymInt::Kind::constant: return *e.constant() % n == 0;
+    case SymInt::Kind::add:
+      return std::all_of(e.operands().begin(), e.operands().end(), [&](const SymInt& o) { return multiple_of(o, n); });
+    case SymInt::Kind::mul:
+      return std::any_of(e.operands().begin(), e.operands().end(), [&](const SymInt& o) { return multiple_of(o, n); });
+    default: return false;
+  }
+}
+
+int vector_width(const loop::Program& p, const loop::LoopKernel& k) {
+  if (k.outer.empty() || !k.inner.empty() || !k.reductions.empty() || loop::has_dynamic_stores(k)) return 1;
+  auto last = k.outer.back().constant();
+  if (!last) return 1;
+  std::string x = loop::loop_var(static_cast<int>(k.outer.size()) - 1);
+  std::vector<ExprRef> loads;
+  std::vector<std::pair<int, SymInt>> unit;  // (buffer, offset) of the contiguous accesses
+  for (const auto& s : k.stores) {
+    collect_loads(s.value, loads);
+    if (affine_stride(s.offset, x) == 1) unit.emplace_back(s.buffer, s.offset);
+  }
+  for (const auto& l : loads)
+    if (!l->dynamic() && affine_stride(l->offset(), x) == 1) unit.emplace_back(l->buffer(), l->offset());
+  if (unit.empty()) return 1;
+  size_t widest = 1;
+  for (const auto& [b, off] : unit) widest = std::max<size_t>(widest, dtype_size(p.buffers[static_cast<size_t>(b)].dtype));
+  int v = static_cast<int>(16 / widest);
+  for (; v > 1; v /= 2) {
+    if (*last % v != 0) continue;
+    bool aligned = std::all_of(unit.begin(), unit.end(), [&](const auto& u) {
+      return multiple_of(substitute(u.second, {{x, SymInt(0)}}), v);
+    });
+    if (aligned) break;
+  }
+  return v;
+}
+
+bool is_column_reduction(const loop::LoopKernel& k) {
+  if (k.reductions.empty() || loop::is_scan(k) || loop::has_dynamic_stores(k) || k.outer.empty() || k.inner.empty()) return false;
+  for (const auto& s : k.stores)
+    if (s.inner) return false;
+  std::string x = loop::loop_var(static_cast<int>(k.outer.size()) - 1);
+  std::string r = loop::reduce_var(static_cast<int>(k.inner.size()) - 1);
+  std::vector<ExprRef> loads;
+  for (const auto& step : k.reductions) collect_loads(step.value, loads);
+  bool unit_along_x = false;
+  for (const auto& l : loads) {
+    if (l->dynamic()) return false;
+    auto cx = affine_stride(l->offset(), x), cr = affine_stride(l->offset(), r);
+    if (!cx || !cr || *cr == 1) return false;
+    unit_along_x = unit_along_x || *cx == 1;
+  }
+  return unit_along_x;
+}
+
+bool is_transposing(const loop::LoopKernel& k) {
+  if (!k.reductions.empty() || !k.inner.empty() || loop::has_dynamic_stores(k) || k.outer.size() < 2) return false;
+  std::string last = loop::loop_var(static_cast<int>(k.outer.size()) - 1);
+  std::string second = loop::loop_var(static_cast<int>(k.outer.size()) - 2);
+  std::vector<SymInt> offsets;
+  std::vector<ExprRef> loads;
+  for (const auto& s : k.stores) {
+    offsets.push_back(s.offset);
+    collect_loads(s.value, loads);
+  }
+  for (const auto& l : loads) {
+    if (l->dynamic()) return false;
+    offsets.push_back(l->offset());
+  }
+  bool transposed = false;
+  for (const auto& o : offsets) {
+    auto cl = affine_stride(o, last), cs = affine_stride(o, second);
+    if (!cl || !cs) return false;
+    transposed = transposed || (*cs == 1 && *cl != 1);
+  }
+  return transposed;
+}
+
+std::vector<CudaConfig> candidate_configs(const loop::Program& p, const loop::LoopKernel& k, const cuda::DeviceInfo& d) {
+  const int warp = d.warp_size;
+  CudaConfig c;
+  if (loop::has_dynamic_stores(k)) {
+    c.form = CudaConfig::Form::serial;
+    return {c};
+  }
+  if (loop::is_scan(k)) {
+    c.form = CudaConfig::Form::scan;
+    c.block = 4 * warp;
+    CudaConfig small = c;
+    small.block = warp;
+    return {c, small};
+  }
+  if (!k.reductions.empty()) {
+    if (!is_column_reduction(k)) return row_configs(k, d);
+    std::vector<CudaConfig> out;
+    c.form = CudaConfig::Form::column;
+    c.block = warp;
+    for (int rows : {8, 4, 16, 32}) {
+      if (rows * warp > d.max_threads_per_block) continue;
+      c.block_y = rows;
+      out.push_back(c);
+    }
+    return out;
+  }
+  std::vector<CudaConfig> out;
+  if (is_transposing(k)) {
+    c.form = CudaConfig::Form::tiled;
+    c.block = warp;
+    c.block_y = std::max(1, warp / 4);
+    out.push_back(c);
+    c.block_y = std::max(1, warp / 8);
+    out.push_back(c);
+  }
+  c = CudaConfig{};
+  int v = vector_width(p, k);
+  for (int warps : {4, 8, 16}) {
+    if (warps * warp > d.max_threads_per_block) continue;
+    c.block = warps * warp;
+    c.vector = v;
+    out.push_back(c);
+    if (v > 1) {
+      c.vector = 1;
+      out.push_back(c);
+    }
+  }
+  if (out.size() > kMaxCandidates) out.resize(kMaxCandidates);
+  return out;
+}
+
+CudaLaunch launch_for(const loop::LoopKernel& k, const CudaConfig& c, const cuda::DeviceInfo& d) {
+  CudaLaunch l;
+  l.block_x = c.block;
+  l.block_y = c.block_y;
+  int threads = c.block * c.block_y;
+  l.max_blocks = resident_blocks(d, threads, 2);
+  SymInt rows = product(k.outer);
+  switch (c.form) {
+    case CudaConfig::Form::pointwise:
+      l.units = floordiv(rows, SymInt(c.vector));
+      l.per_block = c.block;
+      break;
+    case CudaConfig::Form::tiled: {
+      size_t m = k.outer.size();
+      SymInt tiles = 1;
+      for (size_t i = 0; i + 2 < m; ++i) tiles = tiles * k.outer[i];
+      for (size_t i = m - 2; i < m; ++i) tiles = tiles * floordiv(k.outer[i] + SymInt(c.block - 1), SymInt(c.block));
+      l.units = tiles;
+      break;
+    }
+    case CudaConfig::Form::row:
+      l.units = rows;
+      l.per_block = c.block / c.threads_per_row;
+      break;
+    case CudaConfig::Form::column: {
+      SymInt tiles = floordiv(k.outer.back() + SymInt(c.block - 1), SymInt(c.block));
+      for (size_t i = 0; i + 1 < k.outer.size(); ++i) tiles = tiles * k.outer[i];
+      l.units = tiles;
+      break;
+    }
+    case CudaConfig::Form::scan:
+      l.units = rows;
+      l.per_block = c.block;
+      break;
+    case CudaConfig::Form::serial: l.max_blocks = 1; break;
+  }
+  return l;
+}
+
+}  // namespace coil::codegen

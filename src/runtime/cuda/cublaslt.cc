@@ -1,0 +1,377 @@
+#include "runtime/cuda/cublaslt.h"
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+#include "runtime/cuda/cublaslt_api.h"
+#include "support/check.h"
+
+namespace coil::cuda {
+
+// cuBLASLt's entry points (types from cublaslt_api.h: handles and descriptors are void*).
+struct CublasLt::Api {
+  using Status = lt::Status;
+  using SetAttribute = Status (*)(void*, int, const void*, size_t);
+  Status (*create)(void**) = nullptr;
+  Status (*destroy)(void*) = nullptr;
+  const char* (*status_name)(Status) = nullptr;
+  size_t (*version)() = nullptr;
+  Status (*desc_create)(void**, int, int) = nullptr;
+  Status (*desc_destroy)(void*) = nullptr;
+  SetAttribute desc_set = nullptr;
+  Status (*layout_create)(void**, int, uint64_t, uint64_t, int64_t) = nullptr;
+  Status (*layout_destroy)(void*) = nullptr;
+  SetAttribute layout_set = nullptr;
+  Status (*pref_create)(void**) = nullptr;
+  Status (*pref_destroy)(void*) = nullptr;
+  SetAttribute pref_set = nullptr;
+  Status (*heuristic)(void*, void*, void*, void*, void*, void*, void*, int, lt::HeuristicResult*, int*) = nullptr;
+  Status (*matmul)(void*, void*, const void*, const void*, void*, const void*, void*, const void*, const void*, void*,
+                   void*, void*, const lt::MatmulAlgo*, void*, size_t, void*) = nullptr;
+};
+
+namespace {
+
+// Everything the heuristic's choice depends on: the problem, the pointers' alignments (cuBLASLt
+// picks kernels by them) and the workspace it may use. Doubles are kept as bits, so that NaN
+// still orders.
+struct AlgoKey {
+  GemmProblem p;
+  uint64_t alpha_bits = 0, beta_bits = 0;
+  uint32_t align_a = 0, align_b = 0, align_c = 0, align_d = 0, align_bias = 0;
+  size_t workspace_bytes = 0;
+
+  auto fields() const {
+    return std::tie(p.dtype, p.batch, p.m, p.n, p.k, p.a_rs, p.a_cs, p.a_bs, p.b_rs, p.b_cs, p.b_bs, p.c_rs, p.c_cs,
+                    p.c_bs, p.d_rs, p.d_cs, p.d_bs, alpha_bits, beta_bits, p.epilogue, p.tf32, align_a, align_b,
+                    align_c, align_d, align_bias, workspace_bytes);
+  }
+  bool operator<(const AlgoKey& o) const { return fields() < o.fields(); }
+};
+
+}  // namespace
+
+struct CublasLt::Cache {
+  std::mutex mutex;
+  std::map<AlgoKey, lt::MatmulAlgo> algos;
+};
+
+namespace {
+
+// A cuBLASLt object destroyed on every path.
+struct Owned {
+  explicit Owned(lt::Status (*destroy_fn)(void*)) : destroy(destroy_fn) {}
+  ~Owned() {
+    if (p) destroy(p);
+  }
+  Owned(const Owned&) = delete;
+  Owned& operator=(const Owned&) = delete;
+  void* p = nullptr;
+  lt::Status (*destroy)(void*);
+};
+
+template <typename Fn>
+void bind(void* library, const char* name, Fn& fn, const std::string& path) {
+  fn = reinterpret_cast<Fn>(::dlsym(library, name));
+  if (!fn) fail("the cuBLASLt library '{}' has no '{}'", path, name);
+}
+
+bool empty(const GemmProblem& p) { return p.batch == 0 || p.m == 0 || p.n == 0; }
+
+// A row-major rows x cols matrix with strides (rs, cs) as a column-major cuBLASLt matrix: its
+// transpose with ld = rs when its columns are unit-strided (op N then gives back that
+// transpose), else itself with ld = cs when its rows are (op T). A dimension of extent 1 may
+// have any stride; the leading dimension it would set is then the other extent.
+std::optional<LtMatrix> column_major(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  if ((cs == 1 || cols == 1) && (rows == 1 || rs >= cols))
+    return LtMatrix{.rows = cols, .cols = rows, .ld = rows == 1 ? cols : rs, .transpose = false};
+  if ((rs == 1 || rows == 1) && (cols == 1 || cs >= rows))
+    return LtMatrix{.rows = rows, .cols = cols, .ld = cols == 1 ? rows : cs, .transpose = true};
+  return std::nullopt;
+}
+
+// The operands of a non-empty problem, or why cuBLASLt cannot take it ("" when it can).
+std::string map_operands(const GemmProblem& p, LtOperands& ops) {
+  if (p.dtype != DType::f32 && p.dtype != DType::f16 && p.dtype != DType::bf16 && p.dtype != DType::f64)
+    return fmt::format("cuBLASLt takes f32, f16, bf16 and f64 products, not {}", dtype_name(p.dtype));
+  if (p.batch < 0 || p.m < 0 || p.n < 0 || p.k < 0) return "negative sizes";
+  if (p.batch > INT32_MAX) return fmt::format("a batch of {} is more than cuBLASLt's int32 batch count holds", p.batch);
+  if (p.k == 0) return "k == 0: D = beta * C (+ epilogue) is no product, the caller computes it";
+  for (int64_t s : {p.a_rs, p.a_cs, p.a_bs, p.b_rs, p.b_cs, p.b_bs, p.c_rs, p.c_cs, p.c_bs, p.d_rs, p.d_cs, p.d_bs})
+    if (s < 0) return "negative strides";
+  auto batch_stride = [&](int64_t s) { return p.batch == 1 ? 0 : s; };
+  auto operand = [&](const char* name, int64_t rows, int64_t cols, int64_t rs, int64_t cs, int64_t bs, LtMatrix& out,
+                     bool may_transpose) -> std::string {
+    auto m = column_major(rows, cols, rs, cs);
+    if (!m || (m->transpose && !may_transpose))
+      return fmt::format(
+          "{} ({}x{}, strides {}, {}) {}", name, rows, cols, rs, cs,
+          may_transpose ? "has neither a unit row stride nor a unit column stride with the other covering its extent"
+                        : "is not row-major with a unit column stride and a row stride covering its columns");
+    out = *m;
+    out.batch_stride = batch_stride(bs);
+    return "";
+  };
+  ops.batch = static_cast<int32_t>(p.batch);
+  for (const std::string& why : {operand("A", p.m, p.k, p.a_rs, p.a_cs, p.a_bs, ops.b, true),
+                                 operand("B", p.k, p.n, p.b_rs, p.b_cs, p.b_bs, ops.a, true),
+                                 operand("D", p.m, p.n, p.d_rs, p.d_cs, p.d_bs, ops.d, false)})
+    if (!why.empty()) return why;
+  if (p.batch > 1 && p.d_bs == 0) return "D's batches overlap (batch stride 0)";
+  ops.c = ops.d;
+  if (p.beta != 0) return operand("C", p.m, p.n, p.c_rs, p.c_cs, p.c_bs, ops.c, false);
+  return "";
+}
+
+int data_type(DType t) {
+  switch (t) {
+    case DType::f64: return lt::kR64F;
+    case DType::f16: return lt::kR16F;
+    case DType::bf16: return lt::kR16BF;
+    default: return lt::kR32F;
+  }
+}
+
+int compute_type(const GemmProblem& p) {
+  if (p.dtype == DType::f64) return lt::kCompute64F;
+  return p.dtype == DType::f32 && p.tf32 ? lt::kCompute32FFastTf32 : lt::kCompute32F;
+}
+
+uint32_t cublas_epilogue(Epilogue e) {
+  switch (e) {
+    case Epilogue::none: return lt::kEpilogueDefault;
+    case Epilogue::bias: return lt::kEpilogueBias;
+    case Epilogue::relu: return lt::kEpilogueRelu;
+    case Epilogue::bias_relu: return lt::kEpilogueReluBias;
+    case Epilogue::gelu: return lt::kEpilogueGelu;
+    case Epilogue::bias_gelu: return lt::kEpilogueGeluBias;
+  }
+  return lt::kEpilogueDefault;
+}
+
+// The largest power of two dividing the address, at most 256 (cuBLASLt's default assumption).
+uint32_t alignment(const void* ptr) {
+  auto address = reinterpret_cast<uintptr_t>(ptr);
+  if (address == 0) return 256;
+  return static_cast<uint32_t>(std::min<uintptr_t>(256, address & (~address + 1)));
+}
+
+}  // namespace
+
+std::string_view epilogue_name(Epilogue e) {
+  switch (e) {
+    case Epilogue::none: return "none";
+    case Epilogue::bias: return "bias";
+    case Epilogue::relu: return "relu";
+    case Epilogue::bias_relu: return "bias_relu";
+    case Epilogue::gelu: return "gelu";
+    case Epilogue::bias_gelu: return "bias_gelu";
+  }
+  return "?";
+}
+
+bool epilogue_has_bias(Epilogue e) {
+  return e == Epilogue::bias || e == Epilogue::bias_relu || e == Epilogue::bias_gelu;
+}
+
+std::string str(const GemmProblem& p) {
+  return fmt::format(
+      "{} gemm batch {} m {} n {} k {} (strides batch/row/col: A {}/{}/{}, B {}/{}/{}, C {}/{}/{}, D {}/{}/{}), "
+      "alpha {} beta {}, epilogue {}{}",
+      dtype_name(p.dtype), p.batch, p.m, p.n, p.k, p.a_bs, p.a_rs, p.a_cs, p.b_bs, p.b_rs, p.b_cs, p.c_bs, p.c_rs,
+      p.c_cs, p.d_bs, p.d_rs, p.d_cs, p.alpha, p.beta, epilogue_name(p.epilogue),
+      p.tf32 && p.dtype == DType::f32 ? ", tf32" : "");
+}
+
+std::optional<std::string> gemm_unsupported_reason(const GemmProblem& p) {
+  if (empty(p) && p.batch >= 0 && p.m >= 0 && p.n >= 0 && p.k >= 0) return std::nullopt;
+  LtOperands ops;
+  std::string why = map_operands(p, ops);
+  if (why.empty()) return std::nullopt;
+  return why;
+}
+
+bool gemm_supported(const GemmProblem& p) { return !gemm_unsupported_reason(p).has_value(); }
+
+LtOperands to_column_major(const GemmProblem& p) {
+  if (empty(p)) fail("the {} is empty: there is nothing for cuBLASLt to do", str(p));
+  LtOperands ops;
+  std::string why = map_operands(p, ops);
+  if (!why.empty()) fail("cuBLASLt cannot take the {}: {}", str(p), why);
+  return ops;
+}
+
+CublasLt::CublasLt() = default;
+
+CublasLt::~CublasLt() {
+  if (handle_) api_->destroy(handle_);
+  if (library_) ::dlclose(library_);
+}
+
+std::shared_ptr<const CublasLt> CublasLt::load() {
+  std::vector<std::string> candidates = {"libcublasLt.so.13", "libcublasLt.so", "/usr/local/cuda/lib64/libcublasLt.so"};
+  if (const char* env = std::getenv("COIL_CUBLASLT"); env && *env) candidates = {env};
+  std::string tried;
+  for (const auto& path : candidates) {
+    void* library = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!library) {
+      tried += fmt::format("\n  {}: {}", path, ::dlerror());
+      continue;
+    }
+    std::shared_ptr<CublasLt> lt(new CublasLt());
+    lt->library_ = library;
+    lt->path_ = path;
+    lt->api_ = std::make_unique<Api>();
+    lt->cache_ = std::make_unique<Cache>();
+    Api& a = *lt->api_;
+    bind(library, "cublasLtCreate", a.create, path);
+    bind(library, "cublasLtDestroy", a.destroy, path);
+    bind(library, "cublasLtGetStatusName", a.status_name, path);
+    bind(library, "cublasLtGetVersion", a.version, path);
+    bind(library, "cublasLtMatmulDescCreate", a.desc_create, path);
+    bind(library, "cublasLtMatmulDescDestroy", a.desc_destroy, path);
+    bind(library, "cublasLtMatmulDescSetAttribute", a.desc_set, path);
+    bind(library, "cublasLtMatrixLayoutCreate", a.layout_create, path);
+    bind(library, "cublasLtMatrixLayoutDestroy", a.layout_destroy, path);
+    bind(library, "cublasLtMatrixLayoutSetAttribute", a.layout_set, path);
+    bind(library, "cublasLtMatmulPreferenceCreate", a.pref_create, path);
+    bind(library, "cublasLtMatmulPreferenceDestroy", a.pref_destroy, path);
+    bind(library, "cublasLtMatmulPreferenceSetAttribute", a.pref_set, path);
+    bind(library, "cublasLtMatmulAlgoGetHeuristic", a.heuristic, path);
+    bind(library, "cublasLtMatmul", a.matmul, path);
+    if (int status = a.create(&lt->handle_); status != lt::kSuccess) {
+      lt->handle_ = nullptr;
+      const char* name = a.status_name(status);
+      fail("cublasLtCreate failed: {} ({}) in {}: cuBLASLt needs a CUDA driver and a GPU",
+           name ? name : "unknown status", status, path);
+    }
+    return lt;
+  }
+  fail(
+      "cannot load cuBLASLt for matrix products on the GPU; tried:{}\nInstall the CUDA toolkit or set COIL_CUBLASLT to "
+      "libcublasLt's path.",
+      tried);
+}
+
+std::string CublasLt::version() const {
+  size_t v = api_->version();
+  return fmt::format("{}.{}.{}", v / 10000, v / 100 % 100, v % 100);
+}
+
+void CublasLt::check(int status, const char* call, const GemmProblem& p) const {
+  if (status == lt::kSuccess) return;
+  const char* name = api_->status_name(status);
+  fail("{} failed: {} ({}) for the {}", call, name ? name : "unknown status", status, str(p));
+}
+
+size_t CublasLt::cached_algorithms() const {
+  std::lock_guard lock(cache_->mutex);
+  return cache_->algos.size();
+}
+
+void CublasLt::gemm(const GemmProblem& p, const void* a, const void* b, const void* c, void* d, const void* bias,
+                    void* workspace, size_t workspace_bytes, void* stream) const {
+  if (auto why = gemm_unsupported_reason(p)) fail("cuBLASLt cannot take the {}: {}", str(p), *why);
+  if (empty(p)) return;
+  LtOperands ops = to_column_major(p);
+  bool has_bias = epilogue_has_bias(p.epilogue);
+  if (!a || !b || !d || (has_bias && !bias) || (p.beta != 0 && !c))
+    fail("the {} is missing a pointer ({} needed)", str(p),
+         has_bias ? (p.beta != 0 ? "A, B, C, D and bias" : "A, B, D and bias")
+                  : (p.beta != 0 ? "A, B, C and D" : "A, B and D"));
+  if (p.beta != 0 && c == d && !(ops.c == ops.d))
+    fail("the {} updates C in place with different layouts for C and D; cuBLASLt needs them equal", str(p));
+  const Api& x = *api_;
+  auto set = [&](Api::SetAttribute fn, void* object, int attribute, const auto& value, const char* call) {
+    check(fn(object, attribute, &value, sizeof(value)), call, p);
+  };
+
+  bool f64 = p.dtype == DType::f64;
+  Owned desc(x.desc_destroy);
+  check(x.desc_create(&desc.p, compute_type(p), f64 ? lt::kR64F : lt::kR32F), "cublasLtMatmulDescCreate", p);
+  int32_t trans_a = ops.a.transpose ? lt::kOpT : lt::kOpN, trans_b = ops.b.transpose ? lt::kOpT : lt::kOpN;
+  set(x.desc_set, desc.p, lt::kDescTransA, trans_a, "cublasLtMatmulDescSetAttribute");
+  set(x.desc_set, desc.p, lt::kDescTransB, trans_b, "cublasLtMatmulDescSetAttribute");
+  if (p.epilogue != Epilogue::none) {
+    uint32_t epilogue = cublas_epilogue(p.epilogue);
+    set(x.desc_set, desc.p, lt::kDescEpilogue, epilogue, "cublasLtMatmulDescSetAttribute");
+  }
+  if (has_bias) {
+    int32_t bias_type = data_type(p.dtype);
+    set(x.desc_set, desc.p, lt::kDescBiasPointer, bias, "cublasLtMatmulDescSetAttribute");
+    set(x.desc_set, desc.p, lt::kDescBiasDataType, bias_type, "cublasLtMatmulDescSetAttribute");
+  }
+
+  auto make_layout = [&](Owned& layout, const LtMatrix& m) {
+    check(x.layout_create(&layout.p, data_type(p.dtype), static_cast<uint64_t>(m.rows), static_cast<uint64_t>(m.cols),
+                          m.ld),
+          "cublasLtMatrixLayoutCreate", p);
+    if (ops.batch == 1) return;
+    set(x.layout_set, layout.p, lt::kLayoutBatchCount, ops.batch, "cublasLtMatrixLayoutSetAttribute");
+    set(x.layout_set, layout.p, lt::kLayoutStridedBatchOffset, m.batch_stride, "cublasLtMatrixLayoutSetAttribute");
+  };
+  Owned layout_a(x.layout_destroy), layout_b(x.layout_destroy), layout_c(x.layout_destroy), layout_d(x.layout_destroy);
+  make_layout(layout_a, ops.a);
+  make_layout(layout_b, ops.b);
+  make_layout(layout_d, ops.d);
+  // cuBLASLt reads no C when beta == 0; D and its layout stand in for it.
+  const void* c_data = p.beta != 0 ? c : d;
+  if (p.beta != 0) make_layout(layout_c, ops.c);
+  void* c_layout = p.beta != 0 ? layout_c.p : layout_d.p;
+
+  // cuBLASLt's A is our B and its B our A.
+  AlgoKey key{.p = p,
+              .alpha_bits = std::bit_cast<uint64_t>(p.alpha),
+              .beta_bits = std::bit_cast<uint64_t>(p.beta),
+              .align_a = alignment(b),
+              .align_b = alignment(a),
+              .align_c = alignment(c_data),
+              .align_d = alignment(d),
+              .align_bias = has_bias ? alignment(bias) : 0,
+              .workspace_bytes = workspace_bytes};
+  lt::MatmulAlgo algo{};
+  bool cached = false;
+  {
+    std::lock_guard lock(cache_->mutex);
+    if (auto it = cache_->algos.find(key); it != cache_->algos.end()) {
+      algo = it->second;
+      cached = true;
+    }
+  }
+  if (!cached) {
+    Owned pref(x.pref_destroy);
+    check(x.pref_create(&pref.p), "cublasLtMatmulPreferenceCreate", p);
+    uint64_t max_workspace = workspace_bytes;
+    set(x.pref_set, pref.p, lt::kPrefMaxWorkspaceBytes, max_workspace, "cublasLtMatmulPreferenceSetAttribute");
+    set(x.pref_set, pref.p, lt::kPrefMinAlignmentA, key.align_a, "cublasLtMatmulPreferenceSetAttribute");
+    set(x.pref_set, pref.p, lt::kPrefMinAlignmentB, key.align_b, "cublasLtMatmulPreferenceSetAttribute");
+    set(x.pref_set, pref.p, lt::kPrefMinAlignmentC, key.align_c, "cublasLtMatmulPreferenceSetAttribute");
+    set(x.pref_set, pref.p, lt::kPrefMinAlignmentD, key.align_d, "cublasLtMatmulPreferenceSetAttribute");
+    lt::HeuristicResult result{};
+    int found = 0;
+    check(x.heuristic(handle_, desc.p, layout_a.p, layout_b.p, c_layout, layout_d.p, pref.p, 1, &result, &found),
+          "cublasLtMatmulAlgoGetHeuristic", p);
+    if (found == 0) fail("cublasLtMatmulAlgoGetHeuristic found no algorithm for the {}", str(p));
+    check(result.state, "cublasLtMatmulAlgoGetHeuristic (its result)", p);
+    algo = result.algo;
+    std::lock_guard lock(cache_->mutex);
+    cache_->algos.emplace(key, algo);
+  }
+
+  float alpha32 = static_cast<float>(p.alpha), beta32 = static_cast<float>(p.beta);
+  const void* alpha = f64 ? static_cast<const void*>(&p.alpha) : &alpha32;
+  const void* beta = f64 ? static_cast<const void*>(&p.beta) : &beta32;
+  check(x.matmul(handle_, desc.p, alpha, b, layout_a.p, a, layout_b.p, beta, c_data, c_layout, d, layout_d.p, &algo,
+                 workspace, workspace_bytes, stream),
+        "cublasLtMatmul", p);
+}
+
+}  // namespace coil::cuda
