@@ -32,6 +32,8 @@ struct RunOptions {
   bool check = false;      // compiled code, compared with the interpreter
   int repeat = 1;          // timed runs of the compiled code
   std::string cache_dir;   // the kernel cache (default $COIL_CACHE_DIR or ~/.cache/coil)
+  std::string device = "cpu";
+  bool tf32 = false;
 };
 
 std::map<std::string, int64_t> parse_sizes(const std::vector<std::string>& items) {
@@ -191,7 +193,9 @@ int run(const RunOptions& o) {
   if (o.interpret) {
     outputs = coil::evaluate_reference(g, inputs, weights);
   } else {
-    coil::Executable exe = coil::compile(g, {.cache_dir = o.cache_dir});
+    coil::Executable exe = coil::compile(g, {.cache_dir = o.cache_dir, .device = o.device, .allow_tf32 = o.tf32});
+    if (!exe.device_note.empty()) std::cerr << "coil: note: " << exe.device_note << "\n";
+    if (o.device != "cpu") fmt::print("device: {}\n", exe.device);
     const auto& st = exe.stats;
     fmt::print("compiled {} kernel{} + {} extern call{} in {:.1f} ms ({}: frontend {:.1f} ms, codegen {:.1f} ms, build {:.1f} ms)\n",
                st.loop_kernels, st.loop_kernels == 1 ? "" : "s", st.extern_calls, st.extern_calls == 1 ? "" : "s",
@@ -254,6 +258,10 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--preview", run_options.preview, "values printed per output")->default_val(6);
   run_cmd->add_option("--cache-dir", run_options.cache_dir, "kernel cache folder (default $COIL_CACHE_DIR or ~/.cache/coil)");
   run_cmd->add_option("--repeat", run_options.repeat, "time this many runs of the compiled code")->default_val(1);
+  run_cmd->add_option("--device", run_options.device, "where the compiled code runs (auto: the GPU when there is one)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->default_val("cpu");
+  run_cmd->add_flag("--tf32", run_options.tf32, "let f32 matrix products use TF32 tensor cores on the GPU");
   run_cmd->add_flag("--interpret", run_options.interpret, "run the reference interpreter instead of compiled code");
   run_cmd->add_flag("--check", run_options.check, "also run the interpreter and print each output's max error");
 

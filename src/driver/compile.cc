@@ -16,6 +16,8 @@
 #include "schedule/externs_to_loops.h"
 #include "schedule/fuse_epilogues.h"
 #include "schedule/fuse_siblings.h"
+#include "runtime/cuda/context.h"
+#include "runtime/cuda/gpu_plan.h"
 #include "support/check.h"
 
 namespace coil {
@@ -42,6 +44,7 @@ void dump(std::string_view stage, const std::string& text) {
 Executable::Executable() : plan(std::make_shared<Plan>()) {}
 
 std::vector<Tensor> Executable::run(const TensorMap& inputs, const TensorMap& weights) const {
+  if (gpu_plan) return gpu_plan->run(inputs, weights);
   return plan->run(inputs, weights);
 }
 
@@ -99,6 +102,25 @@ Generated generate(const Graph& graph, const Target& target) {
 }
 
 Executable compile(const Graph& graph, const CompileOptions& options) {
+  if (options.device != "cpu" && options.device != "cuda" && options.device != "auto")
+    fail("unknown device '{}' (expected cpu, cuda or auto)", options.device);
+  std::string note;
+  if (options.device != "cpu") {
+    std::shared_ptr<cuda::Context> context;
+    try {
+      context = cuda::Context::open(options.cuda_device);
+    } catch (const Error& e) {
+      if (options.device == "cuda") throw;
+      note = fmt::format("running on the CPU: {}", e.what());
+    }
+    if (context) return compile_cuda(graph, options, std::move(context));
+  }
+  Executable exe = compile_cpu(graph, options);
+  exe.device_note = note;
+  return exe;
+}
+
+Executable compile_cpu(const Graph& graph, const CompileOptions& options) {
   Generated gen = generate(graph);
   Executable exe;
   exe.stats = gen.stats;

@@ -8,6 +8,7 @@
 #include "coil/graph.h"
 #include "codegen/cpu/cpu_codegen.h"
 #include "codegen/cuda/cuda_codegen.h"
+#include "runtime/cuda/context.h"
 #include "runtime/plan.h"
 
 namespace coil {
@@ -32,6 +33,9 @@ struct Generated {
   CompileStats stats;  // frontend and codegen times
 };
 Generated generate(const Graph& graph, const Target& target = {});
+Executable compile_cpu(const Graph& graph, const CompileOptions& options);
+// compile_cuda.cc: NVRTC in parallel, modules loaded into `context`, the GPU plan.
+Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::shared_ptr<cuda::Context> context);
 // Whether the CUDA runtime runs this extern call through cuBLASLt (else it becomes a loop kernel).
 bool cublas_takes(const loop::ExternCall& call, const loop::Program& program);
 

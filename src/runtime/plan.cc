@@ -11,8 +11,6 @@
 
 namespace coil {
 
-namespace {
-
 // Storage elements a layout addresses, offset included.
 int64_t span_of(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides, int64_t offset) {
   int64_t last = offset;
@@ -39,7 +37,9 @@ Tensor bind_external(const Tensor& t, const loop::Buffer& b, const std::map<std:
   return t.contiguous_copy();  // the kernels assume the declared (contiguous) layout
 }
 
-}  // namespace
+int64_t buffer_elements(const loop::Buffer& buf, const std::map<std::string, int64_t>& symbols) {
+  return std::max<int64_t>(span_of(eval_all(buf.sizes, symbols), eval_all(buf.strides, symbols), buf.offset.eval(symbols)), 1);
+}
 
 std::vector<Tensor> Plan::run(const TensorMap& inputs, const TensorMap& weights) const {
   auto symbols = bind_symbols(graph, inputs);
@@ -68,10 +68,7 @@ std::vector<Tensor> Plan::run(const TensorMap& inputs, const TensorMap& weights)
   // Outputs and constants are allocated up front; temporaries just before their first step,
   // from the memory of temporaries already dead when it fits.
   // Storage elements a buffer's layout addresses (at least one).
-  auto elements_of = [&](const loop::Buffer& buf) {
-    int64_t span = span_of(eval_all(buf.sizes, symbols), eval_all(buf.strides, symbols), buf.offset.eval(symbols));
-    return std::max<int64_t>(span, 1);
-  };
+  auto elements_of = [&](const loop::Buffer& buf) { return buffer_elements(buf, symbols); };
   std::vector<std::vector<int>> allocate_before(kernels.size());
   std::vector<Tensor> pool;  // dead temporaries' memory (u8, flat)
   for (size_t b = 0; b < buffers.size(); ++b) {

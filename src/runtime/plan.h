@@ -28,4 +28,13 @@ struct Plan {
   std::vector<Tensor> run(const TensorMap& inputs, const TensorMap& weights) const;
 };
 
+// Shared by the CPU and GPU executors.
+int64_t span_of(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides, int64_t offset);
+std::vector<int64_t> eval_all(const SymShape& s, const std::map<std::string, int64_t>& symbols);
+// Storage elements a buffer's layout addresses (at least one).
+int64_t buffer_elements(const loop::Buffer& buf, const std::map<std::string, int64_t>& symbols);
+// `t` checked against the buffer's dtype and shape, as a tensor in the buffer's layout (a
+// contiguous copy when it is not).
+Tensor bind_external(const Tensor& t, const loop::Buffer& b, const std::map<std::string, int64_t>& symbols, const std::string& what);
+
 }  // namespace coil

@@ -12,6 +12,9 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 COIL = os.environ.get("COIL_BIN", str(ROOT / "build" / "tools" / "coil"))
+# On a GPU machine (scripts/gpu-check) the compiled cases also run on CUDA.
+CUDA = os.environ.get("COIL_TEST_DEVICE") == "cuda"
+COMPILED_MODES = ["compiled"] + (["cuda"] if CUDA else [])
 # Compiled kernels go to a cache of the test session's own unless the caller chose one.
 if "COIL_CACHE_DIR" not in os.environ:
     os.environ["COIL_CACHE_DIR"] = tempfile.mkdtemp(prefix="coil_test_cache_")

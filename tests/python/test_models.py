@@ -18,7 +18,7 @@ import sys
 import pytest
 import torch
 
-from conftest import ROOT, read_safetensors, run_coil
+from conftest import COMPILED_MODES, ROOT, read_safetensors, run_coil
 
 MODELS_DIR = ROOT / "models"
 sys.path.insert(0, str(MODELS_DIR))
@@ -50,7 +50,7 @@ def reference_model(name):
     return model.double().eval()
 
 
-@pytest.mark.parametrize("mode", ["compiled", "interpreted"])
+@pytest.mark.parametrize("mode", [*COMPILED_MODES, "interpreted"])
 @pytest.mark.parametrize("batch", [2, 3])
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_model_matches_pytorch(name, batch, mode, coil_bin):
@@ -61,7 +61,7 @@ def test_model_matches_pytorch(name, batch, mode, coil_bin):
         want = reference_model(name)(x.double()).float()
     assert want.shape == (batch, *out_shape)
 
-    extra = ["--interpret"] if mode == "interpreted" else []
+    extra = {"interpreted": ["--interpret"], "cuda": ["--device", "cuda"]}.get(mode, [])
     outputs, _ = run_coil(graph_text(name), {"x": x}, extra)
     assert list(outputs) == ["y"]
     got = outputs["y"]

@@ -3,7 +3,8 @@ graphs leave output types out) and its reference interpreter (values), on the ca
 op_cases.py. Where PyTorch raises, coil must reject the graph with exit code 1.
 
 Every case runs twice: with `coil run --interpret` (the reference interpreter) and compiled
-(the CPU compiler, whose results must match PyTorch just as closely)."""
+(the CPU compiler, whose results must match PyTorch just as closely), and on a GPU machine
+(COIL_TEST_DEVICE=cuda) compiled for CUDA as well."""
 import re
 import subprocess
 import tempfile
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import COIL, read_safetensors, write_safetensors
+from conftest import COIL, COMPILED_MODES, read_safetensors, write_safetensors
 from op_cases import CASES, NAME
 
 OPS_DEF = Path(__file__).resolve().parents[2] / "include" / "coil" / "ops.def"
@@ -34,7 +35,7 @@ def test_every_op_has_a_case():
     assert len(OPS) > 130
 
 
-def coil(cmd, text, inputs=None, out=False, compiled=False):
+def coil(cmd, text, inputs=None, out=False, compiled=False, device="cpu"):
     with tempfile.TemporaryDirectory() as d:
         graph = Path(d) / "t.coil"
         graph.write_text(text)
@@ -46,6 +47,8 @@ def coil(cmd, text, inputs=None, out=False, compiled=False):
             args += ["--out", str(Path(d) / "out.safetensors")]
             if not compiled:
                 args.append("--interpret")
+            elif device != "cpu":
+                args += ["--device", device]
         proc = subprocess.run(args, capture_output=True, text=True)
         outputs = read_safetensors(Path(d) / "out.safetensors") if out and proc.returncode == 0 else None
     return proc, outputs
@@ -98,12 +101,13 @@ def torch_expected(case):
         return None, e
 
 
-@pytest.mark.parametrize("mode", ["interpret", "compiled"])
+@pytest.mark.parametrize("mode", ["interpret", *COMPILED_MODES])
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_op(case, mode):
     text = case.graph.text(case.outputs)
     expected, error = torch_expected(case)
-    proc, actual = coil("run", text, case.graph.inputs, out=True, compiled=mode == "compiled")
+    proc, actual = coil("run", text, case.graph.inputs, out=True, compiled=mode != "interpret",
+                        device="cuda" if mode == "cuda" else "cpu")
     where = f"\n--- graph ---\n{text}--- coil stderr ---\n{proc.stderr.strip()}"
     if case.coil_rejects:
         assert error is None, f"torch raised {error!r}; the case expects torch to accept it"

@@ -41,8 +41,14 @@ void expect_close(const Tensor& got, const Tensor& want, const std::string& what
   }
 }
 
+// COIL_TEST_DEVICE=cuda (scripts/gpu-check) runs these on the GPU.
+std::string test_device() {
+  const char* d = std::getenv("COIL_TEST_DEVICE");
+  return d && *d ? d : "cpu";
+}
+
 void check_against_reference(const Graph& g, uint64_t seed) {
-  Executable exe = compile(g, {.cache_dir = temp_cache()});
+  Executable exe = compile(g, {.cache_dir = temp_cache(), .device = test_device()});
   TensorMap inputs = random_inputs(g, seed);
   auto got = exe.run(inputs, {});
   auto want = evaluate_reference(g, inputs);

@@ -443,16 +443,20 @@ std::string CpuSource::code() const {
 }
 
 std::vector<std::vector<size_t>> partition_kernels(const CpuSource& source, size_t parts) {
-  size_t n = std::min(std::max<size_t>(parts, 1), source.kernels.size());
+  return partition_bodies(source.bodies, parts);
+}
+
+std::vector<std::vector<size_t>> partition_bodies(const std::vector<std::string>& bodies, size_t parts) {
+  size_t n = std::min(std::max<size_t>(parts, 1), bodies.size());
   std::vector<std::vector<size_t>> units(n);
-  std::vector<size_t> load(n, 0), order(source.kernels.size());
+  std::vector<size_t> load(n, 0), order(bodies.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   // Largest first, each into the lightest unit; ties by index, so the split is reproducible.
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return source.bodies[a].size() > source.bodies[b].size(); });
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return bodies[a].size() > bodies[b].size(); });
   for (size_t i : order) {
     size_t u = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
     units[u].push_back(i);
-    load[u] += source.bodies[i].size();
+    load[u] += bodies[i].size();
   }
   for (auto& u : units) std::sort(u.begin(), u.end());
   return units;

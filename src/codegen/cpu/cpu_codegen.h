@@ -22,6 +22,8 @@ struct CpuSource {
 // Splits the kernels into at most `parts` translation units of about equal source size, to be
 // compiled in parallel. Deterministic (so cache keys repeat); every unit is non-empty.
 std::vector<std::vector<size_t>> partition_kernels(const CpuSource& source, size_t parts);
+// The same over any kernel bodies (the CUDA backend's too).
+std::vector<std::vector<size_t>> partition_bodies(const std::vector<std::string>& bodies, size_t parts);
 
 // `symbols` lists the size symbols in the order the runtime passes their values.
 CpuSource generate_cpu(const loop::Program& program, const std::vector<std::string>& symbols);

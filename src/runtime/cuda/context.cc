@@ -1,0 +1,178 @@
+#include "runtime/cuda/context.h"
+
+#include <fmt/format.h>
+
+#include <functional>
+
+#include "support/check.h"
+
+namespace coil::cuda {
+
+// Driver entry points the runtime uses, resolved once through cuGetProcAddress.
+struct Context::Api {
+  int (*primary_retain)(void**, int) = nullptr;
+  int (*primary_release)(int) = nullptr;
+  int (*set_current)(void*) = nullptr;
+  int (*mem_alloc)(DevicePtr*, size_t) = nullptr;
+  int (*mem_free)(DevicePtr) = nullptr;
+  int (*htod)(DevicePtr, const void*, size_t, Stream) = nullptr;
+  int (*dtoh)(void*, DevicePtr, size_t, Stream) = nullptr;
+  int (*dtod)(DevicePtr, DevicePtr, size_t, Stream) = nullptr;
+  int (*memset8)(DevicePtr, unsigned char, size_t, Stream) = nullptr;
+  int (*stream_sync)(Stream) = nullptr;
+  int (*module_load)(void**, const void*) = nullptr;
+  int (*module_unload)(void*) = nullptr;
+  int (*module_function)(void**, void*, const char*) = nullptr;
+  int (*launch)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, Stream, void**, void**) = nullptr;
+  int (*event_create)(void**, unsigned) = nullptr;
+  int (*event_record)(void*, Stream) = nullptr;
+  int (*event_sync)(void*) = nullptr;
+  int (*event_elapsed)(float*, void*, void*) = nullptr;
+  int (*event_destroy)(void*) = nullptr;
+};
+
+class Context::Module {
+ public:
+  Module(std::shared_ptr<const Context> owner, void* handle) : owner_(std::move(owner)), handle_(handle) {}
+  ~Module() {
+    owner_->make_current();
+    owner_->api_->module_unload(handle_);  // nothing to do about a failure while unloading
+  }
+  void* handle() const { return handle_; }
+
+ private:
+  std::shared_ptr<const Context> owner_;
+  void* handle_;
+};
+
+std::shared_ptr<Context> Context::open(int ordinal) {
+  std::shared_ptr<Context> c(new Context());
+  c->driver_ = Driver::load();
+  if (ordinal < 0 || ordinal >= c->driver_->device_count())
+    fail("there is no CUDA device {} ({} found)", ordinal, c->driver_->device_count());
+  c->info_ = c->driver_->device_info(ordinal);
+  c->api_ = std::make_unique<Api>();
+  Api& a = *c->api_;
+  auto resolve = [&](const char* name, auto& fn) { fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(c->driver_->entry(name)); };
+  resolve("cuDevicePrimaryCtxRetain", a.primary_retain);
+  resolve("cuDevicePrimaryCtxRelease", a.primary_release);
+  resolve("cuCtxSetCurrent", a.set_current);
+  resolve("cuMemAlloc", a.mem_alloc);
+  resolve("cuMemFree", a.mem_free);
+  resolve("cuMemcpyHtoDAsync", a.htod);
+  resolve("cuMemcpyDtoHAsync", a.dtoh);
+  resolve("cuMemcpyDtoDAsync", a.dtod);
+  resolve("cuMemsetD8Async", a.memset8);
+  resolve("cuStreamSynchronize", a.stream_sync);
+  resolve("cuModuleLoadData", a.module_load);
+  resolve("cuModuleUnload", a.module_unload);
+  resolve("cuModuleGetFunction", a.module_function);
+  resolve("cuLaunchKernel", a.launch);
+  resolve("cuEventCreate", a.event_create);
+  resolve("cuEventRecord", a.event_record);
+  resolve("cuEventSynchronize", a.event_sync);
+  resolve("cuEventElapsedTime", a.event_elapsed);
+  resolve("cuEventDestroy", a.event_destroy);
+  c->device_ = ordinal;
+  c->driver_->check(a.primary_retain(&c->context_, ordinal), "cuDevicePrimaryCtxRetain");
+  c->make_current();
+  return c;
+}
+
+Context::~Context() {
+  if (context_) api_->primary_release(device_);
+}
+
+void Context::make_current() const { driver_->check(api_->set_current(context_), "cuCtxSetCurrent"); }
+
+DevicePtr Context::allocate(size_t bytes) const {
+  make_current();
+  DevicePtr p = 0;
+  int rc = api_->mem_alloc(&p, bytes);
+  if (rc != 0) {
+    try {
+      driver_->check(rc, "cuMemAlloc");
+    } catch (const Error& e) {
+      fail("{} ({} bytes on {})", e.what(), bytes, info_.name);
+    }
+  }
+  return p;
+}
+
+void Context::release(DevicePtr p) const {
+  make_current();
+  driver_->check(api_->mem_free(p), "cuMemFree");
+}
+
+void Context::copy_to_device(DevicePtr dst, const void* src, size_t bytes, Stream s) const {
+  if (bytes == 0) return;
+  make_current();
+  driver_->check(api_->htod(dst, src, bytes, s), "cuMemcpyHtoDAsync");
+}
+
+void Context::copy_to_host(void* dst, DevicePtr src, size_t bytes, Stream s) const {
+  if (bytes == 0) return;
+  make_current();
+  driver_->check(api_->dtoh(dst, src, bytes, s), "cuMemcpyDtoHAsync");
+}
+
+void Context::copy_on_device(DevicePtr dst, DevicePtr src, size_t bytes, Stream s) const {
+  if (bytes == 0) return;
+  make_current();
+  driver_->check(api_->dtod(dst, src, bytes, s), "cuMemcpyDtoDAsync");
+}
+
+void Context::fill_zero(DevicePtr dst, size_t bytes, Stream s) const {
+  if (bytes == 0) return;
+  make_current();
+  driver_->check(api_->memset8(dst, 0, bytes, s), "cuMemsetD8Async");
+}
+
+void Context::synchronize(Stream s) const {
+  make_current();
+  driver_->check(api_->stream_sync(s), "cuStreamSynchronize");
+}
+
+std::shared_ptr<Context::Module> Context::load_module(const std::string& cubin) const {
+  make_current();
+  void* handle = nullptr;
+  driver_->check(api_->module_load(&handle, cubin.data()), "cuModuleLoadData");
+  // A module keeps its context alive; the Context outlives every user through shared_ptr.
+  return std::make_shared<Module>(shared_from_this(), handle);
+}
+
+void* Context::function(const Module& m, const std::string& name) const {
+  void* f = nullptr;
+  driver_->check(api_->module_function(&f, m.handle(), name.c_str()), ("cuModuleGetFunction(" + name + ")").c_str());
+  return f;
+}
+
+void Context::launch(void* function, Dim3 grid, Dim3 block, unsigned shared_bytes, Stream s, void** params) const {
+  driver_->check(api_->launch(function, grid.x, grid.y, grid.z, block.x, block.y, block.z, shared_bytes, s, params, nullptr),
+                 "cuLaunchKernel");
+}
+
+double Context::time_ms(Stream s, const std::function<void()>& work) const {
+  make_current();
+  void* start = nullptr;
+  void* stop = nullptr;
+  driver_->check(api_->event_create(&start, 0), "cuEventCreate");
+  driver_->check(api_->event_create(&stop, 0), "cuEventCreate");
+  float ms = 0;
+  try {
+    driver_->check(api_->event_record(start, s), "cuEventRecord");
+    work();
+    driver_->check(api_->event_record(stop, s), "cuEventRecord");
+    driver_->check(api_->event_sync(stop), "cuEventSynchronize");
+    driver_->check(api_->event_elapsed(&ms, start, stop), "cuEventElapsedTime");
+  } catch (...) {
+    api_->event_destroy(start);
+    api_->event_destroy(stop);
+    throw;
+  }
+  api_->event_destroy(start);
+  api_->event_destroy(stop);
+  return ms;
+}
+
+}  // namespace coil::cuda

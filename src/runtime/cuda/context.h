@@ -1,0 +1,63 @@
+// A GPU as coil's runtime uses it: the device's primary context (the one PyTorch's runtime
+// uses too, so pointers and streams pass between them), memory, copies, modules, launches and
+// events, each a driver call through Driver and each failure a coil::Error naming the call.
+// Streams are the caller's (a CUstream as void*; nullptr is the legacy default stream).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "runtime/cuda/driver.h"
+
+namespace coil::cuda {
+
+using DevicePtr = uint64_t;  // a CUdeviceptr
+using Stream = void*;        // a CUstream
+
+struct Dim3 {
+  unsigned x = 1, y = 1, z = 1;
+};
+
+class Context : public std::enable_shared_from_this<Context> {
+ public:
+  // Retains device `ordinal`'s primary context. Throws coil::Error saying why there is no GPU.
+  static std::shared_ptr<Context> open(int ordinal = 0);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const DeviceInfo& device() const { return info_; }
+  const Driver& driver() const { return *driver_; }
+  // Makes the primary context current on the calling thread (every call below does it).
+  void make_current() const;
+
+  DevicePtr allocate(size_t bytes) const;  // raw cuMemAlloc; see DeviceAllocator for caching
+  void release(DevicePtr p) const;
+  void copy_to_device(DevicePtr dst, const void* src, size_t bytes, Stream s) const;
+  void copy_to_host(void* dst, DevicePtr src, size_t bytes, Stream s) const;
+  void copy_on_device(DevicePtr dst, DevicePtr src, size_t bytes, Stream s) const;
+  void fill_zero(DevicePtr dst, size_t bytes, Stream s) const;
+  void synchronize(Stream s) const;
+
+  // A loaded cubin and its functions; unloaded with the last reference.
+  class Module;
+  std::shared_ptr<Module> load_module(const std::string& cubin) const;
+  void* function(const Module& m, const std::string& name) const;  // a CUfunction
+  void launch(void* function, Dim3 grid, Dim3 block, unsigned shared_bytes, Stream s, void** params) const;
+
+  // Elapsed milliseconds between two events recorded on `s` around `work`, after a sync.
+  double time_ms(Stream s, const std::function<void()>& work) const;
+
+  struct Api;
+
+ private:
+  Context() = default;
+  std::shared_ptr<const Driver> driver_;
+  std::unique_ptr<Api> api_;
+  DeviceInfo info_;
+  int device_ = 0;
+  void* context_ = nullptr;  // CUcontext
+};
+
+}  // namespace coil::cuda

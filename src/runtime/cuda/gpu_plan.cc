@@ -1,0 +1,213 @@
+#include "runtime/cuda/gpu_plan.h"
+
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "runtime/plan.h"
+#include "support/check.h"
+
+namespace coil {
+
+namespace {
+
+// cuBLASLt's larger kernels want a workspace of this size on Hopper.
+constexpr size_t kGemmWorkspace = size_t{32} << 20;
+
+cuda::DevicePtr at(cuda::DevicePtr base, const loop::Buffer& buf, int64_t offset) {
+  return base + static_cast<cuda::DevicePtr>(offset * static_cast<int64_t>(dtype_size(buf.dtype)));
+}
+
+// A matrix product as cuBLASLt's problem: strides of the views (the last two dims are the
+// matrix, a leading one the batch).
+cuda::GemmProblem gemm_problem(const loop::ExternCall& call, const loop::Program& p, const std::map<std::string, int64_t>& symbols,
+                               bool tf32) {
+  const loop::Buffer& out = p.buffers[static_cast<size_t>(call.output)];
+  bool addmm = call.kind == loop::ExternKind::addmm;
+  const loop::View& a = call.inputs[addmm ? 1 : 0];
+  const loop::View& b = call.inputs[addmm ? 2 : 1];
+  auto sizes = eval_all(out.sizes, symbols), ostrides = eval_all(out.strides, symbols);
+  auto as = eval_all(a.strides, symbols), bs = eval_all(b.strides, symbols);
+  auto asz = eval_all(a.sizes, symbols);
+  size_t r = sizes.size();
+  cuda::GemmProblem g;
+  g.dtype = out.dtype;
+  g.m = sizes[r - 2];
+  g.n = sizes[r - 1];
+  g.k = asz.back();
+  g.batch = r == 3 ? sizes[0] : 1;
+  g.a_rs = as[r - 2], g.a_cs = as[r - 1], g.a_bs = r == 3 ? as[0] : 0;
+  g.b_rs = bs[r - 2], g.b_cs = bs[r - 1], g.b_bs = r == 3 ? bs[0] : 0;
+  g.d_rs = ostrides[r - 2], g.d_cs = ostrides[r - 1], g.d_bs = r == 3 ? ostrides[0] : 0;
+  g.tf32 = tf32;
+  if (addmm) {
+    g.alpha = call.params[1];
+    g.epilogue = cuda::Epilogue::bias;
+  }
+  return g;
+}
+
+}  // namespace
+
+GpuPlan::~GpuPlan() {
+  if (!allocator) return;
+  for (const auto& [host, p] : device_weights_) allocator->free(p, nullptr);
+}
+
+std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weights, cuda::Stream stream) const {
+  const cuda::Context& ctx = *context;
+  ctx.make_current();
+  auto symbols = bind_symbols(graph, inputs);
+  std::vector<int64_t> symbol_values;
+  for (const auto& s : graph.symbols) symbol_values.push_back(symbols.at(s.name));
+  const auto& buffers = lowered.program.buffers;
+  const size_t nb = buffers.size(), nk = lowered.program.kernels.size();
+  std::vector<cuda::DevicePtr> ptrs(nb, 0);
+  std::vector<bool> owned(nb, false);  // allocated for this run (freed at its end)
+  auto bytes_of = [&](const loop::Buffer& buf) {
+    return static_cast<size_t>(buffer_elements(buf, symbols)) * dtype_size(buf.dtype);
+  };
+  auto take = [&](size_t b) {
+    ptrs[b] = allocator->allocate(bytes_of(buffers[b]), stream);
+    owned[b] = true;
+  };
+  std::vector<Tensor> staged;  // host copies kept alive until the copies ran
+  auto upload = [&](size_t b, const Tensor& t) {
+    take(b);
+    // The tensor's element [0, ...] goes where the buffer's offset puts it.
+    int64_t offset = buffers[b].offset.eval(symbols);
+    size_t bytes = static_cast<size_t>(t.numel() ? span_of(t.sizes(), t.strides(), 0) : 0) * dtype_size(t.dtype());
+    ctx.copy_to_device(at(ptrs[b], buffers[b], offset), t.data(), bytes, stream);
+    staged.push_back(t);
+  };
+  try {
+    auto input_nodes = graph.input_nodes();
+    for (size_t i = 0; i < input_nodes.size(); ++i) {
+      auto b = static_cast<size_t>(lowered.input_buffers[i]);
+      const std::string& name = graph.nodes[static_cast<size_t>(input_nodes[i])].name();
+      upload(b, bind_external(inputs.at(name), buffers[b], symbols, "input %" + name));
+    }
+    auto weight_nodes = graph.weight_nodes();
+    for (size_t i = 0; i < weight_nodes.size(); ++i) {
+      auto b = static_cast<size_t>(lowered.weight_buffers[i]);
+      const Node& node = graph.nodes[static_cast<size_t>(weight_nodes[i])];
+      const auto& key = std::get<std::string>(node.arg("key").value);
+      auto it = weights.find(key);
+      if (it == weights.end()) fail("weight '{}' (for %{}) was not given", key, node.name());
+      std::lock_guard<std::mutex> lock(weights_mutex_);
+      auto cached = device_weights_.find({it->second.data(), b});
+      if (cached == device_weights_.end()) {
+        upload(b, bind_external(it->second, buffers[b], symbols, "weight '" + key + "'"));
+        owned[b] = false;
+        ctx.synchronize(stream);
+        cached = device_weights_.emplace(std::make_pair(it->second.data(), b), ptrs[b]).first;
+      }
+      ptrs[b] = cached->second;
+    }
+    std::vector<std::vector<size_t>> allocate_before(nk);
+    for (size_t b = 0; b < nb; ++b) {
+      const loop::Buffer& buf = buffers[b];
+      if (ptrs[b] || (memory.first_use[b] < 0 && buf.role != loop::Buffer::Role::output)) continue;
+      if (buf.role == loop::Buffer::Role::temporary) {
+        allocate_before[static_cast<size_t>(memory.first_use[b])].push_back(b);
+        continue;
+      }
+      if (buf.role == loop::Buffer::Role::constant) {
+        Tensor flat = Tensor::empty_strided(buf.dtype, {buffer_elements(buf, symbols)}, {1});
+        for (size_t i = 0; i < buf.data.size(); ++i) flat.store(static_cast<int64_t>(i), buf.data[i]);
+        take(b);
+        ctx.copy_to_device(ptrs[b], flat.data(), bytes_of(buf), stream);
+        staged.push_back(flat);
+        continue;
+      }
+      take(b);  // outputs
+    }
+    cuda::DevicePtr status = allocator->allocate(std::max<size_t>(nk, 1) * 3 * sizeof(int64_t), stream);
+    ctx.fill_zero(status, std::max<size_t>(nk, 1) * 3 * sizeof(int64_t), stream);
+    cuda::DevicePtr workspace = 0;
+    std::vector<void*> params;
+    std::vector<cuda::DevicePtr> param_ptrs;
+    for (size_t k = 0; k < nk; ++k) {
+      for (size_t b : allocate_before[k]) {
+        if (int a = memory.in_place_of[b]; a >= 0) {
+          ptrs[b] = ptrs[static_cast<size_t>(a)];
+          owned[b] = owned[static_cast<size_t>(a)];
+          owned[static_cast<size_t>(a)] = false;
+          continue;
+        }
+        take(b);
+      }
+      if (functions[k]) {
+        const codegen::CudaKernel& info = kernels[k];
+        int64_t units = info.launch.units.eval(symbols);
+        if (units <= 0) continue;
+        int64_t grid = std::clamp<int64_t>((units + info.launch.per_block - 1) / info.launch.per_block, 1, info.launch.max_blocks);
+        param_ptrs.clear();
+        for (int b : info.buffers) param_ptrs.push_back(ptrs[static_cast<size_t>(b)]);
+        param_ptrs.push_back(status + k * 3 * sizeof(int64_t));
+        params.clear();
+        for (size_t i = 0; i < info.buffers.size(); ++i) params.push_back(&param_ptrs[i]);
+        for (int s : info.symbols) params.push_back(&symbol_values[static_cast<size_t>(s)]);
+        params.push_back(&param_ptrs.back());
+        ctx.launch(functions[k], {static_cast<unsigned>(grid)}, {static_cast<unsigned>(info.launch.block_x), static_cast<unsigned>(info.launch.block_y)},
+                   0, stream, params.data());
+      } else {
+        const auto& call = std::get<loop::ExternCall>(lowered.program.kernels[k]);
+        cuda::GemmProblem g = gemm_problem(call, lowered.program, symbols, tf32);
+        bool addmm = call.kind == loop::ExternKind::addmm;
+        auto view_ptr = [&](const loop::View& v) {
+          return reinterpret_cast<const void*>(at(ptrs[static_cast<size_t>(v.buffer)], buffers[static_cast<size_t>(v.buffer)], v.offset.eval(symbols)));
+        };
+        const loop::Buffer& ob = buffers[static_cast<size_t>(call.output)];
+        auto* d = reinterpret_cast<void*>(at(ptrs[static_cast<size_t>(call.output)], ob, ob.offset.eval(symbols)));
+        if (g.k == 0 && !addmm) {
+          ctx.fill_zero(ptrs[static_cast<size_t>(call.output)], bytes_of(ob), stream);
+        } else {
+          if (g.k == 0) fail("a matrix product over an empty dimension with a bias (computing %{}) is not supported on CUDA", call.name);
+          if (!workspace) workspace = allocator->allocate(kGemmWorkspace, stream);
+          cublas->gemm(g, view_ptr(call.inputs[addmm ? 1 : 0]), view_ptr(call.inputs[addmm ? 2 : 1]), nullptr, d,
+                       addmm ? view_ptr(call.inputs[0]) : nullptr, reinterpret_cast<void*>(workspace), kGemmWorkspace, stream);
+        }
+      }
+      for (int b : memory.release_after[k]) {
+        auto ub = static_cast<size_t>(b);
+        if (owned[ub]) allocator->free(ptrs[ub], stream);
+        owned[ub] = false;
+        ptrs[ub] = 0;
+      }
+    }
+    // Outputs back to the host, then the status words.
+    std::vector<Tensor> out;
+    for (int ob : lowered.output_buffers) {
+      const loop::Buffer& buf = buffers[static_cast<size_t>(ob)];
+      Tensor flat = Tensor::empty_strided(buf.dtype, {buffer_elements(buf, symbols)}, {1});
+      ctx.copy_to_host(flat.data(), ptrs[static_cast<size_t>(ob)], bytes_of(buf), stream);
+      out.push_back(flat.view(eval_all(buf.sizes, symbols), eval_all(buf.strides, symbols), buf.offset.eval(symbols)));
+    }
+    std::vector<int64_t> words(std::max<size_t>(nk, 1) * 3, 0);
+    ctx.copy_to_host(words.data(), status, words.size() * sizeof(int64_t), stream);
+    ctx.synchronize(stream);
+    allocator->free(status, stream);
+    if (workspace) allocator->free(workspace, stream);
+    for (size_t b = 0; b < nb; ++b)
+      if (owned[b]) allocator->free(ptrs[b], stream);
+    for (size_t k = 0; k < nk; ++k) {
+      const int64_t* w = &words[k * 3];
+      if (!w[0]) continue;
+      const auto& lk = std::get<loop::LoopKernel>(lowered.program.kernels[k]);
+      if (w[0] == 2) fail("integer division by zero (computing %{})", fmt::join(lk.origins, ", %"));
+      fail("index {} is out of bounds for a dimension of size {} (computing %{})", w[1], w[2], fmt::join(lk.origins, ", %"));
+    }
+    return out;
+  } catch (...) {
+    try {
+      ctx.synchronize(stream);
+    } catch (const Error&) {  // the device is in an error state: the first error is the one to report
+    }
+    for (size_t b = 0; b < nb; ++b)
+      if (owned[b]) allocator->free(ptrs[b], stream);
+    throw;
+  }
+}
+
+}  // namespace coil
