@@ -5,6 +5,7 @@ op_cases.py. Where PyTorch raises, coil must reject the graph with exit code 1.
 Every case runs twice: with `coil run --interpret` (the reference interpreter) and compiled
 (the CPU compiler, whose results must match PyTorch just as closely), and on a GPU machine
 (COIL_TEST_DEVICE=cuda) compiled for CUDA as well."""
+import os
 import re
 import subprocess
 import tempfile
@@ -101,8 +102,20 @@ def torch_expected(case):
         return None, e
 
 
+def shard(cases):
+    """COIL_TEST_SHARD=A:B keeps the cases from fraction A to B of the list (a GPU run in parts)."""
+    spec = os.environ.get("COIL_TEST_SHARD")
+    if not spec:
+        return cases
+    a, b = (float(x) for x in spec.split(":"))
+    return cases[int(a * len(cases)):int(b * len(cases))]
+
+
+SHARD = shard(CASES)
+
+
 @pytest.mark.parametrize("mode", ["interpret", *COMPILED_MODES])
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+@pytest.mark.parametrize("case", SHARD, ids=[c.id for c in SHARD])
 def test_op(case, mode):
     text = case.graph.text(case.outputs)
     expected, error = torch_expected(case)
