@@ -52,6 +52,10 @@ bool cublas_takes(const loop::ExternCall& call, const loop::Program& program) {
   if (call.kind == loop::ExternKind::convolution) return false;
   DType t = program.buffers[static_cast<size_t>(call.output)].dtype;
   if (t != DType::f32 && t != DType::f16 && t != DType::bf16 && t != DType::f64) return false;
+  // A product over an empty dim is no product for cuBLASLt: the loop kernel gives the bias.
+  size_t a = call.kind == loop::ExternKind::addmm ? 1 : 0;
+  auto k = call.inputs[a].sizes.back().constant();
+  if (!k || *k <= 0) return false;
   // Each matrix needs a unit stride in one of its two dims (else it would need packing).
   size_t first = call.kind == loop::ExternKind::addmm ? 1 : 0;
   for (size_t i = first; i < call.inputs.size(); ++i) {

@@ -160,10 +160,8 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
         };
         const loop::Buffer& ob = buffers[static_cast<size_t>(call.output)];
         auto* d = reinterpret_cast<void*>(at(ptrs[static_cast<size_t>(call.output)], ob, ob.offset.eval(symbols)));
-        if (g.k == 0 && !addmm) {
-          ctx.fill_zero(ptrs[static_cast<size_t>(call.output)], bytes_of(ob), stream);
-        } else {
-          if (g.k == 0) fail("a matrix product over an empty dimension with a bias (computing %{}) is not supported on CUDA", call.name);
+        COIL_CHECK(g.k > 0) << "cublas_takes admits only products over a non-empty dim";
+        {
           if (!workspace) workspace = allocator->allocate(kGemmWorkspace, stream);
           cublas->gemm(g, view_ptr(call.inputs[addmm ? 1 : 0]), view_ptr(call.inputs[addmm ? 2 : 1]), nullptr, d,
                        addmm ? view_ptr(call.inputs[0]) : nullptr, reinterpret_cast<void*>(workspace), kGemmWorkspace, stream);
