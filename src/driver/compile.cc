@@ -68,7 +68,7 @@ bool cublas_takes(const loop::ExternCall& call, const loop::Program& program) {
     // cuBLASLt's bias epilogue: alpha * a @ b + bias over the columns, bias a contiguous vector.
     const auto& bias = call.inputs[0];
     bool vector = bias.sizes.size() == 1 || (bias.sizes.size() == 2 && bias.sizes[0] == SymInt(1));
-    bool per_column = bias.sizes.back() == out.sizes.back();  // not a broadcast scalar
+    bool per_column = vector && bias.sizes.back() == out.sizes.back();  // not a broadcast scalar
     if (call.params[0] != 1 || !vector || !per_column || bias.strides.back() != SymInt(1)) return false;
   }
   return true;
