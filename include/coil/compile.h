@@ -10,11 +10,18 @@
 
 namespace coil {
 
-struct Plan;  // the runtime's step list (src/runtime/plan.h)
+struct Plan;     // the runtime's step list (src/runtime/plan.h)
+struct GpuPlan;  // the same on a GPU (src/runtime/cuda/gpu_plan.h)
 
 struct CompileOptions {
   int build_threads = 0;  // translation units compiled at once; 0: one per hardware thread
   std::string cache_dir;  // empty: $COIL_CACHE_DIR, else $XDG_CACHE_HOME/coil, else ~/.cache/coil
+  // "cpu", "cuda" (an error without a usable GPU) or "auto" (the GPU when there is one, else
+  // the CPU, with the reason in Executable::device_note).
+  std::string device = "cpu";
+  int cuda_device = 0;     // the GPU's ordinal
+  bool allow_tf32 = false; // f32 matrix products may use TF32 (torch float32_matmul_precision "high")
+  bool externs_as_loops = false;  // matrix products and convolutions as loop kernels (tests)
 };
 
 struct CompileStats {
@@ -35,8 +42,11 @@ class Executable {
   std::vector<Tensor> run(const TensorMap& inputs, const TensorMap& weights = {}) const;
 
   CompileStats stats;
-  std::string source;           // the generated C++
-  std::shared_ptr<Plan> plan;   // internal
+  std::string source;           // the generated C++ or CUDA C++
+  std::string device = "cpu";   // what it runs on: "cpu" or the GPU's description
+  std::string device_note;      // why "auto" chose the CPU, when it did
+  std::shared_ptr<Plan> plan;   // internal: the CPU executor
+  std::shared_ptr<GpuPlan> gpu_plan;  // internal: the GPU executor
 };
 
 // Throws coil::Error for graphs it cannot compile (naming the node) and for build failures

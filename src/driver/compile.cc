@@ -126,7 +126,9 @@ Executable compile(const Graph& graph, const CompileOptions& options) {
 }
 
 Executable compile_cpu(const Graph& graph, const CompileOptions& options) {
-  Generated gen = generate(graph);
+  Target target;
+  target.externs_as_loops = options.externs_as_loops;
+  Generated gen = generate(graph, target);
   Executable exe;
   exe.stats = gen.stats;
   Plan& plan = *exe.plan;

@@ -1,0 +1,221 @@
+// The CUDA backend without a GPU: forms and launch configurations chosen from the kernel and
+// the device's facts (a synthetic warp-64 device changes the code), every candidate
+// configuration building with NVRTC, extern calls as loop kernels (checked on the CPU against
+// the interpreter), the caching device allocator over a fake driver, and the CPU fallback when
+// there is no driver.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+#include "build/nvrtc.h"
+#include "codegen/cuda/launch.h"
+#include "coil/coil.h"
+#include "driver/compile.h"
+#include "runtime/cuda/allocator.h"
+
+namespace coil {
+namespace {
+
+Graph parse(const std::string& body) { return parse_graph("graph t {\n  sym N = 5\n" + body + "}\n"); }
+
+Generated cuda_code(const std::string& body, const cuda::DeviceInfo& device) {
+  Target t;
+  t.cuda = true;
+  t.device = device;
+  return generate(parse(body), t);
+}
+
+const char* kSoftmax = "  %x = input() : f32[N, 1000]\n  %y = _softmax(%x, -1, false)\n  return %y\n";
+
+TEST(CudaCodegen, FormsFollowTheKernel) {
+  auto d = cuda::preset_device("sm_90a");
+  auto form = [&](const std::string& body) { return cuda_code(body, d).cuda.kernels.back().config; };
+  using F = codegen::CudaConfig::Form;
+  EXPECT_EQ(form("  %x = input() : f32[N, 64]\n  %y = exp(%x)\n  return %y\n").vector, 4);
+  EXPECT_EQ(form("  %x = input() : bf16[N, 64]\n  %y = exp(%x)\n  return %y\n").vector, 8);
+  EXPECT_EQ(form("  %x = input() : f32[N, 63]\n  %y = exp(%x)\n  return %y\n").vector, 1);
+  EXPECT_EQ(form("  %x = input() : f32[64, 48]\n  %t = permute(%x, [1, 0])\n  %y = clone(%t, memory_format=contiguous_format)\n  return %y\n").form,
+            F::tiled);
+  EXPECT_EQ(form("  %x = input() : f32[512, 64]\n  %y = sum.dim_IntList(%x, [0])\n  return %y\n").form, F::column);
+  EXPECT_EQ(form("  %x = input() : f32[N, 7]\n  %y = cumsum(%x, 1)\n  return %y\n").form, F::scan);
+  EXPECT_EQ(form("  %x = input() : f32[6, 5]\n  %s = input() : f32[N, 5]\n  %i = input(low=0, high=6) : i64[N, 5]\n"
+                 "  %a = scatter_add(%x, 0, %i, %s)\n  return %a\n").form,
+            F::serial);
+  auto softmax = form(kSoftmax);
+  EXPECT_EQ(softmax.form, F::row);
+  EXPECT_GT(softmax.persistent, 0);  // a 1000-element row stays in registers
+  EXPECT_EQ(softmax.threads_per_row, 128);
+}
+
+TEST(CudaCodegen, AWarpOf64ChangesTheCode) {
+  auto d32 = cuda::preset_device("sm_90a");
+  auto d64 = d32;
+  d64.warp_size = 64;
+  auto g32 = cuda_code(kSoftmax, d32), g64 = cuda_code(kSoftmax, d64);
+  const auto& k32 = g32.cuda.kernels.at(0);
+  const auto& k64 = g64.cuda.kernels.at(0);
+  EXPECT_EQ(k32.launch.block_x, 128);  // four warps
+  EXPECT_EQ(k64.launch.block_x, 256);
+  EXPECT_NE(g32.cuda.bodies[0].find("128, 32, 0xffffffffu, scratch"), std::string::npos) << g32.cuda.bodies[0];
+  EXPECT_NE(g64.cuda.bodies[0].find("128, 64, "), std::string::npos) << g64.cuda.bodies[0];
+  // Grids cover the device's SMs: twice the resident blocks.
+  EXPECT_EQ(k32.launch.max_blocks, 132 * (2048 / 128) * 2);
+  auto fewer = d32;
+  fewer.sm_count = 10;
+  EXPECT_EQ(cuda_code(kSoftmax, fewer).cuda.kernels.at(0).launch.max_blocks, 10 * (2048 / 128) * 2);
+}
+
+// Every candidate configuration of every kernel of these graphs, in one unit, for both targets.
+TEST(CudaCodegen, EveryCandidateBuildsWithNvrtc) {
+  std::shared_ptr<const build::Nvrtc> nvrtc;
+  try {
+    nvrtc = build::Nvrtc::load();
+  } catch (const Error& e) {
+    GTEST_SKIP() << "NVRTC is not available here: " << e.what();
+  }
+  const char* graphs[] = {
+      kSoftmax,
+      "  %x = input() : bf16[N, 4096]\n  %w = input() : bf16[4096]\n  %y, %m, %r = native_layer_norm(%x, [4096], %w, none, 1e-05)\n"
+      "  %a = argmax(%x, 1)\n  return %y, %a\n",
+      "  %x = input() : f32[300, N, 33]\n  %s = sum.dim_IntList(%x, [0])\n  %v = var.correction(%x, [0], correction=1)\n  return %s, %v\n",
+      "  %x = input() : f16[N, 40, 72]\n  %t = permute(%x, [0, 2, 1])\n  %y = mul.Tensor(%t, %t)\n  return %y\n",
+      "  %x = input() : f32[N, 9]\n  %y = cumsum(%x, 1)\n  %z = exp(%x)\n  return %y, %z\n",
+  };
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    auto d = cuda::preset_device(arch);
+    std::string unit;
+    int n = 0;
+    for (const char* body : graphs) {
+      Generated gen = cuda_code(body, d);
+      if (unit.empty()) unit = gen.cuda.prelude;
+      std::vector<std::string> symbols = {"N"};
+      for (const auto& kernel : gen.lowered.program.kernels) {
+        const auto* k = std::get_if<loop::LoopKernel>(&kernel);
+        if (!k) continue;
+        for (const auto& config : codegen::candidate_configs(gen.lowered.program, *k, d)) {
+          loop::LoopKernel copy = *k;
+          copy.name = "c" + std::to_string(n++);
+          codegen::CudaKernel info;
+          unit += codegen::emit_cuda_kernel(gen.lowered.program, copy, symbols, d, config, info);
+          EXPECT_LE(info.launch.block_x * info.launch.block_y, d.max_threads_per_block);
+        }
+      }
+    }
+    EXPECT_GT(n, 25);
+    build::CudaBuildOptions options{.cache = build::ArtifactCache(testing::TempDir() + "/cuda_candidates"), .nvrtc = nvrtc, .arch = arch};
+    EXPECT_FALSE(build::compile_cubin(unit, options).empty()) << arch;
+  }
+}
+
+std::string temp_cache() { return testing::TempDir() + "/coil_cuda_codegen_cache"; }
+
+void expect_close(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.sizes(), want.sizes()) << what;
+  Tensor a = got.contiguous_copy(), b = want.contiguous_copy();
+  for (int64_t i = 0; i < a.numel(); ++i)
+    ASSERT_NEAR(a.load(i), b.load(i), 1e-4 * (1 + std::fabs(b.load(i)))) << what << " element " << i;
+}
+
+TEST(ExternsAsLoops, MatchTheReference) {
+  const char* cases[] = {
+      "  %x = input() : f32[N, 9]\n  %w = input() : f32[9, 4]\n  %b = input() : f32[4]\n  %y = addmm(%b, %x, %w, beta=0.5, alpha=2)\n"
+      "  %z = mm(%x, %w)\n  %x2 = input() : f32[9, N]\n  %t = permute(%x2, [1, 0])\n  %u = mm(%t, %w)\n  return %y, %z, %u\n",
+      "  %x = input(low=-9, high=9) : i32[N, 6]\n  %w = input(low=-9, high=9) : i32[6, 3]\n  %y = mm(%x, %w)\n"
+      "  %a = input() : f64[3, N, 4]\n  %b = input() : f64[3, 4, 2]\n  %c = bmm(%a, %b)\n  return %y, %c\n",
+      "  %x = input() : f32[2, 4, N, 7]\n  %w = input() : f32[6, 2, 3, 2]\n  %b = input() : f32[6]\n"
+      "  %y = convolution(%x, %w, %b, [2, 1], [1, 0], [1, 2], false, [0, 0], 2)\n  return %y\n",
+      "  %x = input() : f32[2, 4, N, 3]\n  %w = input() : f32[4, 3, 3, 2]\n"
+      "  %y = convolution(%x, %w, none, [2, 1], [1, 1], [1, 1], true, [1, 0], 1)\n"
+      "  %v = input() : f32[1, 2, N]\n  %k = input() : f32[3, 2, 3]\n  %z = convolution(%v, %k, none, [1], [2], [2], false, [0], 1)\n"
+      "  return %y, %z\n",
+  };
+  int seed = 0;
+  for (const char* body : cases) {
+    SCOPED_TRACE(body);
+    Graph g = parse(body);
+    Executable exe = compile(g, {.cache_dir = temp_cache(), .externs_as_loops = true});
+    EXPECT_EQ(exe.stats.extern_calls, 0);
+    TensorMap inputs = random_inputs(g, static_cast<uint64_t>(seed++));
+    auto got = exe.run(inputs, {});
+    auto want = evaluate_reference(g, inputs);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) expect_close(got[i], want[i], "output " + std::to_string(i));
+  }
+}
+
+TEST(CudaRuntime, NoDriverMeansTheCpuAndSaysWhy) {
+  const char* old = std::getenv("COIL_LIBCUDA");
+  std::string saved = old ? old : "";
+  ::setenv("COIL_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
+  Graph g = parse("  %x = input() : f32[N, 3]\n  %y = exp(%x)\n  return %y\n");
+  Executable exe = compile(g, {.cache_dir = temp_cache(), .device = "auto"});
+  EXPECT_EQ(exe.device, "cpu");
+  EXPECT_NE(exe.device_note.find("running on the CPU: no CUDA driver"), std::string::npos) << exe.device_note;
+  EXPECT_NE(exe.device_note.find("/nonexistent/libcuda.so.1"), std::string::npos) << exe.device_note;
+  EXPECT_EQ(exe.run(random_inputs(g, 1), {}).size(), 1u);
+  try {
+    compile(g, {.cache_dir = temp_cache(), .device = "cuda"});
+    ADD_FAILURE() << "compiling for cuda without a driver should fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no CUDA driver"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(compile(g, {.device = "tpu"}), Error);
+  if (old) ::setenv("COIL_LIBCUDA", saved.c_str(), 1);
+  else ::unsetenv("COIL_LIBCUDA");
+}
+
+struct FakeDriver {
+  std::map<cuda::DevicePtr, size_t> live;
+  cuda::DevicePtr next = 0x1000;
+  size_t capacity = size_t{64} << 20, used = 0, allocations = 0;
+  cuda::DeviceAllocator::Backend backend() {
+    return {[this](size_t bytes) {
+              if (used + bytes > capacity) throw Error("cuMemAlloc failed: CUDA_ERROR_OUT_OF_MEMORY");
+              used += bytes;
+              ++allocations;
+              live[next] = bytes;
+              cuda::DevicePtr p = next;
+              next += bytes;
+              return p;
+            },
+            [this](cuda::DevicePtr p) {
+              used -= live.at(p);
+              live.erase(p);
+            }};
+  }
+};
+
+TEST(DeviceAllocator, ReusesPerStreamAndRetriesWhenFull) {
+  FakeDriver fake;
+  {
+    cuda::DeviceAllocator alloc(fake.backend());
+    auto* s1 = reinterpret_cast<cuda::Stream>(1);
+    auto* s2 = reinterpret_cast<cuda::Stream>(2);
+    EXPECT_EQ(cuda::DeviceAllocator::round_size(1), 512u);
+    EXPECT_EQ(cuda::DeviceAllocator::round_size(3 << 20), size_t{4} << 20);
+    cuda::DevicePtr a = alloc.allocate(3000, s1);
+    alloc.free(a, s1);
+    EXPECT_EQ(alloc.allocate(2900, s1), a);  // the same rounded size, same stream: reused
+    alloc.free(a, s1);
+    cuda::DevicePtr b = alloc.allocate(2900, s2);  // another stream: not reused
+    EXPECT_NE(b, a);
+    EXPECT_EQ(fake.allocations, 2u);
+    cuda::DevicePtr small = alloc.allocate(100, s1);
+    EXPECT_NE(small, a);  // a cached block more than twice the request is left alone
+    alloc.free(b, s2);
+    alloc.free(small, s1);
+    EXPECT_EQ(alloc.stats().live_bytes, 0u);
+    // Full: the cached blocks go back to the driver and the allocation is retried.
+    cuda::DevicePtr big = alloc.allocate(size_t{63} << 20, s1);
+    EXPECT_NE(big, 0u);
+    EXPECT_EQ(alloc.stats().cached_bytes, 0u);
+    EXPECT_THROW(alloc.allocate(size_t{8} << 20, s1), Error);
+    alloc.free(big, s1);
+  }
+  EXPECT_TRUE(fake.live.empty());  // the destructor gives everything back
+}
+
+}  // namespace
+}  // namespace coil
