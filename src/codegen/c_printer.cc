@@ -71,6 +71,26 @@ std::string index_expr(const SymInt& e, const IndexStyle& style) {
   return "?";
 }
 
+namespace {
+void collect_expr_symbols(const loop::ExprRef& e, std::vector<std::string>& out) {
+  if (e->kind() == loop::Expr::Kind::load || e->kind() == loop::Expr::Kind::index) e->offset().collect_symbols(out);
+  for (const auto& o : e->operands()) collect_expr_symbols(o, out);
+}
+}  // namespace
+
+std::vector<std::string> kernel_symbols(const loop::LoopKernel& k) {
+  std::vector<std::string> used;
+  for (const auto& r : k.reductions) collect_expr_symbols(r.value, used);
+  for (const auto& s : k.stores) {
+    collect_expr_symbols(s.value, used);
+    s.offset.collect_symbols(used);
+    if (s.dynamic) collect_expr_symbols(s.dynamic, used);
+  }
+  for (const auto& d : k.outer) d.collect_symbols(used);
+  for (const auto& d : k.inner) d.collect_symbols(used);
+  return used;
+}
+
 std::string integer_limit(DType t, bool largest) {
   int bits = static_cast<int>(dtype_size(t)) * 8;
   if (t == DType::u8) return largest ? "uint8_t(255)" : "uint8_t(0)";

@@ -27,6 +27,8 @@ struct IndexStyle {
   const RangeEnv* ranges = nullptr;
 };
 std::string index_expr(const SymInt& e, const IndexStyle& style = {});
+// The size symbols (and loop variables) a kernel's indices, values and extents mention.
+std::vector<std::string> kernel_symbols(const loop::LoopKernel& k);
 // The literal a reduction's accumulator starts from.
 std::string reduce_init(loop::ReduceKind k, DType t);
 // The largest or lowest value of an integer dtype, as a literal.

@@ -21,11 +21,6 @@ using loop::ReduceKind;
 // Work below this many inner iterations per kernel runs on one thread.
 constexpr int64_t kParallelThreshold = 32768;
 
-void collect_symbols(const loop::ExprRef& e, std::vector<std::string>& out) {
-  if (e->kind() == loop::Expr::Kind::load || e->kind() == loop::Expr::Kind::index) e->offset().collect_symbols(out);
-  for (const auto& o : e->operands()) collect_symbols(o, out);
-}
-
 std::string store_value(const std::string& v, DType t) {
   if (t == DType::f16) return "coil_rt::f32_to_f16(" + v + ")";
   if (t == DType::bf16) return "coil_rt::f32_to_bf16(" + v + ")";
@@ -45,15 +40,7 @@ class KernelEmitter {
     loop::Access access = loop::access(k_);
     std::set<int> buffers = access.reads;
     buffers.insert(access.writes.begin(), access.writes.end());
-    std::vector<std::string> used;
-    for (const auto& r : k_.reductions) collect_symbols(r.value, used);
-    for (const auto& s : k_.stores) {
-      collect_symbols(s.value, used);
-      s.offset.collect_symbols(used);
-      if (s.dynamic) collect_symbols(s.dynamic, used);
-    }
-    for (const auto& d : k_.outer) d.collect_symbols(used);
-    for (const auto& d : k_.inner) d.collect_symbols(used);
+    std::vector<std::string> used = kernel_symbols(k_);
     out("// computes %{}", fmt::join(k_.origins, ", %"));
     out("extern \"C\" void {}(void* const* B, const int64_t* S, int64_t* E) {{", k_.name);
     out("  (void)E;");

@@ -31,11 +31,6 @@ const char* form_name(CudaConfig::Form f) {
   return "?";
 }
 
-void collect_symbols(const loop::ExprRef& e, std::vector<std::string>& out) {
-  if (e->kind() == loop::Expr::Kind::load || e->kind() == loop::Expr::Kind::index) e->offset().collect_symbols(out);
-  for (const auto& o : e->operands()) collect_symbols(o, out);
-}
-
 // Every subexpression of `e` stays within 32-bit range over `env`.
 bool fits_int32(const SymInt& e, const RangeEnv& env) {
   Range r = bounds(e, env);
@@ -108,15 +103,7 @@ std::string CudaEmitter::emit(CudaKernel& info) {
   loop::Access access = loop::access(k_);
   std::set<int> buffers = access.reads;
   buffers.insert(access.writes.begin(), access.writes.end());
-  std::vector<std::string> used;
-  for (const auto& r : k_.reductions) collect_symbols(r.value, used);
-  for (const auto& s : k_.stores) {
-    collect_symbols(s.value, used);
-    s.offset.collect_symbols(used);
-    if (s.dynamic) collect_symbols(s.dynamic, used);
-  }
-  for (const auto& d : k_.outer) d.collect_symbols(used);
-  for (const auto& d : k_.inner) d.collect_symbols(used);
+  std::vector<std::string> used = kernel_symbols(k_);
 
   info.name = k_.name;
   info.config = config_;
