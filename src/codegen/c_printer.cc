@@ -8,6 +8,18 @@
 
 namespace coil::codegen {
 
+extern const char* const scalar_prelude;
+
+std::string with_scalar_helpers(const char* prelude) {
+  std::string text = prelude;
+  const std::string marker = "// @scalar-helpers";
+  size_t at = text.find(marker);
+  COIL_CHECK(at != std::string::npos) << "a prelude without the scalar-helpers line";
+  size_t end = text.find('\n', at);
+  text.replace(at, end - at, scalar_prelude);
+  return text;
+}
+
 using loop::Expr;
 using loop::ExprRef;
 using loop::LoopOp;
@@ -89,6 +101,21 @@ std::vector<std::string> kernel_symbols(const loop::LoopKernel& k) {
   for (const auto& d : k.outer) d.collect_symbols(used);
   for (const auto& d : k.inner) d.collect_symbols(used);
   return used;
+}
+
+std::string fold_statement(loop::ReduceKind k, DType t, const std::string& acc, const std::string& v) {
+  using loop::ReduceKind;
+  switch (k) {
+    case ReduceKind::sum: return fmt::format("{} += {};", acc, v);
+    case ReduceKind::prod: return fmt::format("{} *= {};", acc, v);
+    case ReduceKind::max:
+      if (t == DType::b8) return fmt::format("{} = {} || {};", acc, acc, v);
+      return fmt::format("{} = coil_rt::maximum<{}>({}, {});", acc, value_type(t), acc, v);
+    case ReduceKind::min:
+      if (t == DType::b8) return fmt::format("{} = {} && {};", acc, acc, v);
+      return fmt::format("{} = coil_rt::minimum<{}>({}, {});", acc, value_type(t), acc, v);
+    default: COIL_CHECK(false) << "no fold statement for " << loop::reduce_name(k); return "";
+  }
 }
 
 std::string integer_limit(DType t, bool largest) {

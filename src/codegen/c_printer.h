@@ -29,6 +29,12 @@ struct IndexStyle {
 std::string index_expr(const SymInt& e, const IndexStyle& style = {});
 // The size symbols (and loop variables) a kernel's indices, values and extents mention.
 std::vector<std::string> kernel_symbols(const loop::LoopKernel& k);
+// A backend's prelude with the shared scalar helpers (codegen/scalar_prelude.h) put in at its
+// `// @scalar-helpers` line.
+std::string with_scalar_helpers(const char* prelude);
+// The statement folding `v` into the accumulator `acc` of a sum, prod, max or min (max/min
+// propagate NaN; over bool they are any/all).
+std::string fold_statement(loop::ReduceKind k, DType acc_type, const std::string& acc, const std::string& v);
 // The literal a reduction's accumulator starts from.
 std::string reduce_init(loop::ReduceKind k, DType t);
 // The largest or lowest value of an integer dtype, as a literal.

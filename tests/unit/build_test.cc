@@ -18,6 +18,7 @@
 #include "build/compiler.h"
 #include "build/cpu_compile.h"
 #include "build/host_isa.h"
+#include "test_util.h"
 #include "coil/error.h"
 #include "coil/io.h"
 
@@ -25,6 +26,7 @@ namespace coil::build {
 namespace {
 
 namespace fs = std::filesystem;
+using coil::testing::message_of;
 
 std::string add_source(int k) {
   return fmt::format("extern \"C\" int add{0}(int x) {{ return x + {0}; }}\n", k);
@@ -49,16 +51,6 @@ void replace_file(const std::string& path, const std::string& bytes) {
   std::string temp = path + ".replacement";
   std::ofstream(temp, std::ios::binary) << bytes;
   fs::rename(temp, path);
-}
-
-std::string message_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a coil::Error";
-  return "";
 }
 
 // Sets environment variables for one test and restores them after.

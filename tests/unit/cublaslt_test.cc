@@ -4,6 +4,8 @@
 // fails in cublasLtCreate with CUBLAS_STATUS_NOT_INITIALIZED (seen with cuBLASLt 13.1).
 // tests/device/cublaslt_check.cc runs the real thing on a GPU.
 #include "runtime/cuda/cublaslt.h"
+#include "cublaslt_problems.h"
+#include "test_util.h"
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
@@ -20,32 +22,9 @@
 namespace coil::cuda {
 namespace {
 
-std::string message_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a coil::Error";
-  return "";
-}
-
-// A row-major, contiguous m x k @ k x n product.
-GemmProblem contiguous(DType dtype, int64_t m, int64_t n, int64_t k) {
-  GemmProblem p{.dtype = dtype, .m = m, .n = n, .k = k};
-  p.a_rs = k;
-  p.b_rs = p.c_rs = p.d_rs = n;
-  p.a_cs = p.b_cs = p.c_cs = p.d_cs = 1;
-  return p;
-}
-
-// x @ w^T as in linear: x is m x k, w is n x k (both contiguous), so B = w^T has strides (1, k).
-GemmProblem linear(DType dtype, int64_t m, int64_t n, int64_t k) {
-  GemmProblem p = contiguous(dtype, m, n, k);
-  p.b_rs = 1;
-  p.b_cs = k;
-  return p;
-}
+using coil::testing::message_of;
+using testing::contiguous;
+using testing::linear;
 
 // A stand-in libcublasLt that checks attribute sizes the way cuBLASLt does, logs each heuristic
 // query and matmul with everything it was given, counts live descriptors, and fails a named

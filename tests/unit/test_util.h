@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -16,6 +17,17 @@
 #include "coil/coil.h"
 
 namespace coil::testing {
+
+// The message of the coil::Error `body` throws (a test failure when it throws none).
+inline std::string message_of(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a coil::Error";
+  return "";
+}
 
 using Kw = std::vector<std::pair<std::string, Arg>>;
 using Values = std::vector<double>;

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "codegen/c_printer.h"
+#include "codegen/kernel_shape.h"
 #include "support/check.h"
 
 namespace coil::codegen {
@@ -101,49 +102,14 @@ class KernelEmitter {
   // stride along the last outer variable and not along the last inner one. Such a kernel is
   // emitted with the loops interchanged (column_body).
   bool column_reduction() const {
-    if (k_.reductions.empty() || loop::is_scan(k_) || loop::has_dynamic_stores(k_) || k_.outer.empty()) return false;
-    for (const auto& s : k_.stores)
-      if (s.inner) return false;
-    for (const auto& r : k_.reductions)
-      if (!simd_reduction(r, "acc")) return false;
-    std::string x = loop::loop_var(static_cast<int>(k_.outer.size()) - 1);
-    std::string r = loop::reduce_var(static_cast<int>(k_.inner.size()) - 1);
-    std::vector<loop::ExprRef> loads;
-    for (const auto& step : k_.reductions) collect_load_exprs(step.value, loads);
-    bool unit_along_x = false;
-    for (const auto& l : loads) {
-      auto cx = coefficient(l->offset(), x), cr = coefficient(l->offset(), r);
-      if (!cx || !cr || *cr == 1 || l->dynamic()) return false;
-      unit_along_x = unit_along_x || *cx == 1;
-    }
-    return unit_along_x;
+    return is_column_reduction(k_) &&
+           std::all_of(k_.reductions.begin(), k_.reductions.end(), [&](const loop::ReduceStep& r) { return simd_reduction(r, "acc").has_value(); });
   }
 
   // A pointwise kernel that reads (or writes) some operand transposed: unit stride along the
   // second-to-last loop variable and not the last. Such a kernel runs in square tiles, so both
   // the contiguous and the transposed accesses stay within a few cache lines (tiled_body).
-  bool transposing() const {
-    if (!k_.reductions.empty() || !k_.inner.empty() || loop::has_dynamic_stores(k_) || k_.outer.size() < 2) return false;
-    std::string last = loop::loop_var(static_cast<int>(k_.outer.size()) - 1);
-    std::string second = loop::loop_var(static_cast<int>(k_.outer.size()) - 2);
-    std::vector<SymInt> offsets;
-    std::vector<loop::ExprRef> loads;
-    for (const auto& s : k_.stores) {
-      offsets.push_back(s.offset);
-      collect_load_exprs(s.value, loads);
-    }
-    for (const auto& l : loads) {
-      if (l->dynamic()) return false;
-      offsets.push_back(l->offset());
-    }
-    bool transposed = false;
-    for (const auto& o : offsets) {
-      auto cl = coefficient(o, last), cs = coefficient(o, second);
-      if (!cl || !cs) return false;
-      transposed = transposed || (*cs == 1 && *cl != 1);
-    }
-    return transposed;
-  }
+  bool transposing() const { return is_transposing(k_); }
 
   // The last two loops in kTile x kTile blocks; the blocks (and any loops outside them) run in
   // parallel.
@@ -170,22 +136,6 @@ class KernelEmitter {
       indent.resize(indent.size() - 2);
       out("{}}}", indent);
     }
-  }
-
-  // The constant stride of `var` in `offset`, if it has one. Indices of a zero-size tensor can
-  // hold `% 0` (never evaluated: the loop is empty), which substituting would fold: no stride.
-  static std::optional<int64_t> coefficient(const SymInt& offset, const std::string& var) {
-    try {
-      SymInt d = coil::substitute(offset, {{var, SymInt(1)}}) - coil::substitute(offset, {{var, SymInt(0)}});
-      return d.constant();
-    } catch (const Error&) {
-      return std::nullopt;
-    }
-  }
-
-  static void collect_load_exprs(const loop::ExprRef& e, std::vector<loop::ExprRef>& out) {
-    if (e->kind() == loop::Expr::Kind::load) out.push_back(e);
-    for (const auto& o : e->operands()) collect_load_exprs(o, out);
   }
 
   // Interchanged loops for a column reduction: the last outer dim goes in tiles of kTile
@@ -327,16 +277,10 @@ class KernelEmitter {
     std::string v = printer_->emit(r.value, lines, in);
     flush(lines);
     switch (r.kind) {
-      case ReduceKind::sum: out("{}{} += {};", in, acc, v); break;
-      case ReduceKind::prod: out("{}{} *= {};", in, acc, v); break;
+      case ReduceKind::sum:
+      case ReduceKind::prod:
       case ReduceKind::max:
-        if (r.acc == DType::b8) out("{}{} = {} || {};", in, acc, acc, v);
-        else out("{}{} = coil_rt::maximum<{}>({}, {});", in, acc, value_type(r.acc), acc, v);
-        break;
-      case ReduceKind::min:
-        if (r.acc == DType::b8) out("{}{} = {} && {};", in, acc, acc, v);
-        else out("{}{} = coil_rt::minimum<{}>({}, {});", in, acc, value_type(r.acc), acc, v);
-        break;
+      case ReduceKind::min: out("{}{}", in, fold_statement(r.kind, r.acc, acc, v)); break;
       case ReduceKind::argmax:
       case ReduceKind::argmin: {
         // The first extreme wins; NaN counts as the extreme and sticks.
@@ -451,7 +395,7 @@ std::vector<std::vector<size_t>> partition_bodies(const std::vector<std::string>
 
 CpuSource generate_cpu(const loop::Program& program, const std::vector<std::string>& symbols) {
   CpuSource src;
-  src.prelude = "// Generated by coil.\n" + std::string(cpu_prelude) + "\n";
+  src.prelude = "// Generated by coil.\n" + with_scalar_helpers(cpu_prelude) + "\n";
   for (const auto& kernel : program.kernels) {
     const auto* k = std::get_if<loop::LoopKernel>(&kernel);
     if (!k) continue;

@@ -115,58 +115,14 @@ inline uint16_t f32_to_bf16(float f) {
   return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
-template <typename T> inline T maximum(T a, T b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
-template <typename T> inline T minimum(T a, T b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
-template <typename T> inline T sigmoid(T x) { return T(1) / (T(1) + exp(-x)); }
-template <typename T> inline T rsqrt(T x) { return T(1) / sqrt(x); }
-template <typename T> inline T sign(T x) { return static_cast<T>((x > T(0)) - (x < T(0))); }
-
 // Integer division and remainder never trap: a zero divisor gives 0 and, given a status word
 // E, records code 2 there for the runtime to raise PyTorch's ZeroDivisionError.
 inline void zero_divisor(int64_t* E) {
   if (E) __atomic_store_n(&E[0], 2, __ATOMIC_RELAXED);
 }
-template <typename T> inline T trunc_div(T a, T b, int64_t* E = nullptr) {
-  if (b == 0) return zero_divisor(E), T(0);
-  return a / b;
-}
-template <typename T> inline T floor_div_int(T a, T b, int64_t* E = nullptr) {
-  if (b == 0) return zero_divisor(E), T(0);
-  T q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-template <typename T> inline T remainder_int(T a, T b, int64_t* E = nullptr) {
-  if (b == 0) return zero_divisor(E), T(0);
-  T r = a % b;
-  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}
-template <typename T> inline T fmod_int(T a, T b, int64_t* E = nullptr) {
-  if (b == 0) return zero_divisor(E), T(0);
-  return a % b;
-}
-template <typename T> inline T floor_div_float(T a, T b) {
-  if (b == 0) return a / b;
-  T m = fmod(a, b);
-  T d = (a - m) / b;
-  if (m != 0 && ((b < 0) != (m < 0))) d -= 1;
-  if (d == 0) return copysign(T(0), a / b);
-  T f = floor(d);
-  return d - f > T(0.5) ? f + 1 : f;
-}
-template <typename T> inline T remainder_float(T a, T b) {
-  T r = fmod(a, b);
-  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}
-template <typename T> inline T pow_int(T base, T exp) {
-  if (exp < 0) return base == 1 ? T(1) : (base == -1 ? (exp % 2 == 0 ? T(1) : T(-1)) : T(0));
-  uint64_t result = 1, b = static_cast<uint64_t>(base);
-  for (auto e = static_cast<uint64_t>(exp); e; e >>= 1) {
-    if (e & 1) result *= b;
-    b *= b;
-  }
-  return static_cast<T>(result);
-}
-// Python-style floor division and modulo of index expressions.
+#define COIL_FN inline
+// @scalar-helpers (codegen/scalar_prelude.h goes here)
+#undef COIL_FN
 // An index out of [0, n) is recorded in E (flag, index, size) for the runtime to raise, and
 // reads element 0 instead.
 inline int64_t check_index(int64_t i, int64_t n, int64_t* E) {
@@ -184,6 +140,7 @@ template <typename T> inline void welford_merge(T& mean, T& m2, int64_t& n, T bl
   m2 += block_m2 + delta * delta * T(n) * T(block_n) / T(total);
   n = total;
 }
+// Python-style floor division and modulo of index expressions.
 inline int64_t idx_floordiv(int64_t a, int64_t b) { return floor_div_int(a, b); }
 inline int64_t idx_mod(int64_t a, int64_t b) { return remainder_int(a, b); }
 

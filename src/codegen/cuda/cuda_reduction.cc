@@ -14,12 +14,6 @@ using loop::ReduceKind;
 // The largest partial a thread carries between threads: Welford's (mean, M2, count) in double.
 constexpr size_t kLargestPartial = 24;
 
-bool reads_row(const loop::ExprRef& load) {
-  std::vector<std::string> syms;
-  load->offset().collect_symbols(syms);
-  return std::any_of(syms.begin(), syms.end(), [](const std::string& s) { return s[0] == 'r'; });
-}
-
 const char* combiner(ReduceKind k) {
   switch (k) {
     case ReduceKind::sum: return "coil_rt::Sum()";
@@ -88,16 +82,10 @@ void CudaEmitter::accumulate(size_t i, const std::string& in, std::vector<std::s
   std::string v = printer_->emit(r.value, lines, in);
   flush(lines);
   switch (r.kind) {
-    case ReduceKind::sum: out("{}{} += {};", in, acc, v); break;
-    case ReduceKind::prod: out("{}{} *= {};", in, acc, v); break;
-    case ReduceKind::max:
-      if (r.acc == DType::b8) out("{}{} = {} || {};", in, acc, acc, v);
-      else out("{}{} = coil_rt::maximum<{}>({}, {});", in, acc, value_type(r.acc), acc, v);
-      break;
-    case ReduceKind::min:
-      if (r.acc == DType::b8) out("{}{} = {} && {};", in, acc, acc, v);
-      else out("{}{} = coil_rt::minimum<{}>({}, {});", in, acc, value_type(r.acc), acc, v);
-      break;
+      case ReduceKind::sum:
+      case ReduceKind::prod:
+      case ReduceKind::max:
+      case ReduceKind::min: out("{}{}", in, fold_statement(r.kind, r.acc, acc, v)); break;
     case ReduceKind::argmax:
     case ReduceKind::argmin: {
       // In this thread's (increasing) order the first extreme wins; NaN counts as the extreme.

@@ -61,7 +61,6 @@ class CudaEmitter {
   std::string mask_;  // the warp's member mask for shuffles
   std::unique_ptr<ExprPrinter> printer_;
   std::string text_;
-  size_t scratch_bytes_ = 0;  // shared memory the reductions need
 };
 
 }  // namespace coil::codegen

@@ -4,7 +4,6 @@
 #include <set>
 
 #include "coil/dtype.h"
-#include "coil/error.h"
 
 namespace coil::codegen {
 
@@ -33,9 +32,7 @@ size_t row_loads(const loop::LoopKernel& k) {
     if (s.inner) collect_loads(s.value, loads);
   size_t n = 0;
   for (const auto& l : loads) {
-    std::vector<std::string> syms;
-    l->offset().collect_symbols(syms);
-    if (std::any_of(syms.begin(), syms.end(), [](const std::string& s) { return s[0] == 'r'; })) ++n;
+    if (reads_row(l)) ++n;
   }
   return std::max<size_t>(n, 1);
 }
@@ -79,43 +76,6 @@ std::vector<CudaConfig> row_configs(const loop::LoopKernel& k, const cuda::Devic
 
 }  // namespace
 
-void collect_loads(const ExprRef& e, std::vector<ExprRef>& out) {
-  if (e->kind() == loop::Expr::Kind::load) {
-    if (std::none_of(out.begin(), out.end(), [&](const ExprRef& o) { return loop::same(o, e); })) out.push_back(e);
-    if (e->dynamic()) collect_loads(e->dynamic(), out);
-    return;
-  }
-  for (const auto& o : e->operands()) collect_loads(o, out);
-}
-
-std::optional<int64_t> affine_stride(const SymInt& offset, const std::string& var) {
-  try {
-    SymInt rest = offset - substitute(offset, {{var, SymInt(0)}});
-    if (rest == SymInt(0)) return 0;
-    for (int64_t c : {int64_t{1}, int64_t{-1}})
-      if (rest == SymInt(c) * SymInt::symbol(var)) return c;
-    if (rest.kind() == SymInt::Kind::mul && rest.operands().size() == 2) {
-      const auto& a = rest.operands()[0];
-      const auto& b = rest.operands()[1];
-      if (a.constant() && b == SymInt::symbol(var)) return *a.constant();
-      if (b.constant() && a == SymInt::symbol(var)) return *b.constant();
-    }
-  } catch (const Error&) {  // `% 0` in a zero-size tensor's indices
-  }
-  return std::nullopt;
-}
-
-bool multiple_of(const SymInt& e, int64_t n) {
-  switch (e.kind()) {
-    case SymInt::Kind::constant: return *e.constant() % n == 0;
-    case SymInt::Kind::add:
-      return std::all_of(e.operands().begin(), e.operands().end(), [&](const SymInt& o) { return multiple_of(o, n); });
-    case SymInt::Kind::mul:
-      return std::any_of(e.operands().begin(), e.operands().end(), [&](const SymInt& o) { return multiple_of(o, n); });
-    default: return false;
-  }
-}
-
 int vector_width(const loop::Program& p, const loop::LoopKernel& k) {
   if (k.outer.empty() || !k.inner.empty() || !k.reductions.empty() || loop::has_dynamic_stores(k)) return 1;
   auto last = k.outer.back().constant();
@@ -141,47 +101,6 @@ int vector_width(const loop::Program& p, const loop::LoopKernel& k) {
     if (aligned) break;
   }
   return v;
-}
-
-bool is_column_reduction(const loop::LoopKernel& k) {
-  if (k.reductions.empty() || loop::is_scan(k) || loop::has_dynamic_stores(k) || k.outer.empty() || k.inner.empty()) return false;
-  for (const auto& s : k.stores)
-    if (s.inner) return false;
-  std::string x = loop::loop_var(static_cast<int>(k.outer.size()) - 1);
-  std::string r = loop::reduce_var(static_cast<int>(k.inner.size()) - 1);
-  std::vector<ExprRef> loads;
-  for (const auto& step : k.reductions) collect_loads(step.value, loads);
-  bool unit_along_x = false;
-  for (const auto& l : loads) {
-    if (l->dynamic()) return false;
-    auto cx = affine_stride(l->offset(), x), cr = affine_stride(l->offset(), r);
-    if (!cx || !cr || *cr == 1) return false;
-    unit_along_x = unit_along_x || *cx == 1;
-  }
-  return unit_along_x;
-}
-
-bool is_transposing(const loop::LoopKernel& k) {
-  if (!k.reductions.empty() || !k.inner.empty() || loop::has_dynamic_stores(k) || k.outer.size() < 2) return false;
-  std::string last = loop::loop_var(static_cast<int>(k.outer.size()) - 1);
-  std::string second = loop::loop_var(static_cast<int>(k.outer.size()) - 2);
-  std::vector<SymInt> offsets;
-  std::vector<ExprRef> loads;
-  for (const auto& s : k.stores) {
-    offsets.push_back(s.offset);
-    collect_loads(s.value, loads);
-  }
-  for (const auto& l : loads) {
-    if (l->dynamic()) return false;
-    offsets.push_back(l->offset());
-  }
-  bool transposed = false;
-  for (const auto& o : offsets) {
-    auto cl = affine_stride(o, last), cs = affine_stride(o, second);
-    if (!cl || !cs) return false;
-    transposed = transposed || (*cs == 1 && *cl != 1);
-  }
-  return transposed;
 }
 
 std::vector<CudaConfig> candidate_configs(const loop::Program& p, const loop::LoopKernel& k, const cuda::DeviceInfo& d) {

@@ -63,56 +63,13 @@ __forceinline__ uint16_t f32_to_bf16(float f) {
   return h;
 }
 
-template <typename T> __forceinline__ T maximum(T a, T b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
-template <typename T> __forceinline__ T minimum(T a, T b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
-template <typename T> __forceinline__ T sigmoid(T x) { return T(1) / (T(1) + exp(-x)); }
-template <typename T> __forceinline__ T rsqrt(T x) { return T(1) / sqrt(x); }
-template <typename T> __forceinline__ T sign(T x) { return static_cast<T>((x > T(0)) - (x < T(0))); }
-
 // Integer division never traps: a zero divisor gives 0 and records code 2 in the status word.
 __forceinline__ void zero_divisor(int64_t* E) {
   if (E) atomicExch(reinterpret_cast<unsigned long long*>(E), 2ull);
 }
-template <typename T> __forceinline__ T trunc_div(T a, T b, int64_t* E = nullptr) {
-  if (b == 0) return zero_divisor(E), T(0);
-  return a / b;
-}
-template <typename T> __forceinline__ T floor_div_int(T a, T b, int64_t* E = nullptr) {
-  if (b == 0) return zero_divisor(E), T(0);
-  T q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-template <typename T> __forceinline__ T remainder_int(T a, T b, int64_t* E = nullptr) {
-  if (b == 0) return zero_divisor(E), T(0);
-  T r = a % b;
-  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}
-template <typename T> __forceinline__ T fmod_int(T a, T b, int64_t* E = nullptr) {
-  if (b == 0) return zero_divisor(E), T(0);
-  return a % b;
-}
-template <typename T> __forceinline__ T floor_div_float(T a, T b) {
-  if (b == 0) return a / b;
-  T m = fmod(a, b);
-  T d = (a - m) / b;
-  if (m != 0 && ((b < 0) != (m < 0))) d -= 1;
-  if (d == 0) return copysign(T(0), a / b);
-  T f = floor(d);
-  return d - f > T(0.5) ? f + 1 : f;
-}
-template <typename T> __forceinline__ T remainder_float(T a, T b) {
-  T r = fmod(a, b);
-  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}
-template <typename T> __forceinline__ T pow_int(T base, T exp) {
-  if (exp < 0) return base == 1 ? T(1) : (base == -1 ? (exp % 2 == 0 ? T(1) : T(-1)) : T(0));
-  uint64_t result = 1, b = static_cast<uint64_t>(base);
-  for (uint64_t e = static_cast<uint64_t>(exp); e; e >>= 1) {
-    if (e & 1) result *= b;
-    b *= b;
-  }
-  return static_cast<T>(result);
-}
+#define COIL_FN __forceinline__
+// @scalar-helpers (codegen/scalar_prelude.h goes here)
+#undef COIL_FN
 // An index out of [0, n) is recorded in the status word (index, size, then the flag) and reads
 // element 0 instead.
 __forceinline__ int64_t check_index(int64_t i, int64_t n, int64_t* E) {

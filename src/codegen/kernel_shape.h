@@ -1,0 +1,29 @@
+// What both backends ask of a kernel's shape before choosing its loop structure: the stride of
+// a loop variable in an index, alignment, the loads of a body, and the two layouts that get
+// their own structure (column reductions, transposes).
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "loop/kernel.h"
+
+namespace coil::codegen {
+
+// The constant stride of `var` in `offset` when `offset` is affine in it, else nullopt. Indices
+// of a zero-size tensor can hold `% 0` (never evaluated), which substituting would fold: none.
+std::optional<int64_t> affine_stride(const SymInt& offset, const std::string& var);
+// Whether `offset` is a multiple of `n` for every value of its variables.
+bool multiple_of(const SymInt& offset, int64_t n);
+// The loads of `e` (each distinct one once, in first-use order; data-dependent indices too).
+void collect_loads(const loop::ExprRef& e, std::vector<loop::ExprRef>& out);
+// Whether a load's index depends on the reduction variables (r*).
+bool reads_row(const loop::ExprRef& load);
+// A reduction whose rows run across memory (a sum over a leading dim): every load has unit
+// stride along the last outer variable or none, never along the last inner one.
+bool is_column_reduction(const loop::LoopKernel& kernel);
+// A pointwise kernel with an access of unit stride along the second-to-last outer dim but not
+// the last (a transpose).
+bool is_transposing(const loop::LoopKernel& kernel);
+
+}  // namespace coil::codegen
