@@ -1,6 +1,7 @@
 // The coil command line: check and run graphs. Every failure is one line on stderr and a
 // non-zero exit; output files are written atomically, so a failure never leaves one half-made.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -34,6 +35,9 @@ struct RunOptions {
   std::string cache_dir;   // the kernel cache (default $COIL_CACHE_DIR or ~/.cache/coil)
   std::string device = "cpu";
   bool tf32 = false;
+  bool no_autotune = false;
+  int candidate = -1;         // every CUDA kernel's i-th candidate configuration
+  bool build_report = false;  // per-unit NVRTC times
 };
 
 std::map<std::string, int64_t> parse_sizes(const std::vector<std::string>& items) {
@@ -193,7 +197,11 @@ int run(const RunOptions& o) {
   if (o.interpret) {
     outputs = coil::evaluate_reference(g, inputs, weights);
   } else {
-    coil::Executable exe = coil::compile(g, {.cache_dir = o.cache_dir, .device = o.device, .allow_tf32 = o.tf32});
+    coil::Executable exe = coil::compile(g, {.cache_dir = o.cache_dir,
+                                             .device = o.device,
+                                             .allow_tf32 = o.tf32,
+                                             .autotune = !o.no_autotune,
+                                             .cuda_candidate = o.candidate});
     if (!exe.device_note.empty()) std::cerr << "coil: note: " << exe.device_note << "\n";
     if (o.device != "cpu") fmt::print("device: {}\n", exe.device);
     const auto& st = exe.stats;
@@ -201,6 +209,12 @@ int run(const RunOptions& o) {
                st.loop_kernels, st.loop_kernels == 1 ? "" : "s", st.extern_calls, st.extern_calls == 1 ? "" : "s",
                st.frontend_ms + st.codegen_ms + st.build_ms, st.cache_hit ? "cached" : "cold", st.frontend_ms, st.codegen_ms,
                st.build_ms);
+    if (exe.gpu_plan && (st.tuned_kernels || st.tuning_cache_hits))
+      fmt::print("autotuned {} kernel{} in {:.1f} ms, {} from the tuning cache\n", st.tuned_kernels, st.tuned_kernels == 1 ? "" : "s", st.tune_ms,
+                 st.tuning_cache_hits);
+    if (o.build_report)
+      for (const auto& u : st.units)
+        fmt::print("  unit {:>8.1f} ms {} {}\n", u.ms, u.cache_hit ? "cached" : "NVRTC ", fmt::join(u.kernels, " "));
     outputs = exe.run(inputs, weights);
     if (o.repeat > 1) {
       std::vector<double> times;
@@ -262,6 +276,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->default_val("cpu");
   run_cmd->add_flag("--tf32", run_options.tf32, "let f32 matrix products use TF32 tensor cores on the GPU");
+  run_cmd->add_flag("--no-autotune", run_options.no_autotune, "GPU: take the heuristic launch configurations without measuring");
+  run_cmd->add_option("--candidate", run_options.candidate, "GPU: every kernel takes its i-th candidate configuration (tests)");
+  run_cmd->add_flag("--build-report", run_options.build_report, "GPU: print each NVRTC unit's kernels and compile time");
   run_cmd->add_flag("--interpret", run_options.interpret, "run the reference interpreter instead of compiled code");
   run_cmd->add_flag("--check", run_options.check, "also run the interpreter and print each output's max error");
 

@@ -22,6 +22,19 @@ struct CompileOptions {
   int cuda_device = 0;     // the GPU's ordinal
   bool allow_tf32 = false; // f32 matrix products may use TF32 (torch float32_matmul_precision "high")
   bool externs_as_loops = false;  // matrix products and convolutions as loop kernels (tests)
+  // CUDA: measure the candidate configurations of kernels with enough work on the device when
+  // first compiled (the winner is cached on disk by kernel and device).
+  bool autotune = true;
+  // CUDA: every kernel takes its i-th candidate configuration (the last when it has fewer)
+  // instead of the heuristic's or the tuner's choice; -1 for none (tests of every candidate).
+  int cuda_candidate = -1;
+};
+
+// One NVRTC translation unit of a CUDA compile: its kernels and how long it took.
+struct UnitBuild {
+  std::vector<std::string> kernels;  // loop kernel names (a tuned kernel's unit holds its candidates)
+  double ms = 0;                     // NVRTC, or the cache lookup
+  bool cache_hit = false;
 };
 
 struct CompileStats {
@@ -32,6 +45,10 @@ struct CompileStats {
   int translation_units = 0;
   int loop_kernels = 0;
   int extern_calls = 0;
+  std::vector<UnitBuild> units;  // CUDA: per translation unit
+  int tuned_kernels = 0;         // CUDA: kernels whose candidates were measured in this compile
+  int tuning_cache_hits = 0;     // CUDA: kernels whose winner came from the tuning cache
+  double tune_ms = 0;            // CUDA: measuring candidates (part of build_ms)
 };
 
 class Executable {
@@ -39,7 +56,15 @@ class Executable {
   Executable();
   // Runs the compiled graph: inputs by name (borrowed; copied only when their layout is not the
   // declared one), weights by key. Returns the graph outputs in order. Thread-safe.
+  // On a GPU, tensors may also be device tensors (Tensor::borrow with a cuda Device, in the
+  // graph's declared layout): used in place, and when an input is one the outputs stay on the
+  // device and the run does not wait for the GPU (its errors surface at a later run or at
+  // synchronize()).
   std::vector<Tensor> run(const TensorMap& inputs, const TensorMap& weights = {}) const;
+  // The same on a caller's CUDA stream (a CUstream; nullptr: the legacy default stream).
+  std::vector<Tensor> run_on_stream(const TensorMap& inputs, const TensorMap& weights, void* stream) const;
+  // Waits for every run on the GPU and throws the first error of those that had not reported.
+  void synchronize() const;
 
   CompileStats stats;
   std::string source;           // the generated C++ or CUDA C++

@@ -45,7 +45,18 @@ Executable::Executable() : plan(std::make_shared<Plan>()) {}
 
 std::vector<Tensor> Executable::run(const TensorMap& inputs, const TensorMap& weights) const {
   if (gpu_plan) return gpu_plan->run(inputs, weights);
+  for (const auto& [name, t] : inputs)
+    if (t.device().kind != Device::Kind::cpu) fail("input %{} is on {}, but this executable runs on the CPU", name, device_name(t.device()));
   return plan->run(inputs, weights);
+}
+
+std::vector<Tensor> Executable::run_on_stream(const TensorMap& inputs, const TensorMap& weights, void* stream) const {
+  if (!gpu_plan) return run(inputs, weights);
+  return gpu_plan->run(inputs, weights, stream);
+}
+
+void Executable::synchronize() const {
+  if (gpu_plan) gpu_plan->check_pending(true);
 }
 
 bool cublas_takes(const loop::ExternCall& call, const loop::Program& program) {
@@ -96,7 +107,7 @@ Generated generate(const Graph& graph, const Target& target) {
   std::vector<std::string> symbols;
   for (const auto& s : graph.symbols) symbols.push_back(s.name);
   if (target.cuda) {
-    out.cuda = codegen::generate_cuda(out.lowered.program, symbols, target.device);
+    out.cuda = codegen::generate_cuda(out.lowered.program, symbols, target.device, target.cuda_candidate);
     if (debug_enabled("code")) dump("code", out.cuda.code());
   } else {
     out.source = codegen::generate_cpu(out.lowered.program, symbols);

@@ -21,6 +21,7 @@ struct Target {
   // converts what cuBLASLt does not take.
   bool externs_as_loops = false;
   std::string kernel_prefix;  // prepended to kernel names (several graphs in one unit)
+  int cuda_candidate = -1;    // CompileOptions::cuda_candidate
 };
 
 // Everything before the system compiler or NVRTC: the decomposed graph, the fused loop program

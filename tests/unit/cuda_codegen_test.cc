@@ -43,6 +43,10 @@ TEST(CudaCodegen, FormsFollowTheKernel) {
   EXPECT_EQ(form("  %x = input() : f32[6, 5]\n  %s = input() : f32[N, 5]\n  %i = input(low=0, high=6) : i64[N, 5]\n"
                  "  %a = scatter_add(%x, 0, %i, %s)\n  return %a\n").form,
             F::serial);
+  // Few long rows or few column tiles: blocks split the reduction.
+  EXPECT_GT(form("  %x = input() : f32[48, 70001]\n  %s = sum(%x)\n  return %s\n").splits, 1);
+  EXPECT_GT(form("  %x = input() : f32[20000, 64]\n  %s = sum.dim_IntList(%x, [0])\n  return %s\n").splits, 1);
+  EXPECT_EQ(form("  %x = input() : f32[20000, 64]\n  %s = sum.dim_IntList(%x, [1])\n  return %s\n").splits, 1);
   auto softmax = form(kSoftmax);
   EXPECT_EQ(softmax.form, F::row);
   EXPECT_GT(softmax.persistent, 0);  // a 1000-element row stays in registers
@@ -82,6 +86,9 @@ TEST(CudaCodegen, EveryCandidateBuildsWithNvrtc) {
       "  %x = input() : f32[300, N, 33]\n  %s = sum.dim_IntList(%x, [0])\n  %v = var.correction(%x, [0], correction=1)\n  return %s, %v\n",
       "  %x = input() : f16[N, 40, 72]\n  %t = permute(%x, [0, 2, 1])\n  %y = mul.Tensor(%t, %t)\n  return %y\n",
       "  %x = input() : f32[N, 9]\n  %y = cumsum(%x, 1)\n  %z = exp(%x)\n  return %y, %z\n",
+      // split reductions: few long rows, few column tiles, Welford and argmax partials
+      "  %x = input() : f32[48, 70001]\n  %s = sum(%x)\n  %a = argmax(%x, 1)\n  %v = var.correction(%x, [1], correction=0)\n  %m = mean.dim(%x, [1])\n"
+      "  %c = sum.dim_IntList(%x, [0])\n  %i = argmin(%x, 0)\n  return %s, %a, %v, %m, %c, %i\n",
   };
   for (const char* arch : {"sm_80", "sm_90a"}) {
     auto d = cuda::preset_device(arch);

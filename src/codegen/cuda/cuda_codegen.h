@@ -10,6 +10,9 @@
 //   passes (softmax, layer_norm read their input once), otherwise every pass re-reads it;
 // - column: reductions whose rows run across memory (a sum over dim 0): threads of a warp take
 //   adjacent columns, rows of threads split the reduction and combine in shared memory;
+// - split (row or column with splits > 1): few long rows; each row's reduction is shared by
+//   `splits` blocks, which leave their partials in scratch; the last block of a row to finish
+//   (an atomic ticket) merges them and writes the row's results;
 // - scan: a thread per row walks the row in order (cumsum);
 // - serial: one thread runs the kernel in order (scatter with ordered writes).
 #pragma once
@@ -30,6 +33,7 @@ struct CudaConfig {
   int threads_per_row = 1;  // row: a power of two
   int vector = 1;           // pointwise: elements per thread access
   int persistent = 0;       // row: elements per thread kept in registers (0: looped)
+  int splits = 1;           // row, column: blocks sharing one row (or column tile), > 1 for few long rows
   bool operator==(const CudaConfig&) const = default;
 };
 std::string to_string(const CudaConfig& c);  // "row tpr=256 block=256 persistent=8"
@@ -41,12 +45,13 @@ struct CudaLaunch {
   SymInt units = 1;
   int64_t per_block = 1;
   int64_t max_blocks = 1;
+  int64_t scratch_bytes = 0;  // zeroed device scratch passed after the status word (split partials)
 };
 
 struct CudaKernel {
   std::string name;
   size_t program_index = 0;  // in Program::kernels
-  std::vector<int> buffers;  // parameters in order (buffer ids), then symbols, then the status word
+  std::vector<int> buffers;  // parameters in order (buffer ids), then symbols, the status word, the scratch if any
   std::vector<int> symbols;  // indices into the graph's size symbols
   CudaConfig config;
   CudaLaunch launch;
@@ -65,8 +70,9 @@ std::string emit_cuda_kernel(const loop::Program& program, const loop::LoopKerne
                              const std::vector<std::string>& symbols, const cuda::DeviceInfo& device,
                              const CudaConfig& config, CudaKernel& info);
 
-// Every loop kernel of `program` with its heuristic configuration.
+// Every loop kernel of `program` with its heuristic configuration, or with its `candidate`-th
+// candidate (the last when it has fewer) when that is >= 0.
 CudaSource generate_cuda(const loop::Program& program, const std::vector<std::string>& symbols,
-                         const cuda::DeviceInfo& device);
+                         const cuda::DeviceInfo& device, int candidate = -1);
 
 }  // namespace coil::codegen

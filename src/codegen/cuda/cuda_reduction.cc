@@ -11,9 +11,6 @@ namespace {
 
 using loop::ReduceKind;
 
-// The largest partial a thread carries between threads: Welford's (mean, M2, count) in double.
-constexpr size_t kLargestPartial = 24;
-
 const char* combiner(ReduceKind k) {
   switch (k) {
     case ReduceKind::sum: return "coil_rt::Sum()";
@@ -33,15 +30,20 @@ const char* combiner(ReduceKind k) {
 std::string CudaEmitter::row_loop_open(const std::string& indent, const std::string& active) {
   std::string r = idx(product(k_.inner));
   int tpr = config_.threads_per_row;
+  const int splits = split_pass_ ? config_.splits : 1;
   if (config_.form == CudaConfig::Form::column) {
-    out("{}if ({}) for (idx_t j = threadIdx.y; j < {}; j += {}) {{", indent, active, r, config_.block_y);
+    std::string start = splits > 1 ? fmt::format("split * {} + static_cast<idx_t>(threadIdx.y)", config_.block_y) : "threadIdx.y";
+    out("{}#pragma unroll 4", indent);
+    out("{}for (idx_t j = {}; {} && j < {}; j += {}) {{", indent, start, active, r, config_.block_y * splits);
   } else if (config_.persistent) {
     out("{}#pragma unroll", indent);
     out("{}for (int e = 0; e < {}; ++e) {{", indent, config_.persistent);
     out("{}  const idx_t j = lane + e * {};", indent, tpr);
     out("{}  if ({} && j < {}) {{", indent, active, r);
   } else {
-    out("{}if ({}) for (idx_t j = lane; j < {}; j += {}) {{", indent, active, r, tpr);
+    std::string start = splits > 1 ? fmt::format("split * {} + lane", tpr) : "lane";
+    out("{}#pragma unroll 4", indent);
+    out("{}for (idx_t j = {}; {} && j < {}; j += {}) {{", indent, start, active, r, tpr * splits);
   }
   std::string in = indent + (config_.persistent ? "    " : "  ");
   decompose("j", inner_vars(), std::vector<SymInt>(k_.inner.begin(), k_.inner.end()), in);
@@ -101,7 +103,7 @@ void CudaEmitter::accumulate(size_t i, const std::string& in, std::vector<std::s
 
 // Combines the partials of steps [first, end) across the threads of each row; afterwards every
 // thread of the row holds the results (reduced values for the following passes and stores).
-void CudaEmitter::combine(size_t first, size_t end, const std::string& in, bool column_form) {
+void CudaEmitter::combine(size_t first, size_t end, const std::string& in, bool column_form, bool name_results) {
   for (size_t i = first; i < end; ++i) {
     const auto& r = k_.reductions[i];
     if (r.kind == ReduceKind::welford_m2) continue;
@@ -112,6 +114,7 @@ void CudaEmitter::combine(size_t first, size_t end, const std::string& in, bool 
       out("{}{} = coil_rt::group_allreduce({}, {}, {}, {}, {}, scratch);", in, acc, acc, combiner(r.kind), config_.threads_per_row,
           device_.warp_size, mask_);
     }
+    if (!name_results) continue;
     std::string t = value_type(r.acc);
     if (r.kind == ReduceKind::argmax || r.kind == ReduceKind::argmin) {
       printer_->reduced[static_cast<int>(i)] = acc + ".i";
@@ -126,21 +129,69 @@ void CudaEmitter::combine(size_t first, size_t end, const std::string& in, bool 
   }
 }
 
+// The type of reduction step i's partial and its identity.
+std::pair<std::string, std::string> CudaEmitter::partial_type(size_t i) const {
+  const auto& r = k_.reductions[i];
+  std::string t = value_type(r.acc);
+  if (r.kind == ReduceKind::argmax || r.kind == ReduceKind::argmin) return {"coil_rt::Arg<" + t + ">", fmt::format("{{{}(0), -1}}", t)};
+  if (r.kind == ReduceKind::welford_mean) return {"coil_rt::Welford<" + t + ">", fmt::format("{{{}(0), {}(0), 0}}", t, t)};
+  return {t, reduce_init(r.kind, r.acc)};
+}
+
+// A split row (or column tile): this block's partials go to scratch; the last block of the
+// unit to arrive merges all of them, and only it goes on to the stores. Ends with the merged
+// results combined across the block, as `combine` leaves them.
+void CudaEmitter::merge_splits(const std::string& in, bool column_form) {
+  SplitLayout layout = split_layout(k_, config_);
+  const int splits = config_.splits;
+  std::string unit = column_form ? "tile" : "row";
+  std::string slot = fmt::format("({} * {} + split) * {}{}", unit, splits, layout.width, column_form ? " + threadIdx.x" : "");
+  std::string writer = column_form ? "threadIdx.y == 0" : "lane == 0";
+  std::vector<size_t> steps;
+  for (size_t i = 0; i < k_.reductions.size(); ++i)
+    if (layout.partial_offset[i] >= 0) steps.push_back(i);
+  out("{}if ({}) {{", in, writer);
+  for (size_t i : steps)
+    out("{}  reinterpret_cast<{}*>(W + {})[{}] = acc{};", in, partial_type(i).first, layout.partial_offset[i], slot, i);
+  out("{}  __threadfence();", in);
+  out("{}}}", in);
+  out("{}__syncthreads();", in);
+  out("{}if (threadIdx.x == 0 && threadIdx.y == 0) last_split = atomicAdd(reinterpret_cast<unsigned*>(W) + {}, 1u) == {}u;", in, unit,
+      splits - 1);
+  out("{}__syncthreads();", in);
+  out("{}if (!last_split) continue;", in);
+  out("{}__threadfence();", in);
+  std::string first = column_form ? "threadIdx.y" : "lane", step = column_form ? std::to_string(config_.block_y) : std::to_string(config_.threads_per_row);
+  for (size_t i : steps) out("{}acc{} = {};", in, i, partial_type(i).second);
+  out("{}for (int q = {}; q < {}; q += {}) {{", in, first, splits, step);
+  std::string other = fmt::format("({} * {} + q) * {}{}", unit, splits, layout.width, column_form ? " + threadIdx.x" : "");
+  for (size_t i : steps)
+    out("{}  acc{} = {}(acc{}, reinterpret_cast<const {}*>(W + {})[{}]);", in, i, combiner(k_.reductions[i].kind), i, partial_type(i).first,
+        layout.partial_offset[i], other);
+  out("{}}}", in);
+  out("{}if (threadIdx.x == 0 && threadIdx.y == 0) reinterpret_cast<unsigned*>(W)[{}] = 0u;", in, unit);
+}
+
 void CudaEmitter::reduction_passes(const std::string& indent, const std::string& active, bool column_form) {
   std::vector<std::string> lines;
   for (size_t first = 0; first < k_.reductions.size();) {
     size_t end = loop::pass_end(k_, first);
     for (size_t i = first; i < end; ++i) {
-      const auto& r = k_.reductions[i];
-      std::string t = value_type(r.acc), acc = "acc" + std::to_string(i);
-      if (r.kind == ReduceKind::argmax || r.kind == ReduceKind::argmin) out("{}coil_rt::Arg<{}> {} = {{{}(0), -1}};", indent, t, acc, t);
-      else if (r.kind == ReduceKind::welford_mean) out("{}coil_rt::Welford<{}> {} = {{{}(0), {}(0), 0}};", indent, t, acc, t, t);
-      else if (r.kind != ReduceKind::welford_m2) out("{}{} {} = {};", indent, t, acc, reduce_init(r.kind, r.acc));
+      if (k_.reductions[i].kind == ReduceKind::welford_m2) continue;
+      auto [type, init] = partial_type(i);
+      out("{}{} acc{} = {};", indent, type, i, init);
     }
+    split_pass_ = config_.splits > 1;
     std::string in = row_loop_open(indent, active);
     printer_->reset();
     for (size_t i = first; i < end; ++i) accumulate(i, in, lines);
     row_loop_close(indent);
+    split_pass_ = false;
+    if (config_.splits > 1) {
+      COIL_CHECK(first == 0 && end == k_.reductions.size()) << "a split reduction has one pass";
+      combine(first, end, indent, column_form, false);
+      merge_splits(indent, column_form);
+    }
     combine(first, end, indent, column_form);
     first = end;
   }
@@ -166,11 +217,23 @@ void CudaEmitter::reduction_passes(const std::string& indent, const std::string&
 void CudaEmitter::row() {
   const int tpr = config_.threads_per_row, rows_per_block = config_.block / tpr;
   if (tpr > device_.warp_size)
-    out("  __shared__ __align__(16) unsigned char scratch[{}];", static_cast<size_t>(config_.block / device_.warp_size) * kLargestPartial);
+    out("  __shared__ __align__(16) unsigned char scratch[{}];", static_cast<int64_t>(config_.block / device_.warp_size) * kLargestPartial);
   else
     out("  void* const scratch = nullptr;");
   out("  const idx_t rows = {};", idx(product(k_.outer)));
   out("  const int lane = static_cast<int>(threadIdx.x) % {};", tpr);
+  if (config_.splits > 1) {
+    COIL_CHECK(rows_per_block == 1 && !config_.persistent) << "a split row takes a whole block";
+    out("  __shared__ bool last_split;");
+    out("  for (idx_t unit = blockIdx.x; unit < rows * {}; unit += gridDim.x) {{", config_.splits);
+    out("    const idx_t row = unit / {};", config_.splits);
+    out("    const int split = static_cast<int>(unit % {});", config_.splits);
+    out("    const bool active = true;");
+    decompose("row", outer_vars(k_.outer.size()), std::vector<SymInt>(k_.outer.begin(), k_.outer.end()), "    ");
+    reduction_passes("    ", "active", false);
+    out("  }}");
+    return;
+  }
   out("  for (idx_t base = static_cast<idx_t>(blockIdx.x) * {}; base < rows; base += static_cast<idx_t>(gridDim.x) * {}) {{",
       rows_per_block, rows_per_block);
   out("    const idx_t row = base + static_cast<idx_t>(threadIdx.x) / {};", tpr);
@@ -184,14 +247,21 @@ void CudaEmitter::row() {
 
 void CudaEmitter::column() {
   const size_t m = k_.outer.size();
-  out("  __shared__ __align__(16) unsigned char scratch[{}];", static_cast<size_t>(config_.block * config_.block_y) * kLargestPartial);
+  out("  __shared__ __align__(16) unsigned char scratch[{}];", static_cast<int64_t>(config_.block * config_.block_y) * kLargestPartial);
   std::vector<std::string> vars = outer_vars(m);
   std::string last = vars.back();
   vars.back() = "tile_x";
   std::vector<SymInt> extents(k_.outer.begin(), k_.outer.end());
   extents.back() = floordiv(extents.back() + SymInt(config_.block - 1), SymInt(config_.block));
   out("  const idx_t tiles = {};", idx(product(extents)));
-  out("  for (idx_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {{");
+  if (config_.splits > 1) {
+    out("  __shared__ bool last_split;");
+    out("  for (idx_t unit = blockIdx.x; unit < tiles * {}; unit += gridDim.x) {{", config_.splits);
+    out("    const idx_t tile = unit / {};", config_.splits);
+    out("    const int split = static_cast<int>(unit % {});", config_.splits);
+  } else {
+    out("  for (idx_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {{");
+  }
   decompose("tile", vars, extents, "    ");
   out("    const idx_t {} = tile_x * {} + static_cast<idx_t>(threadIdx.x);", last, config_.block);
   out("    const bool active = {} < {};", last, idx(k_.outer.back()));

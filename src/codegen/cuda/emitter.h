@@ -46,7 +46,9 @@ class CudaEmitter {
   void scan();
   void reduction_passes(const std::string& indent, const std::string& active, bool column_form);
   void accumulate(size_t i, const std::string& indent, std::vector<std::string>& lines);
-  void combine(size_t first, size_t end, const std::string& indent, bool column_form);
+  void combine(size_t first, size_t end, const std::string& indent, bool column_form, bool name_results = true);
+  std::pair<std::string, std::string> partial_type(size_t i) const;
+  void merge_splits(const std::string& indent, bool column_form);
   std::string row_loop_open(const std::string& indent, const std::string& active);
   void row_loop_close(const std::string& indent);
   void cache_row_loads(const std::string& indent, const std::string& active);
@@ -58,6 +60,7 @@ class CudaEmitter {
   CudaConfig config_;
   RangeEnv ranges_;
   bool narrow_ = false;
+  bool split_pass_ = false;  // the row loop being opened is this block's share of a split row
   std::string mask_;  // the warp's member mask for shuffles
   std::unique_ptr<ExprPrinter> printer_;
   std::string text_;

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "coil/dtype.h"
+#include "support/check.h"
 
 namespace coil::codegen {
 
@@ -37,6 +38,19 @@ size_t row_loads(const loop::LoopKernel& k) {
   return std::max<size_t>(n, 1);
 }
 
+// A reduction whose blocks could not fill the device otherwise is split when it is one pass
+// writing only per-row results, with static sizes. Returns the splits that fill about one wave
+// of `threads`-thread blocks with `units` units, keeping at least `min_per_split` elements per
+// split, or 1.
+int split_count(const loop::LoopKernel& k, const cuda::DeviceInfo& d, int threads, int64_t min_per_split) {
+  auto units = product(k.outer).constant(), r = product(k.inner).constant();
+  if (!units || !r || *units <= 0 || loop::pass_end(k, 0) != k.reductions.size()) return 1;
+  if (std::any_of(k.stores.begin(), k.stores.end(), [](const loop::StoreStep& s) { return s.inner; })) return 1;
+  int64_t wave = resident_blocks(d, threads, 1);
+  if (*units * 2 > wave) return 1;
+  return static_cast<int>(std::clamp<int64_t>(wave / *units, 1, *r / std::max<int64_t>(min_per_split, 1)));
+}
+
 std::vector<CudaConfig> row_configs(const loop::LoopKernel& k, const cuda::DeviceInfo& d) {
   const int warp = d.warp_size, max_block = d.max_threads_per_block;
   auto r = product(k.inner).constant();
@@ -61,6 +75,18 @@ std::vector<CudaConfig> row_configs(const loop::LoopKernel& k, const cuda::Devic
     add(make(warp, false));
     add(make(max_block, false));
     return out;
+  }
+  // Few long rows: blocks share a row (whole-block rows, 16 elements per thread at least).
+  for (int block : {std::min(max_block, 16 * warp), std::min(max_block, 8 * warp)}) {
+    int splits = split_count(k, d, block, 16 * block);
+    if (splits <= 1) break;
+    CudaConfig c = make(block, false);
+    c.splits = splits;
+    add(c);
+    if (splits >= 4) {
+      c.splits = splits / 2;
+      add(c);
+    }
   }
   // Enough threads per row for about 8 elements each; a whole block when rows are too few to
   // fill the device.
@@ -125,8 +151,24 @@ std::vector<CudaConfig> candidate_configs(const loop::Program& p, const loop::Lo
     for (int rows : {8, 4, 16, 32}) {
       if (rows * warp > d.max_threads_per_block) continue;
       c.block_y = rows;
+      c.splits = 1;
+      // Few column tiles over a long reduction: blocks split the rows (32 each per thread at least).
+      auto tiles = floordiv(k.outer.back() + SymInt(warp - 1), SymInt(warp));
+      for (size_t i = 0; i + 1 < k.outer.size(); ++i) tiles = tiles * k.outer[i];
+      loop::LoopKernel as_rows = k;
+      as_rows.outer = {tiles};
+      if (int splits = split_count(as_rows, d, warp * rows, 32 * rows); splits > 1) {
+        c.splits = splits;
+        out.push_back(c);
+        if (rows == 8 && splits >= 4) {
+          c.splits = splits / 2;
+          out.push_back(c);
+        }
+        c.splits = 1;
+      }
       out.push_back(c);
     }
+    if (out.size() > kMaxCandidates) out.resize(kMaxCandidates);
     return out;
   }
   std::vector<CudaConfig> out;
@@ -175,13 +217,13 @@ CudaLaunch launch_for(const loop::LoopKernel& k, const CudaConfig& c, const cuda
       break;
     }
     case CudaConfig::Form::row:
-      l.units = rows;
+      l.units = rows * SymInt(c.splits);
       l.per_block = c.block / c.threads_per_row;
       break;
     case CudaConfig::Form::column: {
       SymInt tiles = floordiv(k.outer.back() + SymInt(c.block - 1), SymInt(c.block));
       for (size_t i = 0; i + 1 < k.outer.size(); ++i) tiles = tiles * k.outer[i];
-      l.units = tiles;
+      l.units = tiles * SymInt(c.splits);
       break;
     }
     case CudaConfig::Form::scan:
@@ -190,7 +232,33 @@ CudaLaunch launch_for(const loop::LoopKernel& k, const CudaConfig& c, const cuda
       break;
     case CudaConfig::Form::serial: l.max_blocks = 1; break;
   }
+  if (c.splits > 1) l.scratch_bytes = split_layout(k, c).bytes;
   return l;
+}
+
+SplitLayout split_layout(const loop::LoopKernel& k, const CudaConfig& c) {
+  SplitLayout s;
+  bool column = c.form == CudaConfig::Form::column;
+  SymInt units = product(k.outer);
+  if (column) {
+    units = floordiv(k.outer.back() + SymInt(c.block - 1), SymInt(c.block));
+    for (size_t i = 0; i + 1 < k.outer.size(); ++i) units = units * k.outer[i];
+    s.width = c.block;
+  }
+  auto n = units.constant();
+  COIL_CHECK(n) << "split reductions need static sizes";
+  s.units = *n;
+  auto align = [](int64_t v) { return (v + 255) / 256 * 256; };
+  s.bytes = align(s.units * 4);
+  for (const auto& r : k.reductions) {
+    if (r.kind == loop::ReduceKind::welford_m2) {
+      s.partial_offset.push_back(-1);
+      continue;
+    }
+    s.partial_offset.push_back(s.bytes);
+    s.bytes += align(s.units * c.splits * s.width * kLargestPartial);
+  }
+  return s;
 }
 
 }  // namespace coil::codegen

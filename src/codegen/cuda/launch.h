@@ -13,6 +13,19 @@
 namespace coil::codegen {
 
 inline constexpr size_t kMaxCandidates = 8;
+// The largest partial a thread carries between threads: Welford's (mean, M2, count) in double.
+inline constexpr int64_t kLargestPartial = 24;
+
+// Where a split reduction keeps its state in the kernel's scratch: a ticket counter per unit
+// (row, or column tile) at offset 0, then per reduction step (a Welford pair shares one) a region
+// of units x splits x width partial slots of kLargestPartial bytes.
+struct SplitLayout {
+  int64_t units = 0;                    // rows (row form) or column tiles (column form)
+  int64_t width = 1;                    // partials per unit and split: 1, or the tile's columns
+  std::vector<int64_t> partial_offset;  // per reduction step (-1 for a Welford pair's second)
+  int64_t bytes = 0;
+};
+SplitLayout split_layout(const loop::LoopKernel& kernel, const CudaConfig& config);
 
 std::vector<CudaConfig> candidate_configs(const loop::Program& program, const loop::LoopKernel& kernel,
                                           const cuda::DeviceInfo& device);

@@ -8,6 +8,10 @@
 
 namespace coil::cuda {
 
+namespace {
+constexpr int kNotReady = 600;  // CUDA_ERROR_NOT_READY
+}  // namespace
+
 // Driver entry points the runtime uses, resolved once through cuGetProcAddress.
 struct Context::Api {
   int (*primary_retain)(void**, int) = nullptr;
@@ -29,6 +33,9 @@ struct Context::Api {
   int (*event_sync)(void*) = nullptr;
   int (*event_elapsed)(float*, void*, void*) = nullptr;
   int (*event_destroy)(void*) = nullptr;
+  int (*event_query)(void*) = nullptr;
+  int (*host_alloc)(void**, size_t) = nullptr;
+  int (*host_free)(void*) = nullptr;
 };
 
 class Context::Module {
@@ -73,6 +80,9 @@ std::shared_ptr<Context> Context::open(int ordinal) {
   resolve("cuEventSynchronize", a.event_sync);
   resolve("cuEventElapsedTime", a.event_elapsed);
   resolve("cuEventDestroy", a.event_destroy);
+  resolve("cuEventQuery", a.event_query);
+  resolve("cuMemAllocHost", a.host_alloc);
+  resolve("cuMemFreeHost", a.host_free);
   c->device_ = ordinal;
   c->driver_->check(a.primary_retain(&c->context_, ordinal), "cuDevicePrimaryCtxRetain");
   c->make_current();
@@ -122,10 +132,12 @@ void Context::copy_on_device(DevicePtr dst, DevicePtr src, size_t bytes, Stream 
   driver_->check(api_->dtod(dst, src, bytes, s), "cuMemcpyDtoDAsync");
 }
 
-void Context::fill_zero(DevicePtr dst, size_t bytes, Stream s) const {
+void Context::fill_zero(DevicePtr dst, size_t bytes, Stream s) const { fill_bytes(dst, 0, bytes, s); }
+
+void Context::fill_bytes(DevicePtr dst, unsigned char value, size_t bytes, Stream s) const {
   if (bytes == 0) return;
   make_current();
-  driver_->check(api_->memset8(dst, 0, bytes, s), "cuMemsetD8Async");
+  driver_->check(api_->memset8(dst, value, bytes, s), "cuMemsetD8Async");
 }
 
 void Context::synchronize(Stream s) const {
@@ -150,6 +162,47 @@ void* Context::function(const Module& m, const std::string& name) const {
 void Context::launch(void* function, Dim3 grid, Dim3 block, unsigned shared_bytes, Stream s, void** params) const {
   driver_->check(api_->launch(function, grid.x, grid.y, grid.z, block.x, block.y, block.z, shared_bytes, s, params, nullptr),
                  "cuLaunchKernel");
+}
+
+void* Context::allocate_host(size_t bytes) const {
+  make_current();
+  void* p = nullptr;
+  driver_->check(api_->host_alloc(&p, std::max<size_t>(bytes, 1)), "cuMemAllocHost");
+  return p;
+}
+
+void Context::release_host(void* p) const {
+  make_current();
+  api_->host_free(p);  // nothing to do about a failure while freeing
+}
+
+void* Context::record_event(Stream s) const {
+  make_current();
+  void* e = nullptr;
+  driver_->check(api_->event_create(&e, 0), "cuEventCreate");
+  if (int rc = api_->event_record(e, s); rc != 0) {
+    api_->event_destroy(e);
+    driver_->check(rc, "cuEventRecord");
+  }
+  return e;
+}
+
+bool Context::event_done(void* event) const {
+  make_current();
+  int rc = api_->event_query(event);
+  if (rc == kNotReady) return false;
+  driver_->check(rc, "cuEventQuery");
+  return true;
+}
+
+void Context::wait_event(void* event) const {
+  make_current();
+  driver_->check(api_->event_sync(event), "cuEventSynchronize");
+}
+
+void Context::destroy_event(void* event) const {
+  make_current();
+  api_->event_destroy(event);
 }
 
 double Context::time_ms(Stream s, const std::function<void()>& work) const {

@@ -28,6 +28,7 @@ class Context : public std::enable_shared_from_this<Context> {
   Context& operator=(const Context&) = delete;
 
   const DeviceInfo& device() const { return info_; }
+  int ordinal() const { return device_; }
   const Driver& driver() const { return *driver_; }
   // Makes the primary context current on the calling thread (every call below does it).
   void make_current() const;
@@ -38,6 +39,7 @@ class Context : public std::enable_shared_from_this<Context> {
   void copy_to_host(void* dst, DevicePtr src, size_t bytes, Stream s) const;
   void copy_on_device(DevicePtr dst, DevicePtr src, size_t bytes, Stream s) const;
   void fill_zero(DevicePtr dst, size_t bytes, Stream s) const;
+  void fill_bytes(DevicePtr dst, unsigned char value, size_t bytes, Stream s) const;
   void synchronize(Stream s) const;
 
   // A loaded cubin and its functions; unloaded with the last reference.
@@ -45,6 +47,15 @@ class Context : public std::enable_shared_from_this<Context> {
   std::shared_ptr<Module> load_module(const std::string& cubin) const;
   void* function(const Module& m, const std::string& name) const;  // a CUfunction
   void launch(void* function, Dim3 grid, Dim3 block, unsigned shared_bytes, Stream s, void** params) const;
+
+  // Page-locked host memory (asynchronous copies to it overlap with the host).
+  void* allocate_host(size_t bytes) const;
+  void release_host(void* p) const;
+  // An event recorded on `s` now; done once the work before it finished. Destroy when done with.
+  void* record_event(Stream s) const;
+  bool event_done(void* event) const;
+  void wait_event(void* event) const;
+  void destroy_event(void* event) const;
 
   // Elapsed milliseconds between two events recorded on `s` around `work`, after a sync.
   double time_ms(Stream s, const std::function<void()>& work) const;

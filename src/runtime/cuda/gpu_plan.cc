@@ -49,14 +49,88 @@ cuda::GemmProblem gemm_problem(const loop::ExternCall& call, const loop::Program
 
 }  // namespace
 
+void launch_loop_kernel(const cuda::Context& ctx, void* function, const codegen::CudaKernel& info, const std::vector<cuda::DevicePtr>& ptrs,
+                        const std::vector<int64_t>& symbol_values, const std::map<std::string, int64_t>& symbols, cuda::DevicePtr status,
+                        cuda::DevicePtr scratch, cuda::Stream stream) {
+  int64_t units = info.launch.units.eval(symbols);
+  if (units <= 0) return;
+  int64_t grid = std::clamp<int64_t>((units + info.launch.per_block - 1) / info.launch.per_block, 1, info.launch.max_blocks);
+  COIL_CHECK((scratch != 0) == (info.launch.scratch_bytes > 0)) << "scratch for " << info.name;
+  std::vector<cuda::DevicePtr> param_ptrs;
+  for (int b : info.buffers) param_ptrs.push_back(ptrs[static_cast<size_t>(b)]);
+  param_ptrs.push_back(status);
+  if (scratch) param_ptrs.push_back(scratch);
+  std::vector<void*> params;
+  for (size_t i = 0; i < info.buffers.size(); ++i) params.push_back(&param_ptrs[i]);
+  std::vector<int64_t> values;
+  for (int s : info.symbols) values.push_back(symbol_values[static_cast<size_t>(s)]);
+  for (auto& v : values) params.push_back(&v);
+  for (size_t i = info.buffers.size(); i < param_ptrs.size(); ++i) params.push_back(&param_ptrs[i]);
+  ctx.launch(function, {static_cast<unsigned>(grid)}, {static_cast<unsigned>(info.launch.block_x), static_cast<unsigned>(info.launch.block_y)}, 0,
+             stream, params.data());
+}
+
 GpuPlan::~GpuPlan() {
+  try {
+    check_pending(true);
+  } catch (const Error&) {  // an error nobody asked about any more
+  }
   if (!allocator) return;
   for (const auto& [host, p] : device_weights_) allocator->free(p, nullptr);
+}
+
+void GpuPlan::report_status(const int64_t* words) const {
+  for (size_t k = 0; k < lowered.program.kernels.size(); ++k) {
+    const int64_t* w = &words[k * 3];
+    if (!w[0]) continue;
+    const auto& lk = std::get<loop::LoopKernel>(lowered.program.kernels[k]);
+    if (w[0] == 2) fail("integer division by zero (computing %{})", fmt::join(lk.origins, ", %"));
+    fail("index {} is out of bounds for a dimension of size {} (computing %{})", w[1], w[2], fmt::join(lk.origins, ", %"));
+  }
+}
+
+void GpuPlan::check_pending(bool wait) const {
+  std::vector<Pending> finished;
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    auto it = pending_.begin();
+    for (; it != pending_.end(); ++it) {
+      if (wait) context->wait_event(it->event);
+      else if (!context->event_done(it->event)) break;  // runs on one stream finish in order
+      finished.push_back(*it);
+    }
+    pending_.erase(pending_.begin(), it);
+  }
+  std::vector<int64_t> first_error;
+  for (const Pending& p : finished) {
+    size_t n = std::max<size_t>(lowered.program.kernels.size(), 1) * 3;
+    bool bad = false;
+    for (size_t i = 0; i < n; i += 3) bad |= p.words[i] != 0;
+    if (bad && first_error.empty()) first_error.assign(p.words, p.words + n);
+    context->destroy_event(p.event);
+    context->release_host(p.words);
+  }
+  if (!first_error.empty()) report_status(first_error.data());
+}
+
+Tensor GpuPlan::bind(const Tensor& t, const loop::Buffer& b, const std::map<std::string, int64_t>& symbols, const std::string& what) const {
+  if (t.device().kind != Device::Kind::cuda) return bind_external(t, b, symbols, what);
+  if (t.device().index != context->ordinal())
+    fail("{}: on {}, but this executable runs on cuda:{}", what, device_name(t.device()), context->ordinal());
+  if (t.dtype() != b.dtype) fail("{}: expected dtype {}, got {}", what, dtype_name(b.dtype), dtype_name(t.dtype()));
+  auto sizes = eval_all(b.sizes, symbols), strides = eval_all(b.strides, symbols);
+  if (t.sizes() != sizes) fail("{}: expected shape {}, got {}", what, shape_to_string(sizes), shape_to_string(t.sizes()));
+  if (t.numel() > 0 && t.strides() != strides)
+    fail("{}: a device tensor with strides {} where the compiled graph expects {} (compile for this layout)", what,
+         shape_to_string(t.strides()), shape_to_string(strides));
+  return t;
 }
 
 std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weights, cuda::Stream stream) const {
   const cuda::Context& ctx = *context;
   ctx.make_current();
+  check_pending(false);
+  const bool device_outputs = std::any_of(inputs.begin(), inputs.end(), [](const auto& kv) { return kv.second.device().kind == Device::Kind::cuda; });
   auto symbols = bind_symbols(graph, inputs);
   std::vector<int64_t> symbol_values;
   for (const auto& s : graph.symbols) symbol_values.push_back(symbols.at(s.name));
@@ -73,6 +147,11 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
   };
   std::vector<Tensor> staged;  // host copies kept alive until the copies ran
   auto upload = [&](size_t b, const Tensor& t) {
+    if (t.device().kind == Device::Kind::cuda) {  // borrowed: the kernels read it in place
+      int64_t offset = buffers[b].offset.eval(symbols);
+      ptrs[b] = reinterpret_cast<cuda::DevicePtr>(t.data()) - static_cast<cuda::DevicePtr>(offset * static_cast<int64_t>(dtype_size(t.dtype())));
+      return;
+    }
     take(b);
     // The tensor's element [0, ...] goes where the buffer's offset puts it.
     int64_t offset = buffers[b].offset.eval(symbols);
@@ -85,7 +164,7 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
     for (size_t i = 0; i < input_nodes.size(); ++i) {
       auto b = static_cast<size_t>(lowered.input_buffers[i]);
       const std::string& name = graph.nodes[static_cast<size_t>(input_nodes[i])].name();
-      upload(b, bind_external(inputs.at(name), buffers[b], symbols, "input %" + name));
+      upload(b, bind(inputs.at(name), buffers[b], symbols, "input %" + name));
     }
     auto weight_nodes = graph.weight_nodes();
     for (size_t i = 0; i < weight_nodes.size(); ++i) {
@@ -94,10 +173,14 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
       const auto& key = std::get<std::string>(node.arg("key").value);
       auto it = weights.find(key);
       if (it == weights.end()) fail("weight '{}' (for %{}) was not given", key, node.name());
+      if (it->second.device().kind == Device::Kind::cuda) {
+        upload(b, bind(it->second, buffers[b], symbols, "weight '" + key + "'"));
+        continue;
+      }
       std::lock_guard<std::mutex> lock(weights_mutex_);
       auto cached = device_weights_.find({it->second.data(), b});
       if (cached == device_weights_.end()) {
-        upload(b, bind_external(it->second, buffers[b], symbols, "weight '" + key + "'"));
+        upload(b, bind(it->second, buffers[b], symbols, "weight '" + key + "'"));
         owned[b] = false;
         ctx.synchronize(stream);
         cached = device_weights_.emplace(std::make_pair(it->second.data(), b), ptrs[b]).first;
@@ -125,8 +208,6 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
     cuda::DevicePtr status = allocator->allocate(std::max<size_t>(nk, 1) * 3 * sizeof(int64_t), stream);
     ctx.fill_zero(status, std::max<size_t>(nk, 1) * 3 * sizeof(int64_t), stream);
     cuda::DevicePtr workspace = 0;
-    std::vector<void*> params;
-    std::vector<cuda::DevicePtr> param_ptrs;
     for (size_t k = 0; k < nk; ++k) {
       for (size_t b : allocate_before[k]) {
         if (int a = memory.in_place_of[b]; a >= 0) {
@@ -139,18 +220,13 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
       }
       if (functions[k]) {
         const codegen::CudaKernel& info = kernels[k];
-        int64_t units = info.launch.units.eval(symbols);
-        if (units <= 0) continue;
-        int64_t grid = std::clamp<int64_t>((units + info.launch.per_block - 1) / info.launch.per_block, 1, info.launch.max_blocks);
-        param_ptrs.clear();
-        for (int b : info.buffers) param_ptrs.push_back(ptrs[static_cast<size_t>(b)]);
-        param_ptrs.push_back(status + k * 3 * sizeof(int64_t));
-        params.clear();
-        for (size_t i = 0; i < info.buffers.size(); ++i) params.push_back(&param_ptrs[i]);
-        for (int s : info.symbols) params.push_back(&symbol_values[static_cast<size_t>(s)]);
-        params.push_back(&param_ptrs.back());
-        ctx.launch(functions[k], {static_cast<unsigned>(grid)}, {static_cast<unsigned>(info.launch.block_x), static_cast<unsigned>(info.launch.block_y)},
-                   0, stream, params.data());
+        cuda::DevicePtr scratch = 0;
+        if (info.launch.scratch_bytes > 0) {
+          scratch = allocator->allocate(static_cast<size_t>(info.launch.scratch_bytes), stream);
+          ctx.fill_zero(scratch, static_cast<size_t>(info.launch.scratch_bytes), stream);
+        }
+        launch_loop_kernel(ctx, functions[k], info, ptrs, symbol_values, symbols, status + k * 3 * sizeof(int64_t), scratch, stream);
+        if (scratch) allocator->free(scratch, stream);
       } else {
         const auto& call = std::get<loop::ExternCall>(lowered.program.kernels[k]);
         cuda::GemmProblem g = gemm_problem(call, lowered.program, symbols, tf32);
@@ -174,8 +250,45 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
         ptrs[ub] = 0;
       }
     }
-    // Outputs back to the host, then the status words.
     std::vector<Tensor> out;
+    if (device_outputs) {
+      // Outputs stay on the device, freed to the allocator (on this stream) with their last
+      // tensor; the status words come back asynchronously and are checked by a later call.
+      std::map<int, Tensor> given;
+      for (int ob : lowered.output_buffers) {
+        auto ub = static_cast<size_t>(ob);
+        const loop::Buffer& buf = buffers[ub];
+        if (!given.count(ob)) {
+          std::function<void(void*)> release;
+          if (owned[ub]) {
+            release = [alloc = allocator, stream](void* p) { alloc->free(reinterpret_cast<cuda::DevicePtr>(p), stream); };
+            owned[ub] = false;
+          }
+          given[ob] = Tensor::borrow(reinterpret_cast<void*>(ptrs[ub]), buf.dtype, {buffer_elements(buf, symbols)}, {1}, 0,
+                                     Device{Device::Kind::cuda, ctx.ordinal()}, release);
+        }
+        out.push_back(given[ob].view(eval_all(buf.sizes, symbols), eval_all(buf.strides, symbols), buf.offset.eval(symbols)));
+      }
+      Pending p;
+      p.words = static_cast<int64_t*>(ctx.allocate_host(std::max<size_t>(nk, 1) * 3 * sizeof(int64_t)));
+      try {
+        ctx.copy_to_host(p.words, status, std::max<size_t>(nk, 1) * 3 * sizeof(int64_t), stream);
+        p.event = ctx.record_event(stream);
+      } catch (...) {
+        ctx.release_host(p.words);
+        throw;
+      }
+      {
+        std::lock_guard<std::mutex> lock(pending_mutex_);
+        pending_.push_back(p);
+      }
+      allocator->free(status, stream);
+      if (workspace) allocator->free(workspace, stream);
+      for (size_t b = 0; b < nb; ++b)
+        if (owned[b]) allocator->free(ptrs[b], stream);
+      return out;
+    }
+    // Outputs back to the host, then the status words.
     for (int ob : lowered.output_buffers) {
       const loop::Buffer& buf = buffers[static_cast<size_t>(ob)];
       Tensor flat = Tensor::empty_strided(buf.dtype, {buffer_elements(buf, symbols)}, {1});
@@ -189,13 +302,7 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
     if (workspace) allocator->free(workspace, stream);
     for (size_t b = 0; b < nb; ++b)
       if (owned[b]) allocator->free(ptrs[b], stream);
-    for (size_t k = 0; k < nk; ++k) {
-      const int64_t* w = &words[k * 3];
-      if (!w[0]) continue;
-      const auto& lk = std::get<loop::LoopKernel>(lowered.program.kernels[k]);
-      if (w[0] == 2) fail("integer division by zero (computing %{})", fmt::join(lk.origins, ", %"));
-      fail("index {} is out of bounds for a dimension of size {} (computing %{})", w[1], w[2], fmt::join(lk.origins, ", %"));
-    }
+    report_status(words.data());
     return out;
   } catch (...) {
     try {

@@ -34,17 +34,39 @@ struct GpuPlan {
   std::vector<codegen::CudaKernel> kernels;    // per program kernel (launch descriptions)
   bool tf32 = false;                           // f32 matrix products may use TF32
 
-  // Host tensors in and out: inputs are copied to the device, outputs back. Weights are copied
-  // once and kept on the device (keyed by their host storage), so they must not change between
-  // runs of one executable.
+  // Host tensors in and out: inputs are copied to the device, outputs back, and errors (index,
+  // division) are thrown here. Host weights are copied once and kept on the device (keyed by
+  // their host storage), so they must not change between runs of one executable.
+  // Device tensors (Device::Kind::cuda, borrowed pointers in the declared layout) are used in
+  // place; when any input is one, the outputs stay on the device (freed to the allocator on
+  // `stream` with their last tensor), nothing waits for the GPU, and a run's errors are thrown
+  // by a later run or by check_pending.
   std::vector<Tensor> run(const TensorMap& inputs, const TensorMap& weights, cuda::Stream stream = nullptr) const;
+  // Throws the first error of earlier device-output runs that finished (all of them: `wait`).
+  void check_pending(bool wait) const;
 
  private:
+  struct Pending {
+    void* event = nullptr;     // recorded after the status words' copy
+    int64_t* words = nullptr;  // page-locked
+  };
+  Tensor bind(const Tensor& t, const loop::Buffer& b, const std::map<std::string, int64_t>& symbols, const std::string& what) const;
+  void report_status(const int64_t* words) const;
+  mutable std::mutex pending_mutex_;
+  mutable std::vector<Pending> pending_;
+
   mutable std::mutex weights_mutex_;
   mutable std::map<std::pair<const void*, size_t>, cuda::DevicePtr> device_weights_;  // by (host data, buffer)
 
  public:
   ~GpuPlan();
 };
+
+// Launches loop kernel `info` (a CUfunction) over device buffers indexed by buffer id, with the
+// graph's symbol values, its status slot and its scratch (zeroed, launch.scratch_bytes; 0 when
+// it needs none). Does nothing when the kernel has no work for these sizes.
+void launch_loop_kernel(const cuda::Context& ctx, void* function, const codegen::CudaKernel& info, const std::vector<cuda::DevicePtr>& ptrs,
+                        const std::vector<int64_t>& symbol_values, const std::map<std::string, int64_t>& symbols, cuda::DevicePtr status,
+                        cuda::DevicePtr scratch, cuda::Stream stream);
 
 }  // namespace coil

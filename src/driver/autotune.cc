@@ -1,0 +1,128 @@
+#include "driver/autotune.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "codegen/cuda/launch.h"
+#include "runtime/cuda/gpu_plan.h"
+#include "runtime/plan.h"
+#include "support/check.h"
+
+namespace coil {
+
+namespace {
+
+// Kernels moving less than this are launch-bound: any candidate does.
+constexpr int64_t kMinTunedBytes = int64_t{1} << 20;
+// Each timing sample runs about this long (launches repeated), three samples per candidate.
+constexpr double kSampleMs = 0.5;
+constexpr int kSamples = 3;
+constexpr int kMaxRepeats = 64;
+
+// Device memory for one measurement, released however it ends.
+struct Buffers {
+  const cuda::Context& context;
+  std::vector<cuda::DevicePtr> owned;
+  cuda::DevicePtr take(size_t bytes) {
+    owned.push_back(context.allocate(std::max<size_t>(bytes, 16)));
+    return owned.back();
+  }
+  ~Buffers() {
+    for (auto p : owned) context.release(p);
+  }
+};
+
+}  // namespace
+
+std::vector<TuningUnit> tuning_units(const loop::Program& program, const codegen::CudaSource& source,
+                                     const std::vector<std::string>& symbols, const cuda::DeviceInfo& device,
+                                     const build::ArtifactCache& cache) {
+  std::vector<TuningUnit> units;
+  for (size_t i = 0; i < source.kernels.size(); ++i) {
+    const codegen::CudaKernel& info = source.kernels[i];
+    if (!info.symbols.empty()) continue;
+    const auto& k = std::get<loop::LoopKernel>(program.kernels[info.program_index]);
+    auto configs = codegen::candidate_configs(program, k, device);
+    if (configs.size() < 2) continue;
+    int64_t traffic = 0;
+    for (int b : info.buffers) {
+      const loop::Buffer& buf = program.buffers[static_cast<size_t>(b)];
+      traffic += buffer_elements(buf, {}) * static_cast<int64_t>(dtype_size(buf.dtype));
+    }
+    if (traffic < kMinTunedBytes) continue;
+    TuningUnit unit;
+    unit.kernel = i;
+    // The structural key: the heuristic's code under a neutral name, and the device.
+    loop::LoopKernel neutral = k;
+    neutral.name = "k";
+    codegen::CudaKernel ignored;
+    unit.key = build::ArtifactCache::key(
+        {"coil-tune-1", codegen::emit_cuda_kernel(program, neutral, symbols, device, configs[0], ignored), device.key()});
+    unit.source = source.prelude;
+    auto cached = cache.read(unit.key, "tune");
+    for (size_t c = 0; c < configs.size(); ++c) {
+      loop::LoopKernel copy = k;
+      copy.name = k.name + "_c" + std::to_string(c);
+      codegen::CudaKernel candidate;
+      candidate.program_index = info.program_index;
+      unit.source += codegen::emit_cuda_kernel(program, copy, symbols, device, configs[c], candidate) + "\n";
+      unit.candidates.push_back(std::move(candidate));
+      if (cached && *cached == codegen::to_string(configs[c])) unit.winner = static_cast<int>(c);
+    }
+    units.push_back(std::move(unit));
+  }
+  return units;
+}
+
+int measure_candidates(TuningUnit& unit, const cuda::Context::Module& module, const loop::Program& program,
+                       const cuda::Context& context, const build::ArtifactCache& cache) {
+  cuda::Stream stream = nullptr;
+  Buffers memory{context, {}};
+  std::vector<cuda::DevicePtr> ptrs(program.buffers.size(), 0);
+  for (int b : unit.candidates.front().buffers) {
+    const loop::Buffer& buf = program.buffers[static_cast<size_t>(b)];
+    size_t bytes = static_cast<size_t>(buffer_elements(buf, {})) * dtype_size(buf.dtype);
+    ptrs[static_cast<size_t>(b)] = memory.take(bytes);
+    // Floats get small finite values (0x3c bytes); integers zero, which is a valid index.
+    context.fill_bytes(ptrs[static_cast<size_t>(b)], is_float(buf.dtype) ? 0x3c : 0, bytes, stream);
+  }
+  cuda::DevicePtr status = memory.take(3 * sizeof(int64_t));
+  context.fill_zero(status, 3 * sizeof(int64_t), stream);
+  int64_t scratch_bytes = 0;
+  for (const auto& c : unit.candidates) scratch_bytes = std::max(scratch_bytes, c.launch.scratch_bytes);
+  cuda::DevicePtr scratch = scratch_bytes ? memory.take(static_cast<size_t>(scratch_bytes)) : 0;
+  if (scratch) context.fill_zero(scratch, static_cast<size_t>(scratch_bytes), stream);
+
+  double best = std::numeric_limits<double>::infinity();
+  int winner = -1;
+  for (size_t c = 0; c < unit.candidates.size(); ++c) {
+    const codegen::CudaKernel& info = unit.candidates[c];
+    void* function = context.function(module, info.name);
+    cuda::DevicePtr own_scratch = info.launch.scratch_bytes ? scratch : 0;
+    auto launch = [&](int times) {
+      for (int i = 0; i < times; ++i) launch_loop_kernel(context, function, info, ptrs, {}, {}, status, own_scratch, stream);
+    };
+    double ms = 0;
+    try {
+      launch(1);  // warm-up (and the first use of the function)
+      double once = context.time_ms(stream, [&] { launch(1); });
+      int repeats = static_cast<int>(std::clamp(kSampleMs / std::max(once, 1e-3), 1.0, double{kMaxRepeats}));
+      ms = std::numeric_limits<double>::infinity();
+      for (int s = 0; s < kSamples; ++s) ms = std::min(ms, context.time_ms(stream, [&] { launch(repeats); }) / repeats);
+    } catch (const Error&) {
+      // A candidate the device cannot launch (resources) is out; the heuristic's must work.
+      if (c == 0) throw;
+      continue;
+    }
+    if (ms < best) best = ms, winner = static_cast<int>(c);
+  }
+  COIL_CHECK(winner >= 0) << "no candidate of " << unit.candidates.front().name << " ran";
+  // The cache names the winner by its configuration, so a changed candidate list cannot
+  // misread it.
+  cache.store(unit.key, "tune", codegen::to_string(unit.candidates[static_cast<size_t>(winner)].config));
+  unit.winner = winner;
+  return winner;
+}
+
+}  // namespace coil

@@ -1,0 +1,36 @@
+// Autotuning of CUDA loop kernels: a kernel with several candidate configurations
+// (codegen/cuda/launch.h) and enough work to matter is built with all of them, each candidate
+// is timed on the device on buffers of the kernel's sizes, and the winner is kept in the
+// on-disk tuning cache under the kernel's structural hash and the device's key, so a later
+// compile of the same kernel on the same device skips the measuring.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "build/cache.h"
+#include "codegen/cuda/cuda_codegen.h"
+#include "runtime/cuda/context.h"
+
+namespace coil {
+
+// One kernel's candidates as a translation unit of their own (functions <name>_c<i>).
+struct TuningUnit {
+  size_t kernel = 0;  // index into CudaSource::kernels
+  std::vector<codegen::CudaKernel> candidates;
+  std::string source;  // prelude + every candidate
+  std::string key;     // the tuning cache's key
+  int winner = -1;     // from the tuning cache, or once measured
+};
+
+// The kernels of `source` worth tuning (several candidates, static sizes, at least 1 MiB of
+// traffic), with their winners where the tuning cache has them.
+std::vector<TuningUnit> tuning_units(const loop::Program& program, const codegen::CudaSource& source,
+                                     const std::vector<std::string>& symbols, const cuda::DeviceInfo& device,
+                                     const build::ArtifactCache& cache);
+
+// Times every candidate of `unit` (loaded as `module`) on scratch buffers and returns the
+// fastest's index; records it in the tuning cache.
+int measure_candidates(TuningUnit& unit, const cuda::Context::Module& module, const loop::Program& program,
+                       const cuda::Context& context, const build::ArtifactCache& cache);
+
+}  // namespace coil

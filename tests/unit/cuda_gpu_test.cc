@@ -1,0 +1,170 @@
+// The CUDA backend on a GPU (scripts/gpu-check runs these; without a driver they skip): every
+// candidate configuration of every kernel against the interpreter, on sizes that make the
+// heuristics pick split reductions, persistent rows and tiled transposes; the autotuner and its
+// on-disk cache; device tensors in and out with errors reported asynchronously.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "coil/coil.h"
+#include "runtime/cuda/gpu_plan.h"
+#include "runtime/plan.h"
+#include "test_util.h"
+
+namespace coil {
+namespace {
+
+bool have_gpu() {
+  try {
+    cuda::Context::open(0);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+std::string fresh_cache(const std::string& name) {
+  auto d = std::filesystem::temp_directory_path() / ("coil_cuda_gpu_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d.string();
+}
+
+void expect_close(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  ASSERT_EQ(got.sizes(), want.sizes()) << what;
+  Tensor a = got.contiguous_copy(), b = want.contiguous_copy();
+  double tol = got.dtype() == DType::f32 ? 1e-4 : got.dtype() == DType::f64 ? 1e-10 : 2e-2;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    double x = a.load(i), y = b.load(i);
+    if (std::isnan(x) && std::isnan(y)) continue;
+    ASSERT_LE(std::fabs(x - y), tol * (1 + std::fabs(y))) << what << " element " << i << ": " << x << " vs " << y;
+  }
+}
+
+// Sizes that reach every form and the split reductions (few long rows, few column tiles).
+const char* kGraphs[] = {
+    "  %x = input() : f32[48, 70001]\n  %s = sum(%x)\n  %m = amax(%x, [1])\n  %a = argmax(%x, 1)\n  return %s, %m, %a\n",
+    "  %x = input() : f32[20000, 70]\n  %s = sum.dim_IntList(%x, [0])\n  %v = var.correction(%x, [0], correction=1)\n"
+    "  %i = argmin(%x, 0)\n  return %s, %v, %i\n",
+    "  %x = input() : bf16[6, 50000]\n  %v = var.correction(%x, [1], correction=0)\n  %m = mean.dim(%x, [1])\n  %n = amin(%x, [1])\n"
+    "  return %v, %m, %n\n",
+    "  %x = input() : bf16[700, 4096]\n  %w = input() : bf16[4096]\n  %y, %m, %r = native_layer_norm(%x, [4096], %w, none, 1e-05)\n"
+    "  %s = _softmax(%x, -1, false)\n  return %y, %s\n",
+    "  %x = input() : f16[3, 300, 520]\n  %t = permute(%x, [0, 2, 1])\n  %y = mul.Tensor(%t, %t)\n  %z = exp(%x)\n  return %y, %z\n",
+    "  %x = input() : f32[3000, 700]\n  %b = input() : f32[700]\n  %y = add.Tensor(%x, %b)\n  %g = gelu(%y)\n  return %g\n",
+};
+
+Graph parse(const std::string& body) { return parse_graph("graph t {\n" + std::string(body) + "}\n"); }
+
+TEST(CudaGpu, EveryCandidateMatchesTheReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  std::string cache = fresh_cache("candidates");
+  for (const char* body : kGraphs) {
+    Graph g = parse(body);
+    TensorMap inputs = random_inputs(g, 7);
+    auto want = evaluate_reference(g, inputs);
+    for (int c = 0; c < 8; ++c) {
+      Executable exe = compile(g, {.cache_dir = cache, .device = "cuda", .cuda_candidate = c});
+      auto got = exe.run(inputs);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) expect_close(got[i], want[i], fmt::format("{}candidate {} output {}", body, c, i));
+    }
+  }
+}
+
+TEST(CudaGpu, SplitReductionsAreChosenForFewLongRows) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  Executable exe = compile(parse(kGraphs[0]), {.cache_dir = fresh_cache("split"), .device = "cuda", .autotune = false});
+  EXPECT_NE(exe.source.find("splits="), std::string::npos) << exe.source;
+}
+
+TEST(CudaGpu, AutotuneMeasuresOnceThenReadsTheCache) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  std::string cache = fresh_cache("tune");
+  Graph g = parse(kGraphs[3]);
+  TensorMap inputs = random_inputs(g, 3);
+  auto want = evaluate_reference(g, inputs);
+  Executable cold = compile(g, {.cache_dir = cache, .device = "cuda"});
+  EXPECT_GT(cold.stats.tuned_kernels, 0);
+  EXPECT_EQ(cold.stats.tuning_cache_hits, 0);
+  Executable warm = compile(g, {.cache_dir = cache, .device = "cuda"});
+  EXPECT_EQ(warm.stats.tuned_kernels, 0);
+  EXPECT_EQ(warm.stats.tuning_cache_hits, cold.stats.tuned_kernels);
+  EXPECT_TRUE(warm.stats.cache_hit);
+  EXPECT_EQ(warm.source, cold.source);  // the same winners
+  for (const Executable* exe : {&cold, &warm}) {
+    auto got = exe->run(inputs);
+    for (size_t i = 0; i < got.size(); ++i) expect_close(got[i], want[i], "tuned output " + std::to_string(i));
+  }
+}
+
+// Device tensors: a host tensor's copy on the GPU, as a borrowed device tensor.
+struct OnDevice {
+  const cuda::Context& ctx;
+  std::vector<cuda::DevicePtr> owned;
+  Tensor put(const Tensor& host) {
+    Tensor c = host.contiguous_copy();
+    size_t bytes = static_cast<size_t>(c.numel()) * dtype_size(c.dtype());
+    owned.push_back(ctx.allocate(std::max<size_t>(bytes, 16)));
+    ctx.copy_to_device(owned.back(), c.data(), bytes, nullptr);
+    return Tensor::borrow(reinterpret_cast<void*>(owned.back()), c.dtype(), c.sizes(), c.strides(), 0, Device{Device::Kind::cuda, 0});
+  }
+  Tensor get(const Tensor& dev) {
+    Tensor h = Tensor::empty_strided(dev.dtype(), dev.sizes(), dev.strides());
+    size_t span = dev.numel() ? static_cast<size_t>(span_of(dev.sizes(), dev.strides(), 0)) : 0;
+    ctx.copy_to_host(h.data(), reinterpret_cast<cuda::DevicePtr>(dev.data()), span * dtype_size(dev.dtype()), nullptr);
+    ctx.synchronize(nullptr);
+    return h;
+  }
+  ~OnDevice() {
+    for (auto p : owned) ctx.release(p);
+  }
+};
+
+TEST(CudaGpu, DeviceTensorsInAndOut) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  Graph g = parse(kGraphs[3]);
+  Executable exe = compile(g, {.cache_dir = fresh_cache("device"), .device = "cuda"});
+  TensorMap host = random_inputs(g, 5);
+  auto want = evaluate_reference(g, host);
+  OnDevice dev{*exe.gpu_plan->context, {}};
+  TensorMap inputs;
+  for (const auto& [name, t] : host) inputs.emplace(name, dev.put(t));
+  for (int round = 0; round < 3; ++round) {
+    auto got = exe.run(inputs);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].device().kind, Device::Kind::cuda);
+      expect_close(dev.get(got[i]), want[i], "device output " + std::to_string(i));
+    }
+  }
+  exe.synchronize();
+  // A device tensor in another layout than the compiled one is refused with the reason.
+  Tensor x = inputs.at("x");
+  TensorMap wrong = inputs;
+  wrong.erase("x");
+  wrong.emplace("x", Tensor::borrow(x.data(), x.dtype(), x.sizes(), {1, 700}, 0, x.device()));
+  EXPECT_NE(testing::message_of([&] { exe.run(wrong); }).find("strides [1, 700]"), std::string::npos);
+}
+
+TEST(CudaGpu, DeviceRunsReportErrorsLater) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  Graph g = parse("  %x = input() : f32[10]\n  %i = input(low=0, high=10) : i64[4]\n  %y = index.Tensor(%x, [%i])\n  return %y\n");
+  Executable exe = compile(g, {.cache_dir = fresh_cache("errors"), .device = "cuda"});
+  OnDevice dev{*exe.gpu_plan->context, {}};
+  Tensor idx = Tensor::zeros(DType::i64, {4});
+  idx.store_int(2, 12);  // out of bounds
+  TensorMap inputs = {{"x", dev.put(random_inputs(g, 1).at("x"))}, {"i", dev.put(idx)}};
+  auto out = exe.run(inputs);  // returns before the kernel finished
+  EXPECT_NE(testing::message_of([&] { exe.synchronize(); }).find("index 12 is out of bounds"), std::string::npos);
+  idx.store_int(2, 3);
+  TensorMap good = {{"x", inputs.at("x")}, {"i", dev.put(idx)}};
+  exe.run(good);
+  exe.synchronize();  // nothing left to report
+}
+
+}  // namespace
+}  // namespace coil
