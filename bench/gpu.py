@@ -175,13 +175,13 @@ def block(B, T, D, NH):
     return {"transformer_block": (text, w, fn, 0, 2 * M * D * (3 * D + D + 8 * D) + attn_flops)}
 
 
-def torch_modes(fn, inputs):
+def torch_modes(fn, inputs, eager_only=False):
     args = list(inputs.values())
     out = {}
     with torch.no_grad():
         ref = fn(*args)
         out["eager"] = {"ms": event_median(lambda: fn(*args))}
-        for mode in ("default", "max-autotune-no-cudagraphs"):
+        for mode in () if eager_only else ("default", "max-autotune-no-cudagraphs"):
             torch._dynamo.reset()
             c = torch.compile(fn, mode=None if mode == "default" else mode)
             t0 = time.perf_counter()
@@ -226,6 +226,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default="")
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke test)")
+    ap.add_argument("--eager-only", action="store_true", help="no torch.compile modes (iterating on coil; no table)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -241,7 +242,7 @@ def main():
     for name, (text, inputs, fn, nbytes, flops) in suite.items():
         if only and name not in only:
             continue
-        ref, r = torch_modes(fn, inputs)
+        ref, r = torch_modes(fn, inputs, a.eager_only)
         r["coil"] = coil_mode(name, text, inputs, ref, work)
         for m in r.values():
             if "ms" in m:
@@ -251,6 +252,8 @@ def main():
                     m["pct"] = 100 * flops / m["ms"] / 1e9 / tflops
         results[name] = {"bytes": nbytes, "flops": flops, **r}
         print(name, json.dumps(r), flush=True)
+    if a.eager_only:
+        return
 
     modes = ["eager", "default", "max-autotune-no-cudagraphs", "coil"]
     lines = [f"# GPU benchmark, {datetime.date.today()}", "",

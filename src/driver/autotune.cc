@@ -59,14 +59,13 @@ std::vector<TuningUnit> tuning_units(const loop::Program& program, const codegen
     codegen::CudaKernel ignored;
     unit.key = build::ArtifactCache::key(
         {"coil-tune-1", codegen::emit_cuda_kernel(program, neutral, symbols, device, configs[0], ignored), device.key()});
-    unit.source = source.prelude;
     auto cached = cache.read(unit.key, "tune");
     for (size_t c = 0; c < configs.size(); ++c) {
       loop::LoopKernel copy = k;
       copy.name = k.name + "_c" + std::to_string(c);
       codegen::CudaKernel candidate;
       candidate.program_index = info.program_index;
-      unit.source += codegen::emit_cuda_kernel(program, copy, symbols, device, configs[c], candidate) + "\n";
+      unit.bodies.push_back(codegen::emit_cuda_kernel(program, copy, symbols, device, configs[c], candidate));
       unit.candidates.push_back(std::move(candidate));
       if (cached && *cached == codegen::to_string(configs[c])) unit.winner = static_cast<int>(c);
     }
@@ -75,7 +74,7 @@ std::vector<TuningUnit> tuning_units(const loop::Program& program, const codegen
   return units;
 }
 
-int measure_candidates(TuningUnit& unit, const cuda::Context::Module& module, const loop::Program& program,
+int measure_candidates(TuningUnit& unit, const std::vector<void*>& functions, const loop::Program& program,
                        const cuda::Context& context, const build::ArtifactCache& cache) {
   cuda::Stream stream = nullptr;
   Buffers memory{context, {}};
@@ -98,7 +97,7 @@ int measure_candidates(TuningUnit& unit, const cuda::Context::Module& module, co
   int winner = -1;
   for (size_t c = 0; c < unit.candidates.size(); ++c) {
     const codegen::CudaKernel& info = unit.candidates[c];
-    void* function = context.function(module, info.name);
+    void* function = functions[c];
     cuda::DevicePtr own_scratch = info.launch.scratch_bytes ? scratch : 0;
     auto launch = [&](int times) {
       for (int i = 0; i < times; ++i) launch_loop_kernel(context, function, info, ptrs, {}, {}, status, own_scratch, stream);

@@ -13,12 +13,12 @@
 
 namespace coil {
 
-// One kernel's candidates as a translation unit of their own (functions <name>_c<i>).
+// One kernel's candidates, each emitted as a function of its own (<name>_c<i>).
 struct TuningUnit {
   size_t kernel = 0;  // index into CudaSource::kernels
   std::vector<codegen::CudaKernel> candidates;
-  std::string source;  // prelude + every candidate
-  std::string key;     // the tuning cache's key
+  std::vector<std::string> bodies;  // per candidate
+  std::string key;                  // the tuning cache's key
   int winner = -1;     // from the tuning cache, or once measured
 };
 
@@ -28,9 +28,9 @@ std::vector<TuningUnit> tuning_units(const loop::Program& program, const codegen
                                      const std::vector<std::string>& symbols, const cuda::DeviceInfo& device,
                                      const build::ArtifactCache& cache);
 
-// Times every candidate of `unit` (loaded as `module`) on scratch buffers and returns the
-// fastest's index; records it in the tuning cache.
-int measure_candidates(TuningUnit& unit, const cuda::Context::Module& module, const loop::Program& program,
+// Times every candidate of `unit` (functions[c] is candidate c's CUfunction) on scratch buffers
+// and returns the fastest's index; records it in the tuning cache.
+int measure_candidates(TuningUnit& unit, const std::vector<void*>& functions, const loop::Program& program,
                        const cuda::Context& context, const build::ArtifactCache& cache);
 
 }  // namespace coil

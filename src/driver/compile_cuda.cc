@@ -42,59 +42,64 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
   std::vector<TuningUnit> tuning;
   if (options.autotune && options.cuda_candidate < 0)
     tuning = tuning_units(gen.lowered.program, gen.cuda, symbols, context->device(), cache);
+  // Every function to build: the untuned kernels and every candidate of the tuned ones, spread
+  // over units of about equal size that NVRTC compiles in parallel.
   std::set<size_t> tuned;
   for (const auto& t : tuning) tuned.insert(t.kernel);
-  std::vector<size_t> plain;
-  std::vector<std::string> plain_bodies;
+  std::vector<std::string> bodies, names;
+  std::vector<size_t> plain;  // CudaSource::kernels index per untuned body
   for (size_t i = 0; i < gen.cuda.kernels.size(); ++i)
-    if (!tuned.count(i)) plain.push_back(i), plain_bodies.push_back(gen.cuda.bodies[i]);
-
+    if (!tuned.count(i)) plain.push_back(i), bodies.push_back(gen.cuda.bodies[i]), names.push_back(gen.cuda.kernels[i].name);
+  for (const auto& t : tuning)
+    for (size_t c = 0; c < t.bodies.size(); ++c) bodies.push_back(t.bodies[c]), names.push_back(t.candidates[c].name);
   size_t threads = options.build_threads > 0 ? static_cast<size_t>(options.build_threads) : std::thread::hardware_concurrency();
-  auto units = codegen::partition_bodies(plain_bodies, threads);
-  for (auto& u : units)
-    for (auto& i : u) i = plain[i];
+  auto units = codegen::partition_bodies(bodies, threads);
   std::vector<std::string> sources;
-  for (const auto& u : units) sources.push_back(gen.cuda.unit(u));
-  for (const auto& t : tuning) sources.push_back(t.source);
+  for (const auto& u : units) {
+    sources.push_back(gen.cuda.prelude);
+    for (size_t b : u) sources.back() += bodies[b] + "\n";
+  }
   std::vector<build::BuildStats> stats;
   auto cubins = build::compile_cubins(sources, build_options, &stats);
-
-  const size_t nk = gen.lowered.program.kernels.size();
-  gpu->functions.assign(nk, nullptr);
-  gpu->kernels.resize(nk);
-  std::vector<std::string> chosen_bodies = gen.cuda.bodies;
+  std::vector<void*> function_of(bodies.size(), nullptr);
   for (size_t u = 0; u < units.size(); ++u) {
     auto module = context->load_module(cubins[u]);
     UnitBuild report{{}, stats[u].total_seconds * 1e3, stats[u].cache_hit};
-    for (size_t i : units[u]) {
-      const codegen::CudaKernel& k = gen.cuda.kernels[i];
-      gpu->functions[k.program_index] = context->function(*module, k.name);
-      gpu->kernels[k.program_index] = k;
-      report.kernels.push_back(k.name);
+    for (size_t b : units[u]) {
+      function_of[b] = context->function(*module, names[b]);
+      report.kernels.push_back(names[b]);
     }
     gpu->modules.push_back(std::move(module));
     exe.stats.units.push_back(std::move(report));
   }
+
+  const size_t nk = gen.lowered.program.kernels.size();
+  gpu->functions.assign(nk, nullptr);
+  gpu->kernels.resize(nk);
+  for (size_t p = 0; p < plain.size(); ++p) {
+    const codegen::CudaKernel& k = gen.cuda.kernels[plain[p]];
+    gpu->functions[k.program_index] = function_of[p];
+    gpu->kernels[k.program_index] = k;
+  }
+  std::vector<std::string> chosen_bodies = gen.cuda.bodies;
   auto tune0 = std::chrono::steady_clock::now();
-  for (size_t t = 0; t < tuning.size(); ++t) {
+  for (size_t t = 0, first = plain.size(); t < tuning.size(); first += tuning[t].bodies.size(), ++t) {
     TuningUnit& unit = tuning[t];
-    const size_t u = units.size() + t;
-    auto module = context->load_module(cubins[u]);
+    std::vector<void*> candidates(function_of.begin() + static_cast<std::ptrdiff_t>(first),
+                                  function_of.begin() + static_cast<std::ptrdiff_t>(first + unit.bodies.size()));
     if (unit.winner < 0) {
-      measure_candidates(unit, *module, gen.lowered.program, *context, cache);
+      measure_candidates(unit, candidates, gen.lowered.program, *context, cache);
       ++exe.stats.tuned_kernels;
     } else {
       ++exe.stats.tuning_cache_hits;
     }
     const codegen::CudaKernel& k = unit.candidates[static_cast<size_t>(unit.winner)];
-    gpu->functions[k.program_index] = context->function(*module, k.name);
+    gpu->functions[k.program_index] = candidates[static_cast<size_t>(unit.winner)];
     gpu->kernels[k.program_index] = k;
-    exe.stats.units.push_back({{gen.cuda.kernels[unit.kernel].name}, stats[u].total_seconds * 1e3, stats[u].cache_hit});
     // What --emit code and Executable::source show: the winner, under the kernel's own name.
     const auto& lk = std::get<loop::LoopKernel>(gen.lowered.program.kernels[k.program_index]);
     codegen::CudaKernel ignored;
     chosen_bodies[unit.kernel] = codegen::emit_cuda_kernel(gen.lowered.program, lk, symbols, context->device(), k.config, ignored);
-    gpu->modules.push_back(std::move(module));
   }
   exe.stats.tune_ms = exe.stats.tuned_kernels ? ms_since(tune0) : 0;
   exe.stats.cache_hit = std::all_of(stats.begin(), stats.end(), [](const build::BuildStats& s) { return s.cache_hit; });

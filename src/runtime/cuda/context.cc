@@ -9,7 +9,8 @@
 namespace coil::cuda {
 
 namespace {
-constexpr int kNotReady = 600;  // CUDA_ERROR_NOT_READY
+constexpr int kNotReady = 600;       // CUDA_ERROR_NOT_READY
+constexpr unsigned kDisableTiming = 2;  // CU_EVENT_DISABLE_TIMING
 }  // namespace
 
 // Driver entry points the runtime uses, resolved once through cuGetProcAddress.
@@ -176,15 +177,16 @@ void Context::release_host(void* p) const {
   api_->host_free(p);  // nothing to do about a failure while freeing
 }
 
-void* Context::record_event(Stream s) const {
+void* Context::create_event() const {
   make_current();
   void* e = nullptr;
-  driver_->check(api_->event_create(&e, 0), "cuEventCreate");
-  if (int rc = api_->event_record(e, s); rc != 0) {
-    api_->event_destroy(e);
-    driver_->check(rc, "cuEventRecord");
-  }
+  driver_->check(api_->event_create(&e, kDisableTiming), "cuEventCreate");
   return e;
+}
+
+void Context::record(void* event, Stream s) const {
+  make_current();
+  driver_->check(api_->event_record(event, s), "cuEventRecord");
 }
 
 bool Context::event_done(void* event) const {

@@ -51,8 +51,9 @@ class Context : public std::enable_shared_from_this<Context> {
   // Page-locked host memory (asynchronous copies to it overlap with the host).
   void* allocate_host(size_t bytes) const;
   void release_host(void* p) const;
-  // An event recorded on `s` now; done once the work before it finished. Destroy when done with.
-  void* record_event(Stream s) const;
+  // Events without timing: record marks the work queued on `s` so far; done once it finished.
+  void* create_event() const;
+  void record(void* event, Stream s) const;
   bool event_done(void* event) const;
   void wait_event(void* event) const;
   void destroy_event(void* event) const;

@@ -75,6 +75,10 @@ GpuPlan::~GpuPlan() {
     check_pending(true);
   } catch (const Error&) {  // an error nobody asked about any more
   }
+  for (const Pending& p : free_slots_) {
+    context->destroy_event(p.event);
+    context->release_host(p.words);
+  }
   if (!allocator) return;
   for (const auto& [host, p] : device_weights_) allocator->free(p, nullptr);
 }
@@ -102,13 +106,15 @@ void GpuPlan::check_pending(bool wait) const {
     pending_.erase(pending_.begin(), it);
   }
   std::vector<int64_t> first_error;
-  for (const Pending& p : finished) {
+  for (Pending& p : finished) {
     size_t n = std::max<size_t>(lowered.program.kernels.size(), 1) * 3;
     bool bad = false;
     for (size_t i = 0; i < n; i += 3) bad |= p.words[i] != 0;
     if (bad && first_error.empty()) first_error.assign(p.words, p.words + n);
-    context->destroy_event(p.event);
-    context->release_host(p.words);
+  }
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    free_slots_.insert(free_slots_.end(), finished.begin(), finished.end());
   }
   if (!first_error.empty()) report_status(first_error.data());
 }
@@ -270,12 +276,20 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
         out.push_back(given[ob].view(eval_all(buf.sizes, symbols), eval_all(buf.strides, symbols), buf.offset.eval(symbols)));
       }
       Pending p;
-      p.words = static_cast<int64_t*>(ctx.allocate_host(std::max<size_t>(nk, 1) * 3 * sizeof(int64_t)));
+      {
+        std::lock_guard<std::mutex> lock(pending_mutex_);
+        if (!free_slots_.empty()) p = free_slots_.back(), free_slots_.pop_back();
+      }
+      if (!p.words) {  // a new slot; slots are reused, since pinning memory synchronizes
+        p.words = static_cast<int64_t*>(ctx.allocate_host(std::max<size_t>(nk, 1) * 3 * sizeof(int64_t)));
+        p.event = ctx.create_event();
+      }
       try {
         ctx.copy_to_host(p.words, status, std::max<size_t>(nk, 1) * 3 * sizeof(int64_t), stream);
-        p.event = ctx.record_event(stream);
+        ctx.record(p.event, stream);
       } catch (...) {
-        ctx.release_host(p.words);
+        std::lock_guard<std::mutex> lock(pending_mutex_);
+        free_slots_.push_back(p);
         throw;
       }
       {

@@ -53,7 +53,8 @@ struct GpuPlan {
   Tensor bind(const Tensor& t, const loop::Buffer& b, const std::map<std::string, int64_t>& symbols, const std::string& what) const;
   void report_status(const int64_t* words) const;
   mutable std::mutex pending_mutex_;
-  mutable std::vector<Pending> pending_;
+  mutable std::vector<Pending> pending_;     // runs whose status words are on their way
+  mutable std::vector<Pending> free_slots_;  // for reuse
 
   mutable std::mutex weights_mutex_;
   mutable std::map<std::pair<const void*, size_t>, cuda::DevicePtr> device_weights_;  // by (host data, buffer)
