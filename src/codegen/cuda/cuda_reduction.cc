@@ -1,6 +1,8 @@
 // Reductions on CUDA: rows shared by `threads_per_row` threads (looped, or persistent with the
 // row's loads in registers), column reductions with rows of threads splitting the reduction,
 // and scans with a thread per row.
+#include <functional>
+
 #include "codegen/cuda/emitter.h"
 #include "codegen/cuda/launch.h"
 #include "support/check.h"
@@ -172,10 +174,42 @@ void CudaEmitter::merge_splits(const std::string& in, bool column_form) {
   out("{}if (threadIdx.x == 0 && threadIdx.y == 0) reinterpret_cast<unsigned*>(W)[{}] = 0u;", in, unit);
 }
 
+// A persistent row's mean and M2 in two passes over the registers (the sum, then the squared
+// deviations from the mean) instead of Welford's per-element division: exact two-pass numerics,
+// and the row is still read from memory once.
+void CudaEmitter::two_pass_moments(size_t i, const std::string& indent, const std::string& active) {
+  const auto& r = k_.reductions[i];
+  std::string t = value_type(r.acc), acc = "acc" + std::to_string(i);
+  std::string n = idx(product(k_.inner));
+  std::vector<std::string> lines;
+  auto pass = [&](const std::string& name, const std::function<std::string(const std::string&)>& update) {
+    out("{}{} {} = {}(0);", indent, t, name, t);
+    std::string in = row_loop_open(indent, active);
+    printer_->reset();
+    std::string v = printer_->emit(r.value, lines, in);
+    flush(lines);
+    out("{}{}", in, update("static_cast<" + t + ">(" + v + ")"));
+    row_loop_close(indent);
+    if (config_.threads_per_row > 1)
+      out("{}{} = coil_rt::group_allreduce({}, coil_rt::Sum(), {}, {}, {}, scratch);", indent, name, name, config_.threads_per_row,
+          device_.warp_size, mask_);
+  };
+  pass(acc + "_sum", [&](const std::string& v) { return acc + "_sum += " + v + ";"; });
+  out("{}const {} {}_mean = {}_sum / static_cast<{}>({});", indent, t, acc, acc, t, n);
+  pass(acc + "_m2", [&](const std::string& v) { return "{ const " + t + " d = " + v + " - " + acc + "_mean; " + acc + "_m2 += d * d; }"; });
+  printer_->reduced[static_cast<int>(i)] = acc + "_mean";
+  printer_->reduced[static_cast<int>(i) + 1] = acc + "_m2";
+}
+
 void CudaEmitter::reduction_passes(const std::string& indent, const std::string& active, bool column_form) {
   std::vector<std::string> lines;
   for (size_t first = 0; first < k_.reductions.size();) {
     size_t end = loop::pass_end(k_, first);
+    if (config_.persistent && config_.form == CudaConfig::Form::row && k_.reductions[first].kind == ReduceKind::welford_mean) {
+      two_pass_moments(first, indent, active);
+      first = end;
+      continue;
+    }
     for (size_t i = first; i < end; ++i) {
       if (k_.reductions[i].kind == ReduceKind::welford_m2) continue;
       auto [type, init] = partial_type(i);

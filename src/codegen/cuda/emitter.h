@@ -49,6 +49,7 @@ class CudaEmitter {
   void combine(size_t first, size_t end, const std::string& indent, bool column_form, bool name_results = true);
   std::pair<std::string, std::string> partial_type(size_t i) const;
   void merge_splits(const std::string& indent, bool column_form);
+  void two_pass_moments(size_t i, const std::string& indent, const std::string& active);
   std::string row_loop_open(const std::string& indent, const std::string& active);
   void row_loop_close(const std::string& indent);
   void cache_row_loads(const std::string& indent, const std::string& active);
