@@ -32,7 +32,7 @@ struct CompileOptions {
 
 // One NVRTC translation unit of a CUDA compile: its kernels and how long it took.
 struct UnitBuild {
-  std::vector<std::string> kernels;  // loop kernel names (a tuned kernel's unit holds its candidates)
+  std::vector<std::string> kernels;  // its functions (a tuned kernel's candidates are <name>_c<i>)
   double ms = 0;                     // NVRTC, or the cache lookup
   bool cache_hit = false;
 };

@@ -1,7 +1,7 @@
 // The CUDA half of the pipeline's end: generate for the GPU at hand, build the kernels with
-// NVRTC (a few units in parallel, cached by content; a tuned kernel's candidates in a unit of
-// their own), measure the candidates the tuning cache does not know, load the modules into the
-// primary context and assemble the GPU plan.
+// NVRTC (untuned kernels and every candidate of the tuned ones spread over units compiled in
+// parallel, cached by content), measure the candidates the tuning cache does not know, load the
+// modules into the primary context and assemble the GPU plan.
 #include <fmt/format.h>
 
 #include <chrono>
