@@ -182,19 +182,15 @@ def torch_modes(fn, inputs, eager_only=False):
         ref = fn(*args)
         out["eager"] = {"ms": event_median(lambda: fn(*args))}
         for mode in () if eager_only else ("default", "max-autotune-no-cudagraphs"):
-            torch._dynamo.reset()
-            c = torch.compile(fn, mode=None if mode == "default" else mode)
-            t0 = time.perf_counter()
-            c(*args)
-            torch.cuda.synchronize()
-            cold = time.perf_counter() - t0
-            torch._dynamo.reset()
-            c = torch.compile(fn, mode=None if mode == "default" else mode)
-            t0 = time.perf_counter()
-            c(*args)
-            torch.cuda.synchronize()
-            warm = time.perf_counter() - t0
-            out[mode] = {"ms": event_median(lambda: c(*args)), "cold_s": cold, "warm_s": warm}
+            seconds = []
+            for _ in range(2):  # cold (empty Inductor cache), then warm (after a Dynamo reset)
+                torch._dynamo.reset()
+                c = torch.compile(fn, mode=None if mode == "default" else mode)
+                t0 = time.perf_counter()
+                c(*args)
+                torch.cuda.synchronize()
+                seconds.append(time.perf_counter() - t0)
+            out[mode] = {"ms": event_median(lambda: c(*args)), "cold_s": seconds[0], "warm_s": seconds[1]}
     return ref, out
 
 
