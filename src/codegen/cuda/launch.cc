@@ -38,12 +38,20 @@ size_t row_loads(const loop::LoopKernel& k) {
   return std::max<size_t>(n, 1);
 }
 
+// A column reduction's tiles of `block` adjacent columns (the last outer dim), over the other
+// outer dims.
+SymInt column_tiles(const loop::LoopKernel& k, int block) {
+  SymInt tiles = floordiv(k.outer.back() + SymInt(block - 1), SymInt(block));
+  for (size_t i = 0; i + 1 < k.outer.size(); ++i) tiles = tiles * k.outer[i];
+  return tiles;
+}
+
 // A reduction whose blocks could not fill the device otherwise is split when it is one pass
 // writing only per-row results, with static sizes. Returns the splits that fill about one wave
-// of `threads`-thread blocks with `units` units, keeping at least `min_per_split` elements per
-// split, or 1.
-int split_count(const loop::LoopKernel& k, const cuda::DeviceInfo& d, int threads, int64_t min_per_split) {
-  auto units = product(k.outer).constant(), r = product(k.inner).constant();
+// of `threads`-thread blocks over `unit_count` units (rows or column tiles), keeping at least
+// `min_per_split` elements per split, or 1.
+int split_count(const loop::LoopKernel& k, const SymInt& unit_count, const cuda::DeviceInfo& d, int threads, int64_t min_per_split) {
+  auto units = unit_count.constant(), r = product(k.inner).constant();
   if (!units || !r || *units <= 0 || loop::pass_end(k, 0) != k.reductions.size()) return 1;
   if (std::any_of(k.stores.begin(), k.stores.end(), [](const loop::StoreStep& s) { return s.inner; })) return 1;
   int64_t wave = resident_blocks(d, threads, 1);
@@ -78,7 +86,7 @@ std::vector<CudaConfig> row_configs(const loop::LoopKernel& k, const cuda::Devic
   }
   // Few long rows: blocks share a row (whole-block rows, 16 elements per thread at least).
   for (int block : {std::min(max_block, 16 * warp), std::min(max_block, 8 * warp)}) {
-    int splits = split_count(k, d, block, 16 * block);
+    int splits = split_count(k, product(k.outer), d, block, 16 * block);
     if (splits <= 1) break;
     CudaConfig c = make(block, false);
     c.splits = splits;
@@ -153,11 +161,7 @@ std::vector<CudaConfig> candidate_configs(const loop::Program& p, const loop::Lo
       c.block_y = rows;
       c.splits = 1;
       // Few column tiles over a long reduction: blocks split the rows (32 each per thread at least).
-      auto tiles = floordiv(k.outer.back() + SymInt(warp - 1), SymInt(warp));
-      for (size_t i = 0; i + 1 < k.outer.size(); ++i) tiles = tiles * k.outer[i];
-      loop::LoopKernel as_rows = k;
-      as_rows.outer = {tiles};
-      if (int splits = split_count(as_rows, d, warp * rows, 32 * rows); splits > 1) {
+      if (int splits = split_count(k, column_tiles(k, c.block), d, warp * rows, 32 * rows); splits > 1) {
         c.splits = splits;
         out.push_back(c);
         if (rows == 8 && splits >= 4) {
@@ -220,12 +224,7 @@ CudaLaunch launch_for(const loop::LoopKernel& k, const CudaConfig& c, const cuda
       l.units = rows * SymInt(c.splits);
       l.per_block = c.block / c.threads_per_row;
       break;
-    case CudaConfig::Form::column: {
-      SymInt tiles = floordiv(k.outer.back() + SymInt(c.block - 1), SymInt(c.block));
-      for (size_t i = 0; i + 1 < k.outer.size(); ++i) tiles = tiles * k.outer[i];
-      l.units = tiles * SymInt(c.splits);
-      break;
-    }
+    case CudaConfig::Form::column: l.units = column_tiles(k, c.block) * SymInt(c.splits); break;
     case CudaConfig::Form::scan:
       l.units = rows;
       l.per_block = c.block;
@@ -239,13 +238,8 @@ CudaLaunch launch_for(const loop::LoopKernel& k, const CudaConfig& c, const cuda
 SplitLayout split_layout(const loop::LoopKernel& k, const CudaConfig& c) {
   SplitLayout s;
   bool column = c.form == CudaConfig::Form::column;
-  SymInt units = product(k.outer);
-  if (column) {
-    units = floordiv(k.outer.back() + SymInt(c.block - 1), SymInt(c.block));
-    for (size_t i = 0; i + 1 < k.outer.size(); ++i) units = units * k.outer[i];
-    s.width = c.block;
-  }
-  auto n = units.constant();
+  if (column) s.width = c.block;
+  auto n = (column ? column_tiles(k, c.block) : product(k.outer)).constant();
   COIL_CHECK(n) << "split reductions need static sizes";
   s.units = *n;
   auto align = [](int64_t v) { return (v + 255) / 256 * 256; };

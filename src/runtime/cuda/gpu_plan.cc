@@ -83,6 +83,27 @@ GpuPlan::~GpuPlan() {
   for (const auto& [host, p] : device_weights_) allocator->free(p, nullptr);
 }
 
+void GpuPlan::defer_status(cuda::DevicePtr status, size_t bytes, cuda::Stream stream) const {
+  Pending p;
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    if (!free_slots_.empty()) p = free_slots_.back(), free_slots_.pop_back();
+  }
+  if (!p.words) {  // a new slot; slots are reused, since pinning memory synchronizes
+    p.words = static_cast<int64_t*>(context->allocate_host(bytes));
+    p.event = context->create_event();
+  }
+  std::lock_guard<std::mutex> lock(pending_mutex_);
+  try {
+    context->copy_to_host(p.words, status, bytes, stream);
+    context->record(p.event, stream);
+  } catch (...) {
+    free_slots_.push_back(p);
+    throw;
+  }
+  pending_.push_back(p);
+}
+
 void GpuPlan::report_status(const int64_t* words) const {
   for (size_t k = 0; k < lowered.program.kernels.size(); ++k) {
     const int64_t* w = &words[k * 3];
@@ -144,6 +165,16 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
   const size_t nb = buffers.size(), nk = lowered.program.kernels.size();
   std::vector<cuda::DevicePtr> ptrs(nb, 0);
   std::vector<bool> owned(nb, false);  // allocated for this run (freed at its end)
+  cuda::DevicePtr status = 0, workspace = 0;
+  const size_t status_bytes = std::max<size_t>(nk, 1) * 3 * sizeof(int64_t);  // per kernel: code, index, size
+  // Everything this run still holds back to the allocator, in stream order.
+  auto release_run = [&] {
+    if (status) allocator->free(status, stream);
+    if (workspace) allocator->free(workspace, stream);
+    status = workspace = 0;
+    for (size_t b = 0; b < nb; ++b)
+      if (owned[b]) allocator->free(ptrs[b], stream), owned[b] = false;
+  };
   auto bytes_of = [&](const loop::Buffer& buf) {
     return static_cast<size_t>(buffer_elements(buf, symbols)) * dtype_size(buf.dtype);
   };
@@ -211,9 +242,8 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
       }
       take(b);  // outputs
     }
-    cuda::DevicePtr status = allocator->allocate(std::max<size_t>(nk, 1) * 3 * sizeof(int64_t), stream);
-    ctx.fill_zero(status, std::max<size_t>(nk, 1) * 3 * sizeof(int64_t), stream);
-    cuda::DevicePtr workspace = 0;
+    status = allocator->allocate(status_bytes, stream);
+    ctx.fill_zero(status, status_bytes, stream);
     for (size_t k = 0; k < nk; ++k) {
       for (size_t b : allocate_before[k]) {
         if (int a = memory.in_place_of[b]; a >= 0) {
@@ -275,31 +305,8 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
         }
         out.push_back(given[ob].view(eval_all(buf.sizes, symbols), eval_all(buf.strides, symbols), buf.offset.eval(symbols)));
       }
-      Pending p;
-      {
-        std::lock_guard<std::mutex> lock(pending_mutex_);
-        if (!free_slots_.empty()) p = free_slots_.back(), free_slots_.pop_back();
-      }
-      if (!p.words) {  // a new slot; slots are reused, since pinning memory synchronizes
-        p.words = static_cast<int64_t*>(ctx.allocate_host(std::max<size_t>(nk, 1) * 3 * sizeof(int64_t)));
-        p.event = ctx.create_event();
-      }
-      try {
-        ctx.copy_to_host(p.words, status, std::max<size_t>(nk, 1) * 3 * sizeof(int64_t), stream);
-        ctx.record(p.event, stream);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(pending_mutex_);
-        free_slots_.push_back(p);
-        throw;
-      }
-      {
-        std::lock_guard<std::mutex> lock(pending_mutex_);
-        pending_.push_back(p);
-      }
-      allocator->free(status, stream);
-      if (workspace) allocator->free(workspace, stream);
-      for (size_t b = 0; b < nb; ++b)
-        if (owned[b]) allocator->free(ptrs[b], stream);
+      defer_status(status, status_bytes, stream);
+      release_run();
       return out;
     }
     // Outputs back to the host, then the status words.
@@ -309,13 +316,10 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
       ctx.copy_to_host(flat.data(), ptrs[static_cast<size_t>(ob)], bytes_of(buf), stream);
       out.push_back(flat.view(eval_all(buf.sizes, symbols), eval_all(buf.strides, symbols), buf.offset.eval(symbols)));
     }
-    std::vector<int64_t> words(std::max<size_t>(nk, 1) * 3, 0);
+    std::vector<int64_t> words(status_bytes / sizeof(int64_t), 0);
     ctx.copy_to_host(words.data(), status, words.size() * sizeof(int64_t), stream);
     ctx.synchronize(stream);
-    allocator->free(status, stream);
-    if (workspace) allocator->free(workspace, stream);
-    for (size_t b = 0; b < nb; ++b)
-      if (owned[b]) allocator->free(ptrs[b], stream);
+    release_run();
     report_status(words.data());
     return out;
   } catch (...) {
@@ -323,8 +327,7 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
       ctx.synchronize(stream);
     } catch (const Error&) {  // the device is in an error state: the first error is the one to report
     }
-    for (size_t b = 0; b < nb; ++b)
-      if (owned[b]) allocator->free(ptrs[b], stream);
+    release_run();
     throw;
   }
 }

@@ -52,6 +52,8 @@ struct GpuPlan {
   };
   Tensor bind(const Tensor& t, const loop::Buffer& b, const std::map<std::string, int64_t>& symbols, const std::string& what) const;
   void report_status(const int64_t* words) const;
+  // Queues the copy of a run's status words into a page-locked slot checked by check_pending.
+  void defer_status(cuda::DevicePtr status, size_t bytes, cuda::Stream stream) const;
   mutable std::mutex pending_mutex_;
   mutable std::vector<Pending> pending_;     // runs whose status words are on their way
   mutable std::vector<Pending> free_slots_;  // for reuse
