@@ -15,6 +15,7 @@
 #include "schedule/dead_stores.h"
 #include "schedule/externs_to_loops.h"
 #include "schedule/fuse_epilogues.h"
+#include "schedule/fuse_gemm_epilogues.h"
 #include "schedule/fuse_siblings.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/gpu_plan.h"
@@ -99,7 +100,7 @@ Generated generate(const Graph& graph, const Target& target) {
   if (!target.kernel_prefix.empty())
     for (auto& k : out.lowered.program.kernels) std::visit([&](auto& x) { x.name = target.kernel_prefix + x.name; }, k);
   dump("loop", loop::to_string(out.lowered.program));
-  out.lowered.program = schedule::fuse_siblings(schedule::drop_dead_stores(schedule::fuse_epilogues(out.lowered.program)));
+  out.lowered.program = schedule::fuse_siblings(schedule::drop_dead_stores(schedule::fuse_epilogues(schedule::fuse_gemm_epilogues(out.lowered.program))));
   dump("fusion", loop::to_string(out.lowered.program));
   out.stats.frontend_ms = ms_since(t0);
 

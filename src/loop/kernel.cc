@@ -49,8 +49,9 @@ std::string extern_str(const ExternCall& e) {
     if (v.offset != SymInt(0)) s += " offset=" + v.offset.str();
     ins.push_back(s);
   }
-  return fmt::format("extern {} {}({}) -> buf{} params=[{}]  # from {}\n", e.name, extern_name(e.kind), fmt::join(ins, ", "),
-                     e.output, fmt::join(e.params, ", "), fmt::join(e.origins, ", "));
+  std::string epilogue = e.activation == Activation::none ? "" : fmt::format(" epilogue={}", activation_name(e.activation));
+  return fmt::format("extern {} {}({}) -> buf{} params=[{}]{}  # from {}\n", e.name, extern_name(e.kind), fmt::join(ins, ", "),
+                     e.output, fmt::join(e.params, ", "), epilogue, fmt::join(e.origins, ", "));
 }
 
 void check_vars(const SymInt& index, size_t outer, size_t inner, const std::string& where) {
@@ -145,6 +146,7 @@ void verify(const Program& p) {
       for (const auto& v : e->inputs)
         COIL_CHECK(v.buffer >= 0 && static_cast<size_t>(v.buffer) < p.buffers.size()) << e->name << ": unknown input buffer";
       COIL_CHECK(e->output >= 0 && static_cast<size_t>(e->output) < p.buffers.size()) << e->name << ": unknown output buffer";
+      COIL_CHECK(e->activation == Activation::none || e->kind != ExternKind::convolution) << e->name << ": an epilogue on a convolution";
       continue;
     }
     const auto& k = std::get<LoopKernel>(kernel);

@@ -9,6 +9,7 @@
 #include <variant>
 #include <vector>
 
+#include "loop/activation.h"
 #include "loop/expr.h"
 
 namespace coil::loop {
@@ -64,6 +65,9 @@ struct ExternCall {
   // addmm: beta, alpha; convolution: k (spatial dims), then k each of stride, padding,
   // dilation, output_padding, then groups and transposed (0 or 1)
   std::vector<double> params;
+  // Applied to each element of the result before it is stored (mm, bmm, addmm): a GEMM
+  // epilogue the scheduler found after the product.
+  Activation activation = Activation::none;
   std::vector<std::string> origins;
 };
 

@@ -5,6 +5,7 @@
 #include <numbers>
 
 #include "graph/infer_util.h"
+#include "loop/activation.h"
 #include "lower/context.h"
 #include "support/check.h"
 
@@ -60,13 +61,9 @@ ExprRef unary(const Node& n, ExprRef x, const ArgReader& args) {
     case OpKind::Tanh: return op(LoopOp::Tanh, {x});
     case OpKind::Sigmoid: return op(LoopOp::Sigmoid, {x});
     case OpKind::Erf: return op(LoopOp::Erf, {x});
-    case OpKind::Relu: return op(LoopOp::Maximum, {x, k(0, t)});
+    case OpKind::Relu: return loop::activation_expr(loop::Activation::relu, x);
     case OpKind::Gelu: {
-      if (*args.opt_str("approximate") == "tanh") {
-        ExprRef inner = op(LoopOp::Mul, {k(std::sqrt(2.0 / std::numbers::pi), t),
-                                         op(LoopOp::Add, {x, op(LoopOp::Mul, {k(0.044715, t), op(LoopOp::Mul, {x, op(LoopOp::Mul, {x, x})})})})});
-        return op(LoopOp::Mul, {op(LoopOp::Mul, {k(0.5, t), x}), op(LoopOp::Add, {k(1, t), op(LoopOp::Tanh, {inner})})});
-      }
+      if (*args.opt_str("approximate") == "tanh") return loop::activation_expr(loop::Activation::gelu_tanh, x);
       ExprRef e = op(LoopOp::Erf, {op(LoopOp::Mul, {x, k(1.0 / std::numbers::sqrt2, t)})});
       return op(LoopOp::Mul, {op(LoopOp::Mul, {k(0.5, t), x}), op(LoopOp::Add, {k(1, t), e})});
     }

@@ -201,6 +201,17 @@ void convolution(const Tensor& input, const Tensor& weight, const Tensor* bias, 
   }
 }
 
+// A GEMM epilogue the scheduler moved into the call, applied in place.
+void activate(const Tensor& out, loop::Activation act) {
+  if (act == loop::Activation::none) return;
+  Shape idx(out.sizes().size());
+  for (int64_t lin = 0; lin < out.numel(); ++lin) {
+    unravel(lin, out.sizes(), idx);
+    int64_t at = out.element_index(idx);
+    out.store(at, loop::apply_activation(act, out.load(at)));
+  }
+}
+
 }  // namespace
 
 void run_extern_cpu(const loop::ExternCall& call, const loop::Program& p, const std::vector<void*>& buffers,
@@ -211,9 +222,13 @@ void run_extern_cpu(const loop::ExternCall& call, const loop::Program& p, const 
   std::vector<Tensor> in;
   for (const auto& v : call.inputs) in.push_back(bind_view(v, p, buffers, symbols));
   switch (call.kind) {
-    case loop::ExternKind::mm: gemm(in[0], in[1], out, 1.0, 0.0); return;
+    case loop::ExternKind::mm:
+      gemm(in[0], in[1], out, 1.0, 0.0);
+      activate(out, call.activation);
+      return;
     case loop::ExternKind::bmm:
       for (int64_t i = 0; i < out.sizes()[0]; ++i) gemm(select0(in[0], i), select0(in[1], i), select0(out, i), 1.0, 0.0);
+      activate(out, call.activation);
       return;
     case loop::ExternKind::addmm: {
       double beta = call.params[0], alpha = call.params[1];
@@ -235,6 +250,7 @@ void run_extern_cpu(const loop::ExternCall& call, const loop::Program& p, const 
           out.store(out.element_index(idx), beta == 0 ? 0.0 : beta * b.load(b.element_index(idx)));
         }
       gemm(in[1], in[2], out, alpha, 1.0);
+      activate(out, call.activation);
       return;
     }
     case loop::ExternKind::convolution:

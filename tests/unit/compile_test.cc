@@ -77,6 +77,13 @@ TEST(Compile, PatternsMatchReference) {
       "  %w = input() : f32[11, 6]\n  %t = input(low=0, high=11) : i64[N, 3]\n  %e = embedding(%w, %t)\n  %i = input(low=0, high=6) : i32[4]\n  %s = index_select(%w, 1, %i)\n  %g = input(low=0, high=11) : i64[7, 6]\n  %h = gather(%w, 0, %g)\n  %x = exp(%w)\n  %y = index_select(%x, 0, %i)\n  return %e, %s, %h, %y\n",
       "  %x = input() : f32[5, 6, 7]\n  %a = input(low=-5, high=5) : i64[N, 1]\n  %b = input(low=0, high=6) : i64[4]\n  %c = input(low=0, high=7) : i64[4]\n  %y = index.Tensor(%x, [%a, %b])\n  %z = index.Tensor(%x, [%a, none, %c])\n  %w = index.Tensor(%x, [none, %b])\n  return %y, %z, %w\n",
       "  %x = input() : f32[6, 5]\n  %s = input() : f32[N, 5]\n  %i = input(low=0, high=6) : i64[N, 4]\n  %a = scatter_add(%x, 0, %i, %s)\n  %j = input(low=0, high=5) : i64[N, 4]\n  %b = scatter.src(%x, 1, %j, %s)\n  %r = input() : f32[2, 5]\n  %c = slice_scatter(%x, %r, 0, 1, 6, 3)\n  %v = input() : f32[6]\n  %d = select_scatter(%x, %v, 1, -2)\n  return %a, %b, %c, %d\n",
+      // GEMM epilogues: relu and gelu(tanh) move into the product (bias+relu, gelu, bias+gelu
+      // in bf16); a product also read raw keeps its pointwise kernel
+      "  %x = input() : f32[N, 9]\n  %w = input() : f32[9, 5]\n  %b = input() : f32[5]\n  %h = addmm(%b, %x, %w)\n  %r = relu(%h)\n"
+      "  %m = mm(%x, %w)\n  %g = gelu(%m, approximate=\"tanh\")\n  %n = mm(%x, %w)\n  %q = relu(%n)\n  %s = add.Tensor(%q, %n)\n  return %r, %g, %s\n",
+      "  %x = input() : bf16[N, 16]\n  %w = input() : bf16[24, 16]\n  %b = input() : bf16[24]\n  %t = permute(%w, [1, 0])\n"
+      "  %h = addmm(%b, %x, %t)\n  %g = gelu(%h, approximate=\"tanh\")\n  %y = mul.Scalar(%g, 3)\n  %u = unsqueeze(%x, 0)\n"
+      "  %v = expand(%u, [2, -1, -1])\n  %z = input() : bf16[2, 16, 8]\n  %p = bmm(%v, %z)\n  %q = relu(%p)\n  return %y, %q\n",
       // column reductions (reduced dims outside the contiguous one): interchanged loops
       "  %x = input() : f32[N, 7, 67]\n  %a = sum.dim_IntList(%x, [1])\n  %b = amax(%x, [0, 1], true)\n  %c = prod.dim_int(%x, 0)\n  %d = var.correction(%x, [0], correction=0)\n  %i = input(low=-9, high=9) : i32[70, N]\n  %e = amin(%i, [0])\n  return %a, %b, %c, %d, %e\n",
       // transposing pointwise kernels (reads or writes across the fast dim): square tiles

@@ -5,6 +5,7 @@
 #include "coil/coil.h"
 #include "lower/lower.h"
 #include "schedule/fuse_epilogues.h"
+#include "schedule/fuse_gemm_epilogues.h"
 #include "graph_passes/decompose.h"
 #include "driver/compile.h"
 #include "lower/cost.h"
@@ -113,6 +114,55 @@ namespace {
 
 loop::Program pipeline(const std::string& body) {
   return generate(parse_graph("graph t {\n  sym N = 4\n" + body + "}\n")).lowered.program;
+}
+
+loop::Program gemm_fused(const std::string& body) {
+  Graph g = parse_graph("graph t {\n  sym N = 4\n" + body + "}\n");
+  return schedule::fuse_gemm_epilogues(lower(g).program);
+}
+
+const loop::ExternCall& first_extern(const loop::Program& p) {
+  for (const auto& k : p.kernels)
+    if (const auto* e = std::get_if<loop::ExternCall>(&k)) return *e;
+  throw std::runtime_error("no extern call");
+}
+
+TEST(GemmEpilogue, BiasReluMovesIntoTheProductAndTheCopyGoes) {
+  auto p = gemm_fused("  %x = input() : f32[N, 8]\n  %w = input() : f32[8, 6]\n  %b = input() : f32[6]\n  %h = addmm(%b, %x, %w)\n"
+                      "  %y = relu(%h)\n  return %y\n");
+  ASSERT_EQ(p.kernels.size(), 1u) << loop::to_string(p);
+  const auto& e = first_extern(p);
+  EXPECT_EQ(e.activation, loop::Activation::relu);
+  EXPECT_EQ(p.buffers[static_cast<size_t>(e.output)].role, loop::Buffer::Role::output) << "the product writes the output itself";
+  EXPECT_NE(loop::to_string(p).find("epilogue=relu"), std::string::npos);
+}
+
+TEST(GemmEpilogue, HalfGeluTanhReadThroughItsRoundingFuses) {
+  auto p = gemm_fused("  %x = input() : bf16[N, 8]\n  %w = input() : bf16[8, 6]\n  %h = mm(%x, %w)\n"
+                      "  %g = gelu(%h, approximate=\"tanh\")\n  %y = add.Tensor(%g, %g)\n  return %y\n");
+  EXPECT_EQ(first_extern(p).activation, loop::Activation::gelu_tanh) << loop::to_string(p);
+  EXPECT_EQ(loop_kernels(p), 1) << "the add stays a pointwise kernel, now reading the product";
+  EXPECT_EQ(loop::to_string(p).find("tanh("), std::string::npos) << loop::to_string(p);
+}
+
+TEST(GemmEpilogue, OtherReadsOfTheProductBlockIt) {
+  const char* cases[] = {
+      // the raw product is read as well
+      "  %x = input() : f32[N, 8]\n  %w = input() : f32[8, 6]\n  %h = mm(%x, %w)\n  %r = relu(%h)\n  %y = add.Tensor(%r, %h)\n  return %y\n",
+      // the exact (erf) gelu is no cuBLASLt epilogue
+      "  %x = input() : f32[N, 8]\n  %w = input() : f32[8, 6]\n  %h = mm(%x, %w)\n  %y = gelu(%h)\n  return %y\n",
+      // the product is a graph output
+      "  %x = input() : f32[N, 8]\n  %w = input() : f32[8, 6]\n  %h = mm(%x, %w)\n  %y = relu(%h)\n  return %y, %h\n",
+      // two different activations of one product
+      "  %x = input() : f32[N, 8]\n  %w = input() : f32[8, 6]\n  %h = mm(%x, %w)\n  %r = relu(%h)\n  %g = gelu(%h, approximate=\"tanh\")\n"
+      "  return %r, %g\n",
+      // integer products are left alone
+      "  %x = input() : i32[N, 8]\n  %w = input() : i32[8, 6]\n  %h = mm(%x, %w)\n  %y = relu(%h)\n  return %y\n",
+  };
+  for (const char* body : cases) {
+    auto p = gemm_fused(body);
+    EXPECT_EQ(first_extern(p).activation, loop::Activation::none) << body << loop::to_string(p);
+  }
 }
 
 TEST(SiblingFusion, ReductionsOfOneInputShareAKernel) {

@@ -40,9 +40,11 @@ cuda::GemmProblem gemm_problem(const loop::ExternCall& call, const loop::Program
   g.b_rs = bs[r - 2], g.b_cs = bs[r - 1], g.b_bs = r == 3 ? bs[0] : 0;
   g.d_rs = ostrides[r - 2], g.d_cs = ostrides[r - 1], g.d_bs = r == 3 ? ostrides[0] : 0;
   g.tf32 = tf32;
-  if (addmm) {
-    g.alpha = call.params[1];
-    g.epilogue = cuda::Epilogue::bias;
+  if (addmm) g.alpha = call.params[1];
+  switch (call.activation) {
+    case loop::Activation::none: g.epilogue = addmm ? cuda::Epilogue::bias : cuda::Epilogue::none; break;
+    case loop::Activation::relu: g.epilogue = addmm ? cuda::Epilogue::bias_relu : cuda::Epilogue::relu; break;
+    case loop::Activation::gelu_tanh: g.epilogue = addmm ? cuda::Epilogue::bias_gelu : cuda::Epilogue::gelu; break;
   }
   return g;
 }

@@ -1,0 +1,178 @@
+#include "schedule/fuse_gemm_epilogues.h"
+
+#include <optional>
+
+namespace coil::schedule {
+
+namespace {
+
+using loop::Activation;
+using loop::Expr;
+using loop::ExprRef;
+using loop::LoopKernel;
+
+bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
+
+// Rewrites expressions so that `act` of the product's value reads the product instead, which
+// then holds the activation's result (rounded to its dtype). Any other read of the product
+// makes the rewrite fail.
+class Rewriter {
+ public:
+  Rewriter(int buffer, DType dtype, Activation act) : buffer_(buffer), dtype_(dtype), act_(act) {}
+
+  bool failed() const { return failed_; }
+  bool matched() const { return matched_; }
+
+  ExprRef operator()(const ExprRef& e) {
+    if (auto load = match(e)) {
+      matched_ = true;
+      return load;
+    }
+    switch (e->kind()) {
+      case Expr::Kind::constant:
+      case Expr::Kind::index:
+      case Expr::Kind::reduced: return e;
+      case Expr::Kind::load:
+        if (e->buffer() == buffer_) failed_ = true;
+        return e->dynamic() ? Expr::load(e->buffer(), e->offset(), e->dtype(), (*this)(e->dynamic())) : e;
+      case Expr::Kind::cast: return Expr::cast((*this)(e->operands()[0]), e->dtype());
+      case Expr::Kind::op: {
+        std::vector<ExprRef> ops;
+        for (const auto& o : e->operands()) ops.push_back((*this)(o));
+        return Expr::apply(e->op(), std::move(ops));
+      }
+    }
+    return e;
+  }
+
+ private:
+  // For a half product the activation runs in f32 and its result is rounded to the product's
+  // dtype: cast<bf16>(act(cast<f32>(load))) is what the product now holds.
+  ExprRef match(const ExprRef& e) const {
+    ExprRef body = e;
+    if (is_half(dtype_)) {
+      if (e->kind() != Expr::Kind::cast || e->dtype() != dtype_) return nullptr;
+      body = e->operands()[0];
+    }
+    ExprRef load = first_load(body);
+    if (!load || load->dynamic()) return nullptr;
+    ExprRef x = is_half(dtype_) ? Expr::cast(load, DType::f32) : load;
+    return loop::same(body, loop::activation_expr(act_, x)) ? load : nullptr;
+  }
+
+  ExprRef first_load(const ExprRef& e) const {
+    if (e->kind() == Expr::Kind::load && e->buffer() == buffer_) return e;
+    for (const auto& o : e->operands())
+      if (auto l = first_load(o)) return l;
+    return nullptr;
+  }
+
+  int buffer_;
+  DType dtype_;
+  Activation act_;
+  bool failed_ = false;
+  bool matched_ = false;
+};
+
+bool reads(const loop::Kernel& k, int buffer) { return loop::access(k).reads.count(buffer) > 0; }
+
+// The kernels after `at` with every read of the product rewritten, or nothing when a read is
+// not through `act` (or an extern reads it).
+std::optional<std::vector<loop::Kernel>> rewrite_readers(const loop::Program& p, size_t at, int buffer, Activation act) {
+  std::vector<loop::Kernel> out;
+  bool any = false;
+  for (size_t i = at + 1; i < p.kernels.size(); ++i) {
+    const loop::Kernel& k = p.kernels[i];
+    if (!reads(k, buffer)) {
+      out.push_back(k);
+      continue;
+    }
+    const auto* lk = std::get_if<LoopKernel>(&k);
+    if (!lk) return std::nullopt;
+    Rewriter rw(buffer, p.buffers[static_cast<size_t>(buffer)].dtype, act);
+    LoopKernel n = *lk;
+    for (auto& r : n.reductions) r.value = rw(r.value);
+    for (auto& s : n.stores) {
+      s.value = rw(s.value);
+      if (s.dynamic) s.dynamic = rw(s.dynamic);
+    }
+    if (rw.failed() || !rw.matched()) return std::nullopt;
+    any = true;
+    out.push_back(std::move(n));
+  }
+  if (!any) return std::nullopt;
+  return out;
+}
+
+bool same_layout(const loop::Buffer& a, const loop::Buffer& b) {
+  return a.dtype == b.dtype && a.sizes == b.sizes && a.strides == b.strides && a.offset == b.offset;
+}
+
+// After the rewrite a pointwise kernel may only copy the product into a buffer of the same
+// layout (relu(mm) stored as is): the product then writes that buffer, and the copy goes.
+// `later` are the kernels after the product's call.
+void elide_copy(loop::Program& p, loop::ExternCall& call, std::vector<loop::Kernel>& later) {
+  int product = call.output;
+  for (size_t i = 0; i < later.size(); ++i) {
+    auto* lk = std::get_if<LoopKernel>(&later[i]);
+    if (!lk || !reads(later[i], product)) continue;
+    // The only reader: one store of exactly load(product, same offset), nothing else reading it.
+    for (size_t j = i + 1; j < later.size(); ++j)
+      if (reads(later[j], product)) return;
+    if (!lk->inner.empty()) return;
+    int hits = 0;
+    size_t found = 0;
+    for (size_t s = 0; s < lk->stores.size(); ++s) {
+      const auto& st = lk->stores[s];
+      std::set<int> loads;
+      loop::collect_loads(st.value, loads);
+      if (!loads.count(product)) continue;
+      ++hits;
+      found = s;
+    }
+    const loop::StoreStep& st = lk->stores[found];
+    bool copy = hits == 1 && !st.dynamic && st.value->kind() == Expr::Kind::load && !st.value->dynamic() && st.value->offset() == st.offset;
+    int target = st.buffer;
+    const loop::Buffer& tb = p.buffers[static_cast<size_t>(target)];
+    bool writable = tb.role == loop::Buffer::Role::temporary || tb.role == loop::Buffer::Role::output;
+    if (!copy || !writable || !same_layout(tb, p.buffers[static_cast<size_t>(product)])) return;
+    // Nothing between the call and the copy may touch the target, and the call must not read it.
+    for (size_t j = 0; j < i; ++j) {
+      auto a = loop::access(later[j]);
+      if (a.reads.count(target) || a.writes.count(target)) return;
+    }
+    for (const auto& v : call.inputs)
+      if (v.buffer == target) return;
+    call.output = target;
+    lk->stores.erase(lk->stores.begin() + static_cast<std::ptrdiff_t>(found));
+    if (lk->stores.empty()) later.erase(later.begin() + static_cast<std::ptrdiff_t>(i));
+    return;
+  }
+}
+
+}  // namespace
+
+loop::Program fuse_gemm_epilogues(const loop::Program& program) {
+  loop::Program p = program;
+  for (size_t i = 0; i < p.kernels.size(); ++i) {
+    auto* call = std::get_if<loop::ExternCall>(&p.kernels[i]);
+    if (!call || call->kind == loop::ExternKind::convolution || call->activation != Activation::none) continue;
+    const loop::Buffer& out = p.buffers[static_cast<size_t>(call->output)];
+    if (out.role != loop::Buffer::Role::temporary || (!is_half(out.dtype) && out.dtype != DType::f32)) continue;
+    for (Activation act : {Activation::relu, Activation::gelu_tanh}) {
+      auto later = rewrite_readers(p, i, call->output, act);
+      if (!later) continue;
+      loop::ExternCall fused = *call;
+      fused.activation = act;
+      elide_copy(p, fused, *later);
+      p.kernels.resize(i);
+      p.kernels.push_back(std::move(fused));
+      for (auto& k : *later) p.kernels.push_back(std::move(k));
+      break;
+    }
+  }
+  loop::verify(p);
+  return p;
+}
+
+}  // namespace coil::schedule
