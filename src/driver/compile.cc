@@ -12,11 +12,13 @@
 #include "graph_passes/decompose.h"
 #include "loop/kernel.h"
 #include "lower/lower.h"
+#include "schedule/conv_to_gemm.h"
 #include "schedule/dead_stores.h"
 #include "schedule/externs_to_loops.h"
 #include "schedule/fuse_epilogues.h"
 #include "schedule/fuse_gemm_epilogues.h"
 #include "schedule/fuse_siblings.h"
+#include "schedule/inline_pointwise.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/gpu_plan.h"
 #include "support/check.h"
@@ -92,6 +94,7 @@ Generated generate(const Graph& graph, const Target& target) {
   dump("graph", print_graph(graph));
   out.graph = decompose(graph);
   out.lowered = lower(out.graph);
+  if (target.cuda || target.conv_as_gemm) out.lowered.program = schedule::convolutions_to_gemm(out.lowered.program);
   if (target.externs_as_loops || target.cuda) {
     const loop::Program& p = out.lowered.program;
     bool all = target.externs_as_loops;
@@ -100,7 +103,7 @@ Generated generate(const Graph& graph, const Target& target) {
   if (!target.kernel_prefix.empty())
     for (auto& k : out.lowered.program.kernels) std::visit([&](auto& x) { x.name = target.kernel_prefix + x.name; }, k);
   dump("loop", loop::to_string(out.lowered.program));
-  out.lowered.program = schedule::fuse_siblings(schedule::drop_dead_stores(schedule::fuse_epilogues(schedule::fuse_gemm_epilogues(out.lowered.program))));
+  out.lowered.program = schedule::fuse_siblings(schedule::drop_dead_stores(schedule::fuse_epilogues(schedule::inline_pointwise(schedule::fuse_gemm_epilogues(out.lowered.program)))));
   dump("fusion", loop::to_string(out.lowered.program));
   out.stats.frontend_ms = ms_since(t0);
 
@@ -140,6 +143,7 @@ Executable compile(const Graph& graph, const CompileOptions& options) {
 Executable compile_cpu(const Graph& graph, const CompileOptions& options) {
   Target target;
   target.externs_as_loops = options.externs_as_loops;
+  target.conv_as_gemm = options.conv_as_gemm;
   Generated gen = generate(graph, target);
   Executable exe;
   exe.stats = gen.stats;

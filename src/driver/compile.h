@@ -20,6 +20,8 @@ struct Target {
   // Every extern call as a loop kernel (tests of that path on the CPU). The CUDA target always
   // converts what cuBLASLt does not take.
   bool externs_as_loops = false;
+  // Convolutions as im2col + GEMM (schedule/conv_to_gemm.h). The CUDA target always does it.
+  bool conv_as_gemm = false;
   std::string kernel_prefix;  // prepended to kernel names (several graphs in one unit)
   int cuda_candidate = -1;    // CompileOptions::cuda_candidate
 };

@@ -208,6 +208,12 @@ std::map<std::string, int64_t> bind_symbols(const Graph& graph, const TensorMap&
       fail("input %{}: dimension {} should be {} = {}, got {}", node.name(), d, m.sizes[d].str(), want, t.sizes()[d]);
     }
   }
+  // A symbol no input's shape carries takes its declared hint.
+  for (const auto& s : graph.symbols) {
+    if (bound.count(s.name)) continue;
+    if (!s.hint) fail("graph {}: size symbol {} appears in no input's shape and has no value", graph.name, s.name);
+    bound.emplace(s.name, *s.hint);
+  }
   return bound;
 }
 

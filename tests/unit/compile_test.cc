@@ -96,6 +96,48 @@ TEST(Compile, PatternsMatchReference) {
   }
 }
 
+// Convolutions as im2col + GEMM (the CUDA target's way; on the CPU through conv_as_gemm):
+// 3x3 with padding, stride and dilation, 1-D and 3-D, 1x1 without col, bias or none, bf16, a
+// strided input, and the cases that stay direct loops (groups, transposed).
+TEST(Compile, ConvolutionsAsGemmMatchReference) {
+  struct Case {
+    const char* body;
+    int im2col, gemms;
+  };
+  const Case cases[] = {
+      {"  %x = input() : f32[N, 3, 9, 8]\n  %w = input() : f32[5, 3, 3, 3]\n  %b = input() : f32[5]\n"
+       "  %y = convolution(%x, %w, %b, [2, 1], [1, 2], [1, 2], false, [0, 0], 1)\n  %r = relu(%y)\n  return %r\n", 1, 1},
+      {"  %x = input() : f32[N, 4, 7]\n  %w = input() : f32[6, 4, 1]\n  %y = convolution(%x, %w, none, [1], [0], [1], false, [0], 1)\n"
+       "  return %y\n", 0, 1},
+      {"  %x = input() : bf16[2, 3, 5, 4, 6]\n  %w = input() : bf16[4, 3, 2, 3, 2]\n  %b = input() : bf16[4]\n"
+       "  %y = convolution(%x, %w, %b, [1, 2, 1], [1, 0, 1], [1, 1, 2], false, [0, 0, 0], 1)\n  return %y\n", 1, 1},
+      {"  %t = input() : f32[9, 3, N, 2]\n  %x = permute(%t, [2, 1, 0, 3])\n  %w = input() : f32[4, 3, 2, 1]\n"
+       "  %y = convolution(%x, %w, none, [1, 1], [0, 0], [1, 1], false, [0, 0], 1)\n  %k = input() : f32[4, 3, 1, 1]\n"
+       "  %z = convolution(%x, %k, none, [1, 1], [0, 0], [1, 1], false, [0, 0], 1)\n  return %y, %z\n", 2, 2},
+      {"  %x = input() : f32[N, 4, 6, 6]\n  %w = input() : f32[6, 2, 3, 3]\n  %y = convolution(%x, %w, none, [1, 1], [1, 1], [1, 1], false, [0, 0], 2)\n"
+       "  %v = input() : f32[N, 4, 5]\n  %k = input() : f32[4, 3, 2]\n  %z = convolution(%v, %k, none, [2], [0], [1], true, [1], 1)\n  return %y, %z\n", 0, 0},
+  };
+  int seed = 0;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.body);
+    Graph g = parse(c.body);
+    Generated gen = generate(g, {.conv_as_gemm = true});
+    int im2col = 0, gemms = 0;
+    for (const auto& k : gen.lowered.program.kernels) {
+      if (const auto* lk = std::get_if<loop::LoopKernel>(&k)) im2col += lk->name.ends_with("_im2col");
+      else gemms += std::get<loop::ExternCall>(k).kind == loop::ExternKind::bmm;
+    }
+    EXPECT_EQ(im2col, c.im2col) << loop::to_string(gen.lowered.program);
+    EXPECT_EQ(gemms, c.gemms) << loop::to_string(gen.lowered.program);
+    Executable exe = compile(g, {.cache_dir = temp_cache(), .device = test_device(), .conv_as_gemm = true});
+    TensorMap inputs = random_inputs(g, static_cast<uint64_t>(seed++));
+    auto got = exe.run(inputs, {});
+    auto want = evaluate_reference(g, inputs);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) expect_close(got[i], want[i], "output " + std::to_string(i));
+  }
+}
+
 TEST(Compile, RandomGraphsMatchReference) {
   int count = 40;
   if (const char* n = std::getenv("COIL_FUZZ_GRAPHS")) count = std::atoi(n);

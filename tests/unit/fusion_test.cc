@@ -165,6 +165,17 @@ TEST(GemmEpilogue, OtherReadsOfTheProductBlockIt) {
   }
 }
 
+TEST(InlinePointwise, ConvolutionOutputKernelAndReluAreOne) {
+  Graph g = parse_graph(
+      "graph t {\n  %x = input() : f32[2, 3, 8, 8]\n  %w = input() : f32[4, 3, 3, 3]\n  %b = input() : f32[4]\n"
+      "  %y = convolution(%x, %w, %b, [1, 1], [1, 1], [1, 1], false, [0, 0], 1)\n  %r = relu(%y)\n  return %r\n}\n");
+  Generated gen = generate(g, {.conv_as_gemm = true});
+  const auto& p = gen.lowered.program;
+  ASSERT_EQ(p.kernels.size(), 3u) << loop::to_string(p);  // im2col, the product, bias + relu
+  const auto& last = std::get<loop::LoopKernel>(p.kernels[2]);
+  EXPECT_EQ(last.origins, (std::vector<std::string>{"y", "r"})) << loop::to_string(p);
+}
+
 TEST(SiblingFusion, ReductionsOfOneInputShareAKernel) {
   auto p = pipeline(
       "  %x = input() : f32[N, 64]\n  %e = exp(%x)\n  %s = sum.dim_IntList(%e, [1])\n  %m = amax(%x, [1])\n"

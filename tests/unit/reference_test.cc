@@ -7,6 +7,21 @@
 namespace coil::testing {
 namespace {
 
+// A declared size symbol that no input carries takes its hint; without one the error names it.
+TEST(Reference, SymbolInNoInputTakesItsHint) {
+  TensorMap inputs;
+  inputs.emplace("x", Tensor::zeros(DType::f32, {2}));
+  Graph g = parse_graph("graph t {\n  sym N = 3\n  %x = input() : f32[2]\n  %y = exp(%x)\n  return %y\n}\n");
+  EXPECT_EQ(bind_symbols(g, inputs).at("N"), 3);
+  Graph h = parse_graph("graph t {\n  sym M\n  %x = input() : f32[2]\n  %y = exp(%x)\n  return %y\n}\n");
+  try {
+    bind_symbols(h, inputs);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("size symbol M appears in no input"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Reference, EveryOpHasATest) {
   std::vector<std::string> missing;
   for (const OpSchema& s : all_op_schemas())
