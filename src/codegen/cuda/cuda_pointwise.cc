@@ -8,16 +8,6 @@
 
 namespace coil::codegen {
 
-namespace {
-
-struct Staged {
-  int buffer;
-  SymInt offset;  // as the body reads it
-  std::string name;
-};
-
-}  // namespace
-
 // Each thread takes `vector` consecutive elements along the last dim: contiguous loads and
 // stores move as one aligned access (or element by element when a pointer is not aligned),
 // the rest of the body runs per element in an unrolled loop over the lane variable.

@@ -1,7 +1,10 @@
 // Reductions on CUDA: rows shared by `threads_per_row` threads (looped, or persistent with the
 // row's loads in registers), column reductions with rows of threads splitting the reduction,
 // and scans with a thread per row.
+#include <fmt/ranges.h>
+
 #include <functional>
+#include <set>
 
 #include "codegen/cuda/emitter.h"
 #include "codegen/cuda/launch.h"
@@ -27,39 +30,139 @@ const char* combiner(ReduceKind k) {
 
 }  // namespace
 
+// Vectorized rows: the loads of unit stride along the row and the inner stores, which move
+// `vector` elements at a time (element by element when a pointer is not aligned: vec_ok).
+void CudaEmitter::find_row_vectors() {
+  std::vector<loop::ExprRef> loads;
+  for (const auto& r : k_.reductions) collect_loads(r.value, loads);
+  for (const auto& s : k_.stores)
+    if (s.inner) collect_loads(s.value, loads);
+  for (const auto& l : loads) {
+    if (l->dynamic() || !reads_row(l)) continue;
+    auto dup = [&](const Staged& x) { return x.buffer == l->buffer() && x.offset == l->offset(); };
+    if (std::none_of(row_vec_loads_.begin(), row_vec_loads_.end(), dup))
+      row_vec_loads_.push_back({l->buffer(), l->offset(), "L" + std::to_string(row_vec_loads_.size())});
+  }
+  for (const auto& s : k_.stores)
+    if (s.inner) row_vec_stores_.push_back({s.buffer, s.offset, "S" + std::to_string(row_vec_stores_.size())});
+  std::set<int> buffers;
+  for (const auto* group : {&row_vec_loads_, &row_vec_stores_})
+    for (const auto& x : *group) buffers.insert(x.buffer);
+  std::vector<std::string> checks;
+  for (int b : buffers)
+    checks.push_back(fmt::format("reinterpret_cast<unsigned long long>(b{}) % {} == 0", b,
+                                 dtype_size(p_.buffers[static_cast<size_t>(b)].dtype) * static_cast<size_t>(config_.vector)));
+  out("  const bool vec_ok = {};", checks.empty() ? "true" : fmt::format("{}", fmt::join(checks, " && ")));
+}
+
+// An access's offset at the first element of the group: the row's one inner variable, r0, is
+// defined as jv in the group's scope (and as j in the element loop inside it).
+std::string CudaEmitter::group_base(const SymInt& offset) const { return idx(offset); }
+
+void CudaEmitter::vector_load(const std::string& in, const std::string& dest, int buffer, const SymInt& offset) {
+  const char* t = storage_type(p_.buffers[static_cast<size_t>(buffer)].dtype);
+  std::string at = group_base(offset);
+  out("{}if (vec_ok) {} = *reinterpret_cast<const coil_rt::Vec<{}, {}>*>(b{} + ({}));", in, dest, t, config_.vector, buffer, at);
+  out("{}else for (int q = 0; q < {}; ++q) {}.v[q] = b{}[({}) + q];", in, config_.vector, dest, buffer, at);
+}
+
 // Opens the loop over a row's elements for this thread (r variables decomposed from j); the
-// returned indent is inside it.
+// returned indent is inside it. Vectorized rows loop over groups of `vector` elements (jv the
+// first), then over the group's elements.
 std::string CudaEmitter::row_loop_open(const std::string& indent, const std::string& active) {
   std::string r = idx(product(k_.inner));
   int tpr = config_.threads_per_row;
   const int splits = split_pass_ ? config_.splits : 1;
+  const int v = config_.form == CudaConfig::Form::row ? config_.vector : 1;
+  std::string in = indent + "  ";
   if (config_.form == CudaConfig::Form::column) {
     std::string start = splits > 1 ? fmt::format("split * {} + static_cast<idx_t>(threadIdx.y)", config_.block_y) : "threadIdx.y";
     out("{}#pragma unroll 4", indent);
     out("{}for (idx_t j = {}; {} && j < {}; j += {}) {{", indent, start, active, r, config_.block_y * splits);
   } else if (config_.persistent) {
     out("{}#pragma unroll", indent);
-    out("{}for (int e = 0; e < {}; ++e) {{", indent, config_.persistent);
-    out("{}  const idx_t j = lane + e * {};", indent, tpr);
-    out("{}  if ({} && j < {}) {{", indent, active, r);
+    out("{}for (int e = 0; e < {}; ++e) {{", indent, config_.persistent / v);
+    if (v > 1) out("{}  const idx_t jv = (lane + e * {}) * {}, r0 = jv;", indent, tpr, v);
+    else out("{}  const idx_t j = lane + e * {};", indent, tpr);
+    out("{}  if ({} && {} < {}) {{", indent, active, v > 1 ? "jv" : "j", r);
+    in += "  ";
   } else {
     std::string start = splits > 1 ? fmt::format("split * {} + lane", tpr) : "lane";
-    out("{}#pragma unroll 4", indent);
-    out("{}for (idx_t j = {}; {} && j < {}; j += {}) {{", indent, start, active, r, tpr * splits);
+    out("{}#pragma unroll {}", indent, v > 1 ? 2 : 4);
+    if (v > 1) {
+      out("{}for (idx_t g = {}; {} && g < {} / {}; g += {}) {{", indent, start, active, r, v, tpr * splits);
+      out("{}  const idx_t jv = g * {}, r0 = jv;", indent, v);
+      // This group's loads, staged in registers.
+      for (const auto& l : row_vec_loads_) {
+        out("{}coil_rt::Vec<{}, {}> {};", in, storage_type(p_.buffers[static_cast<size_t>(l.buffer)].dtype), v, l.name);
+        vector_load(in, l.name, l.buffer, l.offset);
+      }
+      printer_->load_hook = [this](const loop::ExprRef& e) -> std::string {
+        if (e->dynamic()) return "";
+        for (const auto& l : row_vec_loads_)
+          if (l.buffer == e->buffer() && l.offset == e->offset()) return l.name + ".v[u]";
+        return "";
+      };
+    } else {
+      out("{}for (idx_t j = {}; {} && j < {}; j += {}) {{", indent, start, active, r, tpr * splits);
+    }
   }
-  std::string in = indent + (config_.persistent ? "    " : "  ");
+  if (v > 1) {
+    if (store_pass_)
+      for (const auto& s : row_vec_stores_)
+        out("{}coil_rt::Vec<{}, {}> {};", in, storage_type(p_.buffers[static_cast<size_t>(s.buffer)].dtype), v, s.name);
+    out("{}#pragma unroll", in);
+    out("{}for (int u = 0; u < {}; ++u) {{", in, v);
+    in += "  ";
+    out("{}const idx_t j = jv + u;", in);
+  }
   decompose("j", inner_vars(), std::vector<SymInt>(k_.inner.begin(), k_.inner.end()), in);
   return in;
 }
 
 void CudaEmitter::row_loop_close(const std::string& indent) {
-  if (config_.persistent && config_.form == CudaConfig::Form::row) out("{}  }}", indent);
+  const bool row_form = config_.form == CudaConfig::Form::row;
+  const int v = row_form ? config_.vector : 1;
+  std::string in = indent + (config_.persistent && row_form ? "    " : "  ");
+  if (v > 1) {
+    out("{}}}", in);
+    if (store_pass_)
+      for (const auto& s : row_vec_stores_) {
+        const char* t = storage_type(p_.buffers[static_cast<size_t>(s.buffer)].dtype);
+        std::string at = group_base(s.offset);
+        out("{}if (vec_ok) *reinterpret_cast<coil_rt::Vec<{}, {}>*>(b{} + ({})) = {};", in, t, v, s.buffer, at, s.name);
+        out("{}else for (int q = 0; q < {}; ++q) b{}[({}) + q] = {}.v[q];", in, v, s.buffer, at, s.name);
+      }
+    if (!config_.persistent) printer_->load_hook = nullptr;
+  }
+  if (config_.persistent && row_form) out("{}  }}", indent);
   out("{}}}", indent);
 }
 
 // Persistent rows: every load that depends on the row position is read once into registers
-// (c<n>[e] for this thread's e-th element) and the passes read the registers.
+// (c<n>[e] for this thread's e-th element, or c<n>[e].v[u] for the u-th element of its e-th
+// group) and the passes read the registers.
 void CudaEmitter::cache_row_loads(const std::string& indent, const std::string& active) {
+  const int v = config_.vector;
+  if (v > 1) {
+    const int groups = config_.persistent / v;
+    for (const auto& l : row_vec_loads_)
+      out("{}coil_rt::Vec<{}, {}> c{}[{}];", indent, storage_type(p_.buffers[static_cast<size_t>(l.buffer)].dtype), v, l.name, groups);
+    out("{}#pragma unroll", indent);
+    out("{}for (int e = 0; e < {}; ++e) {{", indent, groups);
+    out("{}  const idx_t jv = (lane + e * {}) * {}, r0 = jv;", indent, config_.threads_per_row, v);
+    out("{}  if ({} && jv < {}) {{", indent, active, idx(product(k_.inner)));
+    for (const auto& l : row_vec_loads_) vector_load(indent + "    ", "c" + l.name + "[e]", l.buffer, l.offset);
+    out("{}  }}", indent);
+    out("{}}}", indent);
+    printer_->load_hook = [this](const loop::ExprRef& e) -> std::string {
+      if (e->dynamic()) return "";
+      for (const auto& l : row_vec_loads_)
+        if (l.buffer == e->buffer() && l.offset == e->offset()) return "c" + l.name + "[e].v[u]";
+      return "";
+    };
+    return;
+  }
   std::vector<loop::ExprRef> loads, cached;
   for (const auto& r : k_.reductions) collect_loads(r.value, loads);
   for (const auto& s : k_.stores)
@@ -241,11 +344,23 @@ void CudaEmitter::reduction_passes(const std::string& indent, const std::string&
   }
   bool any_inner = std::any_of(k_.stores.begin(), k_.stores.end(), [](const loop::StoreStep& s) { return s.inner; });
   if (!any_inner) return;
+  store_pass_ = true;
   std::string in = row_loop_open(indent, active);
   printer_->reset();
-  for (const auto& s : k_.stores)
-    if (s.inner) store(s, in, lines);
+  for (const auto& s : k_.stores) {
+    if (!s.inner) continue;
+    auto vs = std::find_if(row_vec_stores_.begin(), row_vec_stores_.end(),
+                           [&](const Staged& x) { return x.buffer == s.buffer && x.offset == s.offset; });
+    if (config_.form != CudaConfig::Form::row || config_.vector == 1 || vs == row_vec_stores_.end()) {
+      store(s, in, lines);
+      continue;
+    }
+    std::string value = printer_->emit(s.value, lines, in);
+    flush(lines);
+    out("{}{}.v[u] = {};", in, vs->name, store_value(value, p_.buffers[static_cast<size_t>(s.buffer)].dtype));
+  }
   row_loop_close(indent);
+  store_pass_ = false;
 }
 
 void CudaEmitter::row() {
@@ -256,6 +371,7 @@ void CudaEmitter::row() {
     out("  void* const scratch = nullptr;");
   out("  const idx_t rows = {};", idx(product(k_.outer)));
   out("  const int lane = static_cast<int>(threadIdx.x) % {};", tpr);
+  if (config_.vector > 1) find_row_vectors();
   if (config_.splits > 1) {
     COIL_CHECK(rows_per_block == 1 && !config_.persistent) << "a split row takes a whole block";
     out("  __shared__ bool last_split;");

@@ -53,6 +53,15 @@ class CudaEmitter {
   std::string row_loop_open(const std::string& indent, const std::string& active);
   void row_loop_close(const std::string& indent);
   void cache_row_loads(const std::string& indent, const std::string& active);
+  // Vectorized rows (config_.vector > 1): groups of `vector` adjacent elements of the row.
+  struct Staged {
+    int buffer;
+    SymInt offset;
+    std::string name;
+  };
+  void find_row_vectors();
+  std::string group_base(const SymInt& offset) const;
+  void vector_load(const std::string& indent, const std::string& dest, int buffer, const SymInt& offset);
 
   const loop::Program& p_;
   const loop::LoopKernel& k_;
@@ -62,6 +71,8 @@ class CudaEmitter {
   RangeEnv ranges_;
   bool narrow_ = false;
   bool split_pass_ = false;  // the row loop being opened is this block's share of a split row
+  bool store_pass_ = false;  // the row loop being opened runs the inner stores
+  std::vector<Staged> row_vec_loads_, row_vec_stores_;  // vectorized rows: unit-stride accesses
   std::string mask_;  // the warp's member mask for shuffles
   std::unique_ptr<ExprPrinter> printer_;
   std::string text_;

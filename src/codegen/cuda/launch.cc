@@ -59,16 +59,52 @@ int split_count(const loop::LoopKernel& k, const SymInt& unit_count, const cuda:
   return static_cast<int>(std::clamp<int64_t>(wave / *units, 1, *r / std::max<int64_t>(min_per_split, 1)));
 }
 
-std::vector<CudaConfig> row_configs(const loop::LoopKernel& k, const cuda::DeviceInfo& d) {
+// The widest vector (elements, a power of two, 16 bytes at most) a row reduction can move at
+// a time: one inner dim of static length, every row-dependent load and every inner store of
+// unit stride along it and starting aligned.
+int row_vector_width(const loop::Program& p, const loop::LoopKernel& k) {
+  auto r = product(k.inner).constant();
+  if (k.inner.size() != 1 || !r) return 1;
+  const std::string r0 = loop::reduce_var(0);
+  std::vector<ExprRef> loads;
+  for (const auto& red : k.reductions) collect_loads(red.value, loads);
+  std::vector<std::pair<int, SymInt>> unit;
+  for (const auto& s : k.stores) {
+    if (!s.inner) continue;
+    collect_loads(s.value, loads);
+    if (s.dynamic || affine_stride(s.offset, r0) != 1) return 1;
+    unit.emplace_back(s.buffer, s.offset);
+  }
+  for (const auto& l : loads) {
+    if (!reads_row(l)) continue;
+    if (l->dynamic() || affine_stride(l->offset(), r0) != 1) return 1;
+    unit.emplace_back(l->buffer(), l->offset());
+  }
+  if (unit.empty()) return 1;
+  size_t widest = 1;
+  for (const auto& [b, off] : unit) widest = std::max<size_t>(widest, dtype_size(p.buffers[static_cast<size_t>(b)].dtype));
+  int v = static_cast<int>(16 / widest);
+  for (; v > 1; v /= 2) {
+    if (*r % v != 0) continue;
+    if (std::all_of(unit.begin(), unit.end(), [&](const auto& u) { return multiple_of(substitute(u.second, {{r0, SymInt(0)}}), v); }))
+      break;
+  }
+  return v;
+}
+
+std::vector<CudaConfig> row_configs(const loop::Program& p, const loop::LoopKernel& k, const cuda::DeviceInfo& d) {
   const int warp = d.warp_size, max_block = d.max_threads_per_block;
   auto r = product(k.inner).constant();
   auto rows = product(k.outer).constant();
-  auto make = [&](int64_t tpr, bool persistent) {
+  const int v = row_vector_width(p, k);
+  auto make = [&](int64_t tpr, bool persistent, int vector) {
     CudaConfig c;
     c.form = CudaConfig::Form::row;
     c.threads_per_row = static_cast<int>(tpr);
     c.block = static_cast<int>(std::max<int64_t>(tpr, 4 * warp));
-    int64_t per_thread = r ? (*r + tpr - 1) / tpr : 0;
+    c.vector = vector;
+    // Elements per thread: whole groups of `vector` adjacent ones.
+    int64_t per_thread = r ? (*r + tpr * vector - 1) / (tpr * vector) * vector : 0;
     // Registers for the kept loads: a budget of a quarter of a thread's share of the SM's file.
     int64_t budget = d.registers_per_sm / d.max_threads_per_sm * 16;
     if (persistent && r && per_thread >= 1 && per_thread * static_cast<int64_t>(row_loads(k)) <= budget) c.persistent = static_cast<int>(per_thread);
@@ -79,16 +115,16 @@ std::vector<CudaConfig> row_configs(const loop::LoopKernel& k, const cuda::Devic
     if (out.size() < kMaxCandidates && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
   };
   if (!r) {  // a row length known only at run time: looped rows of a few warps
-    add(make(4 * warp, false));
-    add(make(warp, false));
-    add(make(max_block, false));
+    add(make(4 * warp, false, 1));
+    add(make(warp, false, 1));
+    add(make(max_block, false, 1));
     return out;
   }
   // Few long rows: blocks share a row (whole-block rows, 16 elements per thread at least).
   for (int block : {std::min(max_block, 16 * warp), std::min(max_block, 8 * warp)}) {
     int splits = split_count(k, product(k.outer), d, block, 16 * block);
     if (splits <= 1) break;
-    CudaConfig c = make(block, false);
+    CudaConfig c = make(block, false, v);
     c.splits = splits;
     add(c);
     if (splits >= 4) {
@@ -96,15 +132,17 @@ std::vector<CudaConfig> row_configs(const loop::LoopKernel& k, const cuda::Devic
       add(c);
     }
   }
-  // Enough threads per row for about 8 elements each; a whole block when rows are too few to
-  // fill the device.
+  // Enough threads per row for about 8 elements each (one vector); a whole block when rows
+  // are too few to fill the device.
   int64_t tpr = std::clamp<int64_t>(pow2_ceil((*r + 7) / 8), 1, max_block);
   if (rows && *rows < d.sm_count && *r > 8 * warp) tpr = max_block;
-  add(make(tpr, true));
-  for (int64_t t : {tpr * 2, tpr / 2, tpr * 4, tpr / 4})
-    if (t >= 1 && t <= max_block) add(make(t, true));
-  add(make(tpr, false));
-  add(make(std::min<int64_t>(max_block, std::max<int64_t>(tpr, warp)), false));
+  add(make(tpr, true, v));
+  add(make(tpr, true, 1));
+  for (int64_t t : {tpr / 2, tpr * 2, tpr / 4})
+    if (t >= 1 && t <= max_block) add(make(t, true, v));
+  add(make(tpr, false, v));
+  add(make(tpr, false, 1));
+  add(make(std::min<int64_t>(max_block, std::max<int64_t>(tpr, warp)), false, v));
   return out;
 }
 
@@ -152,7 +190,7 @@ std::vector<CudaConfig> candidate_configs(const loop::Program& p, const loop::Lo
     return {c, small};
   }
   if (!k.reductions.empty()) {
-    if (!is_column_reduction(k)) return row_configs(k, d);
+    if (!is_column_reduction(k)) return row_configs(p, k, d);
     std::vector<CudaConfig> out;
     c.form = CudaConfig::Form::column;
     c.block = warp;
