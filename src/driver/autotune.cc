@@ -42,7 +42,9 @@ std::vector<TuningUnit> tuning_units(const loop::Program& program, const codegen
   for (size_t i = 0; i < source.kernels.size(); ++i) {
     const codegen::CudaKernel& info = source.kernels[i];
     if (!info.symbols.empty()) continue;
-    const auto& k = std::get<loop::LoopKernel>(program.kernels[info.program_index]);
+    const auto* lk = std::get_if<loop::LoopKernel>(&program.kernels[info.program_index]);
+    if (!lk) continue;  // fused attention: one configuration
+    const auto& k = *lk;
     auto configs = codegen::candidate_configs(program, k, device);
     if (configs.size() < 2) continue;
     int64_t traffic = 0;

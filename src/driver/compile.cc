@@ -92,13 +92,15 @@ Generated generate(const Graph& graph, const Target& target) {
   Generated out;
   auto t0 = std::chrono::steady_clock::now();
   dump("graph", print_graph(graph));
-  out.graph = decompose(graph);
+  out.graph = decompose(graph, target.cuda && !target.externs_as_loops);
   out.lowered = lower(out.graph);
   if (target.cuda || target.conv_as_gemm) out.lowered.program = schedule::convolutions_to_gemm(out.lowered.program);
   if (target.externs_as_loops || target.cuda) {
     const loop::Program& p = out.lowered.program;
     bool all = target.externs_as_loops;
-    out.lowered.program = schedule::externs_to_loops(p, [&](const loop::ExternCall& c) { return all || !cublas_takes(c, p); });
+    out.lowered.program = schedule::externs_to_loops(p, [&](const loop::ExternCall& c) {
+      return c.kind != loop::ExternKind::attention && (all || !cublas_takes(c, p));
+    });
   }
   if (!target.kernel_prefix.empty())
     for (auto& k : out.lowered.program.kernels) std::visit([&](auto& x) { x.name = target.kernel_prefix + x.name; }, k);

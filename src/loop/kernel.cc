@@ -25,7 +25,7 @@ const char* role_name(Buffer::Role r) {
 namespace {
 
 const char* extern_name(ExternKind k) {
-  static constexpr const char* names[] = {"mm", "bmm", "addmm", "convolution"};
+  static constexpr const char* names[] = {"mm", "bmm", "addmm", "convolution", "attention"};
   return names[static_cast<size_t>(k)];
 }
 
@@ -146,7 +146,8 @@ void verify(const Program& p) {
       for (const auto& v : e->inputs)
         COIL_CHECK(v.buffer >= 0 && static_cast<size_t>(v.buffer) < p.buffers.size()) << e->name << ": unknown input buffer";
       COIL_CHECK(e->output >= 0 && static_cast<size_t>(e->output) < p.buffers.size()) << e->name << ": unknown output buffer";
-      COIL_CHECK(e->activation == Activation::none || e->kind != ExternKind::convolution) << e->name << ": an epilogue on a convolution";
+      bool product = e->kind == ExternKind::mm || e->kind == ExternKind::bmm || e->kind == ExternKind::addmm;
+      COIL_CHECK(e->activation == Activation::none || product) << e->name << ": an epilogue on a " << extern_name(e->kind);
       continue;
     }
     const auto& k = std::get<LoopKernel>(kernel);

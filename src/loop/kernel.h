@@ -47,7 +47,9 @@ struct LoopKernel {
   std::vector<std::string> origins;  // the graph values this kernel computes (for tracing)
 };
 
-enum class ExternKind : uint8_t { mm, bmm, addmm, convolution };
+// attention: softmax(q @ k^T * scale (causal: keys after the query masked)) @ v over the
+// leading (batch, heads) dims, a fused kernel on CUDA (codegen/cuda/cuda_attention.cc).
+enum class ExternKind : uint8_t { mm, bmm, addmm, convolution, attention };
 
 // An operand of an extern call: a strided view into a buffer.
 struct View {
@@ -60,10 +62,10 @@ struct View {
 struct ExternCall {
   std::string name;
   ExternKind kind;
-  std::vector<View> inputs;  // addmm: bias, mat1, mat2; convolution: input, weight[, bias]
+  std::vector<View> inputs;  // addmm: bias, mat1, mat2; convolution: input, weight[, bias]; attention: q, k, v
   int output;                // a buffer, written in its own layout
   // addmm: beta, alpha; convolution: k (spatial dims), then k each of stride, padding,
-  // dilation, output_padding, then groups and transposed (0 or 1)
+  // dilation, output_padding, then groups and transposed (0 or 1); attention: scale, causal (0 or 1)
   std::vector<double> params;
   // Applied to each element of the result before it is stored (mm, bmm, addmm): a GEMM
   // epilogue the scheduler found after the product.

@@ -1,6 +1,8 @@
 // Lowering of matrix products and convolution into extern calls: operands are realized (a view
 // of a realized value is passed as that view, so a transposed weight costs nothing) and the
 // result gets a buffer of its own.
+#include <cmath>
+
 #include "graph/infer_util.h"
 #include "lower/context.h"
 #include "support/check.h"
@@ -51,6 +53,15 @@ std::vector<Value> lower_linalg(Context& c, const Node& n) {
       }
       call.params.push_back(static_cast<double>(args.integer("groups")));
       call.params.push_back(args.flag("transposed") ? 1.0 : 0.0);
+      break;
+    }
+    case OpKind::ScaledDotProductAttention: {  // kept by decompose only for a fused kernel
+      call.kind = loop::ExternKind::attention;
+      call.inputs = {operand(c, n, "query"), operand(c, n, "key"), operand(c, n, "value")};
+      double scale;
+      if (const Arg& a = n.arg("scale"); !a.is_none()) scale = std::get<double>(a.value);
+      else scale = 1.0 / std::sqrt(static_cast<double>(*meta.sizes.back().constant()));
+      call.params = {scale, args.flag("is_causal") ? 1.0 : 0.0};
       break;
     }
     default: fail("{} is not supported by the compiler yet", n.schema().name);

@@ -256,6 +256,7 @@ void run_extern_cpu(const loop::ExternCall& call, const loop::Program& p, const 
     case loop::ExternKind::convolution:
       convolution(in[0], in[1], in.size() > 2 ? &in[2] : nullptr, out, call.params);
       return;
+    case loop::ExternKind::attention: break;  // the CPU target decomposes attention
   }
   fail("extern {} is not supported on the CPU yet", call.name);
 }

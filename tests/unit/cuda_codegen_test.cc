@@ -116,6 +116,49 @@ TEST(CudaCodegen, EveryCandidateBuildsWithNvrtc) {
   }
 }
 
+// scaled_dot_product_attention: f16/bf16 with static sizes and head sizes 16..128 become one fused
+// kernel (tensor-core mma), built for both targets; the rest is decomposed.
+TEST(CudaCodegen, FusedAttentionWhereItAppliesAndBuildsWithNvrtc) {
+  struct Case {
+    const char* body;
+    bool fused;
+  };
+  const Case cases[] = {
+      // q, k, v as head views of one packed projection (a GPT-2 block), causal
+      {"  %p = input() : bf16[2, 100, 192]\n  %q, %k, %v = split_with_sizes(%p, [64, 64, 64], 2)\n  %q4 = view(%q, [2, 100, 2, 32])\n"
+       "  %k4 = view(%k, [2, 100, 2, 32])\n  %v4 = view(%v, [2, 100, 2, 32])\n  %qh = permute(%q4, [0, 2, 1, 3])\n"
+       "  %kh = permute(%k4, [0, 2, 1, 3])\n  %vh = permute(%v4, [0, 2, 1, 3])\n"
+       "  %a = scaled_dot_product_attention(%qh, %kh, %vh, is_causal=true)\n  return %a\n", true},
+      {"  %q = input() : f16[3, 70, 128]\n  %k = input() : f16[3, 130, 128]\n  %v = input() : f16[3, 130, 128]\n"
+       "  %a = scaled_dot_product_attention(%q, %k, %v, scale=0.2)\n  return %a\n", true},
+      {"  %q = input() : f32[3, 70, 64]\n  %a = scaled_dot_product_attention(%q, %q, %q)\n  return %a\n", false},
+      {"  %q = input() : bf16[2, 4, 70, 64]\n  %m = input() : bool[70, 70]\n  %a = scaled_dot_product_attention(%q, %q, %q, %m)\n  return %a\n", false},
+      {"  %q = input() : bf16[N, 70, 64]\n  %a = scaled_dot_product_attention(%q, %q, %q)\n  return %a\n", false},
+      {"  %q = input() : bf16[2, 70, 72]\n  %a = scaled_dot_product_attention(%q, %q, %q)\n  return %a\n", false},
+  };
+  std::shared_ptr<const build::Nvrtc> nvrtc;
+  try {
+    nvrtc = build::Nvrtc::load();
+  } catch (const Error&) {
+  }
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    auto d = cuda::preset_device(arch);
+    std::string unit;
+    for (const auto& c : cases) {
+      Generated gen = cuda_code(c.body, d);
+      int fused = 0;
+      for (const auto& k : gen.lowered.program.kernels)
+        if (const auto* e = std::get_if<loop::ExternCall>(&k)) fused += e->kind == loop::ExternKind::attention;
+      EXPECT_EQ(fused, c.fused ? 1 : 0) << c.body << loop::to_string(gen.lowered.program);
+      EXPECT_EQ(gen.cuda.code().find("mma.sync.aligned.m16n8k16") != std::string::npos, c.fused);
+      unit = gen.cuda.code();
+      if (!nvrtc) continue;
+      build::CudaBuildOptions options{.cache = build::ArtifactCache(testing::TempDir() + "/cuda_attention"), .nvrtc = nvrtc, .arch = arch};
+      EXPECT_FALSE(build::compile_cubin(unit, options).empty()) << arch << c.body;
+    }
+  }
+}
+
 std::string temp_cache() { return testing::TempDir() + "/coil_cuda_codegen_cache"; }
 
 void expect_close(const Tensor& got, const Tensor& want, const std::string& what) {

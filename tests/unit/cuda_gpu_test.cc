@@ -75,6 +75,35 @@ TEST(CudaGpu, EveryCandidateMatchesTheReference) {
   }
 }
 
+// The fused attention kernel against the interpreter: packed-projection head views (causal, the
+// last query tile partial), f16 with head size 128 and more keys than queries, a causal one
+// with more queries than keys (rows past the keys see all of them), head size 16, 3-D inputs.
+TEST(CudaGpu, FusedAttentionMatchesTheReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const char* cases[] = {
+      "  %p = input() : bf16[2, 100, 192]\n  %q, %k, %v = split_with_sizes(%p, [64, 64, 64], 2)\n  %q4 = view(%q, [2, 100, 2, 32])\n"
+      "  %k4 = view(%k, [2, 100, 2, 32])\n  %v4 = view(%v, [2, 100, 2, 32])\n  %qh = permute(%q4, [0, 2, 1, 3])\n"
+      "  %kh = permute(%k4, [0, 2, 1, 3])\n  %vh = permute(%v4, [0, 2, 1, 3])\n"
+      "  %a = scaled_dot_product_attention(%qh, %kh, %vh, is_causal=true)\n  return %a\n",
+      "  %q = input() : f16[3, 70, 128]\n  %k = input() : f16[3, 130, 128]\n  %v = input() : f16[3, 130, 128]\n"
+      "  %a = scaled_dot_product_attention(%q, %k, %v, scale=0.2)\n  return %a\n",
+      "  %q = input() : bf16[2, 3, 150, 64]\n  %k = input() : bf16[2, 3, 70, 64]\n  %v = input() : bf16[2, 3, 70, 64]\n"
+      "  %a = scaled_dot_product_attention(%q, %k, %v, is_causal=true)\n  return %a\n",
+      "  %q = input() : bf16[5, 33, 16]\n  %a = scaled_dot_product_attention(%q, %q, %q, is_causal=true)\n  return %a\n",
+  };
+  std::string cache = fresh_cache("attention");
+  for (const char* body : cases) {
+    Graph g = parse(body);
+    TensorMap inputs = random_inputs(g, 11);
+    auto want = evaluate_reference(g, inputs);
+    Executable exe = compile(g, {.cache_dir = cache, .device = "cuda"});
+    EXPECT_NE(exe.source.find("mma.sync"), std::string::npos) << body;
+    auto got = exe.run(inputs);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) expect_close(got[i], want[i], fmt::format("{}output {}", body, i));
+  }
+}
+
 TEST(CudaGpu, SplitReductionsAreChosenForFewLongRows) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   Executable exe = compile(parse(kGraphs[0]), {.cache_dir = fresh_cache("split"), .device = "cuda", .autotune = false});

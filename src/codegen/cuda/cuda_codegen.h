@@ -26,7 +26,7 @@
 namespace coil::codegen {
 
 struct CudaConfig {
-  enum class Form : uint8_t { pointwise, tiled, row, column, scan, serial };
+  enum class Form : uint8_t { pointwise, tiled, row, column, scan, serial, attention };
   Form form = Form::pointwise;
   int block = 1;            // threads per block along x
   int block_y = 1;          // column: rows of threads; tiled: rows of the tile per pass
@@ -70,7 +70,11 @@ std::string emit_cuda_kernel(const loop::Program& program, const loop::LoopKerne
                              const std::vector<std::string>& symbols, const cuda::DeviceInfo& device,
                              const CudaConfig& config, CudaKernel& info);
 
-// Every loop kernel of `program` with its heuristic configuration, or with its `candidate`-th
+// cuda_attention.cc: the fused attention kernel of an attention extern call (static sizes).
+std::string emit_cuda_attention(const loop::Program& program, const loop::ExternCall& call, const cuda::DeviceInfo& device,
+                                CudaKernel& info);
+
+// Every loop kernel (and fused attention) of `program` with its heuristic configuration, or with its `candidate`-th
 // candidate (the last when it has fewer) when that is >= 0.
 CudaSource generate_cuda(const loop::Program& program, const std::vector<std::string>& symbols,
                          const cuda::DeviceInfo& device, int candidate = -1);

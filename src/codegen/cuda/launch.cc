@@ -268,6 +268,7 @@ CudaLaunch launch_for(const loop::LoopKernel& k, const CudaConfig& c, const cuda
       l.per_block = c.block;
       break;
     case CudaConfig::Form::serial: l.max_blocks = 1; break;
+    case CudaConfig::Form::attention: COIL_CHECK(false) << "attention launches come from its emitter"; break;
   }
   if (c.splits > 1) l.scratch_bytes = split_layout(k, c).bytes;
   return l;
