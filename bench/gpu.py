@@ -19,6 +19,7 @@ import json
 import os
 import platform
 import statistics
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -212,10 +213,37 @@ def coil_mode(name, text, inputs, ref, work):
     got = next(iter(read_safetensors(d / "out.safetensors").values())).cuda().float()
     err = (got - ref.float()).abs().max().item()
     scale = ref.float().abs().max().item()
+    if PROFILE:
+        profile(d, cache)
     cold, warm = runs
     return {"ms": warm["median_ms"], "cold_s": cold["compile_ms"] / 1e3, "warm_s": warm["compile_ms"] / 1e3,
             "max_abs_err": err, "ref_max": scale, "tuned": cold["tuned_kernels"], "tune_ms": cold["tune_ms"],
             "kernels": cold["loop_kernels"], "externs": cold["extern_calls"], "units": cold["units"]}
+
+
+PROFILE = False
+
+
+def profile(d, cache):
+    """coil's kernels in this workload (one warm run): time, DRAM bytes and SM throughput from Nsight Compute."""
+    ncu = shutil.which("ncu") or ("/usr/local/cuda/bin/ncu" if Path("/usr/local/cuda/bin/ncu").exists() else None)
+    if not ncu:
+        print("profile: ncu not found", flush=True)
+        return
+    metrics = "gpu__time_duration.sum,dram__bytes.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active"
+    cmd = [ncu, "--csv", "--metrics", metrics, COIL_BENCH, str(d / "g.coil"), "--inputs", str(d / "in.safetensors"), "--cache-dir",
+           str(cache), "--repeat", "1", "--warmup", "0"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    rows = {}
+    for line in p.stdout.splitlines():
+        cells = [c.strip('"') for c in line.split('","')]
+        if len(cells) < 15 or not cells[0].isdigit():
+            continue
+        rows.setdefault((cells[0], cells[4][:60]), {})[cells[-3]] = cells[-1]
+    for (launch, kernel), m in rows.items():
+        print(f"profile {launch:>3} {kernel:60s} " + " ".join(f"{k.split('__')[1].split('.')[0]}={v}" for k, v in m.items()), flush=True)
+    if not rows:
+        print("profile: no kernels:", (p.stderr or p.stdout)[-1500:], flush=True)
 
 
 def main():
@@ -224,7 +252,10 @@ def main():
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke test)")
     ap.add_argument("--eager-only", action="store_true", help="no torch.compile modes (iterating on coil; no table)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    ap.add_argument("--profile", action="store_true", help="coil's kernel times per workload (Nsight Systems)")
     a = ap.parse_args()
+    global PROFILE
+    PROFILE = a.profile
     torch.backends.cuda.matmul.allow_tf32 = False
     R, C = (2048, 1024) if a.quick else (16384, 8192)
     suite = memory_bound(R, C)
