@@ -156,6 +156,22 @@ ExprRef map_indices(const ExprRef& e, const std::function<SymInt(const SymInt&)>
   return e;
 }
 
+ExprRef map_operands(const ExprRef& e, const std::function<ExprRef(const ExprRef&)>& fn) {
+  switch (e->kind()) {
+    case Expr::Kind::constant:
+    case Expr::Kind::index:
+    case Expr::Kind::reduced: return e;
+    case Expr::Kind::load: return e->dynamic() ? Expr::load(e->buffer(), e->offset(), e->dtype(), fn(e->dynamic())) : e;
+    case Expr::Kind::cast: return Expr::cast(fn(e->operands()[0]), e->dtype());
+    case Expr::Kind::op: {
+      std::vector<ExprRef> ops;
+      for (const auto& o : e->operands()) ops.push_back(fn(o));
+      return Expr::apply(e->op(), std::move(ops));
+    }
+  }
+  return e;
+}
+
 ExprRef substitute(const ExprRef& e, const std::map<std::string, SymInt>& r) {
   return map_indices(e, [&](const SymInt& s) { return coil::substitute(s, r); });
 }

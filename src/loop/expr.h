@@ -75,6 +75,10 @@ class Expr {
 bool same(const ExprRef& a, const ExprRef& b);
 // Rewrites every index expression (index values and load offsets) with `fn`.
 ExprRef map_indices(const ExprRef& e, const std::function<SymInt(const SymInt&)>& fn);
+// `e` rebuilt with `fn` applied to each operand (a load's data-dependent part included);
+// constants, index values, `reduced` and plain loads come back as they are. The default case
+// of a rewrite that changes some nodes and recurses through the rest.
+ExprRef map_operands(const ExprRef& e, const std::function<ExprRef(const ExprRef&)>& fn);
 // Replaces index symbols (loop variables) in every index and load offset.
 ExprRef substitute(const ExprRef& e, const std::map<std::string, SymInt>& replacement);
 // "add(load(buf3, 4*x0 + x1), 1.0:f32)"; shared subexpressions are printed in full.

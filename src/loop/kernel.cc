@@ -14,6 +14,12 @@ const char* reduce_name(ReduceKind k) {
   return names[static_cast<size_t>(k)];
 }
 
+SymInt view_offset(const View& v, const std::vector<SymInt>& index) {
+  SymInt off = v.offset;
+  for (size_t d = 0; d < index.size(); ++d) off = off + index[d] * v.strides[d];
+  return off;
+}
+
 std::string loop_var(int i) { return "x" + std::to_string(i); }
 std::string reduce_var(int i) { return "r" + std::to_string(i); }
 

@@ -58,6 +58,8 @@ struct View {
   SymShape strides;
   SymInt offset = 0;
 };
+// The element offset of `index` (one entry per dim, from the first) in a view.
+SymInt view_offset(const View& v, const std::vector<SymInt>& index);
 
 struct ExternCall {
   std::string name;

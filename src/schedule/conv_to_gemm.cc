@@ -55,12 +55,6 @@ bool pointwise_1x1(const ConvParams& c, const loop::View& w) {
   return true;
 }
 
-SymInt offset_of(const loop::View& v, const std::vector<SymInt>& index) {
-  SymInt off = v.offset;
-  for (size_t d = 0; d < index.size(); ++d) off = off + index[d] * v.strides[d];
-  return off;
-}
-
 int add_temp(loop::Program& p, const std::string& name, DType dtype, SymShape sizes) {
   loop::Buffer b;
   b.name = name;
@@ -100,7 +94,7 @@ loop::LoopKernel im2col(const loop::Program& p, const loop::ExternCall& call, co
     valid = valid ? Expr::apply(LoopOp::LogicalAnd, {valid, in}) : in;
     xi.push_back(max(SymInt(0), min(pos, size - SymInt(1))));  // clamped: loads never leave the input
   }
-  ExprRef value = Expr::load(x.buffer, offset_of(x, xi), t);
+  ExprRef value = Expr::load(x.buffer, loop::view_offset(x, xi), t);
   if (valid) value = Expr::apply(LoopOp::Where, {valid, value, Expr::constant(0, t)});
   k.stores.push_back({col, n * taps * positions + tap * positions + pos_lin, value, false});
   return k;
@@ -125,11 +119,11 @@ loop::LoopKernel write_out(const loop::Program& p, const loop::ExternCall& call,
   if (call.inputs.size() > 2) {
     const loop::View& b = call.inputs[2];
     DType bt = p.buffers[static_cast<size_t>(b.buffer)].dtype;
-    value = Expr::apply(LoopOp::Add, {Expr::cast(value, acc), Expr::cast(Expr::load(b.buffer, offset_of(b, {var(1)}), bt), acc)});
+    value = Expr::apply(LoopOp::Add, {Expr::cast(value, acc), Expr::cast(Expr::load(b.buffer, loop::view_offset(b, {var(1)}), bt), acc)});
     value = Expr::cast(value, out.dtype);
   }
   loop::View ov{call.output, out.sizes, out.strides, out.offset};
-  k.stores.push_back({call.output, offset_of(ov, oi), value, false});
+  k.stores.push_back({call.output, loop::view_offset(ov, oi), value, false});
   return k;
 }
 

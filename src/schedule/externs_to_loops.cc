@@ -22,15 +22,9 @@ DType accumulator(DType t) {
   return DType::i64;
 }
 
-SymInt offset_of(const loop::View& v, const std::vector<SymInt>& index) {
-  SymInt off = v.offset;
-  for (size_t d = 0; d < index.size(); ++d) off = off + index[d] * v.strides[d];
-  return off;
-}
-
 ExprRef load(const loop::Program& p, const loop::View& v, const std::vector<SymInt>& index, DType acc) {
   DType t = p.buffers[static_cast<size_t>(v.buffer)].dtype;
-  return Expr::cast(Expr::load(v.buffer, offset_of(v, index), t), acc);
+  return Expr::cast(Expr::load(v.buffer, loop::view_offset(v, index), t), acc);
 }
 
 ExprRef in_range(const SymInt& i, const SymInt& size) {
@@ -81,7 +75,7 @@ loop::LoopKernel matmul(const loop::Program& p, const loop::ExternCall& call) {
   std::vector<SymInt> oi = lead;
   oi.insert(oi.end(), {i, j});
   loop::View ov{call.output, out.sizes, out.strides, out.offset};
-  k.stores.push_back({call.output, offset_of(ov, oi), Expr::cast(value, out.dtype), false});
+  k.stores.push_back({call.output, loop::view_offset(ov, oi), Expr::cast(value, out.dtype), false});
   return k;
 }
 
@@ -135,7 +129,7 @@ loop::LoopKernel convolution(const loop::Program& p, const loop::ExternCall& cal
   std::vector<SymInt> oi;
   for (size_t d = 0; d < out.sizes.size(); ++d) oi.push_back(var(static_cast<int>(d)));
   loop::View ov{call.output, out.sizes, out.strides, out.offset};
-  kern.stores.push_back({call.output, offset_of(ov, oi), Expr::cast(value, out.dtype), false});
+  kern.stores.push_back({call.output, loop::view_offset(ov, oi), Expr::cast(value, out.dtype), false});
   return kern;
 }
 

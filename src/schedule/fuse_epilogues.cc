@@ -36,15 +36,8 @@ struct Rewriter {
       }
       case Expr::Kind::index: return Expr::index(coil::substitute(e->offset(), vars));
       case Expr::Kind::reduced: return Expr::reduced(e->slot() + slot_shift, e->dtype());
-      case Expr::Kind::constant: return e;
-      case Expr::Kind::cast: return Expr::cast((*this)(e->operands()[0]), e->dtype());
-      case Expr::Kind::op: {
-        std::vector<ExprRef> ops;
-        for (const auto& o : e->operands()) ops.push_back((*this)(o));
-        return Expr::apply(e->op(), std::move(ops));
-      }
+      default: return loop::map_operands(e, [this](const ExprRef& o) { return (*this)(o); });
     }
-    return e;
   }
 };
 

@@ -28,21 +28,8 @@ class Rewriter {
       matched_ = true;
       return load;
     }
-    switch (e->kind()) {
-      case Expr::Kind::constant:
-      case Expr::Kind::index:
-      case Expr::Kind::reduced: return e;
-      case Expr::Kind::load:
-        if (e->buffer() == buffer_) failed_ = true;
-        return e->dynamic() ? Expr::load(e->buffer(), e->offset(), e->dtype(), (*this)(e->dynamic())) : e;
-      case Expr::Kind::cast: return Expr::cast((*this)(e->operands()[0]), e->dtype());
-      case Expr::Kind::op: {
-        std::vector<ExprRef> ops;
-        for (const auto& o : e->operands()) ops.push_back((*this)(o));
-        return Expr::apply(e->op(), std::move(ops));
-      }
-    }
-    return e;
+    if (e->kind() == Expr::Kind::load && e->buffer() == buffer_) failed_ = true;
+    return loop::map_operands(e, [this](const ExprRef& o) { return (*this)(o); });
   }
 
  private:

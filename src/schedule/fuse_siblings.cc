@@ -18,20 +18,8 @@ bool intersects(const std::set<int>& a, const std::set<int>& b) {
 
 // `reduced` slots renumbered by `shift` (the steps of the kernel fused in front).
 ExprRef shift_slots(const ExprRef& e, int shift) {
-  switch (e->kind()) {
-    case Expr::Kind::reduced: return Expr::reduced(e->slot() + shift, e->dtype());
-    case Expr::Kind::constant:
-    case Expr::Kind::index: return e;
-    case Expr::Kind::load:
-      return e->dynamic() ? Expr::load(e->buffer(), e->offset(), e->dtype(), shift_slots(e->dynamic(), shift)) : e;
-    case Expr::Kind::cast: return Expr::cast(shift_slots(e->operands()[0], shift), e->dtype());
-    case Expr::Kind::op: {
-      std::vector<ExprRef> ops;
-      for (const auto& o : e->operands()) ops.push_back(shift_slots(o, shift));
-      return Expr::apply(e->op(), std::move(ops));
-    }
-  }
-  return e;
+  if (e->kind() == Expr::Kind::reduced) return Expr::reduced(e->slot() + shift, e->dtype());
+  return loop::map_operands(e, [shift](const ExprRef& o) { return shift_slots(o, shift); });
 }
 
 bool same_nest(const LoopKernel& a, const LoopKernel& b) {

@@ -1,5 +1,6 @@
 #include "schedule/inline_pointwise.h"
 
+#include <functional>
 #include <optional>
 
 namespace coil::schedule {
@@ -17,34 +18,17 @@ bool single_store_pointwise(const LoopKernel& k) {
 // `e` with every load of `buffer` (all at `offset`) replaced by `value`; nothing when a load is
 // at another offset or data-dependent.
 std::optional<ExprRef> replace_loads(const ExprRef& e, int buffer, const SymInt& offset, const ExprRef& value) {
-  switch (e->kind()) {
-    case Expr::Kind::constant:
-    case Expr::Kind::index:
-    case Expr::Kind::reduced: return e;
-    case Expr::Kind::load:
-      if (e->buffer() == buffer) {
-        if (e->dynamic() || e->offset() != offset) return std::nullopt;
-        return value;
-      }
-      if (!e->dynamic()) return e;
-      if (auto d = replace_loads(e->dynamic(), buffer, offset, value)) return Expr::load(e->buffer(), e->offset(), e->dtype(), *d);
-      return std::nullopt;
-    case Expr::Kind::cast: {
-      auto x = replace_loads(e->operands()[0], buffer, offset, value);
-      if (!x) return std::nullopt;
-      return Expr::cast(*x, e->dtype());
+  bool ok = true;
+  std::function<ExprRef(const ExprRef&)> rw = [&](const ExprRef& x) -> ExprRef {
+    if (x->kind() == Expr::Kind::load && x->buffer() == buffer) {
+      if (x->dynamic() || x->offset() != offset) ok = false;
+      return value;
     }
-    case Expr::Kind::op: {
-      std::vector<ExprRef> ops;
-      for (const auto& o : e->operands()) {
-        auto x = replace_loads(o, buffer, offset, value);
-        if (!x) return std::nullopt;
-        ops.push_back(*x);
-      }
-      return Expr::apply(e->op(), std::move(ops));
-    }
-  }
-  return std::nullopt;
+    return loop::map_operands(x, rw);
+  };
+  ExprRef out = rw(e);
+  if (!ok) return std::nullopt;
+  return out;
 }
 
 // The reader with the producer substituted, when the fusion is legal.
