@@ -89,6 +89,9 @@ TEST(CudaCodegen, EveryCandidateBuildsWithNvrtc) {
       // split reductions: few long rows, few column tiles, Welford and argmax partials
       "  %x = input() : f32[48, 70001]\n  %s = sum(%x)\n  %a = argmax(%x, 1)\n  %v = var.correction(%x, [1], correction=0)\n  %m = mean.dim(%x, [1])\n"
       "  %c = sum.dim_IntList(%x, [0])\n  %i = argmin(%x, 0)\n  return %s, %a, %v, %m, %c, %i\n",
+      // vectorized columns: bf16 (8 lanes), f32 (4), with splits, Welford and argmax partials
+      "  %x = input() : bf16[600, 1024]\n  %s = sum.dim_IntList(%x, [0])\n  %v = var.correction(%x, [0], correction=1)\n  %i = argmax(%x, 0)\n"
+      "  %c = input() : f32[N, 3, 40]\n  %t = amax(%c, [0])\n  return %s, %v, %i, %t\n",
   };
   for (const char* arch : {"sm_80", "sm_90a"}) {
     auto d = cuda::preset_device(arch);

@@ -55,6 +55,9 @@ const char* kGraphs[] = {
     "  %s = _softmax(%x, -1, false)\n  return %y, %s\n",
     "  %x = input() : f16[3, 300, 520]\n  %t = permute(%x, [0, 2, 1])\n  %y = mul.Tensor(%t, %t)\n  %z = exp(%x)\n  return %y, %z\n",
     "  %x = input() : f32[3000, 700]\n  %b = input() : f32[700]\n  %y = add.Tensor(%x, %b)\n  %g = gelu(%y)\n  return %g\n",
+    // vectorized columns (8 bf16 lanes) over few tiles: split, Welford and argmin partials per lane
+    "  %x = input() : bf16[3000, 1000]\n  %s = sum.dim_IntList(%x, [0])\n  %v = var.correction(%x, [0], correction=1)\n"
+    "  %i = argmin(%x, 0)\n  %m = amax(%x, [0], true)\n  return %s, %v, %i, %m\n",
 };
 
 Graph parse(const std::string& body) { return parse_graph("graph t {\n" + std::string(body) + "}\n"); }

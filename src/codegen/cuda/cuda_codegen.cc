@@ -187,7 +187,17 @@ std::string store_value(const std::string& v, DType t) {
 
 std::string emit_cuda_kernel(const loop::Program& program, const loop::LoopKernel& kernel, const std::vector<std::string>& symbols,
                              const cuda::DeviceInfo& device, const CudaConfig& config, CudaKernel& info) {
-  return CudaEmitter(program, kernel, symbols, device, config).emit(info);
+  if (config.form != CudaConfig::Form::column || config.vector == 1) return CudaEmitter(program, kernel, symbols, device, config).emit(info);
+  // Vectorized columns: the body as seen from lane x<m> of a thread's adjacent outputs.
+  std::string last = loop::loop_var(static_cast<int>(kernel.outer.size()) - 1);
+  std::map<std::string, SymInt> shift{{last, SymInt::symbol(last) + SymInt::symbol(loop::loop_var(static_cast<int>(kernel.outer.size())))}};
+  loop::LoopKernel lanes = kernel;
+  for (auto& r : lanes.reductions) r.value = loop::substitute(r.value, shift);
+  for (auto& st : lanes.stores) {
+    st.value = loop::substitute(st.value, shift);
+    st.offset = substitute(st.offset, shift);
+  }
+  return CudaEmitter(program, lanes, symbols, device, config).emit(info);
 }
 
 std::string CudaSource::unit(const std::vector<size_t>& which) const {

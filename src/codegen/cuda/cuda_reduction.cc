@@ -35,13 +35,16 @@ const char* combiner(ReduceKind k) {
 void CudaEmitter::find_row_vectors() {
   std::vector<loop::ExprRef> loads;
   for (const auto& r : k_.reductions) collect_loads(r.value, loads);
+  const size_t in_reductions = loads.size();
   for (const auto& s : k_.stores)
     if (s.inner) collect_loads(s.value, loads);
-  for (const auto& l : loads) {
+  for (size_t i = 0; i < loads.size(); ++i) {
+    const auto& l = loads[i];
     if (l->dynamic() || !reads_row(l)) continue;
     auto dup = [&](const Staged& x) { return x.buffer == l->buffer() && x.offset == l->offset(); };
-    if (std::none_of(row_vec_loads_.begin(), row_vec_loads_.end(), dup))
-      row_vec_loads_.push_back({l->buffer(), l->offset(), "L" + std::to_string(row_vec_loads_.size())});
+    auto it = std::find_if(row_vec_loads_.begin(), row_vec_loads_.end(), dup);
+    if (it == row_vec_loads_.end())
+      row_vec_loads_.push_back({l->buffer(), l->offset(), "L" + std::to_string(row_vec_loads_.size()), i < in_reductions});
   }
   for (const auto& s : k_.stores)
     if (s.inner) row_vec_stores_.push_back({s.buffer, s.offset, "S" + std::to_string(row_vec_stores_.size())});
@@ -55,6 +58,31 @@ void CudaEmitter::find_row_vectors() {
   out("  const bool vec_ok = {};", checks.empty() ? "true" : fmt::format("{}", fmt::join(checks, " && ")));
 }
 
+// Vectorized columns: the reductions' loads of unit stride along the lanes, staged per row.
+void CudaEmitter::find_column_vectors() {
+  std::vector<loop::ExprRef> loads;
+  for (const auto& r : k_.reductions) collect_loads(r.value, loads);
+  std::set<int> buffers;
+  for (const auto& l : loads) {
+    if (l->dynamic() || affine_stride(l->offset(), lane_var()) != 1) continue;
+    auto dup = [&](const Staged& x) { return x.buffer == l->buffer() && x.offset == l->offset(); };
+    if (std::any_of(row_vec_loads_.begin(), row_vec_loads_.end(), dup)) continue;
+    row_vec_loads_.push_back({l->buffer(), l->offset(), "L" + std::to_string(row_vec_loads_.size())});
+    buffers.insert(l->buffer());
+  }
+  std::vector<std::string> checks;
+  for (int b : buffers)
+    checks.push_back(fmt::format("reinterpret_cast<unsigned long long>(b{}) % {} == 0", b,
+                                 dtype_size(p_.buffers[static_cast<size_t>(b)].dtype) * static_cast<size_t>(config_.vector)));
+  out("  const bool vec_ok = {};", checks.empty() ? "true" : fmt::format("{}", fmt::join(checks, " && ")));
+  printer_->load_hook = [this](const loop::ExprRef& e) -> std::string {
+    if (e->dynamic()) return "";
+    for (const auto& l : row_vec_loads_)
+      if (l.buffer == e->buffer() && l.offset == e->offset()) return l.name + ".v[" + lane_var() + "]";
+    return "";
+  };
+}
+
 // An access's offset at the first element of the group: the row's one inner variable, r0, is
 // defined as jv in the group's scope (and as j in the element loop inside it).
 std::string CudaEmitter::group_base(const SymInt& offset) const { return idx(offset); }
@@ -64,6 +92,17 @@ void CudaEmitter::vector_load(const std::string& in, const std::string& dest, in
   std::string at = group_base(offset);
   out("{}if (vec_ok) {} = *reinterpret_cast<const coil_rt::Vec<{}, {}>*>(b{} + ({}));", in, dest, t, config_.vector, buffer, at);
   out("{}else for (int q = 0; q < {}; ++q) {}.v[q] = b{}[({}) + q];", in, config_.vector, dest, buffer, at);
+}
+
+std::string CudaEmitter::lane_var() const { return loop::loop_var(static_cast<int>(k_.outer.size())); }
+
+std::string CudaEmitter::acc(size_t i) const {
+  return "acc" + std::to_string(i) + (column_lanes() ? "[" + lane_var() + "]" : "");
+}
+
+void CudaEmitter::lanes_open(const std::string& indent) {
+  out("{}#pragma unroll", indent);
+  out("{}for (int {} = 0; {} < {}; ++{}) {{", indent, lane_var(), lane_var(), config_.vector, lane_var());
 }
 
 // Opens the loop over a row's elements for this thread (r variables decomposed from j); the
@@ -86,6 +125,12 @@ std::string CudaEmitter::row_loop_open(const std::string& indent, const std::str
     else out("{}  const idx_t j = lane + e * {};", indent, tpr);
     out("{}  if ({} && {} < {}) {{", indent, active, v > 1 ? "jv" : "j", r);
     in += "  ";
+    if (v > 1 && store_pass_)  // what only the stores read is loaded here, not kept for the row
+      for (const auto& l : row_vec_loads_) {
+        if (l.kept) continue;
+        out("{}coil_rt::Vec<{}, {}> {};", in, storage_type(p_.buffers[static_cast<size_t>(l.buffer)].dtype), v, l.name);
+        vector_load(in, l.name, l.buffer, l.offset);
+      }
   } else {
     std::string start = splits > 1 ? fmt::format("split * {} + lane", tpr) : "lane";
     out("{}#pragma unroll {}", indent, v > 1 ? 2 : 4);
@@ -117,10 +162,24 @@ std::string CudaEmitter::row_loop_open(const std::string& indent, const std::str
     out("{}const idx_t j = jv + u;", in);
   }
   decompose("j", inner_vars(), std::vector<SymInt>(k_.inner.begin(), k_.inner.end()), in);
+  if (column_lanes()) {
+    // This row's loads of the thread's adjacent columns, one access each, then the lanes.
+    const SymInt lane0 = 0;
+    for (const auto& l : row_vec_loads_) {
+      const char* t = storage_type(p_.buffers[static_cast<size_t>(l.buffer)].dtype);
+      std::string at = idx(substitute(l.offset, {{lane_var(), lane0}}));
+      out("{}coil_rt::Vec<{}, {}> {};", in, t, config_.vector, l.name);
+      out("{}if (vec_ok) {} = *reinterpret_cast<const coil_rt::Vec<{}, {}>*>(b{} + ({}));", in, l.name, t, config_.vector, l.buffer, at);
+      out("{}else for (int q = 0; q < {}; ++q) {}.v[q] = b{}[({}) + q];", in, config_.vector, l.name, l.buffer, at);
+    }
+    lanes_open(in);
+    in += "  ";
+  }
   return in;
 }
 
 void CudaEmitter::row_loop_close(const std::string& indent) {
+  if (column_lanes()) out("{}  }}", indent);
   const bool row_form = config_.form == CudaConfig::Form::row;
   const int v = row_form ? config_.vector : 1;
   std::string in = indent + (config_.persistent && row_form ? "    " : "  ");
@@ -147,18 +206,19 @@ void CudaEmitter::cache_row_loads(const std::string& indent, const std::string& 
   if (v > 1) {
     const int groups = config_.persistent / v;
     for (const auto& l : row_vec_loads_)
-      out("{}coil_rt::Vec<{}, {}> c{}[{}];", indent, storage_type(p_.buffers[static_cast<size_t>(l.buffer)].dtype), v, l.name, groups);
+      if (l.kept) out("{}coil_rt::Vec<{}, {}> c{}[{}];", indent, storage_type(p_.buffers[static_cast<size_t>(l.buffer)].dtype), v, l.name, groups);
     out("{}#pragma unroll", indent);
     out("{}for (int e = 0; e < {}; ++e) {{", indent, groups);
     out("{}  const idx_t jv = (lane + e * {}) * {}, r0 = jv;", indent, config_.threads_per_row, v);
     out("{}  if ({} && jv < {}) {{", indent, active, idx(product(k_.inner)));
-    for (const auto& l : row_vec_loads_) vector_load(indent + "    ", "c" + l.name + "[e]", l.buffer, l.offset);
+    for (const auto& l : row_vec_loads_)
+      if (l.kept) vector_load(indent + "    ", "c" + l.name + "[e]", l.buffer, l.offset);
     out("{}  }}", indent);
     out("{}}}", indent);
     printer_->load_hook = [this](const loop::ExprRef& e) -> std::string {
       if (e->dynamic()) return "";
       for (const auto& l : row_vec_loads_)
-        if (l.buffer == e->buffer() && l.offset == e->offset()) return "c" + l.name + "[e].v[u]";
+        if (l.buffer == e->buffer() && l.offset == e->offset()) return (l.kept ? "c" + l.name + "[e]" : l.name) + ".v[u]";
       return "";
     };
     return;
@@ -185,7 +245,7 @@ void CudaEmitter::cache_row_loads(const std::string& indent, const std::string& 
 // Folds reduction step i's value into this thread's partial.
 void CudaEmitter::accumulate(size_t i, const std::string& in, std::vector<std::string>& lines) {
   const auto& r = k_.reductions[i];
-  std::string acc = "acc" + std::to_string(i);
+  std::string acc = this->acc(i);
   std::string v = printer_->emit(r.value, lines, in);
   flush(lines);
   switch (r.kind) {
@@ -212,8 +272,12 @@ void CudaEmitter::combine(size_t first, size_t end, const std::string& in, bool 
   for (size_t i = first; i < end; ++i) {
     const auto& r = k_.reductions[i];
     if (r.kind == ReduceKind::welford_m2) continue;
-    std::string acc = "acc" + std::to_string(i);
-    if (column_form) {
+    std::string acc = this->acc(i);
+    if (column_form && column_lanes()) {
+      lanes_open(in);
+      out("{}  {} = coil_rt::column_allreduce({}, {}, scratch);", in, acc, acc, combiner(r.kind));
+      out("{}}}", in);
+    } else if (column_form) {
       out("{}{} = coil_rt::column_allreduce({}, {}, scratch);", in, acc, acc, combiner(r.kind));
     } else if (config_.threads_per_row > 1) {
       out("{}{} = coil_rt::group_allreduce({}, {}, {}, {}, {}, scratch);", in, acc, acc, combiner(r.kind), config_.threads_per_row,
@@ -223,6 +287,9 @@ void CudaEmitter::combine(size_t first, size_t end, const std::string& in, bool 
     std::string t = value_type(r.acc);
     if (r.kind == ReduceKind::argmax || r.kind == ReduceKind::argmin) {
       printer_->reduced[static_cast<int>(i)] = acc + ".i";
+    } else if (r.kind == ReduceKind::welford_mean && column_lanes()) {
+      printer_->reduced[static_cast<int>(i)] = fmt::format("({}.n ? {}.mean : coil_rt::nan<{}>())", acc, acc, t);
+      printer_->reduced[static_cast<int>(i) + 1] = acc + ".m2";
     } else if (r.kind == ReduceKind::welford_mean) {
       // The mean of nothing is NaN, as in PyTorch.
       out("{}const {} {}_mean = {}.n ? {}.mean : coil_rt::nan<{}>();", in, t, acc, acc, acc, t);
@@ -250,14 +317,18 @@ void CudaEmitter::merge_splits(const std::string& in, bool column_form) {
   SplitLayout layout = split_layout(k_, config_);
   const int splits = config_.splits;
   std::string unit = column_form ? "tile" : "row";
-  std::string slot = fmt::format("({} * {} + split) * {}{}", unit, splits, layout.width, column_form ? " + threadIdx.x" : "");
+  const bool lanes = column_lanes();
+  std::string column = lanes ? fmt::format(" + threadIdx.x * {} + {}", config_.vector, lane_var()) : " + threadIdx.x";
+  std::string slot = fmt::format("({} * {} + split) * {}{}", unit, splits, layout.width, column_form ? column : "");
   std::string writer = column_form ? "threadIdx.y == 0" : "lane == 0";
   std::vector<size_t> steps;
   for (size_t i = 0; i < k_.reductions.size(); ++i)
     if (layout.partial_offset[i] >= 0) steps.push_back(i);
   out("{}if ({}) {{", in, writer);
+  if (lanes) lanes_open(in + "  ");
   for (size_t i : steps)
-    out("{}  reinterpret_cast<{}*>(W + {})[{}] = acc{};", in, partial_type(i).first, layout.partial_offset[i], slot, i);
+    out("{}  {}reinterpret_cast<{}*>(W + {})[{}] = {};", in, lanes ? "  " : "", partial_type(i).first, layout.partial_offset[i], slot, acc(i));
+  if (lanes) out("{}  }}", in);
   out("{}  __threadfence();", in);
   out("{}}}", in);
   out("{}__syncthreads();", in);
@@ -267,13 +338,19 @@ void CudaEmitter::merge_splits(const std::string& in, bool column_form) {
   out("{}if (!last_split) continue;", in);
   out("{}__threadfence();", in);
   std::string first = column_form ? "threadIdx.y" : "lane", step = column_form ? std::to_string(config_.block_y) : std::to_string(config_.threads_per_row);
-  for (size_t i : steps) out("{}acc{} = {};", in, i, partial_type(i).second);
-  out("{}for (int q = {}; q < {}; q += {}) {{", in, first, splits, step);
-  std::string other = fmt::format("({} * {} + q) * {}{}", unit, splits, layout.width, column_form ? " + threadIdx.x" : "");
+  std::string merge_in = in;
+  if (lanes) {
+    lanes_open(in);
+    merge_in += "  ";
+  }
+  for (size_t i : steps) out("{}{} = {};", merge_in, acc(i), partial_type(i).second);
+  out("{}for (int q = {}; q < {}; q += {}) {{", merge_in, first, splits, step);
+  std::string other = fmt::format("({} * {} + q) * {}{}", unit, splits, layout.width, column_form ? column : "");
   for (size_t i : steps)
-    out("{}  acc{} = {}(acc{}, reinterpret_cast<const {}*>(W + {})[{}]);", in, i, combiner(k_.reductions[i].kind), i, partial_type(i).first,
-        layout.partial_offset[i], other);
-  out("{}}}", in);
+    out("{}  {} = {}({}, reinterpret_cast<const {}*>(W + {})[{}]);", merge_in, acc(i), combiner(k_.reductions[i].kind), acc(i),
+        partial_type(i).first, layout.partial_offset[i], other);
+  out("{}}}", merge_in);
+  if (lanes) out("{}}}", in);
   out("{}if (threadIdx.x == 0 && threadIdx.y == 0) reinterpret_cast<unsigned*>(W)[{}] = 0u;", in, unit);
 }
 
@@ -316,7 +393,12 @@ void CudaEmitter::reduction_passes(const std::string& indent, const std::string&
     for (size_t i = first; i < end; ++i) {
       if (k_.reductions[i].kind == ReduceKind::welford_m2) continue;
       auto [type, init] = partial_type(i);
-      out("{}{} acc{} = {};", indent, type, i, init);
+      if (column_lanes()) {
+        out("{}{} acc{}[{}];", indent, type, i, config_.vector);
+        out("{}for (int q = 0; q < {}; ++q) acc{}[q] = {};", indent, config_.vector, i, init);
+      } else {
+        out("{}{} acc{} = {};", indent, type, i, init);
+      }
     }
     split_pass_ = config_.splits > 1;
     std::string in = row_loop_open(indent, active);
@@ -338,8 +420,14 @@ void CudaEmitter::reduction_passes(const std::string& indent, const std::string&
   bool any_outer = std::any_of(k_.stores.begin(), k_.stores.end(), [](const loop::StoreStep& s) { return !s.inner; });
   if (any_outer) {
     out("{}if ({} && {}) {{", indent, active, writer);
+    std::string in = indent + "  ";
+    if (column_lanes()) {
+      lanes_open(in);
+      in += "  ";
+    }
     for (const auto& s : k_.stores)
-      if (!s.inner) store(s, indent + "  ", lines);
+      if (!s.inner) store(s, in, lines);
+    if (column_lanes()) out("{}  }}", indent);
     out("{}}}", indent);
   }
   bool any_inner = std::any_of(k_.stores.begin(), k_.stores.end(), [](const loop::StoreStep& s) { return s.inner; });
@@ -402,7 +490,9 @@ void CudaEmitter::column() {
   std::string last = vars.back();
   vars.back() = "tile_x";
   std::vector<SymInt> extents(k_.outer.begin(), k_.outer.end());
-  extents.back() = floordiv(extents.back() + SymInt(config_.block - 1), SymInt(config_.block));
+  const int width = config_.block * config_.vector;  // columns per tile
+  extents.back() = floordiv(extents.back() + SymInt(width - 1), SymInt(width));
+  if (column_lanes()) find_column_vectors();
   out("  const idx_t tiles = {};", idx(product(extents)));
   if (config_.splits > 1) {
     out("  __shared__ bool last_split;");
@@ -413,7 +503,8 @@ void CudaEmitter::column() {
     out("  for (idx_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {{");
   }
   decompose("tile", vars, extents, "    ");
-  out("    const idx_t {} = tile_x * {} + static_cast<idx_t>(threadIdx.x);", last, config_.block);
+  out("    const idx_t {} = tile_x * {} + static_cast<idx_t>(threadIdx.x){};", last, width,
+      column_lanes() ? fmt::format(" * {}", config_.vector) : "");
   out("    const bool active = {} < {};", last, idx(k_.outer.back()));
   reduction_passes("    ", "active", true);
   out("  }}");

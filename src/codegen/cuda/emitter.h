@@ -58,9 +58,17 @@ class CudaEmitter {
     int buffer;
     SymInt offset;
     std::string name;
+    bool kept = true;  // persistent rows: read by a reduction, so kept in registers for the row
   };
   void find_row_vectors();
+  void find_column_vectors();
   std::string group_base(const SymInt& offset) const;
+  // Vectorized columns (column form, config_.vector > 1): a thread's `vector` adjacent outputs
+  // are lanes (lane_var()) of arrays of partials, their loads staged as one access per row.
+  bool column_lanes() const { return config_.form == CudaConfig::Form::column && config_.vector > 1; }
+  std::string lane_var() const;
+  std::string acc(size_t i) const;  // step i's partial: acc<i>, or acc<i>[lane]
+  void lanes_open(const std::string& indent);
   void vector_load(const std::string& indent, const std::string& dest, int buffer, const SymInt& offset);
 
   const loop::Program& p_;

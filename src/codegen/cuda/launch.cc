@@ -38,10 +38,10 @@ size_t row_loads(const loop::LoopKernel& k) {
   return std::max<size_t>(n, 1);
 }
 
-// A column reduction's tiles of `block` adjacent columns (the last outer dim), over the other
-// outer dims.
-SymInt column_tiles(const loop::LoopKernel& k, int block) {
-  SymInt tiles = floordiv(k.outer.back() + SymInt(block - 1), SymInt(block));
+// A column reduction's tiles of `width` adjacent columns (the last outer dim: block x vector),
+// over the other outer dims.
+SymInt column_tiles(const loop::LoopKernel& k, int width) {
+  SymInt tiles = floordiv(k.outer.back() + SymInt(width - 1), SymInt(width));
   for (size_t i = 0; i + 1 < k.outer.size(); ++i) tiles = tiles * k.outer[i];
   return tiles;
 }
@@ -92,6 +92,29 @@ int row_vector_width(const loop::Program& p, const loop::LoopKernel& k) {
   return v;
 }
 
+// The widest vector of adjacent outputs a column reduction's thread can take: the loads of unit
+// stride along the last outer dim move that many elements at once (16 bytes of the widest),
+// starting aligned; the outputs' count divides by it.
+int column_vector_width(const loop::Program& p, const loop::LoopKernel& k) {
+  auto n = k.outer.back().constant();
+  if (!n) return 1;
+  const std::string x = loop::loop_var(static_cast<int>(k.outer.size()) - 1);
+  std::vector<ExprRef> loads;
+  for (const auto& r : k.reductions) collect_loads(r.value, loads);
+  std::vector<std::pair<int, SymInt>> unit;
+  for (const auto& l : loads)
+    if (!l->dynamic() && affine_stride(l->offset(), x) == 1) unit.emplace_back(l->buffer(), l->offset());
+  if (unit.empty()) return 1;
+  size_t widest = 1;
+  for (const auto& [b, off] : unit) widest = std::max<size_t>(widest, dtype_size(p.buffers[static_cast<size_t>(b)].dtype));
+  int v = static_cast<int>(16 / widest);
+  for (; v > 1; v /= 2) {
+    if (*n % v != 0) continue;
+    if (std::all_of(unit.begin(), unit.end(), [&](const auto& u) { return multiple_of(substitute(u.second, {{x, SymInt(0)}}), v); })) break;
+  }
+  return v;
+}
+
 std::vector<CudaConfig> row_configs(const loop::Program& p, const loop::LoopKernel& k, const cuda::DeviceInfo& d) {
   const int warp = d.warp_size, max_block = d.max_threads_per_block;
   auto r = product(k.inner).constant();
@@ -136,10 +159,12 @@ std::vector<CudaConfig> row_configs(const loop::Program& p, const loop::LoopKern
   // are too few to fill the device.
   int64_t tpr = std::clamp<int64_t>(pow2_ceil((*r + 7) / 8), 1, max_block);
   if (rows && *rows < d.sm_count && *r > 8 * warp) tpr = max_block;
-  add(make(tpr, true, v));
-  add(make(tpr, true, 1));
-  for (int64_t t : {tpr / 2, tpr * 2, tpr / 4})
-    if (t >= 1 && t <= max_block) add(make(t, true, v));
+  // Persistent rows at 1, 1/2 and 1/4 of those threads, with vectors and without; then looped.
+  for (int64_t t : {tpr, tpr / 2, tpr / 4}) {
+    if (t < 1) continue;
+    add(make(t, true, v));
+    add(make(t, true, 1));
+  }
   add(make(tpr, false, v));
   add(make(tpr, false, 1));
   add(make(std::min<int64_t>(max_block, std::max<int64_t>(tpr, warp)), false, v));
@@ -194,21 +219,27 @@ std::vector<CudaConfig> candidate_configs(const loop::Program& p, const loop::Lo
     std::vector<CudaConfig> out;
     c.form = CudaConfig::Form::column;
     c.block = warp;
-    for (int rows : {8, 4, 16, 32}) {
+    const int v = column_vector_width(p, k);
+    for (int rows : {8, 16, 4, 32}) {
       if (rows * warp > d.max_threads_per_block) continue;
       c.block_y = rows;
-      c.splits = 1;
-      // Few column tiles over a long reduction: blocks split the rows (32 each per thread at least).
-      if (int splits = split_count(k, column_tiles(k, c.block), d, warp * rows, 32 * rows); splits > 1) {
-        c.splits = splits;
-        out.push_back(c);
-        if (rows == 8 && splits >= 4) {
-          c.splits = splits / 2;
-          out.push_back(c);
-        }
+      for (int vector : {v, 1}) {
+        if (vector == 1 && v > 1 && rows > 8) continue;  // scalar columns: only the usual 8 rows
+        c.vector = vector;
         c.splits = 1;
+        // Few column tiles over a long reduction: blocks split the rows (32 each per thread at least).
+        if (int splits = split_count(k, column_tiles(k, c.block * vector), d, warp * rows, 32 * rows); splits > 1) {
+          c.splits = splits;
+          out.push_back(c);
+          if (rows == 8 && splits >= 4) {
+            c.splits = splits / 2;
+            out.push_back(c);
+          }
+          c.splits = 1;
+        }
+        out.push_back(c);
+        if (v == 1) break;
       }
-      out.push_back(c);
     }
     if (out.size() > kMaxCandidates) out.resize(kMaxCandidates);
     return out;
@@ -262,7 +293,7 @@ CudaLaunch launch_for(const loop::LoopKernel& k, const CudaConfig& c, const cuda
       l.units = rows * SymInt(c.splits);
       l.per_block = c.block / c.threads_per_row;
       break;
-    case CudaConfig::Form::column: l.units = column_tiles(k, c.block) * SymInt(c.splits); break;
+    case CudaConfig::Form::column: l.units = column_tiles(k, c.block * c.vector) * SymInt(c.splits); break;
     case CudaConfig::Form::scan:
       l.units = rows;
       l.per_block = c.block;
@@ -277,8 +308,8 @@ CudaLaunch launch_for(const loop::LoopKernel& k, const CudaConfig& c, const cuda
 SplitLayout split_layout(const loop::LoopKernel& k, const CudaConfig& c) {
   SplitLayout s;
   bool column = c.form == CudaConfig::Form::column;
-  if (column) s.width = c.block;
-  auto n = (column ? column_tiles(k, c.block) : product(k.outer)).constant();
+  if (column) s.width = c.block * c.vector;
+  auto n = (column ? column_tiles(k, c.block * c.vector) : product(k.outer)).constant();
   COIL_CHECK(n) << "split reductions need static sizes";
   s.units = *n;
   auto align = [](int64_t v) { return (v + 255) / 256 * 256; };
