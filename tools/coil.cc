@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "coil/coil.h"
+#include "frontend/pt2.h"
 #include "loop/kernel.h"
 #include "lower/lower.h"
 #include "codegen/cpu/cpu_codegen.h"
@@ -107,8 +108,20 @@ double max_abs_error(const coil::Tensor& a, const coil::Tensor& b) {
   return worst;
 }
 
-int check(const std::string& file) {
+// A graph file: the text format, or a torch.export archive (.pt2) with its weights.
+std::pair<coil::Graph, coil::TensorMap> load_graph(const std::string& file) {
+  if (file.ends_with(".pt2")) {
+    coil::Pt2Program p = coil::load_pt2(file);
+    return {std::move(p.graph), std::move(p.weights)};
+  }
   coil::Graph g = coil::parse_graph_file(file);
+  std::string dir = std::filesystem::path(file).parent_path().string();
+  coil::TensorMap weights = coil::load_weights(g, dir.empty() ? "." : dir);
+  return {std::move(g), std::move(weights)};
+}
+
+int check(const std::string& file) {
+  coil::Graph g = load_graph(file).first;
   std::cout << coil::print_graph(g);
   return 0;
 }
@@ -180,9 +193,7 @@ int compile(const CompileCmd& c) {
 
 
 int run(const RunOptions& o) {
-  coil::Graph g = coil::parse_graph_file(o.file);
-  std::string dir = std::filesystem::path(o.file).parent_path().string();
-  coil::TensorMap weights = coil::load_weights(g, dir.empty() ? "." : dir);
+  auto [g, weights] = load_graph(o.file);
   std::map<std::string, int64_t> sizes = parse_sizes(o.sizes);
   for (const auto& [name, value] : sizes) {  // a misspelled symbol would otherwise be ignored
     std::string known;
@@ -250,7 +261,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string check_file;
   auto* check_cmd = app.add_subcommand("check", "Verify a graph file and print it in normalized form");
-  check_cmd->add_option("FILE", check_file, "graph file (.coil)")->required();
+  check_cmd->add_option("FILE", check_file, "graph file (.coil, or a torch.export .pt2)")->required();
 
   CompileCmd cc;
   auto* compile_cmd = app.add_subcommand("compile", "Compile a graph and print a stage of the pipeline");
@@ -264,7 +275,7 @@ int main(int argc, char** argv) {
 
   RunOptions run_options;
   auto* run_cmd = app.add_subcommand("run", "Run a graph on inputs (random from a seed unless --inputs is given)");
-  run_cmd->add_option("FILE", run_options.file, "graph file (.coil)")->required();
+  run_cmd->add_option("FILE", run_options.file, "graph file (.coil, or a torch.export .pt2)")->required();
   run_cmd->add_option("--inputs", run_options.inputs, "a .safetensors file with one tensor per graph input");
   run_cmd->add_option("--seed", run_options.seed, "seed for random inputs")->default_val(0);
   run_cmd->add_option("--size", run_options.sizes, "a size symbol's value for random inputs, NAME=VALUE (repeatable)");
