@@ -120,8 +120,8 @@ std::pair<coil::Graph, coil::TensorMap> load_graph(const std::string& file) {
   return {std::move(g), std::move(weights)};
 }
 
-int check(const std::string& file) {
-  coil::Graph g = load_graph(file).first;
+int check(const std::string& file) {  // the graph only: a .coil file's weights need not be there
+  coil::Graph g = file.ends_with(".pt2") ? coil::load_pt2(file).graph : coil::parse_graph_file(file);
   std::cout << coil::print_graph(g);
   return 0;
 }

@@ -124,3 +124,16 @@ def test_model_runs_from_the_command_line(name, coil_bin):
     assert f"%y: f32[{shape}]" in proc.stdout
     error = re.search(r"max abs error vs reference: (\S+)", proc.stdout)
     assert error and float(error.group(1)) < 1e-4, proc.stdout
+
+
+@pytest.mark.parametrize("name", ["mlp", "mlp_raw", "block", "cnn"])
+def test_pt2_archive_runs_from_the_command_line(name, coil_bin):
+    """`coil check|run model.pt2`: a torch.export archive read in C++, compiled, checked against the interpreter."""
+    path = MODELS_DIR.parent / "tests" / "fixtures" / "pt2" / f"{name}.pt2"
+    check = subprocess.run([coil_bin, "check", str(path)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+    assert "weight(key=" in check.stdout and "input()" in check.stdout
+    proc = subprocess.run([coil_bin, "run", str(path), "--check"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    error = re.search(r"max abs error vs reference: (\S+)", proc.stdout)
+    assert error and float(error.group(1)) < 1e-4, proc.stdout

@@ -59,6 +59,22 @@ int split_count(const loop::LoopKernel& k, const SymInt& unit_count, const cuda:
   return static_cast<int>(std::clamp<int64_t>(wave / *units, 1, *r / std::max<int64_t>(min_per_split, 1)));
 }
 
+// The widest vector (elements, a power of two, 16 bytes of the widest access at most) for
+// accesses `unit` (buffer, offset) of unit stride along `var`: `length` divides by it and every
+// access starts aligned (at var = 0).
+int widest_vector(const loop::Program& p, const std::vector<std::pair<int, SymInt>>& unit, const std::string& var, int64_t length) {
+  if (unit.empty()) return 1;
+  size_t widest = 1;
+  for (const auto& [b, off] : unit) widest = std::max<size_t>(widest, dtype_size(p.buffers[static_cast<size_t>(b)].dtype));
+  int v = static_cast<int>(16 / widest);
+  for (; v > 1; v /= 2) {
+    if (length % v != 0) continue;
+    if (std::all_of(unit.begin(), unit.end(), [&](const auto& u) { return multiple_of(substitute(u.second, {{var, SymInt(0)}}), v); }))
+      break;
+  }
+  return v;
+}
+
 // The widest vector (elements, a power of two, 16 bytes at most) a row reduction can move at
 // a time: one inner dim of static length, every row-dependent load and every inner store of
 // unit stride along it and starting aligned.
@@ -80,16 +96,7 @@ int row_vector_width(const loop::Program& p, const loop::LoopKernel& k) {
     if (l->dynamic() || affine_stride(l->offset(), r0) != 1) return 1;
     unit.emplace_back(l->buffer(), l->offset());
   }
-  if (unit.empty()) return 1;
-  size_t widest = 1;
-  for (const auto& [b, off] : unit) widest = std::max<size_t>(widest, dtype_size(p.buffers[static_cast<size_t>(b)].dtype));
-  int v = static_cast<int>(16 / widest);
-  for (; v > 1; v /= 2) {
-    if (*r % v != 0) continue;
-    if (std::all_of(unit.begin(), unit.end(), [&](const auto& u) { return multiple_of(substitute(u.second, {{r0, SymInt(0)}}), v); }))
-      break;
-  }
-  return v;
+  return widest_vector(p, unit, r0, *r);
 }
 
 // The widest vector of adjacent outputs a column reduction's thread can take: the loads of unit
@@ -104,15 +111,7 @@ int column_vector_width(const loop::Program& p, const loop::LoopKernel& k) {
   std::vector<std::pair<int, SymInt>> unit;
   for (const auto& l : loads)
     if (!l->dynamic() && affine_stride(l->offset(), x) == 1) unit.emplace_back(l->buffer(), l->offset());
-  if (unit.empty()) return 1;
-  size_t widest = 1;
-  for (const auto& [b, off] : unit) widest = std::max<size_t>(widest, dtype_size(p.buffers[static_cast<size_t>(b)].dtype));
-  int v = static_cast<int>(16 / widest);
-  for (; v > 1; v /= 2) {
-    if (*n % v != 0) continue;
-    if (std::all_of(unit.begin(), unit.end(), [&](const auto& u) { return multiple_of(substitute(u.second, {{x, SymInt(0)}}), v); })) break;
-  }
-  return v;
+  return widest_vector(p, unit, x, *n);
 }
 
 std::vector<CudaConfig> row_configs(const loop::Program& p, const loop::LoopKernel& k, const cuda::DeviceInfo& d) {
@@ -186,18 +185,7 @@ int vector_width(const loop::Program& p, const loop::LoopKernel& k) {
   }
   for (const auto& l : loads)
     if (!l->dynamic() && affine_stride(l->offset(), x) == 1) unit.emplace_back(l->buffer(), l->offset());
-  if (unit.empty()) return 1;
-  size_t widest = 1;
-  for (const auto& [b, off] : unit) widest = std::max<size_t>(widest, dtype_size(p.buffers[static_cast<size_t>(b)].dtype));
-  int v = static_cast<int>(16 / widest);
-  for (; v > 1; v /= 2) {
-    if (*last % v != 0) continue;
-    bool aligned = std::all_of(unit.begin(), unit.end(), [&](const auto& u) {
-      return multiple_of(substitute(u.second, {{x, SymInt(0)}}), v);
-    });
-    if (aligned) break;
-  }
-  return v;
+  return widest_vector(p, unit, x, *last);
 }
 
 std::vector<CudaConfig> candidate_configs(const loop::Program& p, const loop::LoopKernel& k, const cuda::DeviceInfo& d) {
