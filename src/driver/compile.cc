@@ -27,10 +27,6 @@ namespace coil {
 
 namespace {
 
-double ms_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
-}
-
 bool debug_enabled(std::string_view stage) {
   const char* env = std::getenv("COIL_DEBUG");
   if (!env) return false;

@@ -2,6 +2,7 @@
 // `compile()` is declared in include/coil/compile.h. COIL_DEBUG=graph,loop,fusion,code writes
 // each stage to stderr.
 #pragma once
+#include <chrono>
 #include <string>
 
 #include "coil/compile.h"
@@ -12,6 +13,11 @@
 #include "runtime/plan.h"
 
 namespace coil {
+
+// Milliseconds since `t0` (the compile stages' timings).
+inline double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
 
 // What code is generated for: the CPU, or a CUDA device (real or a preset).
 struct Target {

@@ -94,14 +94,13 @@ class Reader {
   void add_node(const json& node);
   Arg argument(const json& a, const std::string& where);
   ValueRef value(const std::string& name, const std::string& where) const;
-  void decompose_linear(const json& node, const std::string& where);
+  ValueRef linear(const std::map<std::string, Arg>& args, const std::string& name);
 
   std::string path_;
   frontend::ZipReader zip_;
   std::string root_;
   Pt2Program out_;
   std::map<std::string, ValueRef> values_;
-  std::map<std::string, Meta> metas_;  // tensor_values of the graph
 };
 
 json Reader::read_json(const std::string& rel) const {
@@ -206,12 +205,9 @@ Arg Reader::argument(const json& a, const std::string& where) {
 
 // aten.linear(x, w, b) = x @ w^T + b, as run_decompositions() writes it: addmm on 2-D inputs,
 // a flattening view around it otherwise.
-void Reader::decompose_linear(const json& node, const std::string& where) {
-  std::map<std::string, Arg> args;
-  for (const auto& in : field(node, "inputs", where)) args[field(in, "name", where).get<std::string>()] = argument(field(in, "arg", where), where);
+ValueRef Reader::linear(const std::map<std::string, Arg>& args, const std::string& name) {
   Graph& g = out_.graph;
   ValueRef x = std::get<ValueRef>(args.at("input").value), w = std::get<ValueRef>(args.at("weight").value);
-  std::string name = field(field(node, "outputs", where)[0], "as_tensor", where).at("name").get<std::string>();
   ValueRef wt = g.call1(OpKind::Permute, {w, IntList{1, 0}}, {}, g.fresh_name(name + "_wt"));
   SymShape xs = g.meta(x).sizes;
   SymInt rows = 1;
@@ -220,12 +216,10 @@ void Reader::decompose_linear(const json& node, const std::string& where) {
   bool bias = args.count("bias") && !args.at("bias").is_none();
   std::string out2 = xs.size() == 2 ? name : g.fresh_name(name + "_2d");
   ValueRef y = bias ? g.call1(OpKind::Addmm, {args.at("bias"), x2, wt}, {}, out2) : g.call1(OpKind::Mm, {x2, wt}, {}, out2);
-  if (xs.size() != 2) {
-    IntList shape(xs.begin(), xs.end() - 1);
-    shape.push_back(g.meta(w).sizes[0]);
-    y = g.call1(OpKind::View, {y, shape}, {}, name);
-  }
-  values_[name] = y;
+  if (xs.size() == 2) return y;
+  IntList shape(xs.begin(), xs.end() - 1);
+  shape.push_back(g.meta(w).sizes[0]);
+  return g.call1(OpKind::View, {y, shape}, {}, name);
 }
 
 void Reader::add_node(const json& node) {
@@ -239,17 +233,9 @@ void Reader::add_node(const json& node) {
   std::string op = target.substr(prefix.size());
   if (op.ends_with(".default")) op.resize(op.size() - 8);
   try {
-    if (op == "linear") return decompose_linear(node, where);
-    if (op == "t") op = "permute";  // t(x) of a 2-D x
-    auto kind = op_from_name(op);
-    if (!kind) fail("op '{}' is not supported", op);
     std::vector<std::pair<std::string, Arg>> keywords;
-    std::vector<Arg> positional;
-    for (const auto& in : field(node, "inputs", where)) keywords.emplace_back(field(in, "name", where).get<std::string>(), argument(field(in, "arg", where), where));
-    if (target == "torch.ops.aten.t.default") {
-      positional = {keywords.at(0).second, IntList{1, 0}};
-      keywords.clear();
-    }
+    for (const auto& in : field(node, "inputs", where))
+      keywords.emplace_back(field(in, "name", where).get<std::string>(), argument(field(in, "arg", where), where));
     std::vector<std::string> names;
     for (const auto& o : field(node, "outputs", where)) {
       if (o.contains("as_tensor")) names.push_back(o.at("as_tensor").at("name").get<std::string>());
@@ -258,9 +244,19 @@ void Reader::add_node(const json& node) {
       else if (o.contains("as_none")) names.push_back("");
       else fail("output {} is not a tensor", o.dump().substr(0, 80));
     }
+    // Non-core ops, decomposed here.
+    if (op == "linear" || op == "t") {
+      if (names.size() != 1 || names[0].empty()) fail("expected one tensor output");
+      std::map<std::string, Arg> args(keywords.begin(), keywords.end());
+      values_[names[0]] = op == "linear" ? linear(args, names[0])
+                                         : out_.graph.call1(OpKind::Permute, {args.at("self"), IntList{1, 0}}, {}, names[0]);
+      return;
+    }
+    auto kind = op_from_name(op);
+    if (!kind) fail("op '{}' is not supported", op);
     std::vector<std::string> given;
     for (const auto& n : names) given.push_back(n.empty() ? out_.graph.fresh_name(name) : n);
-    auto outs = out_.graph.call(*kind, std::move(positional), std::move(keywords), given);
+    auto outs = out_.graph.call(*kind, {}, std::move(keywords), given);
     for (size_t i = 0; i < outs.size() && i < names.size(); ++i)
       if (!names[i].empty()) values_[names[i]] = outs[i];
   } catch (const Error& e) {
@@ -299,17 +295,17 @@ Pt2Program Reader::load(const std::string& model) {
     fail("{}: export schema version {}.{} is not supported (coil reads major version {})", where, major, version.value("minor", 0), kSchemaMajor);
   const json& gm = field(ep, "graph_module", where);
   const json& graph = field(gm, "graph", where);
-  for (const auto& [vname, meta] : field(graph, "tensor_values", where).items()) metas_[vname] = tensor_meta(meta, where + " tensor " + vname);
+  const json& tensor_values = field(graph, "tensor_values", where);
 
   read_tensors("data/weights/" + name + "_weights_config.json", "data/weights/", out_.weights);
   read_tensors("data/constants/" + name + "_constants_config.json", "data/constants/", out_.weights);
 
   Graph& g = out_.graph;
   g.name = name;
-  auto meta_of = [&](const std::string& v) -> const Meta& {
-    auto it = metas_.find(v);
-    if (it == metas_.end()) fail("{}: no tensor_values entry for '{}'", where, v);
-    return it->second;
+  // An input's or weight's type (the nodes' outputs are inferred).
+  auto meta_of = [&](const std::string& v) {
+    if (!tensor_values.contains(v)) fail("{}: no tensor_values entry for '{}'", where, v);
+    return tensor_meta(tensor_values.at(v), where + " tensor " + v);
   };
   const json& signature = field(gm, "signature", where);
   for (const auto& spec : field(signature, "input_specs", where)) {
@@ -320,7 +316,7 @@ Pt2Program Reader::load(const std::string& model) {
       const json& arg = field(s, "arg", where);
       if (!arg.contains("as_tensor")) fail("{}: a non-tensor user input ({}) is not supported", where, arg.dump().substr(0, 80));
       std::string v = arg.at("as_tensor").at("name").get<std::string>();
-      const Meta& m = meta_of(v);
+      Meta m = meta_of(v);
       values_[v] = g.add_input(v, m.dtype, m.sizes);
       continue;
     }
@@ -329,7 +325,7 @@ Pt2Program Reader::load(const std::string& model) {
     std::string v = field(field(s, "arg", where), "name", where).get<std::string>();
     std::string key = field(s, key_field, where).get<std::string>();
     if (!out_.weights.count(key)) fail("{}: {} '{}' has no stored tensor", where, kind, key);
-    const Meta& m = meta_of(v);
+    Meta m = meta_of(v);
     values_[v] = g.add_weight(v, key, m.dtype, m.sizes);
   }
   for (const auto& node : field(graph, "nodes", where)) add_node(node);

@@ -152,8 +152,7 @@ void verify(const Program& p) {
       for (const auto& v : e->inputs)
         COIL_CHECK(v.buffer >= 0 && static_cast<size_t>(v.buffer) < p.buffers.size()) << e->name << ": unknown input buffer";
       COIL_CHECK(e->output >= 0 && static_cast<size_t>(e->output) < p.buffers.size()) << e->name << ": unknown output buffer";
-      bool product = e->kind == ExternKind::mm || e->kind == ExternKind::bmm || e->kind == ExternKind::addmm;
-      COIL_CHECK(e->activation == Activation::none || product) << e->name << ": an epilogue on a " << extern_name(e->kind);
+      COIL_CHECK(e->activation == Activation::none || is_product(e->kind)) << e->name << ": an epilogue on a " << extern_name(e->kind);
       continue;
     }
     const auto& k = std::get<LoopKernel>(kernel);

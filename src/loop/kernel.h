@@ -50,6 +50,8 @@ struct LoopKernel {
 // attention: softmax(q @ k^T * scale (causal: keys after the query masked)) @ v over the
 // leading (batch, heads) dims, a fused kernel on CUDA (codegen/cuda/cuda_attention.cc).
 enum class ExternKind : uint8_t { mm, bmm, addmm, convolution, attention };
+// mm, bmm, addmm: the calls a GEMM epilogue may join.
+inline bool is_product(ExternKind k) { return k == ExternKind::mm || k == ExternKind::bmm || k == ExternKind::addmm; }
 
 // An operand of an extern call: a strided view into a buffer.
 struct View {

@@ -204,12 +204,10 @@ void convolution(const Tensor& input, const Tensor& weight, const Tensor* bias, 
 // A GEMM epilogue the scheduler moved into the call, applied in place.
 void activate(const Tensor& out, loop::Activation act) {
   if (act == loop::Activation::none) return;
-  Shape idx(out.sizes().size());
-  for (int64_t lin = 0; lin < out.numel(); ++lin) {
-    unravel(lin, out.sizes(), idx);
+  out.for_each_index([&](std::span<const int64_t> idx) {
     int64_t at = out.element_index(idx);
     out.store(at, loop::apply_activation(act, out.load(at)));
-  }
+  });
 }
 
 }  // namespace

@@ -49,10 +49,12 @@ bool dense_from(const SymShape& sizes, const SymShape& strides, size_t from) {
   return true;
 }
 
-bool pointwise_1x1(const ConvParams& c, const loop::View& w) {
+// A 1x1 convolution with unit stride and no padding over dense spatial dims: the product reads
+// the input itself as [n, c_in, positions].
+bool reads_input_directly(const ConvParams& c, const loop::View& x, const loop::View& w) {
   for (size_t d = 0; d < c.k; ++d)
     if (w.sizes[2 + d] != SymInt(1) || c.stride[d] != 1 || c.padding[d] != 0) return false;
-  return true;
+  return dense_from(x.sizes, x.strides, 2);
 }
 
 int add_temp(loop::Program& p, const std::string& name, DType dtype, SymShape sizes) {
@@ -127,9 +129,10 @@ loop::LoopKernel write_out(const loop::Program& p, const loop::ExternCall& call,
   return k;
 }
 
-}  // namespace
+// The most bytes one image's col may take; beyond it the direct loop kernel is used.
+constexpr int64_t kMaxColBytes = int64_t{256} << 20;
 
-bool convolution_as_gemm_applies(const loop::ExternCall& call, const loop::Program& p) {
+bool applies(const loop::ExternCall& call, const loop::Program& p) {
   if (call.kind != loop::ExternKind::convolution) return false;
   ConvParams c = params_of(call);
   if (c.transposed || c.groups != 1 || c.k == 0) return false;
@@ -142,18 +145,20 @@ bool convolution_as_gemm_applies(const loop::ExternCall& call, const loop::Progr
   // The product's inner dim needs a static size.
   auto reduce = product(w.sizes, 1, w.sizes.size()).constant();
   if (!reduce || *reduce <= 0) return false;
-  if (pointwise_1x1(c, w) && dense_from(x.sizes, x.strides, 2)) return true;
+  if (reads_input_directly(c, x, w)) return true;
   // One image's col must have a static size under the limit (the batch may be symbolic).
   auto col = (product(w.sizes, 1, w.sizes.size()) * product(out.sizes, 2, out.sizes.size())).constant();
   return col && *col * static_cast<int64_t>(dtype_size(out.dtype)) <= kMaxColBytes;
 }
+
+}  // namespace
 
 loop::Program convolutions_to_gemm(const loop::Program& program) {
   loop::Program p = program;
   std::vector<loop::Kernel> kernels;
   for (const auto& kernel : program.kernels) {
     const auto* call = std::get_if<loop::ExternCall>(&kernel);
-    if (!call || !convolution_as_gemm_applies(*call, p)) {
+    if (!call || !applies(*call, p)) {
       kernels.push_back(kernel);
       continue;
     }
@@ -165,7 +170,7 @@ loop::Program convolutions_to_gemm(const loop::Program& program) {
     SymInt taps = product(w.sizes, 1, w.sizes.size());
     SymInt positions = product(out.sizes, 2, out.sizes.size());
     loop::View cols;
-    if (pointwise_1x1(c, w) && dense_from(x.sizes, x.strides, 2)) {
+    if (reads_input_directly(c, x, w)) {
       cols = {x.buffer, {batch, taps, positions}, {x.strides[0], x.strides[1], 1}, x.offset};
     } else {
       int col = add_temp(p, out.name + "_col", out.dtype, {batch, taps, positions});

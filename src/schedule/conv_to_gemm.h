@@ -5,16 +5,12 @@
 // writes the result in the output's layout with the bias added. A 1x1 convolution with unit
 // stride and no padding over dense spatial dims multiplies the input itself: no col.
 // Taken for forward convolutions with one group, float dtypes, a weight dense over
-// (c_in, taps) and one image's col of static size under a limit; the rest stays a direct loop.
+// (c_in, taps) and one image's col of static size up to 256 MiB; the rest stays a direct loop.
 #pragma once
 #include "loop/kernel.h"
 
 namespace coil::schedule {
 
-// The most bytes one image's col may take; beyond it the direct loop kernel is used.
-inline constexpr int64_t kMaxColBytes = int64_t{256} << 20;
-
-bool convolution_as_gemm_applies(const loop::ExternCall& call, const loop::Program& program);
 loop::Program convolutions_to_gemm(const loop::Program& program);
 
 }  // namespace coil::schedule

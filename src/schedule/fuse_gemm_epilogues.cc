@@ -143,8 +143,7 @@ loop::Program fuse_gemm_epilogues(const loop::Program& program) {
   loop::Program p = program;
   for (size_t i = 0; i < p.kernels.size(); ++i) {
     auto* call = std::get_if<loop::ExternCall>(&p.kernels[i]);
-    if (!call || call->activation != Activation::none) continue;
-    if (call->kind != loop::ExternKind::mm && call->kind != loop::ExternKind::bmm && call->kind != loop::ExternKind::addmm) continue;
+    if (!call || call->activation != Activation::none || !loop::is_product(call->kind)) continue;
     const loop::Buffer& out = p.buffers[static_cast<size_t>(call->output)];
     if (out.role != loop::Buffer::Role::temporary || (!is_half(out.dtype) && out.dtype != DType::f32)) continue;
     for (Activation act : {Activation::relu, Activation::gelu_tanh}) {

@@ -12,6 +12,7 @@
 #include "coil/coil.h"
 #include "driver/compile.h"
 #include "random_graph.h"
+#include "test_util.h"
 
 namespace coil {
 namespace {
@@ -25,27 +26,8 @@ std::string temp_cache() {
   return dir;
 }
 
-void expect_close(const Tensor& got, const Tensor& want, const std::string& what) {
-  ASSERT_EQ(got.dtype(), want.dtype()) << what;
-  ASSERT_EQ(got.sizes(), want.sizes()) << what;
-  Tensor a = got.contiguous_copy(), b = want.contiguous_copy();
-  double tol = got.dtype() == DType::f64 ? 1e-10 : got.dtype() == DType::f32 ? 2e-5 : 2e-2;
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    double x = a.load(i), y = b.load(i);
-    if (std::isnan(x) && std::isnan(y)) continue;
-    if (std::isinf(y)) {
-      ASSERT_EQ(x, y) << what << " element " << i;
-      continue;
-    }
-    ASSERT_LE(std::fabs(x - y), tol * (1 + std::fabs(y))) << what << " element " << i << ": " << x << " vs " << y;
-  }
-}
-
-// COIL_TEST_DEVICE=cuda (scripts/gpu-check) runs these on the GPU.
-std::string test_device() {
-  const char* d = std::getenv("COIL_TEST_DEVICE");
-  return d && *d ? d : "cpu";
-}
+using testing::expect_close;
+using testing::test_device;
 
 void check_against_reference(const Graph& g, uint64_t seed) {
   Executable exe = compile(g, {.cache_dir = temp_cache(), .device = test_device()});

@@ -160,6 +160,7 @@ TEST(CudaCodegen, FusedAttentionWhereItAppliesAndBuildsWithNvrtc) {
       EXPECT_FALSE(build::compile_cubin(unit, options).empty()) << arch << c.body;
     }
   }
+  if (!nvrtc) GTEST_SKIP() << "NVRTC is not available here: where attention fuses was checked, the builds were not";
 }
 
 std::string temp_cache() { return testing::TempDir() + "/coil_cuda_codegen_cache"; }

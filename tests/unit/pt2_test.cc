@@ -13,16 +13,12 @@
 #include "coil/coil.h"
 #include "coil/io.h"
 #include "frontend/pt2.h"
+#include "test_util.h"
 
 namespace coil {
 namespace {
 
 std::string fixture(const std::string& name) { return std::string(COIL_SOURCE_DIR) + "/tests/fixtures/pt2/" + name; }
-
-std::string test_device() {
-  const char* d = std::getenv("COIL_TEST_DEVICE");
-  return d && *d ? d : "cpu";
-}
 
 std::string temp_dir() {
   auto d = std::filesystem::temp_directory_path() / ("coil_pt2_test_" + std::to_string(::getpid()));
@@ -38,14 +34,10 @@ TEST(Pt2, FixturesMatchEagerOutputs) {
     for (auto& [key, t] : read_safetensors(fixture(std::string(name) + ".io.safetensors"))) io[key] = t;
     TensorMap inputs;
     for (int n : p.graph.input_nodes()) inputs[p.graph.nodes[static_cast<size_t>(n)].name()] = io.at(p.graph.nodes[static_cast<size_t>(n)].name());
-    Executable exe = compile(p.graph, {.cache_dir = temp_dir() + "/cache", .device = test_device()});
+    Executable exe = compile(p.graph, {.cache_dir = temp_dir() + "/cache", .device = testing::test_device()});
     auto got = exe.run(inputs, p.weights);
     ASSERT_EQ(got.size(), p.graph.outputs.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-      Tensor a = got[i].contiguous_copy(), b = io.at("out" + std::to_string(i)).contiguous_copy();
-      ASSERT_EQ(a.sizes(), b.sizes());
-      for (int64_t e = 0; e < a.numel(); ++e) ASSERT_NEAR(a.load(e), b.load(e), 1e-4 * (1 + std::fabs(b.load(e)))) << "output " << i << " element " << e;
-    }
+    for (size_t i = 0; i < got.size(); ++i) testing::expect_close(got[i], io.at("out" + std::to_string(i)), "output " + std::to_string(i), 1e-4);
   }
 }
 

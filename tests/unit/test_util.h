@@ -38,6 +38,31 @@ inline constexpr double kE = std::numbers::e;
 inline constexpr double kLn2 = std::numbers::ln2;
 inline constexpr double kPi = std::numbers::pi;
 
+// ---- compiled against expected outputs
+// COIL_TEST_DEVICE=cuda (scripts/gpu-check) runs the compiler tests on the GPU.
+inline std::string test_device() {
+  const char* d = std::getenv("COIL_TEST_DEVICE");
+  return d && *d ? d : "cpu";
+}
+
+// Element-wise |got - want| <= tol (1 + |want|), tol by dtype (`f32_tol` for f32); NaN matches
+// NaN and an infinity only itself.
+inline void expect_close(const Tensor& got, const Tensor& want, const std::string& what, double f32_tol = 2e-5) {
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  ASSERT_EQ(got.sizes(), want.sizes()) << what;
+  Tensor a = got.contiguous_copy(), b = want.contiguous_copy();
+  double tol = got.dtype() == DType::f64 ? 1e-10 : got.dtype() == DType::f32 ? f32_tol : 2e-2;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    double x = a.load(i), y = b.load(i);
+    if (std::isnan(x) && std::isnan(y)) continue;
+    if (std::isinf(y)) {
+      ASSERT_EQ(x, y) << what << " element " << i;
+      continue;
+    }
+    ASSERT_LE(std::fabs(x - y), tol * (1 + std::fabs(y))) << what << " element " << i << ": " << x << " vs " << y;
+  }
+}
+
 // ---- which ops have tests
 // Filled at static-initialisation time by REF_TEST, so the coverage check does not depend on
 // which tests a filter selected.

@@ -200,12 +200,6 @@ std::string emit_cuda_kernel(const loop::Program& program, const loop::LoopKerne
   return CudaEmitter(program, lanes, symbols, device, config).emit(info);
 }
 
-std::string CudaSource::unit(const std::vector<size_t>& which) const {
-  std::string code = prelude;
-  for (size_t i : which) code += bodies.at(i) + "\n";
-  return code;
-}
-
 std::string CudaSource::code() const {
   std::string code = prelude;
   for (const auto& b : bodies) code += b + "\n";

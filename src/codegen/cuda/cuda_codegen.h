@@ -61,7 +61,6 @@ struct CudaSource {
   std::string prelude;
   std::vector<std::string> bodies;  // per kernel
   std::vector<CudaKernel> kernels;
-  std::string unit(const std::vector<size_t>& which) const;  // prelude + those kernels
   std::string code() const;                                 // everything, for --emit code
 };
 

@@ -41,21 +41,14 @@ void CudaEmitter::find_row_vectors() {
   for (size_t i = 0; i < loads.size(); ++i) {
     const auto& l = loads[i];
     if (l->dynamic() || !reads_row(l)) continue;
-    auto dup = [&](const Staged& x) { return x.buffer == l->buffer() && x.offset == l->offset(); };
-    auto it = std::find_if(row_vec_loads_.begin(), row_vec_loads_.end(), dup);
-    if (it == row_vec_loads_.end())
-      row_vec_loads_.push_back({l->buffer(), l->offset(), "L" + std::to_string(row_vec_loads_.size()), i < in_reductions});
+    if (!staged(l)) row_vec_loads_.push_back({l->buffer(), l->offset(), "L" + std::to_string(row_vec_loads_.size()), i < in_reductions});
   }
   for (const auto& s : k_.stores)
     if (s.inner) row_vec_stores_.push_back({s.buffer, s.offset, "S" + std::to_string(row_vec_stores_.size())});
   std::set<int> buffers;
   for (const auto* group : {&row_vec_loads_, &row_vec_stores_})
     for (const auto& x : *group) buffers.insert(x.buffer);
-  std::vector<std::string> checks;
-  for (int b : buffers)
-    checks.push_back(fmt::format("reinterpret_cast<unsigned long long>(b{}) % {} == 0", b,
-                                 dtype_size(p_.buffers[static_cast<size_t>(b)].dtype) * static_cast<size_t>(config_.vector)));
-  out("  const bool vec_ok = {};", checks.empty() ? "true" : fmt::format("{}", fmt::join(checks, " && ")));
+  declare_vec_ok(buffers);
 }
 
 // Vectorized columns: the reductions' loads of unit stride along the lanes, staged per row.
@@ -64,34 +57,51 @@ void CudaEmitter::find_column_vectors() {
   for (const auto& r : k_.reductions) collect_loads(r.value, loads);
   std::set<int> buffers;
   for (const auto& l : loads) {
-    if (l->dynamic() || affine_stride(l->offset(), lane_var()) != 1) continue;
-    auto dup = [&](const Staged& x) { return x.buffer == l->buffer() && x.offset == l->offset(); };
-    if (std::any_of(row_vec_loads_.begin(), row_vec_loads_.end(), dup)) continue;
+    if (l->dynamic() || affine_stride(l->offset(), lane_var()) != 1 || staged(l)) continue;
     row_vec_loads_.push_back({l->buffer(), l->offset(), "L" + std::to_string(row_vec_loads_.size())});
     buffers.insert(l->buffer());
   }
+  declare_vec_ok(buffers);
+  hook_staged([this](const Staged& l) { return l.name + ".v[" + lane_var() + "]"; });
+}
+
+const CudaEmitter::Staged* CudaEmitter::staged(const loop::ExprRef& load) const {
+  for (const auto& l : row_vec_loads_)
+    if (l.buffer == load->buffer() && l.offset == load->offset()) return &l;
+  return nullptr;
+}
+
+// Loads of the staged accesses read `name(access)` instead of memory.
+void CudaEmitter::hook_staged(std::function<std::string(const Staged&)> name) {
+  printer_->load_hook = [this, name = std::move(name)](const loop::ExprRef& e) -> std::string {
+    if (e->dynamic()) return "";
+    const Staged* l = staged(e);
+    return l ? name(*l) : "";
+  };
+}
+
+// vec_ok: every vector access's buffer is aligned for `vector` elements (else the element by
+// element path runs).
+void CudaEmitter::declare_vec_ok(const std::set<int>& buffers) {
   std::vector<std::string> checks;
   for (int b : buffers)
     checks.push_back(fmt::format("reinterpret_cast<unsigned long long>(b{}) % {} == 0", b,
                                  dtype_size(p_.buffers[static_cast<size_t>(b)].dtype) * static_cast<size_t>(config_.vector)));
   out("  const bool vec_ok = {};", checks.empty() ? "true" : fmt::format("{}", fmt::join(checks, " && ")));
-  printer_->load_hook = [this](const loop::ExprRef& e) -> std::string {
-    if (e->dynamic()) return "";
-    for (const auto& l : row_vec_loads_)
-      if (l.buffer == e->buffer() && l.offset == e->offset()) return l.name + ".v[" + lane_var() + "]";
-    return "";
-  };
 }
 
-// An access's offset at the first element of the group: the row's one inner variable, r0, is
-// defined as jv in the group's scope (and as j in the element loop inside it).
-std::string CudaEmitter::group_base(const SymInt& offset) const { return idx(offset); }
-
+// `vector` elements of `buffer` from `offset` into `dest` (a Vec): one access when vec_ok.
 void CudaEmitter::vector_load(const std::string& in, const std::string& dest, int buffer, const SymInt& offset) {
   const char* t = storage_type(p_.buffers[static_cast<size_t>(buffer)].dtype);
-  std::string at = group_base(offset);
+  std::string at = idx(offset);
   out("{}if (vec_ok) {} = *reinterpret_cast<const coil_rt::Vec<{}, {}>*>(b{} + ({}));", in, dest, t, config_.vector, buffer, at);
   out("{}else for (int q = 0; q < {}; ++q) {}.v[q] = b{}[({}) + q];", in, config_.vector, dest, buffer, at);
+}
+
+// A Vec named after the access, loaded as above.
+void CudaEmitter::stage_load(const std::string& in, const Staged& l, const SymInt& offset) {
+  out("{}coil_rt::Vec<{}, {}> {};", in, storage_type(p_.buffers[static_cast<size_t>(l.buffer)].dtype), config_.vector, l.name);
+  vector_load(in, l.name, l.buffer, offset);
 }
 
 std::string CudaEmitter::lane_var() const { return loop::loop_var(static_cast<int>(k_.outer.size())); }
@@ -126,11 +136,8 @@ std::string CudaEmitter::row_loop_open(const std::string& indent, const std::str
     out("{}  if ({} && {} < {}) {{", indent, active, v > 1 ? "jv" : "j", r);
     in += "  ";
     if (v > 1 && store_pass_)  // what only the stores read is loaded here, not kept for the row
-      for (const auto& l : row_vec_loads_) {
-        if (l.kept) continue;
-        out("{}coil_rt::Vec<{}, {}> {};", in, storage_type(p_.buffers[static_cast<size_t>(l.buffer)].dtype), v, l.name);
-        vector_load(in, l.name, l.buffer, l.offset);
-      }
+      for (const auto& l : row_vec_loads_)
+        if (!l.kept) stage_load(in, l, l.offset);
   } else {
     std::string start = splits > 1 ? fmt::format("split * {} + lane", tpr) : "lane";
     out("{}#pragma unroll {}", indent, v > 1 ? 2 : 4);
@@ -138,16 +145,8 @@ std::string CudaEmitter::row_loop_open(const std::string& indent, const std::str
       out("{}for (idx_t g = {}; {} && g < {} / {}; g += {}) {{", indent, start, active, r, v, tpr * splits);
       out("{}  const idx_t jv = g * {}, r0 = jv;", indent, v);
       // This group's loads, staged in registers.
-      for (const auto& l : row_vec_loads_) {
-        out("{}coil_rt::Vec<{}, {}> {};", in, storage_type(p_.buffers[static_cast<size_t>(l.buffer)].dtype), v, l.name);
-        vector_load(in, l.name, l.buffer, l.offset);
-      }
-      printer_->load_hook = [this](const loop::ExprRef& e) -> std::string {
-        if (e->dynamic()) return "";
-        for (const auto& l : row_vec_loads_)
-          if (l.buffer == e->buffer() && l.offset == e->offset()) return l.name + ".v[u]";
-        return "";
-      };
+      for (const auto& l : row_vec_loads_) stage_load(in, l, l.offset);
+      hook_staged([](const Staged& l) { return l.name + ".v[u]"; });
     } else {
       out("{}for (idx_t j = {}; {} && j < {}; j += {}) {{", indent, start, active, r, tpr * splits);
     }
@@ -164,14 +163,7 @@ std::string CudaEmitter::row_loop_open(const std::string& indent, const std::str
   decompose("j", inner_vars(), std::vector<SymInt>(k_.inner.begin(), k_.inner.end()), in);
   if (column_lanes()) {
     // This row's loads of the thread's adjacent columns, one access each, then the lanes.
-    const SymInt lane0 = 0;
-    for (const auto& l : row_vec_loads_) {
-      const char* t = storage_type(p_.buffers[static_cast<size_t>(l.buffer)].dtype);
-      std::string at = idx(substitute(l.offset, {{lane_var(), lane0}}));
-      out("{}coil_rt::Vec<{}, {}> {};", in, t, config_.vector, l.name);
-      out("{}if (vec_ok) {} = *reinterpret_cast<const coil_rt::Vec<{}, {}>*>(b{} + ({}));", in, l.name, t, config_.vector, l.buffer, at);
-      out("{}else for (int q = 0; q < {}; ++q) {}.v[q] = b{}[({}) + q];", in, config_.vector, l.name, l.buffer, at);
-    }
+    for (const auto& l : row_vec_loads_) stage_load(in, l, substitute(l.offset, {{lane_var(), SymInt(0)}}));
     lanes_open(in);
     in += "  ";
   }
@@ -188,7 +180,7 @@ void CudaEmitter::row_loop_close(const std::string& indent) {
     if (store_pass_)
       for (const auto& s : row_vec_stores_) {
         const char* t = storage_type(p_.buffers[static_cast<size_t>(s.buffer)].dtype);
-        std::string at = group_base(s.offset);
+        std::string at = idx(s.offset);
         out("{}if (vec_ok) *reinterpret_cast<coil_rt::Vec<{}, {}>*>(b{} + ({})) = {};", in, t, v, s.buffer, at, s.name);
         out("{}else for (int q = 0; q < {}; ++q) b{}[({}) + q] = {}.v[q];", in, v, s.buffer, at, s.name);
       }
@@ -215,12 +207,7 @@ void CudaEmitter::cache_row_loads(const std::string& indent, const std::string& 
       if (l.kept) vector_load(indent + "    ", "c" + l.name + "[e]", l.buffer, l.offset);
     out("{}  }}", indent);
     out("{}}}", indent);
-    printer_->load_hook = [this](const loop::ExprRef& e) -> std::string {
-      if (e->dynamic()) return "";
-      for (const auto& l : row_vec_loads_)
-        if (l.buffer == e->buffer() && l.offset == e->offset()) return (l.kept ? "c" + l.name + "[e]" : l.name) + ".v[u]";
-      return "";
-    };
+    hook_staged([](const Staged& l) { return (l.kept ? "c" + l.name + "[e]" : l.name) + ".v[u]"; });
     return;
   }
   std::vector<loop::ExprRef> loads, cached;
@@ -273,12 +260,10 @@ void CudaEmitter::combine(size_t first, size_t end, const std::string& in, bool 
     const auto& r = k_.reductions[i];
     if (r.kind == ReduceKind::welford_m2) continue;
     std::string acc = this->acc(i);
-    if (column_form && column_lanes()) {
-      lanes_open(in);
-      out("{}  {} = coil_rt::column_allreduce({}, {}, scratch);", in, acc, acc, combiner(r.kind));
-      out("{}}}", in);
-    } else if (column_form) {
-      out("{}{} = coil_rt::column_allreduce({}, {}, scratch);", in, acc, acc, combiner(r.kind));
+    if (column_form) {
+      if (column_lanes()) lanes_open(in);
+      out("{}{}{} = coil_rt::column_allreduce({}, {}, scratch);", in, column_lanes() ? "  " : "", acc, acc, combiner(r.kind));
+      if (column_lanes()) out("{}}}", in);
     } else if (config_.threads_per_row > 1) {
       out("{}{} = coil_rt::group_allreduce({}, {}, {}, {}, {}, scratch);", in, acc, acc, combiner(r.kind), config_.threads_per_row,
           device_.warp_size, mask_);
@@ -490,7 +475,7 @@ void CudaEmitter::column() {
   std::string last = vars.back();
   vars.back() = "tile_x";
   std::vector<SymInt> extents(k_.outer.begin(), k_.outer.end());
-  const int width = config_.block * config_.vector;  // columns per tile
+  const int width = column_width(config_);
   extents.back() = floordiv(extents.back() + SymInt(width - 1), SymInt(width));
   if (column_lanes()) find_column_vectors();
   out("  const idx_t tiles = {};", idx(product(extents)));

@@ -4,7 +4,9 @@
 #pragma once
 #include <fmt/format.h>
 
+#include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -62,7 +64,10 @@ class CudaEmitter {
   };
   void find_row_vectors();
   void find_column_vectors();
-  std::string group_base(const SymInt& offset) const;
+  const Staged* staged(const loop::ExprRef& load) const;
+  void hook_staged(std::function<std::string(const Staged&)> name);
+  void declare_vec_ok(const std::set<int>& buffers);
+  void stage_load(const std::string& indent, const Staged& access, const SymInt& offset);
   // Vectorized columns (column form, config_.vector > 1): a thread's `vector` adjacent outputs
   // are lanes (lane_var()) of arrays of partials, their loads staged as one access per row.
   bool column_lanes() const { return config_.form == CudaConfig::Form::column && config_.vector > 1; }

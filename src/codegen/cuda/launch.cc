@@ -38,9 +38,10 @@ size_t row_loads(const loop::LoopKernel& k) {
   return std::max<size_t>(n, 1);
 }
 
-// A column reduction's tiles of `width` adjacent columns (the last outer dim: block x vector),
-// over the other outer dims.
-SymInt column_tiles(const loop::LoopKernel& k, int width) {
+// A column reduction's tiles of column_width(c) adjacent columns (the last outer dim), over
+// the other outer dims.
+SymInt column_tiles(const loop::LoopKernel& k, const CudaConfig& c) {
+  const int width = column_width(c);
   SymInt tiles = floordiv(k.outer.back() + SymInt(width - 1), SymInt(width));
   for (size_t i = 0; i + 1 < k.outer.size(); ++i) tiles = tiles * k.outer[i];
   return tiles;
@@ -216,7 +217,7 @@ std::vector<CudaConfig> candidate_configs(const loop::Program& p, const loop::Lo
         c.vector = vector;
         c.splits = 1;
         // Few column tiles over a long reduction: blocks split the rows (32 each per thread at least).
-        if (int splits = split_count(k, column_tiles(k, c.block * vector), d, warp * rows, 32 * rows); splits > 1) {
+        if (int splits = split_count(k, column_tiles(k, c), d, warp * rows, 32 * rows); splits > 1) {
           c.splits = splits;
           out.push_back(c);
           if (rows == 8 && splits >= 4) {
@@ -281,7 +282,7 @@ CudaLaunch launch_for(const loop::LoopKernel& k, const CudaConfig& c, const cuda
       l.units = rows * SymInt(c.splits);
       l.per_block = c.block / c.threads_per_row;
       break;
-    case CudaConfig::Form::column: l.units = column_tiles(k, c.block * c.vector) * SymInt(c.splits); break;
+    case CudaConfig::Form::column: l.units = column_tiles(k, c) * SymInt(c.splits); break;
     case CudaConfig::Form::scan:
       l.units = rows;
       l.per_block = c.block;
@@ -296,8 +297,8 @@ CudaLaunch launch_for(const loop::LoopKernel& k, const CudaConfig& c, const cuda
 SplitLayout split_layout(const loop::LoopKernel& k, const CudaConfig& c) {
   SplitLayout s;
   bool column = c.form == CudaConfig::Form::column;
-  if (column) s.width = c.block * c.vector;
-  auto n = (column ? column_tiles(k, c.block * c.vector) : product(k.outer)).constant();
+  if (column) s.width = column_width(c);
+  auto n = (column ? column_tiles(k, c) : product(k.outer)).constant();
   COIL_CHECK(n) << "split reductions need static sizes";
   s.units = *n;
   auto align = [](int64_t v) { return (v + 255) / 256 * 256; };

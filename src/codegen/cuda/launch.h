@@ -16,6 +16,9 @@ inline constexpr size_t kMaxCandidates = 8;
 // The largest partial a thread carries between threads: Welford's (mean, M2, count) in double.
 inline constexpr int64_t kLargestPartial = 24;
 
+// A column reduction's tile: a warp of threads, each taking `vector` adjacent outputs.
+inline int column_width(const CudaConfig& c) { return c.block * c.vector; }
+
 // Where a split reduction keeps its state in the kernel's scratch: a ticket counter per unit
 // (row, or column tile) at offset 0, then per reduction step (a Welford pair shares one) a region
 // of units x splits x width partial slots of kLargestPartial bytes.
