@@ -1,0 +1,12 @@
+"""coil: a tensor compiler for PyTorch programs, written in C++.
+
+    torch.compile(model, backend="coil")     # registered through the torch_dynamo_backends entry point
+    coil.compile(model, freeze=True)         # the same, with coil's options
+
+Graphs come through AOTAutograd with the Core ATen decompositions; compiling happens in C++
+(coil._coil). Nodes coil cannot compile run in PyTorch eager.
+"""
+from ._backend import backend, compile  # noqa: F401
+from ._coil import CoilError  # noqa: F401
+
+__version__ = "0.1.0"

@@ -1,0 +1,183 @@
+"""An FX graph (Core ATen, from AOTAutograd) written as the program coil._coil compiles.
+
+Nodes take torch.export's serialized form (arguments by schema name, one-key unions such as
+{"as_tensor": {"name": ...}}), so the C++ side binds them with the same code as the .pt2
+reader. See src/frontend/fx.h for the program's layout.
+"""
+import json
+import math
+import operator
+
+import torch
+
+# torch/_export/serde/schema.py ScalarType numbers.
+DTYPES = {
+    torch.uint8: 1, torch.int8: 2, torch.int16: 3, torch.int32: 4, torch.int64: 5,
+    torch.float16: 6, torch.float32: 7, torch.float64: 8, torch.bool: 12, torch.bfloat16: 13,
+}
+_MEMORY_FORMATS = {torch.contiguous_format: 1, torch.channels_last: 2, torch.channels_last_3d: 3, torch.preserve_format: 4}
+
+# Attention ops whose first output is scaled_dot_product_attention's (the C++ side maps them).
+ATTENTION = {
+    "aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_flash_attention",
+    "aten::_scaled_dot_product_efficient_attention", "aten::_scaled_dot_product_cudnn_attention",
+}
+
+
+class Unsupported(Exception):
+    """A node or value coil does not take; the adapter leaves it to PyTorch."""
+
+
+def target_name(target):
+    """'torch.ops.aten.add.Tensor' for an ATen overload, None for anything else."""
+    if isinstance(target, torch._ops.OpOverload) and target.namespace == "aten":
+        return f"torch.ops.aten.{target._opname}.{target._overloadname}"
+    return None
+
+
+def tensor_meta(t):
+    if not isinstance(t, torch.Tensor):
+        raise Unsupported(f"a {type(t).__name__} value")
+    if t.dtype not in DTYPES:
+        raise Unsupported(f"dtype {t.dtype}")
+    if t.layout != torch.strided:
+        raise Unsupported(f"layout {t.layout}")
+    sizes, strides = list(t.shape), list(t.stride())
+    if not all(type(s) is int for s in sizes + strides):
+        raise Unsupported("a symbolic shape")
+    return {"dtype": DTYPES[t.dtype], "sizes": sizes, "strides": strides}
+
+
+def value_name(node):
+    """The program's name of a value: a getitem names its producer's i-th output."""
+    if node.op == "call_function" and node.target is operator.getitem:
+        return f"{node.args[0].name}__{node.args[1]}"
+    return node.name
+
+
+def _encode(value, type_text):
+    if value is None:
+        return {"as_none": None}
+    if isinstance(value, torch.fx.Node):
+        return {"as_tensor": {"name": value_name(value)}}
+    if isinstance(value, bool):
+        return {"as_bool": value}
+    if isinstance(value, int):
+        return {"as_int": value}
+    if isinstance(value, float):
+        return {"as_float": value if math.isfinite(value) else ("nan" if math.isnan(value) else ("inf" if value > 0 else "-inf"))}
+    if isinstance(value, str):
+        return {"as_string": value}
+    if isinstance(value, torch.dtype):
+        if value not in DTYPES:
+            raise Unsupported(f"dtype {value}")
+        return {"as_scalar_type": DTYPES[value]}
+    if isinstance(value, torch.memory_format):
+        return {"as_memory_format": _MEMORY_FORMATS[value]}
+    if isinstance(value, torch.layout):
+        if value != torch.strided:
+            raise Unsupported(f"layout {value}")
+        return {"as_layout": 7}
+    if isinstance(value, torch.device):
+        return {"as_device": {"type": value.type, "index": value.index}}
+    if isinstance(value, (list, tuple)):
+        items = list(value)
+        if any(isinstance(v, torch.fx.Node) for v in items) or "Tensor" in type_text:
+            if any(v is None for v in items):
+                return {"as_optional_tensors": [_encode(v, "Tensor?") for v in items]}
+            if not all(isinstance(v, torch.fx.Node) for v in items):
+                raise Unsupported("a tensor list with non-tensors")
+            return {"as_tensors": [{"name": value_name(v)} for v in items]}
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in items) and "float" not in type_text:
+            return {"as_ints": items}
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in items):
+            return {"as_floats": [float(v) for v in items]}
+    raise Unsupported(f"an argument {value!r} of type {type(value).__name__}")
+
+
+def _outputs(node):
+    val = node.meta.get("val")
+    if isinstance(val, (list, tuple)):
+        return [{"as_tensor": {"name": f"{node.name}__{i}"}} if isinstance(v, torch.Tensor) else {"as_none": None}
+                for i, v in enumerate(val)]
+    return [{"as_tensor": {"name": node.name}}]
+
+
+# Overloads taking a Python number where the traced one has a Tensor (`x * 2` is traced as
+# mul.Tensor with a wrapped number): by which arguments hold numbers.
+_SCALAR_OVERLOADS = {
+    ("Tensor", ("other",)): "Scalar", ("Tensor_Tensor", ("exponent",)): "Tensor_Scalar",
+    ("Tensor_Tensor", ("self",)): "Scalar", ("self", ("other",)): "ScalarOther",
+    ("self", ("self",)): "ScalarSelf", ("self", ("other", "self")): "Scalar",
+}
+
+
+def _bound_arguments(target, node):
+    schema = target._schema
+    bound = {schema.arguments[i].name: v for i, v in enumerate(node.args)}
+    bound.update(node.kwargs)
+    return bound
+
+
+def _retarget_numbers(target, bound):
+    """The overload that takes the numbers `bound` holds in Tensor arguments, or `target`."""
+    numbers = tuple(sorted(a.name for a in target._schema.arguments
+                           if str(a.type) == "Tensor" and isinstance(bound.get(a.name), (int, float))))
+    if not numbers:
+        return target
+    overload = _SCALAR_OVERLOADS.get((target._overloadname, numbers))
+    if overload is None or not hasattr(target.overloadpacket, overload):
+        raise Unsupported(f"a number for tensor argument(s) {', '.join(numbers)} of {target}")
+    return getattr(target.overloadpacket, overload)
+
+
+def node_json(node):
+    """One call_function node in torch.export's serialized form."""
+    if target_name(node.target) is None:
+        raise Unsupported(f"target {node.target}")
+    bound = _bound_arguments(node.target, node)
+    target = _retarget_numbers(node.target, bound)
+    types = {a.name: str(a.type) for a in target._schema.arguments}
+    inputs = [{"name": key, "arg": _encode(value, types.get(key, ""))} for key, value in bound.items()]
+    return {"target": target_name(target), "name": node.name, "inputs": inputs, "outputs": _outputs(node)}
+
+
+def program(gm, input_values, frozen):
+    """The JSON program of `gm`, whose placeholders have the given example values.
+
+    `frozen` maps placeholder positions to weight keys. Returns (json text, positions of the
+    placeholders passed per call, output recipe): the recipe has ("coil", i) for the i-th coil
+    output, ("arg", j) for placeholder j returned as is, ("const", v) for a non-tensor output.
+    """
+    inputs, weights, per_call, nodes = [], [], [], []
+    placeholders = {}
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            position = len(placeholders)
+            placeholders[node] = position
+            entry = {"name": node.name, "meta": tensor_meta(input_values[position])}
+            if position in frozen:
+                weights.append(dict(entry, key=frozen[position]))
+            else:
+                inputs.append(entry)
+                per_call.append(position)
+        elif node.op == "call_function":
+            if node.target is operator.getitem:
+                continue
+            nodes.append(node_json(node))
+        elif node.op == "output":
+            results = node.args[0]
+        else:
+            raise Unsupported(f"a {node.op} node")
+    single = not isinstance(results, (list, tuple))
+    outputs, recipe = [], []
+    for r in [results] if single else results:
+        if isinstance(r, torch.fx.Node) and r in placeholders:
+            recipe.append(("arg", placeholders[r]))
+        elif isinstance(r, torch.fx.Node):
+            recipe.append(("coil", len(outputs)))
+            outputs.append(value_name(r))
+        else:
+            recipe.append(("const", r))
+    text = json.dumps({"name": "fx", "inputs": inputs, "weights": weights, "nodes": nodes, "outputs": outputs})
+    return text, per_call, recipe, single

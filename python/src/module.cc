@@ -1,0 +1,156 @@
+// coil._coil: the C++ side of the torch.compile adapter (python/coil). A graph comes in as
+// JSON (frontend/fx.h), is compiled by the same driver as every other front end, and runs on
+// data pointers: inputs are borrowed in the layout they were compiled for, outputs are handed
+// to PyTorch through DLPack without a copy (coil's tensor stays alive until PyTorch drops it).
+// The GIL is released while compiling and running.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "coil/coil.h"
+#include "frontend/export_nodes.h"
+#include "frontend/fx.h"
+
+namespace nb = nanobind;
+
+namespace {
+
+nb::dlpack::dtype dlpack_dtype(coil::DType t) {
+  using C = nb::dlpack::dtype_code;
+  auto make = [](C code, int bits) { return nb::dlpack::dtype{static_cast<uint8_t>(code), static_cast<uint8_t>(bits), 1}; };
+  switch (t) {
+    case coil::DType::f64: return make(C::Float, 64);
+    case coil::DType::f32: return make(C::Float, 32);
+    case coil::DType::f16: return make(C::Float, 16);
+    case coil::DType::bf16: return make(C::Bfloat, 16);
+    case coil::DType::i64: return make(C::Int, 64);
+    case coil::DType::i32: return make(C::Int, 32);
+    case coil::DType::i16: return make(C::Int, 16);
+    case coil::DType::i8: return make(C::Int, 8);
+    case coil::DType::u8: return make(C::UInt, 8);
+    case coil::DType::b8: return make(C::Bool, 8);
+  }
+  return make(C::Float, 32);
+}
+
+// Hands a coil tensor to Python as a torch.Tensor over the same memory.
+nb::object to_torch(const coil::Tensor& t) {
+  auto* keep = new coil::Tensor(t);
+  nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<coil::Tensor*>(p); });
+  std::vector<size_t> shape(t.sizes().begin(), t.sizes().end());
+  bool cuda = t.device().kind == coil::Device::Kind::cuda;
+  nb::ndarray<nb::pytorch> array(t.data(), shape.size(), shape.data(), owner, t.strides().data(), dlpack_dtype(t.dtype()),
+                                 cuda ? nb::device::cuda::value : nb::device::cpu::value, cuda ? t.device().index : 0);
+  return nb::cast(array, nb::rv_policy::reference);
+}
+
+// A compiled graph, run on the data pointers of its inputs (in the compiled layout).
+class Compiled {
+ public:
+  Compiled(const std::string& program, const std::string& device, bool allow_tf32, bool autotune,
+           const std::vector<std::string>& weight_keys, const std::vector<uintptr_t>& weight_ptrs, const std::string& cache_dir) {
+    if (weight_keys.size() != weight_ptrs.size()) throw coil::Error("weight keys and pointers differ in number");
+    nb::gil_scoped_release unlocked;
+    graph_ = coil::graph_from_fx(program);
+    coil::CompileOptions options;
+    options.device = device;
+    options.allow_tf32 = allow_tf32;
+    options.autotune = autotune;
+    options.cache_dir = cache_dir;
+    exe_ = coil::compile(graph_, options);
+    on_gpu_ = exe_.gpu_plan != nullptr;
+    coil::Device where{on_gpu_ ? coil::Device::Kind::cuda : coil::Device::Kind::cpu, 0};
+    auto borrow = [&](const coil::Node& n, uintptr_t ptr) {
+      const coil::TensorMeta& m = n.outputs[0].meta;
+      coil::Shape sizes, strides;
+      for (const auto& s : m.sizes) sizes.push_back(*s.constant());
+      for (const auto& s : m.strides) strides.push_back(*s.constant());
+      return coil::Tensor::borrow(reinterpret_cast<void*>(ptr), m.dtype, sizes, strides, 0, where);
+    };
+    for (int i : graph_.input_nodes()) {
+      const coil::Node& n = graph_.nodes[static_cast<size_t>(i)];
+      inputs_.emplace_back(n.name(), borrow(n, 0));
+    }
+    std::map<std::string, uintptr_t> given;
+    for (size_t i = 0; i < weight_keys.size(); ++i) given[weight_keys[i]] = weight_ptrs[i];
+    for (int i : graph_.weight_nodes()) {
+      const coil::Node& n = graph_.nodes[static_cast<size_t>(i)];
+      const auto& key = std::get<std::string>(n.arg("key").value);
+      if (!given.count(key)) throw coil::Error("no pointer for weight '" + key + "'");
+      weights_[key] = borrow(n, given.at(key));
+    }
+  }
+
+  nb::list run(const std::vector<uintptr_t>& ptrs, uintptr_t stream) const {
+    if (ptrs.size() != inputs_.size())
+      throw coil::Error("the compiled graph takes " + std::to_string(inputs_.size()) + " inputs, got " + std::to_string(ptrs.size()));
+    std::vector<coil::Tensor> outs;
+    {
+      nb::gil_scoped_release unlocked;
+      coil::TensorMap inputs;
+      for (size_t i = 0; i < ptrs.size(); ++i) {
+        const coil::Tensor& t = inputs_[i].second;
+        inputs.emplace_hint(inputs.end(), inputs_[i].first,
+                            coil::Tensor::borrow(reinterpret_cast<void*>(ptrs[i]), t.dtype(), t.sizes(), t.strides(), 0, t.device()));
+      }
+      outs = on_gpu_ ? exe_.run_on_stream(inputs, weights_, reinterpret_cast<void*>(stream)) : exe_.run(inputs, weights_);
+    }
+    nb::list result;
+    for (const auto& t : outs) result.append(to_torch(t));
+    return result;
+  }
+
+  nb::dict stats() const {
+    nb::dict d;
+    d["frontend_ms"] = exe_.stats.frontend_ms;
+    d["codegen_ms"] = exe_.stats.codegen_ms;
+    d["build_ms"] = exe_.stats.build_ms;
+    d["cache_hit"] = exe_.stats.cache_hit;
+    d["loop_kernels"] = exe_.stats.loop_kernels;
+    d["extern_calls"] = exe_.stats.extern_calls;
+    d["translation_units"] = exe_.stats.translation_units;
+    return d;
+  }
+
+  std::string graph_text() const { return coil::print_graph(graph_); }
+  const std::string& device() const { return exe_.device; }
+  const std::string& device_note() const { return exe_.device_note; }
+  const std::string& source() const { return exe_.source; }
+  void synchronize() const { exe_.synchronize(); }
+
+ private:
+  coil::Graph graph_;
+  coil::Executable exe_;
+  bool on_gpu_ = false;
+  std::vector<std::pair<std::string, coil::Tensor>> inputs_;  // name and compiled layout, in order
+  coil::TensorMap weights_;
+};
+
+}  // namespace
+
+NB_MODULE(_coil, m) {
+  m.doc() = "coil's compiler and runtime, for the torch.compile adapter";
+  nb::exception<coil::Error>(m, "CoilError");
+  m.def("supported", &coil::frontend::export_target_supported, nb::arg("target"),
+        "Whether coil compiles nodes of this target (\"torch.ops.aten.add.Tensor\").");
+  m.def("check_graph", [](const std::string& program) { return coil::print_graph(coil::graph_from_fx(program)); },
+        nb::arg("program"), "The coil graph a program maps to, printed (for tests and COIL_DEBUG).");
+  nb::class_<Compiled>(m, "Compiled")
+      .def(nb::init<const std::string&, const std::string&, bool, bool, const std::vector<std::string>&,
+                    const std::vector<uintptr_t>&, const std::string&>(),
+           nb::arg("program"), nb::arg("device"), nb::arg("allow_tf32") = false, nb::arg("autotune") = true,
+           nb::arg("weight_keys") = std::vector<std::string>{}, nb::arg("weight_ptrs") = std::vector<uintptr_t>{},
+           nb::arg("cache_dir") = "")
+      .def("run", &Compiled::run, nb::arg("ptrs"), nb::arg("stream") = 0)
+      .def("stats", &Compiled::stats)
+      .def("graph_text", &Compiled::graph_text)
+      .def("synchronize", &Compiled::synchronize)
+      .def_prop_ro("device", &Compiled::device)
+      .def_prop_ro("device_note", &Compiled::device_note)
+      .def_prop_ro("source", &Compiled::source);
+}

@@ -1,0 +1,237 @@
+#include "frontend/export_nodes.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include <limits>
+
+#include "support/check.h"
+
+namespace coil::frontend {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr auto field = json_field;
+
+int64_t as_int(const json& j, const std::string& where) {
+  if (j.is_object() && j.contains("as_int")) return j.at("as_int").get<int64_t>();
+  if (j.is_number_integer()) return j.get<int64_t>();
+  fail("{}: a symbolic size ({}) is not supported yet: export with static shapes", where, j.dump().substr(0, 120));
+}
+
+SymShape int_list(const json& list, const std::string& where) {
+  if (!list.is_array()) fail("{}: expected a list of sizes", where);
+  SymShape out;
+  for (const auto& e : list) out.push_back(as_int(e, where));
+  return out;
+}
+
+std::string memory_format(int64_t code, const std::string& where) {
+  switch (code) {
+    case 1: return "contiguous_format";
+    case 2: return "channels_last";
+    case 3: return "channels_last_3d";
+    case 4: return "preserve_format";
+    default: fail("{}: unknown memory format code {}", where, code);
+  }
+}
+
+constexpr const char* kAtenPrefix = "torch.ops.aten.";
+
+// "torch.ops.aten.add.Tensor" -> "add.Tensor"; "...relu.default" -> "relu"; "" for non-ATen.
+std::string aten_op(const std::string& target) {
+  if (target.rfind(kAtenPrefix, 0) != 0) return "";
+  std::string op = target.substr(std::char_traits<char>::length(kAtenPrefix));
+  if (op.ends_with(".default")) op.resize(op.size() - 8);
+  return op;
+}
+
+// Backend-specific attention ops whose first output is scaled_dot_product_attention's.
+bool is_attention_variant(const std::string& op) {
+  return op == "_scaled_dot_product_flash_attention_for_cpu" || op == "_scaled_dot_product_flash_attention" ||
+         op == "_scaled_dot_product_efficient_attention" || op == "_scaled_dot_product_cudnn_attention";
+}
+
+}  // namespace
+
+const json& json_field(const json& j, const char* key, const std::string& where) {
+  if (!j.is_object() || !j.contains(key)) fail("{}: missing field '{}'", where, key);
+  return j.at(key);
+}
+
+DType export_dtype(int64_t code, const std::string& where) {
+  switch (code) {
+    case 1: return DType::u8;
+    case 2: return DType::i8;
+    case 3: return DType::i16;
+    case 4: return DType::i32;
+    case 5: return DType::i64;
+    case 6: return DType::f16;
+    case 7: return DType::f32;
+    case 8: return DType::f64;
+    case 12: return DType::b8;
+    case 13: return DType::bf16;
+    default: fail("{}: dtype code {} is not supported (complex, float8 and unsigned 16-bit types are not)", where, code);
+  }
+}
+
+ExportMeta export_meta(const json& m, const std::string& where) {
+  ExportMeta t;
+  t.dtype = export_dtype(field(m, "dtype", where).get<int64_t>(), where);
+  t.sizes = int_list(field(m, "sizes", where), where);
+  t.strides = int_list(field(m, "strides", where), where);
+  if (m.contains("storage_offset")) t.offset = as_int(m.at("storage_offset"), where);
+  if (t.sizes.size() != t.strides.size()) fail("{}: {} sizes but {} strides", where, t.sizes.size(), t.strides.size());
+  return t;
+}
+
+bool export_target_supported(const std::string& target) {
+  std::string op = aten_op(target);
+  if (op.empty()) return false;
+  return op == "linear" || op == "t" || is_attention_variant(op) || op_from_name(op).has_value();
+}
+
+ValueRef ExportNodes::value(const std::string& name, const std::string& where) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) fail("{}: unknown value '{}'", where, name);
+  return it->second;
+}
+
+Arg ExportNodes::argument(const json& a, const std::string& where) const {
+  if (!a.is_object() || a.size() != 1) fail("{}: an argument must be an object with one key, got {}", where, a.dump().substr(0, 120));
+  const std::string kind = a.begin().key();
+  const json& v = a.begin().value();
+  if (kind == "as_none") return std::nullopt;
+  if (kind == "as_tensor") return value(field(v, "name", where).get<std::string>(), where);
+  if (kind == "as_tensors") {
+    std::vector<ValueRef> list;
+    for (const auto& t : v) list.push_back(value(field(t, "name", where).get<std::string>(), where));
+    return Arg(list);
+  }
+  if (kind == "as_optional_tensors") {
+    TensorList list;
+    for (const auto& t : v) {
+      if (t.contains("as_none")) list.push_back(std::nullopt);
+      else list.push_back(value(field(field(t, "as_tensor", where), "name", where).get<std::string>(), where));
+    }
+    return Arg(list);
+  }
+  if (kind == "as_optional_tensor") return v.contains("as_none") ? Arg(std::nullopt) : argument(v, where);
+  if (kind == "as_int") return v.get<int64_t>();
+  if (kind == "as_sym_int") return SymInt(as_int(v, where));
+  if (kind == "as_ints" || kind == "as_sym_ints") {
+    IntList list;
+    for (const auto& e : v) list.push_back(kind == "as_ints" ? SymInt(e.get<int64_t>()) : SymInt(as_int(e, where)));
+    return Arg(list);
+  }
+  if (kind == "as_float") {
+    if (v.is_string()) {  // inf, -inf, nan are written as strings
+      std::string s = v.get<std::string>();
+      if (s == "inf" || s == "Infinity") return std::numeric_limits<double>::infinity();
+      if (s == "-inf" || s == "-Infinity") return -std::numeric_limits<double>::infinity();
+      if (s == "nan" || s == "NaN") return std::numeric_limits<double>::quiet_NaN();
+      fail("{}: float '{}'", where, s);
+    }
+    return v.get<double>();
+  }
+  if (kind == "as_floats") return Arg(v.get<FloatList>());
+  if (kind == "as_bool") return v.get<bool>();
+  if (kind == "as_string") return v.get<std::string>();
+  if (kind == "as_scalar_type") return export_dtype(v.get<int64_t>(), where);
+  if (kind == "as_memory_format") return memory_format(v.get<int64_t>(), where);
+  if (kind == "as_layout") {
+    if (v.get<int64_t>() != 7) fail("{}: only the strided layout is supported", where);
+    return std::string("strided");
+  }
+  if (kind == "as_device") {
+    std::string type = field(v, "type", where).get<std::string>();
+    Device d;
+    if (type == "cuda") d.kind = Device::Kind::cuda;
+    else if (type != "cpu") fail("{}: device '{}' is not supported", where, type);
+    if (v.contains("index") && v.at("index").is_number_integer()) d.index = v.at("index").get<int>();
+    return d;
+  }
+  fail("{}: argument kind '{}' is not supported", where, kind);
+}
+
+// aten.linear(x, w, b) = x @ w^T + b, as run_decompositions() writes it: addmm on 2-D inputs,
+// a flattening view around it otherwise.
+ValueRef ExportNodes::linear(const std::map<std::string, Arg>& args, const std::string& name) {
+  Graph& g = graph_;
+  ValueRef x = std::get<ValueRef>(args.at("input").value), w = std::get<ValueRef>(args.at("weight").value);
+  ValueRef wt = g.call1(OpKind::Permute, {w, IntList{1, 0}}, {}, g.fresh_name(name + "_wt"));
+  SymShape xs = g.meta(x).sizes;
+  SymInt rows = 1;
+  for (size_t d = 0; d + 1 < xs.size(); ++d) rows = rows * xs[d];
+  ValueRef x2 = xs.size() == 2 ? x : g.call1(OpKind::View, {x, IntList{rows, xs.back()}}, {}, g.fresh_name(name + "_2d"));
+  bool bias = args.count("bias") && !args.at("bias").is_none();
+  std::string out2 = xs.size() == 2 ? name : g.fresh_name(name + "_2d");
+  ValueRef y = bias ? g.call1(OpKind::Addmm, {args.at("bias"), x2, wt}, {}, out2) : g.call1(OpKind::Mm, {x2, wt}, {}, out2);
+  if (xs.size() == 2) return y;
+  IntList shape(xs.begin(), xs.end() - 1);
+  shape.push_back(g.meta(w).sizes[0]);
+  return g.call1(OpKind::View, {y, shape}, {}, name);
+}
+
+// The flash/efficient/cudnn/cpu attention variants: their first output, without dropout.
+ValueRef ExportNodes::attention(const std::string& op, const std::map<std::string, Arg>& args, const std::string& name) {
+  auto get = [&](const char* key) { return args.count(key) ? args.at(key) : Arg(std::nullopt); };
+  Arg dropout = get("dropout_p");
+  if (auto* p = std::get_if<double>(&dropout.value); p && *p != 0) fail("{} with dropout is not supported", op);
+  Arg mask = args.count("attn_mask") ? args.at("attn_mask") : get("attn_bias");
+  Arg causal = args.count("is_causal") ? args.at("is_causal") : Arg(false);
+  ValueRef out = graph_.call1(OpKind::ScaledDotProductAttention, {args.at("query"), args.at("key"), args.at("value"), mask},
+                              {{"is_causal", causal}, {"scale", get("scale")}}, graph_.fresh_name(name + "_bhtd"));
+  // These ops return [B, H, T, hd] over [B, T, H, hd] memory, and the graph's views after them
+  // rely on that layout.
+  ValueRef bthd = graph_.call1(OpKind::Permute, {out, IntList{0, 2, 1, 3}}, {}, graph_.fresh_name(name + "_bthd"));
+  ValueRef dense = graph_.call1(OpKind::Clone, {bthd}, {{"memory_format", std::string("contiguous_format")}}, graph_.fresh_name(name + "_dense"));
+  return graph_.call1(OpKind::Permute, {dense, IntList{0, 2, 1, 3}}, {}, name);
+}
+
+void ExportNodes::add_node(const json& node) {
+  std::string target = field(node, "target", where_).get<std::string>();
+  std::string name = node.value("name", std::string("?"));
+  std::string where = fmt::format("{}: node '{}' ({})", where_, name, target);
+  if (node.contains("metadata") && node.at("metadata").contains("stack_trace") && node.at("metadata").at("stack_trace").is_string())
+    where += "\n  stack trace:\n" + node.at("metadata").at("stack_trace").get<std::string>() + "\n ";
+  std::string op = aten_op(target);
+  if (op.empty()) fail("{}: only ATen ops are supported", where);
+  try {
+    std::vector<std::pair<std::string, Arg>> keywords;
+    for (const auto& in : field(node, "inputs", where))
+      keywords.emplace_back(field(in, "name", where).get<std::string>(), argument(field(in, "arg", where), where));
+    std::vector<std::string> names;
+    for (const auto& o : field(node, "outputs", where)) {
+      if (o.contains("as_tensor")) names.push_back(o.at("as_tensor").at("name").get<std::string>());
+      else if (o.contains("as_tensors"))
+        for (const auto& t : o.at("as_tensors")) names.push_back(t.at("name").get<std::string>());
+      else if (o.contains("as_none") || is_attention_variant(op)) names.push_back("");
+      else fail("output {} is not a tensor", o.dump().substr(0, 80));
+    }
+    // Non-core ops, decomposed here.
+    if (op == "linear" || op == "t" || is_attention_variant(op)) {
+      if (names.empty() || names[0].empty()) fail("expected a tensor output");
+      std::map<std::string, Arg> args(keywords.begin(), keywords.end());
+      values_[names[0]] = op == "linear" ? linear(args, names[0])
+                          : op == "t"    ? graph_.call1(OpKind::Permute, {args.at("self"), IntList{1, 0}}, {}, names[0])
+                                         : attention(op, args, names[0]);
+      return;
+    }
+    auto kind = op_from_name(op);
+    if (!kind) fail("op '{}' is not supported", op);
+    std::vector<std::string> given;
+    for (const auto& n : names) given.push_back(n.empty() ? graph_.fresh_name(name) : n);
+    auto outs = graph_.call(*kind, {}, std::move(keywords), given);
+    for (size_t i = 0; i < outs.size() && i < names.size(); ++i)
+      if (!names[i].empty()) values_[names[i]] = outs[i];
+  } catch (const Error& e) {
+    if (std::string(e.what()).rfind(where_, 0) == 0) throw;
+    fail("{}: {}", where, e.what());
+  }
+}
+
+}  // namespace coil::frontend

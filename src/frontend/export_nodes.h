@@ -1,0 +1,54 @@
+// Nodes in torch.export's serialized form (schema major version 8) onto a coil Graph, shared by
+// the .pt2 reader and the torch.compile adapter (which writes FX nodes in the same form).
+// A node is {"target": "torch.ops.aten.<op>.<overload>", "name", "inputs": [{"name", "arg"}],
+// "outputs": [...]} with arguments in the schema's one-key union encoding ({"as_tensor": ..},
+// {"as_int": ..}, ...). Arguments bind by name, so defaults the file omits come from coil's
+// schemas. A few non-core ops are decomposed here: linear, t, and the backend-specific
+// attention ops (_scaled_dot_product_{flash,efficient}_attention...) become
+// scaled_dot_product_attention when only their first output is read.
+#pragma once
+#include <map>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "coil/graph.h"
+
+namespace coil::frontend {
+
+// A JSON object's field, or an error naming what was expected.
+const nlohmann::json& json_field(const nlohmann::json& j, const char* key, const std::string& where);
+
+// The export schema's ScalarType numbers (torch/_export/serde/schema.py).
+DType export_dtype(int64_t code, const std::string& where);
+
+struct ExportMeta {
+  DType dtype = DType::f32;
+  SymShape sizes, strides;
+  int64_t offset = 0;
+};
+// A TensorMeta entry ({"dtype", "sizes", "strides", "storage_offset"}); static sizes only.
+ExportMeta export_meta(const nlohmann::json& m, const std::string& where);
+
+// Whether add_node takes nodes of this target ("torch.ops.aten.add.Tensor").
+bool export_target_supported(const std::string& target);
+
+class ExportNodes {
+ public:
+  explicit ExportNodes(Graph& graph, std::string where) : graph_(graph), where_(std::move(where)) {}
+  // Appends the node's ops; errors name the node (and its stack trace when the file has one).
+  void add_node(const nlohmann::json& node);
+  void bind(const std::string& name, ValueRef v) { values_[name] = v; }
+  ValueRef value(const std::string& name, const std::string& where) const;
+
+ private:
+  Arg argument(const nlohmann::json& a, const std::string& where) const;
+  ValueRef linear(const std::map<std::string, Arg>& args, const std::string& name);
+  ValueRef attention(const std::string& op, const std::map<std::string, Arg>& args, const std::string& name);
+
+  Graph& graph_;
+  std::string where_;  // the file, for messages
+  std::map<std::string, ValueRef> values_;
+};
+
+}  // namespace coil::frontend

@@ -1,0 +1,73 @@
+#include "frontend/fx.h"
+
+#include <nlohmann/json.hpp>
+
+#include "frontend/export_nodes.h"
+#include "support/check.h"
+
+namespace coil {
+
+namespace {
+
+using json = nlohmann::json;
+using frontend::json_field;
+
+TensorMeta meta_of(const json& entry, const std::string& where) {
+  frontend::ExportMeta m = frontend::export_meta(json_field(entry, "meta", where), where);
+  if (m.offset != 0) fail("{}: a storage offset is not expected (the adapter passes data pointers)", where);
+  TensorMeta t = TensorMeta::contiguous(m.dtype, m.sizes);
+  t.strides = m.strides;
+  return t;
+}
+
+Graph read(const json& program) {
+  const std::string where = "torch.compile graph";
+  Graph g;
+  g.name = program.value("name", std::string("fx"));
+  frontend::ExportNodes nodes(g, where);
+  for (const auto& in : json_field(program, "inputs", where)) {
+    std::string name = json_field(in, "name", where).get<std::string>();
+    TensorMeta m = meta_of(in, where + " input " + name);
+    if (m.is_contiguous()) {
+      nodes.bind(name, g.add_input(name, m.dtype, m.sizes));
+      continue;
+    }
+    // A strided input is read in place: its memory is a flat input, viewed with as_strided.
+    int64_t span = 1;
+    for (size_t d = 0; d < m.sizes.size(); ++d) {
+      int64_t size = *m.sizes[d].constant(), stride = *m.strides[d].constant();
+      if (size == 0) span = 0;
+      if (stride < 0) fail("{} input {}: negative strides are not supported", where, name);
+      if (span > 0) span += (size - 1) * stride;
+    }
+    ValueRef flat = g.add_input(g.fresh_name(name + "_memory"), m.dtype, {span});
+    nodes.bind(name, g.call1(OpKind::AsStrided, {flat, IntList(m.sizes), IntList(m.strides)}, {}, name));
+  }
+  if (program.contains("weights"))
+    for (const auto& w : program.at("weights")) {
+      std::string name = json_field(w, "name", where).get<std::string>();
+      TensorMeta m = meta_of(w, where + " weight " + name);
+      if (!m.is_contiguous()) fail("{}: weight {} must be contiguous", where, name);
+      nodes.bind(name, g.add_weight(name, json_field(w, "key", where).get<std::string>(), m.dtype, m.sizes));
+    }
+  for (const auto& node : json_field(program, "nodes", where)) nodes.add_node(node);
+  for (const auto& out : json_field(program, "outputs", where)) g.outputs.push_back(nodes.value(out.get<std::string>(), where));
+  verify(g);
+  return g;
+}
+
+}  // namespace
+
+Graph graph_from_fx(const std::string& json_text) {
+  json program = json::parse(json_text, nullptr, false);
+  if (program.is_discarded()) fail("torch.compile graph: not valid JSON");
+  try {
+    return read(program);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail("torch.compile graph: malformed program: {}", e.what());
+  }
+}
+
+}  // namespace coil

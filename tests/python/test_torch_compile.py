@@ -1,0 +1,216 @@
+"""torch.compile(backend="coil") against PyTorch eager: models, fallbacks, layouts, options.
+
+Runs on the CPU everywhere and on CUDA where there is a GPU (scripts/gpu-check).
+"""
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+coil = pytest.importorskip("coil")
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+TOL = {torch.float32: (2e-4, 2e-4), torch.float16: (1e-2, 1e-2), torch.bfloat16: (4e-2, 4e-2)}
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def check(model, *inputs, dtype=torch.float32, backend="coil", **compile_kwargs):
+    """Eager vs torch.compile(backend=...) under no_grad; returns the compiled callable."""
+    with torch.no_grad():
+        want = model(*inputs)
+        compiled = torch.compile(model, backend=backend, **compile_kwargs)
+        got = compiled(*inputs)
+    want_list = want if isinstance(want, (tuple, list)) else [want]
+    got_list = got if isinstance(got, (tuple, list)) else [got]
+    assert len(want_list) == len(got_list)
+    rtol, atol = TOL.get(dtype, (0, 0))
+    for w, g in zip(want_list, got_list):
+        assert g.dtype == w.dtype and g.shape == w.shape and g.device == w.device
+        if w.dtype.is_floating_point:
+            torch.testing.assert_close(g, w, rtol=rtol, atol=atol)
+        else:
+            assert torch.equal(g, w)
+    return compiled
+
+
+class MLP(nn.Module):
+    def __init__(self, d=64, h=256):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(d, h), nn.Linear(h, d)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))
+
+
+class Block(nn.Module):
+    """GPT-2-style: pre-norm causal self-attention and MLP, residuals."""
+
+    def __init__(self, d=64, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.mlp = MLP(d, 4 * d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.mlp(self.ln2(x))
+
+
+class CNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.c2 = nn.Conv2d(8, 16, 3, stride=2)
+        self.head = nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = F.relu(self.bn(self.c1(x)))
+        x = F.relu(self.c2(x))
+        return self.head(x.mean(dim=(2, 3)))
+
+
+class Mixed(nn.Module):
+    """Views, slicing, cat, where, embedding, masked_fill, argmax and cumsum."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(50, 16)
+
+    def forward(self, ids, x):
+        e = self.emb(ids)                                   # [B, T, 16]
+        y = torch.cat([e[:, ::2], x[:, 1::2]], dim=1)       # slicing with steps, cat
+        y = y.permute(0, 2, 1).reshape(y.shape[0], -1)      # views
+        mask = y > 0.5
+        z = torch.where(mask, y, -y).masked_fill(y < -0.9, 0.0)
+        return z.cumsum(dim=1), z.argmax(dim=1), y[..., 3:7]
+
+
+def models(device, dtype):
+    torch.manual_seed(0)
+    return {
+        "mlp": (MLP(), (torch.randn(8, 64),)),
+        "block": (Block(), (torch.randn(2, 16, 64),)),
+        "cnn": (CNN().eval(), (torch.randn(2, 3, 12, 12),)),
+    }
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("name", ["mlp", "block", "cnn"])
+def test_models_match_eager(name, dtype, device):
+    if device == "cpu" and dtype == torch.float16 and name == "cnn":
+        pytest.skip("PyTorch eager has no float16 convolution on the CPU")
+    model, inputs = models(device, dtype)[name]
+    model = model.to(device=device, dtype=dtype)
+    inputs = [x.to(device=device, dtype=dtype) for x in inputs]
+    check(model, *inputs, dtype=dtype)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_views_slicing_cat_where_embedding_masked_fill_argmax_cumsum(device):
+    torch.manual_seed(1)
+    ids = torch.randint(0, 50, (3, 10), device=device)
+    x = torch.randn(3, 10, 16, device=device)
+    check(Mixed().to(device), ids, x)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_non_contiguous_inputs(device):
+    def f(a, b, c):
+        return torch.softmax(a * 2 + b, dim=-1) - c.sum(dim=0)
+
+    a = torch.randn(7, 12, device=device).t()            # transposed
+    b = torch.randn(12, 14, device=device)[:, ::2]       # strided columns
+    c = torch.randn(5, 12, 7, device=device)[1:4]        # a storage offset
+    check(f, a, b, c)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_unsupported_op_falls_back_and_is_reported(device):
+    def f(x):
+        y = torch.relu(x) * 3
+        s, _ = torch.sort(y, dim=-1)   # coil has no sort
+        return s + 1, F.max_pool2d(y.unsqueeze(0), 2).squeeze(0)
+
+    x = torch.randn(4, 6, 8, device=device)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check(f, x)
+    messages = [str(w.message) for w in caught if "coil:" in str(w.message)]
+    assert any("sort" in m and "max_pool2d_with_indices" in m for m in messages), messages
+
+
+def test_unsupported_op_with_fallback_error_raises():
+    with pytest.raises(Exception, match="sort"):
+        check(lambda x: torch.sort(x)[0], torch.randn(5), backend=coil.backend, options={"fallback": "error"})
+
+
+def test_inference_mode_and_entry_point_name():
+    model = MLP()
+    x = torch.randn(4, 64)
+    with torch.inference_mode():
+        got = torch.compile(model, backend="coil")(x)
+        torch.testing.assert_close(got, model(x), rtol=2e-4, atol=2e-4)
+
+
+def test_gradients_fall_back_to_pytorch_with_one_message():
+    model = MLP()
+    x = torch.randn(4, 64)
+    compiled = torch.compile(model, backend="coil")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = compiled(x)
+        y.sum().backward()
+    assert model.fc1.weight.grad is not None
+    assert any("gradients" in str(w.message) for w in caught)
+
+
+def test_coil_compile_with_frozen_parameters(monkeypatch, capfd):
+    monkeypatch.setenv("COIL_DEBUG", "1")  # prints the coil graph: the parameters are weights
+    model = MLP()
+    x = torch.randn(6, 64)
+    with torch.no_grad():
+        got = coil.compile(model, freeze=True)(x)
+        torch.testing.assert_close(got, model(x), rtol=2e-4, atol=2e-4)
+    assert 'weight(key="frozen' in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("how", ["coil.compile", "backend string"])
+def test_new_shapes_recompile(how, monkeypatch, capfd):
+    monkeypatch.setenv("COIL_DEBUG", "1")
+    model = MLP()
+    compiled = coil.compile(model) if how == "coil.compile" else torch.compile(model, backend="coil")
+    with torch.no_grad():
+        for rows in (3, 8, 5, 8):
+            x = torch.randn(rows, 2, 64)[:, 1]  # strided rows too
+            torch.testing.assert_close(compiled(x), model(x), rtol=2e-4, atol=2e-4)
+    # Every shape ran through coil (Dynamo's symbolic-size graph is compiled per shape).
+    assert capfd.readouterr().err.count("coil: compiled a graph") == 3
+
+
+def test_options_are_checked():
+    with pytest.raises(ValueError, match="unknown option"):
+        coil.compile(MLP(), options={"bogus": 1})
+    with pytest.raises(ValueError, match="reduce-overhead"):
+        coil.compile(MLP(), mode="reduce-overhead")
+
+
+def test_multiple_outputs_inputs_returned_and_integers():
+    def f(x, i):
+        return x, (i * 2 + 1) % 7, x.amax(dim=0), (x > 0).sum(dim=1)
+
+    check(f, torch.randn(5, 3), torch.arange(10))
