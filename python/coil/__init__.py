@@ -10,3 +10,12 @@ from ._backend import backend, compile  # noqa: F401
 from ._coil import CoilError  # noqa: F401
 
 __version__ = "0.1.0"
+
+
+def register():
+    """Makes backend="coil" known to torch.compile where the package is not installed (a build
+    tree on PYTHONPATH has no entry point). Installed packages need not call it."""
+    import torch._dynamo
+
+    if "coil" not in torch._dynamo.list_backends(exclude_tags=()):
+        torch._dynamo.register_backend(backend, "coil")

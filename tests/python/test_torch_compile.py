@@ -10,6 +10,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 coil = pytest.importorskip("coil")
+coil.register()  # only needed for a build tree on PYTHONPATH (the GPU machine); installed: the entry point
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 TOL = {torch.float32: (2e-4, 2e-4), torch.float16: (1e-2, 1e-2), torch.bfloat16: (4e-2, 4e-2)}

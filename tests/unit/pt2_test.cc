@@ -18,7 +18,11 @@
 namespace coil {
 namespace {
 
-std::string fixture(const std::string& name) { return std::string(COIL_SOURCE_DIR) + "/tests/fixtures/pt2/" + name; }
+// $COIL_SOURCE_DIR at run time where the tests run from another checkout (the GPU machine).
+std::string fixture(const std::string& name) {
+  const char* root = std::getenv("COIL_SOURCE_DIR");
+  return std::string(root && *root ? root : COIL_SOURCE_DIR) + "/tests/fixtures/pt2/" + name;
+}
 
 std::string temp_dir() {
   auto d = std::filesystem::temp_directory_path() / ("coil_pt2_test_" + std::to_string(::getpid()));
