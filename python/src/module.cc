@@ -135,6 +135,8 @@ class Compiled {
 
 NB_MODULE(_coil, m) {
   m.doc() = "coil's compiler and runtime, for the torch.compile adapter";
+  // Compiled graphs live in torch.compile's caches until the interpreter exits; that is not a leak.
+  nb::set_leak_warnings(false);
   nb::exception<coil::Error>(m, "CoilError");
   m.def("supported", &coil::frontend::export_target_supported, nb::arg("target"),
         "Whether coil compiles nodes of this target (\"torch.ops.aten.add.Tensor\").");

@@ -43,8 +43,21 @@ double compute_cost(const loop::ExprRef& body) {
   return cost(body, seen);
 }
 
-bool should_realize(const loop::ExprRef& body, int uses) {
+int large_reads(const loop::ExprRef& body, const std::function<bool(int buffer)>& large) {
+  std::set<const loop::Expr*> seen;
+  std::set<int> buffers;
+  std::function<void(const loop::ExprRef&)> visit = [&](const loop::ExprRef& e) {
+    if (!seen.insert(e.get()).second) return;
+    if (e->kind() == loop::Expr::Kind::load && large(e->buffer())) buffers.insert(e->buffer());
+    for (const auto& o : e->operands()) visit(o);
+  };
+  visit(body);
+  return static_cast<int>(buffers.size());
+}
+
+bool should_realize(const loop::ExprRef& body, int uses, int reads) {
   if (uses <= 1) return false;
+  if ((uses - 1) * reads > uses + 1) return true;
   double recompute = (uses - 1) * compute_cost(body);
   double round_trip = kRoundTrip * (1 + uses);
   return recompute > round_trip;

@@ -8,12 +8,20 @@
 // Recomputing is bounded: (uses - 1) * compute cost may not exceed the round trip (one store
 // plus one load per use). So a decomposed softmax's exp(x - max), read by the sum and by the
 // division, stays inline (one kernel), while gelu(x) read by four consumers is computed once.
+// Memory is bounded too: a body reading `reads` tensors as large as itself makes each consumer
+// read them all, uses * reads tensor passes, against reads + 1 + uses when stored once; it is
+// stored when that is less. So a residual stream (x + f(x), read by the next norm and the next
+// residual add) is stored instead of growing into a chain every later layer recomputes.
 #pragma once
+#include <functional>
+
 #include "loop/expr.h"
 
 namespace coil::lowering {
 
 double compute_cost(const loop::ExprRef& body);  // shared subexpressions counted once
-bool should_realize(const loop::ExprRef& body, int uses);
+// Distinct buffers the body loads for which `large` holds.
+int large_reads(const loop::ExprRef& body, const std::function<bool(int buffer)>& large);
+bool should_realize(const loop::ExprRef& body, int uses, int reads = 0);
 
 }  // namespace coil::lowering

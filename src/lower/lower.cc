@@ -141,7 +141,22 @@ LoweredGraph lower(const Graph& g) {
     for (size_t o = 0; o < vals.size(); ++o) {
       Value& v = vals[o];
       int uses = c.uses[{static_cast<int>(i), static_cast<int>(o)}];
-      if (!v.realized() && should_realize(v.body, uses)) c.realize(v, node.outputs[o].name);
+      if (v.realized() || uses <= 1) continue;
+      // Buffers at least as large as the value (unknown sizes count as large).
+      auto elements = [](const SymShape& sizes) -> std::optional<int64_t> {
+        int64_t n = 1;
+        for (const auto& s : sizes) {
+          if (!s.constant()) return std::nullopt;
+          n *= *s.constant();
+        }
+        return n;
+      };
+      auto mine = elements(v.meta.sizes);
+      int reads = large_reads(v.body, [&](int b) {
+        auto theirs = elements(c.program.buffers[static_cast<size_t>(b)].sizes);
+        return !mine || !theirs || *theirs >= *mine;
+      });
+      if (should_realize(v.body, uses, reads)) c.realize(v, node.outputs[o].name);
     }
     c.values[i] = std::move(vals);
   }

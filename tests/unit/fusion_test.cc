@@ -236,6 +236,36 @@ TEST(CostModel, CheapSharedValuesAreRecomputedExpensiveOnesStoredOnce) {
   EXPECT_FALSE(should_realize(heavy, 2));  // 21 to recompute once vs 24 for the round trip
   EXPECT_TRUE(should_realize(heavy, 3));   // 42 vs 32
   EXPECT_FALSE(should_realize(heavy, 1));
+  // Memory: a cheap body reading four tensors, read twice, is stored (8 passes inline vs 7).
+  EXPECT_FALSE(should_realize(sq, 2, 3));
+  EXPECT_TRUE(should_realize(sq, 2, 4));
+  EXPECT_FALSE(should_realize(sq, 1, 9));
+}
+
+// A residual stream through several "layers" (x = x + relu(x @ w) with a norm-like reduction
+// reading each x) stays a bounded expression: each layer's norm reads a few buffers, not every
+// earlier layer's output.
+TEST(CostModel, ResidualStreamsAreStoredInsteadOfRecomputedByEveryLayer) {
+  std::string text = "  %x0 = input() : f32[N, 64]\n  %w = input() : f32[64, 64]\n";
+  for (int l = 0; l < 8; ++l) {
+    text += fmt::format("  %h{0} = mm(%x{0}, %w)\n  %r{0} = relu(%h{0})\n  %x{1} = add.Tensor(%x{0}, %r{0})\n", l, l + 1);
+    text += fmt::format("  %m{0} = mean.dim(%x{1}, [1], true)\n  %x{1}n = sub.Tensor(%x{1}, %m{0})\n", l, l + 1);
+  }
+  text += "  return %x8n\n";
+  auto p = pipeline(text);
+  size_t most = 0;
+  for (const auto& k : p.kernels)
+    if (const auto* lk = std::get_if<loop::LoopKernel>(&k)) {
+      std::set<int> read;
+      std::function<void(const loop::ExprRef&)> visit = [&](const loop::ExprRef& e) {
+        if (e->kind() == loop::Expr::Kind::load) read.insert(e->buffer());
+        for (const auto& o : e->operands()) visit(o);
+      };
+      for (const auto& s : lk->stores) visit(s.value);
+      for (const auto& r : lk->reductions) visit(r.value);
+      most = std::max(most, read.size());
+    }
+  EXPECT_LE(most, 4u) << loop::to_string(p);
 }
 
 }  // namespace
