@@ -128,7 +128,7 @@ int check(const std::string& file) {  // the graph only: a .coil file's weights 
 
 struct CompileCmd {
   std::vector<std::string> files;
-  std::string emit = "loop", device = "cpu", arch;
+  std::string emit = "loop", device = "cpu", arch, output, cache_dir;
   bool loops = false;
 };
 
@@ -184,7 +184,15 @@ int compile(const CompileCmd& c) {
     return build_cubins(c, target);
   }
   if (c.files.size() != 1) throw coil::Error("only --emit cubin takes several graph files");
-  coil::Generated gen = coil::generate(coil::parse_graph_file(c.files[0]), target);
+  if (!c.output.empty()) {  // a package: graph, weights, kernels
+    auto [g, weights] = load_graph(c.files[0]);
+    auto t0 = std::chrono::steady_clock::now();
+    coil::write_package(c.output, g, weights, {.cache_dir = c.cache_dir, .device = c.device});
+    fmt::print("wrote {} ({} bytes, {}) in {:.1f} ms\n", c.output, std::filesystem::file_size(c.output), c.device,
+               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    return 0;
+  }
+  coil::Generated gen = coil::generate(load_graph(c.files[0]).first, target);
   if (c.emit == "loop") std::cout << coil::loop::to_string(gen.lowered.program);
   if (c.emit == "code") std::cout << (target.cuda ? gen.cuda.code() : gen.source.code());
   if (c.emit == "plan") std::cout << coil::describe_plan(gen.lowered);
@@ -192,7 +200,37 @@ int compile(const CompileCmd& c) {
 }
 
 
+// Prints each output (a preview, the error vs the reference when there is one) and writes them.
+void report_outputs(const coil::Graph& g, const std::vector<coil::Tensor>& outputs, const std::vector<coil::Tensor>& reference,
+                    const RunOptions& o) {
+  coil::NamedTensors named;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const std::string& name = g.value_name(g.outputs[i]);
+    const coil::Tensor& t = outputs[i];
+    fmt::print("%{}: {}{} = {}\n", name, coil::dtype_name(t.dtype()), coil::shape_to_string(t.sizes()), preview(t, o.preview));
+    if (!reference.empty()) fmt::print("  max abs error vs reference: {:.3g}\n", max_abs_error(t, reference[i]));
+    named.emplace_back(name, t);
+  }
+  if (!o.out.empty()) {
+    coil::write_safetensors(o.out, named);
+    fmt::print("wrote {} output{} to {}\n", named.size(), named.size() == 1 ? "" : "s", o.out);
+  }
+}
+
+// A compiled package: no compiler runs; the kernels it holds are the ones that run.
+int run_package(const RunOptions& o) {
+  auto t0 = std::chrono::steady_clock::now();
+  coil::Package p = coil::Package::load(o.file, o.cache_dir);
+  fmt::print("loaded {} ({}) in {:.1f} ms\n", o.file, p.device(), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  coil::TensorMap inputs = o.inputs.empty() ? coil::random_inputs(p.graph(), o.seed, parse_sizes(o.sizes)) : read_inputs(p.graph(), o.inputs);
+  std::vector<coil::Tensor> outputs = p.run(inputs), reference;
+  if (o.check) reference = coil::evaluate_reference(p.graph(), inputs, p.weights());
+  report_outputs(p.graph(), outputs, reference, o);
+  return 0;
+}
+
 int run(const RunOptions& o) {
+  if (o.file.ends_with(".coilpkg")) return run_package(o);
   auto [g, weights] = load_graph(o.file);
   std::map<std::string, int64_t> sizes = parse_sizes(o.sizes);
   for (const auto& [name, value] : sizes) {  // a misspelled symbol would otherwise be ignored
@@ -239,18 +277,7 @@ int run(const RunOptions& o) {
     }
     if (o.check) reference = coil::evaluate_reference(g, inputs, weights);
   }
-  coil::NamedTensors named;
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const std::string& name = g.value_name(g.outputs[i]);
-    const coil::Tensor& t = outputs[i];
-    fmt::print("%{}: {}{} = {}\n", name, coil::dtype_name(t.dtype()), coil::shape_to_string(t.sizes()), preview(t, o.preview));
-    if (!reference.empty()) fmt::print("  max abs error vs reference: {:.3g}\n", max_abs_error(t, reference[i]));
-    named.emplace_back(name, t);
-  }
-  if (!o.out.empty()) {
-    coil::write_safetensors(o.out, named);
-    fmt::print("wrote {} output{} to {}\n", named.size(), named.size() == 1 ? "" : "s", o.out);
-  }
+  report_outputs(g, outputs, reference, o);
   return 0;
 }
 
@@ -264,8 +291,10 @@ int main(int argc, char** argv) {
   check_cmd->add_option("FILE", check_file, "graph file (.coil, or a torch.export .pt2)")->required();
 
   CompileCmd cc;
-  auto* compile_cmd = app.add_subcommand("compile", "Compile a graph and print a stage of the pipeline");
-  compile_cmd->add_option("FILE", cc.files, "graph file (.coil); several with --emit cubin")->required();
+  auto* compile_cmd = app.add_subcommand("compile", "Compile a graph: print a stage of the pipeline, or write a package (-o)");
+  compile_cmd->add_option("FILE", cc.files, "graph file (.coil or a torch.export .pt2); several with --emit cubin")->required();
+  compile_cmd->add_option("-o,--output", cc.output, "write a compiled package (.coilpkg: graph, weights, kernels) for --device");
+  compile_cmd->add_option("--cache-dir", cc.cache_dir, "kernel cache folder while compiling a package");
   compile_cmd->add_option("--emit", cc.emit, "the stage to print (cubin: build the CUDA code with NVRTC and report)")
       ->check(CLI::IsMember({"loop", "code", "plan", "cubin"}))
       ->default_val("loop");
@@ -275,7 +304,7 @@ int main(int argc, char** argv) {
 
   RunOptions run_options;
   auto* run_cmd = app.add_subcommand("run", "Run a graph on inputs (random from a seed unless --inputs is given)");
-  run_cmd->add_option("FILE", run_options.file, "graph file (.coil, or a torch.export .pt2)")->required();
+  run_cmd->add_option("FILE", run_options.file, "graph file (.coil, a torch.export .pt2, or a compiled .coilpkg)")->required();
   run_cmd->add_option("--inputs", run_options.inputs, "a .safetensors file with one tensor per graph input");
   run_cmd->add_option("--seed", run_options.seed, "seed for random inputs")->default_val(0);
   run_cmd->add_option("--size", run_options.sizes, "a size symbol's value for random inputs, NAME=VALUE (repeatable)");

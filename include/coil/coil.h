@@ -5,6 +5,7 @@
 #include "coil/error.h"
 #include "coil/graph.h"
 #include "coil/io.h"
+#include "coil/package.h"
 #include "coil/reference.h"
 #include "coil/sym.h"
 #include "coil/tensor.h"

@@ -26,6 +26,9 @@ struct CompileOptions {
   // CUDA: measure the candidate configurations of kernels with enough work on the device when
   // first compiled (the winner is cached on disk by kernel and device).
   bool autotune = true;
+  // false: every kernel must come from the cache (a package's prebuilt kernels); a miss is an
+  // error and no compiler or NVRTC runs.
+  bool build = true;
   // CUDA: every kernel takes its i-th candidate configuration (the last when it has fewer)
   // instead of the heuristic's or the tuner's choice; -1 for none (tests of every candidate).
   int cuda_candidate = -1;

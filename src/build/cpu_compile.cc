@@ -183,6 +183,9 @@ std::shared_ptr<CompiledLibrary> compile_cpu_library(const std::string& source, 
       // since changed) is rebuilt like a miss; a fresh build that fails to load does throw.
     }
   }
+  if (!library && !options.compile)
+    fail("kernel library {} is not in the cache {} and compiling is off: the package was built for another compiler, "
+         "instruction set or coil version; compile the model again on this machine", s.key, options.cache.dir());
   if (!library) library = compile_and_store(source, options, s.key, s);
   s.total_seconds = seconds_since(start);
   return library;

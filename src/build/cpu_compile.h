@@ -49,6 +49,7 @@ struct CpuBuildOptions {
   std::string host_isa;  // host_isa_fingerprint(compiler); in the key when a flag is "native"
   std::vector<std::string> flags = default_cpu_flags();
   std::vector<std::string> libraries = default_cpu_libraries();
+  bool compile = true;  // false: a miss is an error, no compiler runs (a package's prebuilt kernels)
   std::vector<std::string> all_flags() const;  // flags, then libraries: what the cache key covers
 
   // Detects the compiler and the host ISA once; keep the result and reuse it for every build.

@@ -134,6 +134,9 @@ std::string compile_cubin(const std::string& source, const CudaBuildOptions& opt
     s.total_seconds = seconds_since(start);
     return *cached;
   }
+  if (!options.compile)
+    fail("cubin {} is not in the cache {} and compiling is off: the package was built for another GPU architecture, "
+         "NVRTC or coil version; compile the model again for this GPU", s.key, options.cache.dir());
   std::string log, cubin;
   try {
     cubin = options.nvrtc->compile(source, options.all_flags(), log);

@@ -42,6 +42,7 @@ struct CudaBuildOptions {
   std::shared_ptr<const Nvrtc> nvrtc;
   std::string arch = "sm_90a";  // the exact target: sm_90a for Hopper's wgmma and TMA
   std::vector<std::string> flags = {"-std=c++17", "-default-device"};
+  bool compile = true;  // false: a miss is an error, NVRTC does not run (a package's prebuilt kernels)
   std::vector<std::string> all_flags() const;  // --gpu-architecture, then flags
 
   static CudaBuildOptions detect(ArtifactCache cache, std::string arch);

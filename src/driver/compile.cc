@@ -151,6 +151,7 @@ Executable compile_cpu(const Graph& graph, const CompileOptions& options) {
   auto t2 = std::chrono::steady_clock::now();
   auto build_options = build::CpuBuildOptions::detect(
       options.cache_dir.empty() ? build::ArtifactCache::from_environment() : build::ArtifactCache(options.cache_dir));
+  build_options.compile = options.build;
   size_t threads = options.build_threads > 0 ? static_cast<size_t>(options.build_threads) : std::thread::hardware_concurrency();
   auto units = codegen::partition_kernels(gen.source, threads);
   std::vector<std::string> sources;

@@ -29,6 +29,7 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
   auto t0 = std::chrono::steady_clock::now();
   build::ArtifactCache cache = options.cache_dir.empty() ? build::ArtifactCache::from_environment() : build::ArtifactCache(options.cache_dir);
   auto build_options = build::CudaBuildOptions::detect(cache, context->device().arch());
+  build_options.compile = options.build;
   std::vector<std::string> symbols;
   for (const auto& s : gen.graph.symbols) symbols.push_back(s.name);
   std::vector<TuningUnit> tuning;

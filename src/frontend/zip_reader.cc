@@ -3,6 +3,7 @@
 #include <zip.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "support/check.h"
 
@@ -59,6 +60,35 @@ std::string ZipReader::read(const std::string& name, size_t max_bytes) const {
   if (got < 0 || static_cast<zip_uint64_t>(got) != st.size)
     fail("{}: entry '{}' is corrupt ({} of {} bytes read{})", path_, name, got < 0 ? 0 : got, st.size, why.empty() ? "" : ": " + why);
   return data;
+}
+
+void write_zip(const std::string& path, const std::vector<std::pair<std::string, std::string>>& entries) {
+  std::string temp = path + ".tmp";
+  int code = 0;
+  zip_t* z = zip_open(temp.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &code);
+  if (!z) fail("{}: cannot create the archive (libzip error {})", path, code);
+  for (const auto& [name, bytes] : entries) {
+    zip_source_t* src = zip_source_buffer(z, bytes.data(), bytes.size(), 0);
+    zip_int64_t index = src ? zip_file_add(z, name.c_str(), src, ZIP_FL_ENC_UTF_8) : -1;
+    if (index < 0) {
+      if (src) zip_source_free(src);
+      std::string why = zip_strerror(z);
+      zip_discard(z);
+      std::remove(temp.c_str());
+      fail("{}: cannot add entry '{}' ({})", path, name, why);
+    }
+    zip_set_file_compression(z, static_cast<zip_uint64_t>(index), ZIP_CM_STORE, 0);
+  }
+  if (zip_close(z) != 0) {
+    std::string why = zip_strerror(z);
+    zip_discard(z);
+    std::remove(temp.c_str());
+    fail("{}: cannot write the archive ({})", path, why);
+  }
+  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+    std::remove(temp.c_str());
+    fail("{}: cannot move the archive into place", path);
+  }
 }
 
 }  // namespace coil::frontend

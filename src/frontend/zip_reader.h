@@ -1,4 +1,5 @@
-// Reading entries of a zip archive (libzip), with sizes checked: what the .pt2 reader needs.
+// Reading entries of a zip archive (libzip), with sizes checked: what the .pt2 reader needs;
+// and writing one (coil's packages).
 #pragma once
 #include <memory>
 #include <string>
@@ -26,5 +27,9 @@ class ZipReader {
   std::string path_;
   std::vector<std::string> names_;
 };
+
+// Writes a zip of `entries` (name, bytes; stored uncompressed: kernels and weights do not shrink
+// much and are read back whole) through a temporary file and a rename. Throws coil::Error.
+void write_zip(const std::string& path, const std::vector<std::pair<std::string, std::string>>& entries);
 
 }  // namespace coil::frontend

@@ -11,9 +11,11 @@ most 4e-7 abs); the compiled code accumulates in f32 over at most 256 terms per 
 (measured: at most 2e-6 abs, on GPT-2 outputs of magnitude up to ~5). rtol=1e-4, atol=1e-5
 leaves a wide margin for both while still catching any wrong weight, axis or missing op (those
 give errors of O(0.1) or more: a non-causal sdpa is off by 2.9)."""
+import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -137,3 +139,29 @@ def test_pt2_archive_runs_from_the_command_line(name, coil_bin):
     assert proc.returncode == 0, proc.stderr
     error = re.search(r"max abs error vs reference: (\S+)", proc.stdout)
     assert error and float(error.group(1)) < 1e-4, proc.stdout
+
+
+@pytest.mark.parametrize("name", ["mlp", "block"])
+def test_package_compiles_and_runs_from_the_command_line_and_from_cpp(name, coil_bin, tmp_path):
+    """`coil compile model.pt2 -o model.coilpkg`, then `coil run model.coilpkg` and the C++
+    example (examples/run_package.cc) on eager's inputs, into an empty kernel cache."""
+    fixtures = MODELS_DIR.parent / "tests" / "fixtures" / "pt2"
+    package = tmp_path / f"{name}.coilpkg"
+    env = dict(os.environ, COIL_CACHE_DIR=str(tmp_path / "compile-cache"))
+    made = subprocess.run([coil_bin, "compile", str(fixtures / f"{name}.pt2"), "-o", str(package)], capture_output=True, text=True, env=env)
+    assert made.returncode == 0, made.stderr
+    io = read_safetensors(fixtures / f"{name}.io.safetensors")
+    env["COIL_CACHE_DIR"] = str(tmp_path / "run-cache")
+    out = tmp_path / "out.safetensors"
+    ran = subprocess.run([coil_bin, "run", str(package), "--inputs", str(fixtures / f"{name}.io.safetensors"), "--out", str(out)],
+                         capture_output=True, text=True, env=env)
+    assert ran.returncode == 0, ran.stderr
+    got = read_safetensors(out)
+    torch.testing.assert_close(next(iter(got.values())), io["out0"], rtol=1e-4, atol=1e-4)
+    example = Path(coil_bin).parents[1] / "examples" / "run-package"
+    if not example.exists():
+        pytest.skip("the examples are not built here")
+    out2 = tmp_path / "out2.safetensors"
+    ran = subprocess.run([str(example), str(package), str(fixtures / f"{name}.io.safetensors"), str(out2)], capture_output=True, text=True, env=env)
+    assert ran.returncode == 0, ran.stderr
+    torch.testing.assert_close(next(iter(read_safetensors(out2).values())), io["out0"], rtol=1e-4, atol=1e-4)

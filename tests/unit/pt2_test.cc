@@ -18,17 +18,8 @@
 namespace coil {
 namespace {
 
-// $COIL_SOURCE_DIR at run time where the tests run from another checkout (the GPU machine).
-std::string fixture(const std::string& name) {
-  const char* root = std::getenv("COIL_SOURCE_DIR");
-  return std::string(root && *root ? root : COIL_SOURCE_DIR) + "/tests/fixtures/pt2/" + name;
-}
-
-std::string temp_dir() {
-  auto d = std::filesystem::temp_directory_path() / ("coil_pt2_test_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(d);
-  return d.string();
-}
+std::string fixture(const std::string& name) { return testing::pt2_fixture(name); }
+std::string temp_dir() { return testing::temp_dir("pt2"); }
 
 TEST(Pt2, FixturesMatchEagerOutputs) {
   for (const char* name : {"mlp", "mlp_raw", "block", "cnn"}) {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <numbers>
 #include <set>
@@ -14,9 +15,25 @@
 #include <utility>
 #include <vector>
 
+#include <unistd.h>
+
 #include "coil/coil.h"
 
 namespace coil::testing {
+
+// A file of tests/fixtures/pt2; $COIL_SOURCE_DIR at run time where the tests run from another
+// checkout (the GPU machine).
+inline std::string pt2_fixture(const std::string& name) {
+  const char* root = std::getenv("COIL_SOURCE_DIR");
+  return std::string(root && *root ? root : COIL_SOURCE_DIR) + "/tests/fixtures/pt2/" + name;
+}
+
+// A folder of this test process under the system's temporary folder.
+inline std::string temp_dir(const std::string& stem) {
+  auto d = std::filesystem::temp_directory_path() / ("coil_" + stem + "_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(d);
+  return d.string();
+}
 
 // The message of the coil::Error `body` throws (a test failure when it throws none).
 inline std::string message_of(const std::function<void()>& body) {
