@@ -24,3 +24,14 @@ def test_schema_matches_torch(enum, schema):
     base, _, overload = name.partition(".")
     op = getattr(getattr(torch.ops.aten, base), overload or "default")
     assert str(op._schema).replace("aten::", "") == schema
+
+
+def test_ops_def_is_what_the_generator_writes():
+    """tools/gen_op_schemas.py regenerates the schema column from torch; ops.def must be its output."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gen_op_schemas", OPS_DEF.parents[2] / "tools" / "gen_op_schemas.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    text = OPS_DEF.read_text()
+    assert gen.regenerate(text) == text, "run: .venv/bin/python tools/gen_op_schemas.py"
