@@ -59,8 +59,9 @@ std::vector<TuningUnit> tuning_units(const loop::Program& program, const codegen
     loop::LoopKernel neutral = k;
     neutral.name = "k";
     codegen::CudaKernel ignored;
-    unit.key = build::ArtifactCache::key(
-        {"coil-tune-1", codegen::emit_cuda_kernel(program, neutral, symbols, device, configs[0], ignored), device.key()});
+    // Buffer names made generic too, so a model's repeated layers share one entry.
+    std::string text = codegen::canonical_kernel_text(codegen::emit_cuda_kernel(program, neutral, symbols, device, configs[0], ignored), "k");
+    unit.key = build::ArtifactCache::key({"coil-tune-2", text, device.key()});
     auto cached = cache.read(unit.key, "tune");
     for (size_t c = 0; c < configs.size(); ++c) {
       loop::LoopKernel copy = k;

@@ -1,10 +1,12 @@
 // The CUDA half of the pipeline's end: generate for the GPU at hand, build the kernels with
 // NVRTC (untuned kernels and every candidate of the tuned ones spread over units compiled in
 // parallel, cached by content), measure the candidates the tuning cache does not know, load the
-// modules into the primary context and assemble the GPU plan.
+// modules into the primary context and assemble the GPU plan. Kernels that differ only in
+// their names and which buffers they take (a model's repeated layers) compile and tune once.
 #include <fmt/format.h>
 
 #include <chrono>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -45,8 +47,22 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
     if (!tuned.count(i)) plain.push_back(i), bodies.push_back(gen.cuda.bodies[i]), names.push_back(gen.cuda.kernels[i].name);
   for (const auto& t : tuning)
     for (size_t c = 0; c < t.bodies.size(); ++c) bodies.push_back(t.bodies[c]), names.push_back(t.candidates[c].name);
+  // Each distinct body is built once; a repeat uses the function of its first occurrence.
+  std::vector<size_t> first_of(bodies.size());
+  std::vector<std::string> distinct;
+  std::vector<size_t> distinct_index;  // body index per distinct body
+  {
+    std::map<std::string, size_t> seen;
+    for (size_t b = 0; b < bodies.size(); ++b) {
+      auto [it, fresh] = seen.try_emplace(codegen::canonical_kernel_text(bodies[b], names[b]), b);
+      first_of[b] = it->second;
+      if (fresh) distinct.push_back(bodies[b]), distinct_index.push_back(b);
+    }
+  }
   size_t threads = options.build_threads > 0 ? static_cast<size_t>(options.build_threads) : std::thread::hardware_concurrency();
-  auto units = codegen::partition_bodies(bodies, threads);
+  auto units = codegen::partition_bodies(distinct, threads);
+  for (auto& u : units)
+    for (size_t& b : u) b = distinct_index[b];
   std::vector<std::string> sources;
   for (const auto& u : units) {
     sources.push_back(gen.cuda.prelude);
@@ -65,6 +81,7 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
     gpu->modules.push_back(std::move(module));
     exe.stats.units.push_back(std::move(report));
   }
+  for (size_t b = 0; b < bodies.size(); ++b) function_of[b] = function_of[first_of[b]];
 
   const size_t nk = gen.lowered.program.kernels.size();
   gpu->functions.assign(nk, nullptr);
@@ -76,12 +93,17 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
   }
   std::vector<std::string> chosen_bodies = gen.cuda.bodies;
   auto tune0 = std::chrono::steady_clock::now();
+  std::map<std::string, int> measured;  // tuning key -> winner, for repeats of a kernel in this graph
   for (size_t t = 0, first = plain.size(); t < tuning.size(); first += tuning[t].bodies.size(), ++t) {
     TuningUnit& unit = tuning[t];
     std::vector<void*> candidates(function_of.begin() + static_cast<std::ptrdiff_t>(first),
                                   function_of.begin() + static_cast<std::ptrdiff_t>(first + unit.bodies.size()));
-    if (unit.winner < 0) {
+    if (unit.winner < 0 && measured.count(unit.key)) {
+      unit.winner = measured.at(unit.key);
+      ++exe.stats.tuning_cache_hits;
+    } else if (unit.winner < 0) {
       measure_candidates(unit, candidates, gen.lowered.program, *context, cache);
+      measured[unit.key] = unit.winner;
       ++exe.stats.tuned_kernels;
     } else {
       ++exe.stats.tuning_cache_hits;

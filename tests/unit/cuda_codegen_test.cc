@@ -5,6 +5,8 @@
 // there is no driver.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -51,6 +53,26 @@ TEST(CudaCodegen, FormsFollowTheKernel) {
   EXPECT_EQ(softmax.form, F::row);
   EXPECT_GT(softmax.persistent, 0);  // a 1000-element row stays in registers
   EXPECT_EQ(softmax.threads_per_row, 128);
+}
+
+// Three identical "layers" (a norm-like row kernel each): their kernels differ only in name and
+// buffers, so their canonical texts agree (the driver compiles and tunes them once), and a
+// different kernel's does not.
+const char* kLayers =
+    "  %x = input() : f32[N, 256]\n"
+    "  %a = _softmax(%x, -1, false)\n  %b = _softmax(%a, -1, false)\n  %c = _softmax(%b, -1, false)\n"
+    "  %d = exp(%c)\n  return %d\n";
+
+TEST(CudaCodegen, RepeatedLayersHaveOneCanonicalText) {
+  auto gen = cuda_code(kLayers, cuda::preset_device("sm_90a"));
+  const auto& k = gen.cuda.kernels;
+  ASSERT_GE(k.size(), 4u);
+  std::set<std::string> texts;
+  for (size_t i = 0; i < k.size(); ++i) texts.insert(codegen::canonical_kernel_text(gen.cuda.bodies[i], k[i].name));
+  EXPECT_EQ(texts.size(), k.size() - 2) << "three softmax kernels should share one text";
+  EXPECT_NE(gen.cuda.bodies[0], gen.cuda.bodies[1]);  // while their own texts differ
+  EXPECT_EQ(codegen::canonical_kernel_text("void k1(float* b7, float* b3) { b3[0] = b7[0] + ab12; }", "k1"),
+            "void K_(float* B_0, float* B_1) { B_1[0] = B_0[0] + ab12; }");
 }
 
 TEST(CudaCodegen, AWarpOf64ChangesTheCode) {

@@ -133,6 +133,23 @@ TEST(CudaGpu, AutotuneMeasuresOnceThenReadsTheCache) {
   }
 }
 
+// Repeated layers compile once and tune once, and each still computes its own buffers.
+TEST(CudaGpu, RepeatedLayersBuildAndTuneOnce) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  Graph g = parse_graph("graph t {\n  %x = input() : f32[4096, 512]\n"
+                        "  %a = _softmax(%x, -1, false)\n  %b = _softmax(%a, -1, false)\n  %c = _softmax(%b, -1, false)\n"
+                        "  %d = exp(%c)\n  return %d, %b\n}\n");
+  TensorMap inputs = random_inputs(g, 5);
+  auto want = evaluate_reference(g, inputs);
+  Executable exe = compile(g, {.cache_dir = fresh_cache("layers"), .device = "cuda"});
+  size_t built = 0;
+  for (const auto& u : exe.stats.units) built += u.kernels.size();
+  EXPECT_LT(built, static_cast<size_t>(exe.stats.loop_kernels) * 2) << "each softmax's candidates were built separately";
+  EXPECT_LE(exe.stats.tuned_kernels, 2);  // one softmax and the exp, the other softmaxes share the first's winner
+  auto got = exe.run(inputs);
+  for (size_t i = 0; i < got.size(); ++i) expect_close(got[i], want[i], "output " + std::to_string(i));
+}
+
 // Device tensors: a host tensor's copy on the GPU, as a borrowed device tensor.
 struct OnDevice {
   const cuda::Context& ctx;

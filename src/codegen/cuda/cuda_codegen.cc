@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <map>
 #include <set>
@@ -227,5 +228,34 @@ CudaSource generate_cuda(const loop::Program& program, const std::vector<std::st
   }
   return src;
 }
+
+std::string canonical_kernel_text(const std::string& body, const std::string& name) {
+  std::string out;
+  out.reserve(body.size());
+  std::map<std::string, std::string, std::less<>> renamed;
+  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (size_t i = 0; i < body.size();) {
+    if (body.compare(i, 2, "//") == 0) {  // comments name the graph values
+      i = body.find('\n', i);
+      if (i == std::string::npos) break;
+      continue;
+    }
+    if (!word(body[i])) {
+      out += body[i++];
+      continue;
+    }
+    size_t j = i;
+    while (j < body.size() && word(body[j])) ++j;
+    std::string_view token(body.data() + i, j - i);
+    bool buffer = token.size() > 1 && token[0] == 'b' &&
+                  std::all_of(token.begin() + 1, token.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+    if (token == name) out += "K_";
+    else if (buffer) out += renamed.try_emplace(std::string(token), "B_" + std::to_string(renamed.size())).first->second;
+    else out += token;
+    i = j;
+  }
+  return out;
+}
+
 
 }  // namespace coil::codegen

@@ -75,6 +75,11 @@ std::string emit_cuda_attention(const loop::Program& program, const loop::Extern
 
 // Every loop kernel (and fused attention) of `program` with its heuristic configuration, or with its `candidate`-th
 // candidate (the last when it has fewer) when that is >= 0.
+// A kernel's text without comments, with its own name and its buffer parameters (b<N>) renamed
+// in order of first appearance: equal for kernels that run the same code on different buffers (a model's repeated
+// layers), which then compile and tune once.
+std::string canonical_kernel_text(const std::string& body, const std::string& name);
+
 CudaSource generate_cuda(const loop::Program& program, const std::vector<std::string>& symbols,
                          const cuda::DeviceInfo& device, int candidate = -1);
 
