@@ -219,7 +219,8 @@ def write(args, rows, overhead):
 
     now = datetime.datetime.now()
     gpu = torch.cuda.get_device_name() if args.device == "cuda" else platform.processor() or platform.machine()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    commit = os.environ.get("COIL_COMMIT") or subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                                                             capture_output=True, text=True).stdout.strip()
     lines = [f"# torch.compile(backend=\"coil\") vs Inductor ({args.device}, {now:%Y-%m-%d})", "",
              f"Machine: {platform.node()}, {gpu}; torch {torch.__version__}, Python {platform.python_version()}, "
              f"coil {commit or 'unknown'}. Made by `bench/torch_compile.py{' --quick' if args.quick else ''}`.", "",
