@@ -51,10 +51,11 @@ def _decompositions():
 
 
 def _device_of(values):
-    devices = {v.device.type for v in values if isinstance(v, torch.Tensor)}
+    """The device type of a graph whose tensors are all on one device, else None."""
+    devices = {v.device for v in values if isinstance(v, torch.Tensor)}
     if len(devices) > 1:
         return None
-    return devices.pop() if devices else "cpu"
+    return devices.pop().type if devices else "cpu"
 
 
 def _node_supported(node, device):
@@ -83,13 +84,14 @@ def _node_supported(node, device):
 class _Runner:
     """Calls a compiled graph with data pointers, on PyTorch's current CUDA stream."""
 
-    def __init__(self, compiled, per_call, recipe, single, cuda, keep):
-        self.compiled, self.per_call, self.recipe, self.single, self.cuda = compiled, per_call, recipe, single, cuda
+    def __init__(self, compiled, per_call, recipe, single, device, keep):
+        self.compiled, self.per_call, self.recipe, self.single = compiled, per_call, recipe, single
+        self.cuda = device if device.type == "cuda" else None  # the GPU whose current stream runs it
         self.keep = keep  # frozen tensors the compiled graph reads
 
     def __call__(self, *args):
         ptrs = [args[i].data_ptr() for i in self.per_call]
-        stream = torch.cuda.current_stream().cuda_stream if self.cuda else 0
+        stream = torch.cuda.current_stream(self.cuda).cuda_stream if self.cuda is not None else 0
         outs = self.compiled.run(ptrs, stream)
         results = [outs[i] if kind == "coil" else args[i] if kind == "arg" else i for kind, i in self.recipe]
         return results[0] if self.single else tuple(results)
@@ -104,14 +106,17 @@ def _compile_whole(gm, values, device, options, frozen_tensors):
         keys.append(frozen[i])
         ptrs.append(t.data_ptr())
     text, per_call, recipe, single = _fx.program(gm, values, frozen)
+    where = next((v.device for v in values if isinstance(v, torch.Tensor)), torch.device(device))
+    if where.type == "cuda" and where.index is None:
+        where = torch.device("cuda", torch.cuda.current_device())
     allow_tf32 = torch.get_float32_matmul_precision() != "highest" or torch.backends.cuda.matmul.allow_tf32
-    compiled = _coil.Compiled(text, device, allow_tf32=allow_tf32, autotune=options.get("autotune", True),
+    compiled = _coil.Compiled(text, device, device_index=where.index or 0, allow_tf32=allow_tf32, autotune=options.get("autotune", True),
                               weight_keys=keys, weight_ptrs=ptrs, cache_dir=options.get("cache_dir", ""))
     if _debug():
         print(f"coil: compiled a graph of {len(gm.graph.nodes)} FX nodes on {compiled.device}: {compiled.stats()}",
               file=sys.stderr)
         print(compiled.graph_text(), file=sys.stderr)
-    return _Runner(compiled, per_call, recipe, single, device == "cuda", keep)
+    return _Runner(compiled, per_call, recipe, single, where, keep)
 
 
 def _placeholder_values(gm):

@@ -52,19 +52,20 @@ nb::object to_torch(const coil::Tensor& t) {
 // A compiled graph, run on the data pointers of its inputs (in the compiled layout).
 class Compiled {
  public:
-  Compiled(const std::string& program, const std::string& device, bool allow_tf32, bool autotune,
+  Compiled(const std::string& program, const std::string& device, int device_index, bool allow_tf32, bool autotune,
            const std::vector<std::string>& weight_keys, const std::vector<uintptr_t>& weight_ptrs, const std::string& cache_dir) {
     if (weight_keys.size() != weight_ptrs.size()) throw coil::Error("weight keys and pointers differ in number");
     nb::gil_scoped_release unlocked;
     graph_ = coil::graph_from_fx(program);
     coil::CompileOptions options;
     options.device = device;
+    options.cuda_device = device_index;
     options.allow_tf32 = allow_tf32;
     options.autotune = autotune;
     options.cache_dir = cache_dir;
     exe_ = coil::compile(graph_, options);
     on_gpu_ = exe_.gpu_plan != nullptr;
-    coil::Device where{on_gpu_ ? coil::Device::Kind::cuda : coil::Device::Kind::cpu, 0};
+    coil::Device where{on_gpu_ ? coil::Device::Kind::cuda : coil::Device::Kind::cpu, on_gpu_ ? device_index : 0};
     auto borrow = [&](const coil::Node& n, uintptr_t ptr) {
       const coil::TensorMeta& m = n.outputs[0].meta;
       coil::Shape sizes, strides;
@@ -143,9 +144,9 @@ NB_MODULE(_coil, m) {
   m.def("check_graph", [](const std::string& program) { return coil::print_graph(coil::graph_from_fx(program)); },
         nb::arg("program"), "The coil graph a program maps to, printed (for tests and COIL_DEBUG).");
   nb::class_<Compiled>(m, "Compiled")
-      .def(nb::init<const std::string&, const std::string&, bool, bool, const std::vector<std::string>&,
+      .def(nb::init<const std::string&, const std::string&, int, bool, bool, const std::vector<std::string>&,
                     const std::vector<uintptr_t>&, const std::string&>(),
-           nb::arg("program"), nb::arg("device"), nb::arg("allow_tf32") = false, nb::arg("autotune") = true,
+           nb::arg("program"), nb::arg("device"), nb::arg("device_index") = 0, nb::arg("allow_tf32") = false, nb::arg("autotune") = true,
            nb::arg("weight_keys") = std::vector<std::string>{}, nb::arg("weight_ptrs") = std::vector<uintptr_t>{},
            nb::arg("cache_dir") = "")
       .def("run", &Compiled::run, nb::arg("ptrs"), nb::arg("stream") = 0)
