@@ -215,3 +215,22 @@ def test_multiple_outputs_inputs_returned_and_integers():
         return x, (i * 2 + 1) % 7, x.amax(dim=0), (x > 0).sum(dim=1)
 
     check(f, torch.randn(5, 3), torch.arange(10))
+
+
+def test_backend_name_works_without_importing_coil():
+    """The torch_dynamo_backends entry point (an installed package) finds "coil" by itself."""
+    import importlib.metadata
+    import subprocess
+    import sys
+
+    if not any(e.name == "coil" for e in importlib.metadata.entry_points(group="torch_dynamo_backends")):
+        pytest.skip("coil is not installed here (a build tree on PYTHONPATH has no entry point)")
+    code = ("import sys, torch\n"
+            "f = torch.compile(lambda x: torch.relu(x) * 2, backend='coil')\n"
+            "with torch.no_grad():\n"
+            "    y = f(torch.tensor([-1.0, 3.0]))\n"
+            "assert y.tolist() == [0.0, 6.0], y\n"
+            "print('coil' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True"  # loaded through the entry point
