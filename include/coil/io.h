@@ -18,6 +18,9 @@ NamedTensors read_safetensors(const std::string& path);
 NamedTensors parse_safetensors(const std::string& bytes, const std::string& what);
 void write_safetensors(const std::string& path, const NamedTensors& tensors,
                        const std::map<std::string, std::string>& metadata = {});
+// The bytes write_safetensors writes; `path` names the destination in errors.
+std::string safetensors_bytes(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata = {},
+                              const std::string& path = "<memory>");
 
 Tensor read_npy(const std::string& path);
 void write_npy(const std::string& path, const Tensor& tensor);

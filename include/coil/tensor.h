@@ -86,6 +86,9 @@ class Tensor {
 };
 
 Shape contiguous_strides(const Shape& sizes);
+// Storage elements a layout addresses, offset included: offset + 1 + sum((size - 1) * stride),
+// 0 when it has no elements. Strides must not be negative.
+int64_t span_of(const Shape& sizes, const Shape& strides, int64_t offset = 0);
 // Rounds a double to what the dtype can hold (fp rounding to nearest even, integer wrap-around,
 // bool as != 0), the way a PyTorch op writes its result.
 double round_to_dtype(double value, DType dtype);

@@ -98,13 +98,8 @@ class _Runner:
 
 
 def _compile_whole(gm, values, device, options, frozen_tensors):
-    frozen = {i: f"frozen{i}" for i in frozen_tensors}
-    keep = []
-    keys, ptrs = [], []
-    for i, t in frozen_tensors.items():
-        keep.append(t)
-        keys.append(frozen[i])
-        ptrs.append(t.data_ptr())
+    frozen = {i: f"frozen{i}" for i in frozen_tensors}  # placeholder position -> weight key
+    keys, ptrs = list(frozen.values()), [t.data_ptr() for t in frozen_tensors.values()]
     text, per_call, recipe, single = _fx.program(gm, values, frozen)
     where = next((v.device for v in values if isinstance(v, torch.Tensor)), torch.device(device))
     if where.type == "cuda" and where.index is None:
@@ -116,7 +111,7 @@ def _compile_whole(gm, values, device, options, frozen_tensors):
         print(f"coil: compiled a graph of {len(gm.graph.nodes)} FX nodes on {compiled.device}: {compiled.stats()}",
               file=sys.stderr)
         print(compiled.graph_text(), file=sys.stderr)
-    return _Runner(compiled, per_call, recipe, single, where, keep)
+    return _Runner(compiled, per_call, recipe, single, where, list(frozen_tensors.values()))
 
 
 def _placeholder_values(gm):

@@ -120,9 +120,6 @@ class Compiled {
 
   std::string graph_text() const { return coil::print_graph(graph_); }
   const std::string& device() const { return exe_.device; }
-  const std::string& device_note() const { return exe_.device_note; }
-  const std::string& source() const { return exe_.source; }
-  void synchronize() const { exe_.synchronize(); }
 
  private:
   coil::Graph graph_;
@@ -141,8 +138,6 @@ NB_MODULE(_coil, m) {
   nb::exception<coil::Error>(m, "CoilError");
   m.def("supported", &coil::frontend::export_target_supported, nb::arg("target"),
         "Whether coil compiles nodes of this target (\"torch.ops.aten.add.Tensor\").");
-  m.def("check_graph", [](const std::string& program) { return coil::print_graph(coil::graph_from_fx(program)); },
-        nb::arg("program"), "The coil graph a program maps to, printed (for tests and COIL_DEBUG).");
   nb::class_<Compiled>(m, "Compiled")
       .def(nb::init<const std::string&, const std::string&, int, bool, bool, const std::vector<std::string>&,
                     const std::vector<uintptr_t>&, const std::string&>(),
@@ -152,8 +147,5 @@ NB_MODULE(_coil, m) {
       .def("run", &Compiled::run, nb::arg("ptrs"), nb::arg("stream") = 0)
       .def("stats", &Compiled::stats)
       .def("graph_text", &Compiled::graph_text)
-      .def("synchronize", &Compiled::synchronize)
-      .def_prop_ro("device", &Compiled::device)
-      .def_prop_ro("device_note", &Compiled::device_note)
-      .def_prop_ro("source", &Compiled::source);
+      .def_prop_ro("device", &Compiled::device);
 }

@@ -1,11 +1,8 @@
 #include "build/cpu_compile.h"
 
 #include <dlfcn.h>
-#include <stdlib.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <atomic>
 #include <chrono>
 #include <exception>
@@ -22,6 +19,7 @@
 #include "build/process.h"
 #include "coil/io.h"
 #include "support/check.h"
+#include "support/temp_dir.h"
 
 namespace coil::build {
 
@@ -30,26 +28,6 @@ namespace {
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
-
-// A private scratch folder for one compile, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "coil-build-XXXXXX").string();
-    if (!::mkdtemp(pattern.data())) fail("cannot create a temporary folder '{}': {}", pattern, std::strerror(errno));
-    path_ = pattern;
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  std::string file(std::string_view name) const { return path_ + "/" + std::string(name); }
-
- private:
-  std::string path_;
-};
 
 void write_plain_file(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary);
@@ -85,7 +63,7 @@ void replace_all(std::string& text, std::string_view from, std::string_view to) 
 
 std::shared_ptr<CompiledLibrary> compile_and_store(const std::string& source, const CpuBuildOptions& options,
                                                    const std::string& key, BuildStats& stats) {
-  TempDir scratch;
+  TempDir scratch("coil-build");
   std::string source_path = scratch.file("kernel.cc");
   std::string library_path = scratch.file("kernel.so");
   write_plain_file(source_path, source);

@@ -1,7 +1,5 @@
 #include "coil/package.h"
 
-#include <fmt/format.h>
-
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -11,6 +9,7 @@
 #include "coil/io.h"
 #include "frontend/zip_reader.h"
 #include "support/check.h"
+#include "support/temp_dir.h"
 
 namespace coil {
 
@@ -23,29 +22,6 @@ constexpr const char* kFormat = "coilpkg";
 constexpr int kVersion = 1;
 constexpr const char* kRoot = "coilpkg/";
 
-// A fresh folder under the system's temporary folder, removed with the object.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    auto base = fs::temp_directory_path();
-    for (int i = 0;; ++i) {
-      path = base / fmt::format("coil-package-{}-{}", std::hash<std::thread::id>{}(std::this_thread::get_id()), i);
-      if (fs::create_directory(path)) break;
-    }
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
-};
-
-std::string safetensors_bytes(const TensorMap& weights, const fs::path& dir) {
-  NamedTensors named(weights.begin(), weights.end());
-  std::string file = (dir / "weights.safetensors").string();
-  write_safetensors(file, named);
-  return read_file(file);
-}
-
 }  // namespace
 
 void write_package(const std::string& path, const Graph& graph, const TensorMap& weights, const CompileOptions& options) {
@@ -56,9 +32,9 @@ void write_package(const std::string& path, const Graph& graph, const TensorMap&
     if (!weights.count(key)) fail("weight '{}' (for %{}) was not given", key, graph.nodes[static_cast<size_t>(n)].name());
   }
   // Compiled into an empty cache, which then holds exactly this graph's kernels and tuning.
-  TempDir temp;
+  TempDir temp("coil-package");
   CompileOptions o = options;
-  o.cache_dir = (temp.path / "cache").string();
+  o.cache_dir = temp.file("cache");
   o.build_threads = options.build_threads > 0 ? options.build_threads : static_cast<int>(std::thread::hardware_concurrency());
   Executable exe = compile(graph, o);
 
@@ -67,7 +43,7 @@ void write_package(const std::string& path, const Graph& graph, const TensorMap&
                    {"allow_tf32", options.allow_tf32}, {"compiled_on", exe.device}};
   entries.emplace_back(std::string(kRoot) + "manifest.json", manifest.dump(1));
   entries.emplace_back(std::string(kRoot) + "graph.coil", print_graph(graph));
-  entries.emplace_back(std::string(kRoot) + "weights.safetensors", safetensors_bytes(weights, temp.path));
+  entries.emplace_back(std::string(kRoot) + "weights.safetensors", safetensors_bytes(NamedTensors(weights.begin(), weights.end())));
   for (const auto& f : fs::recursive_directory_iterator(o.cache_dir)) {
     if (!f.is_regular_file()) continue;
     std::string rel = fs::relative(f.path(), o.cache_dir).generic_string();

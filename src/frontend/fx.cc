@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "coil/tensor.h"
 #include "frontend/export_nodes.h"
 #include "support/check.h"
 
@@ -33,14 +34,13 @@ Graph read(const json& program) {
       continue;
     }
     // A strided input is read in place: its memory is a flat input, viewed with as_strided.
-    int64_t span = 1;
+    Shape sizes, strides;
     for (size_t d = 0; d < m.sizes.size(); ++d) {
-      int64_t size = *m.sizes[d].constant(), stride = *m.strides[d].constant();
-      if (size == 0) span = 0;
-      if (stride < 0) fail("{} input {}: negative strides are not supported", where, name);
-      if (span > 0) span += (size - 1) * stride;
+      sizes.push_back(*m.sizes[d].constant());
+      strides.push_back(*m.strides[d].constant());
+      if (strides.back() < 0) fail("{} input {}: negative strides are not supported", where, name);
     }
-    ValueRef flat = g.add_input(g.fresh_name(name + "_memory"), m.dtype, {span});
+    ValueRef flat = g.add_input(g.fresh_name(name + "_memory"), m.dtype, {span_of(sizes, strides)});
     nodes.bind(name, g.call1(OpKind::AsStrided, {flat, IntList(m.sizes), IntList(m.strides)}, {}, name));
   }
   if (program.contains("weights"))

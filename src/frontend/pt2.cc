@@ -60,18 +60,15 @@ void Reader::read_tensors(const std::string& config_rel, const std::string& dir_
     auto& bytes = files[file];
     if (!bytes) bytes = std::make_shared<std::string>(zip_.read(entry(dir_rel + file)));
     Shape sizes, strides;
-    int64_t last = m.offset;
-    bool empty = false;
     for (size_t d = 0; d < m.sizes.size(); ++d) {
       sizes.push_back(*m.sizes[d].constant());
       strides.push_back(*m.strides[d].constant());
       if (sizes.back() < 0 || strides.back() < 0) fail("{}: negative size or stride", where);
-      if (sizes.back() == 0) empty = true;
-      last += (sizes.back() - 1) * strides.back();
     }
     int64_t elements = static_cast<int64_t>(bytes->size()) / dtype_size(m.dtype);
-    if (m.offset < 0 || (!empty && last >= elements))
-      fail("{}: the tensor reaches element {} of a {}-element file '{}'", where, last, elements, file);
+    int64_t span = span_of(sizes, strides, m.offset);
+    if (m.offset < 0 || span > elements)
+      fail("{}: the tensor reaches element {} of a {}-element file '{}'", where, span - 1, elements, file);
     auto keep = bytes;
     out[name] = Tensor::borrow(bytes->data(), m.dtype, sizes, strides, m.offset, {}, [keep](void*) {});
   }

@@ -90,6 +90,20 @@ void Context::realize(Value& v, const std::string& name, loop::Buffer::Role role
   v.body = nullptr;
 }
 
+namespace {
+
+// The element count of static sizes; nullopt when a size is symbolic.
+std::optional<int64_t> static_elements(const SymShape& sizes) {
+  int64_t n = 1;
+  for (const auto& s : sizes) {
+    if (!s.constant()) return std::nullopt;
+    n *= *s.constant();
+  }
+  return n;
+}
+
+}  // namespace
+
 }  // namespace lowering
 
 using namespace lowering;
@@ -143,17 +157,9 @@ LoweredGraph lower(const Graph& g) {
       int uses = c.uses[{static_cast<int>(i), static_cast<int>(o)}];
       if (v.realized() || uses <= 1) continue;
       // Buffers at least as large as the value (unknown sizes count as large).
-      auto elements = [](const SymShape& sizes) -> std::optional<int64_t> {
-        int64_t n = 1;
-        for (const auto& s : sizes) {
-          if (!s.constant()) return std::nullopt;
-          n *= *s.constant();
-        }
-        return n;
-      };
-      auto mine = elements(v.meta.sizes);
+      auto mine = static_elements(v.meta.sizes);
       int reads = large_reads(v.body, [&](int b) {
-        auto theirs = elements(c.program.buffers[static_cast<size_t>(b)].sizes);
+        auto theirs = static_elements(c.program.buffers[static_cast<size_t>(b)].sizes);
         return !mine || !theirs || *theirs >= *mine;
       });
       if (should_realize(v.body, uses, reads)) c.realize(v, node.outputs[o].name);

@@ -11,16 +11,6 @@
 
 namespace coil {
 
-// Storage elements a layout addresses, offset included.
-int64_t span_of(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides, int64_t offset) {
-  int64_t last = offset;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    if (sizes[i] == 0) return 0;
-    last += (sizes[i] - 1) * strides[i];
-  }
-  return last + 1;
-}
-
 std::vector<int64_t> eval_all(const SymShape& s, const std::map<std::string, int64_t>& symbols) {
   std::vector<int64_t> out;
   for (const auto& d : s) out.push_back(d.eval(symbols));

@@ -29,7 +29,6 @@ struct Plan {
 };
 
 // Shared by the CPU and GPU executors.
-int64_t span_of(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides, int64_t offset);
 std::vector<int64_t> eval_all(const SymShape& s, const std::map<std::string, int64_t>& symbols);
 // Storage elements a buffer's layout addresses (at least one).
 int64_t buffer_elements(const loop::Buffer& buf, const std::map<std::string, int64_t>& symbols);

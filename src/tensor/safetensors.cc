@@ -204,8 +204,8 @@ NamedTensors parse_safetensors(const std::string& bytes, const std::string& what
 
 NamedTensors read_safetensors(const std::string& path) { return parse_safetensors(read_file(path), path); }
 
-void write_safetensors(const std::string& path, const NamedTensors& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+std::string safetensors_bytes(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata,
+                              const std::string& path) {
   Json header = Json::object();
   // The reference writer puts metadata first; readers do not care, people reading headers do.
   if (!metadata.empty()) header[kMetadataKey] = metadata;
@@ -243,7 +243,12 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
   out += text;
   for (const Tensor& t : data)
     out.append(static_cast<const char*>(t.data()), static_cast<size_t>(t.numel() * dtype_size(t.dtype())));
-  write_file_atomic(path, out);
+  return out;
+}
+
+void write_safetensors(const std::string& path, const NamedTensors& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  write_file_atomic(path, safetensors_bytes(tensors, metadata, path));
 }
 
 }  // namespace coil

@@ -37,10 +37,8 @@ Shape contiguous_strides(const Shape& sizes) {
   return strides;
 }
 
-namespace {
-// Number of storage elements a strided view needs past its offset (0 for empty tensors).
-int64_t extent(const Shape& sizes, const Shape& strides) {
-  int64_t last = 0;
+int64_t span_of(const Shape& sizes, const Shape& strides, int64_t offset) {
+  int64_t last = offset;
   for (size_t i = 0; i < sizes.size(); ++i) {
     if (sizes[i] == 0) return 0;
     COIL_CHECK(strides[i] >= 0) << "negative strides are not supported";
@@ -48,7 +46,6 @@ int64_t extent(const Shape& sizes, const Shape& strides) {
   }
   return last + 1;
 }
-}  // namespace
 
 Tensor Tensor::zeros(DType dtype, Shape sizes) {
   Shape strides = contiguous_strides(sizes);
@@ -69,7 +66,7 @@ Tensor Tensor::allocate(DType dtype, Shape sizes, Shape strides, bool zero) {
     if (s < 0) fail("negative size {} in tensor shape {}", s, shape_to_string(sizes));
   Tensor t;
   t.dtype_ = dtype;
-  t.storage_ = std::make_shared<Storage>(extent(sizes, strides) * dtype_size(dtype), zero);
+  t.storage_ = std::make_shared<Storage>(span_of(sizes, strides) * dtype_size(dtype), zero);
   t.sizes_ = std::move(sizes);
   t.strides_ = std::move(strides);
   return t;
@@ -80,7 +77,7 @@ Tensor Tensor::borrow(void* data, DType dtype, Shape sizes, Shape strides, int64
   COIL_CHECK(sizes.size() == strides.size()) << "sizes and strides differ in rank";
   Tensor t;
   t.dtype_ = dtype;
-  int64_t bytes = (offset + extent(sizes, strides)) * dtype_size(dtype);
+  int64_t bytes = (offset + span_of(sizes, strides)) * dtype_size(dtype);
   t.storage_ = std::make_shared<Storage>(data, bytes, std::move(release));
   t.sizes_ = std::move(sizes);
   t.strides_ = std::move(strides);
@@ -110,7 +107,7 @@ void* Tensor::data() const { return static_cast<char*>(storage_->data()) + offse
 
 Tensor Tensor::view(Shape sizes, Shape strides, int64_t offset) const {
   COIL_CHECK(defined()) << "view of an undefined tensor";
-  COIL_CHECK(offset + extent(sizes, strides) <= storage_->bytes() / dtype_size(dtype_) || extent(sizes, strides) == 0)
+  COIL_CHECK(offset + span_of(sizes, strides) <= storage_->bytes() / dtype_size(dtype_) || span_of(sizes, strides) == 0)
       << "view " << shape_to_string(sizes) << " at offset " << offset << " runs past its storage";
   Tensor t = *this;
   t.sizes_ = std::move(sizes);
