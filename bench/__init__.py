@@ -1,0 +1,1 @@
+"""coil's yardstick: `bench/run` (python -m bench) times coil against PyTorch eager and Inductor."""

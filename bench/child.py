@@ -1,0 +1,138 @@
+"""One measuring process: one mode, one phase, a list of workloads; one JSON line per result.
+
+    python -m bench.child --mode coil --phase cold|warm|eager --device cuda --names a,b [--quick]
+
+Phases: "eager" measures the ceilings and eager; "cold" runs each workload's first call on the
+empty caches the parent made for this mode; "warm" runs the first call again in a new process
+on the caches "cold" filled, then times the steady state; "profile" runs one call inside
+cudaProfilerStart/Stop for Nsight Compute. Before the workloads, each process
+compiles a tiny function once ("startup": imports and one-time set-up a user pays once per
+process, reported apart) and times its per-call cost.
+"""
+import argparse
+import json
+import sys
+import time
+import warnings
+
+import torch
+
+from . import measure, workloads
+
+MODES = {"eager": None, "inductor": {}, "max-autotune": {"mode": "max-autotune-no-cudagraphs"}, "coil": {"backend": "coil"}}
+TAG = "@bench "
+
+
+def emit(record):
+    print(TAG + json.dumps(record), flush=True)
+
+
+def compiler(mode):
+    """torch.compile for `mode`, and a function giving the seconds coil's C++ compile took so far."""
+    inside = [0.0]
+    if mode == "coil":
+        import coil
+        from coil import _backend
+
+        coil.register()  # a no-op where the package is installed (its entry point registers "coil")
+        original = _backend._compile_whole
+
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                inside[0] += time.perf_counter() - start
+
+        _backend._compile_whole = timed
+    return (lambda fn: torch.compile(fn, **MODES[mode])), (lambda: inside[0])
+
+
+def first_call(fn, inputs, device):
+    """The first call's seconds (tracing, compiling and running) and the coil messages it gave."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        start = time.perf_counter()
+        result = fn(*inputs)
+        measure.sync(device)
+        seconds = time.perf_counter() - start
+    return result, seconds, sorted({str(w.message) for w in caught if str(w.message).startswith("coil:")})
+
+
+def startup(mode, phase, device, compile_fn):
+    x = torch.randn(16, device=device)
+    tiny = lambda t: t + 1  # noqa: E731
+    if mode == "eager":
+        return {"workload": "_startup", "overhead_us": measure.per_call_us(lambda: tiny(x), device)}
+    fn = compile_fn(tiny)
+    _, seconds, _ = first_call(fn, [x], device)
+    record = {"workload": "_startup", "startup_s": seconds}
+    if phase == "warm":
+        record["overhead_us"] = measure.per_call_us(lambda: fn(x), device)
+    return record
+
+
+def one(w, mode, phase, device, compile_fn, coil_seconds):
+    record = {"workload": w.name}
+    want = w.fn(*w.inputs)
+    measure.sync(device)
+    if mode == "eager":
+        record.update(kind=w.kind, note=w.note)
+        if w.kind == "memory":
+            record["bytes"] = measure.bytes_moved(w.inputs, want)
+        else:
+            record["flops"] = measure.flops(w.fn, w.inputs)
+        fn = w.fn
+    else:
+        fn = compile_fn(w.fn)
+        before = coil_seconds()
+        got, seconds, messages = first_call(fn, w.inputs, device)
+        record.update(first_s=seconds, rel_err=measure.rel_error(got, want))
+        if mode == "coil":
+            record["coil_compile_s"] = coil_seconds() - before
+            record["fallback"] = messages
+        del got
+    if phase == "profile":  # one call between cudaProfilerStart/Stop, for Nsight Compute (bench/profile.py)
+        fn(*w.inputs)
+        measure.sync(device)
+        torch.cuda.profiler.start()
+        fn(*w.inputs)
+        measure.sync(device)
+        torch.cuda.profiler.stop()
+        return record
+    if phase != "cold":
+        sets = measure.input_sets(w.inputs, device)
+        record["ms"], record["reps"] = measure.median_ms(fn, sets, device)
+        record["input_sets"] = len(sets)
+    return record
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--mode", choices=sorted(MODES), required=True)
+    p.add_argument("--phase", choices=["eager", "cold", "warm", "profile"], required=True)
+    p.add_argument("--device", choices=["cuda", "cpu"], required=True)
+    p.add_argument("--names", required=True)
+    p.add_argument("--quick", action="store_true")
+    a = p.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 stays fp32 (PyTorch's default)
+    compile_fn, coil_seconds = compiler(a.mode)
+    with torch.no_grad():
+        if a.phase == "eager":
+            emit({"workload": "_ceilings", **measure.ceilings(a.device)})
+        emit(startup(a.mode, a.phase, a.device, compile_fn))
+        for name in a.names.split(","):
+            try:
+                w = workloads.build([name], a.device, a.quick)[0]
+                emit(one(w, a.mode, a.phase, a.device, compile_fn, coil_seconds))
+            except Exception as e:  # the other workloads still run
+                emit({"workload": name, "error": f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}"})
+            finally:
+                w = None
+                if a.device == "cuda":
+                    torch.cuda.empty_cache()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
