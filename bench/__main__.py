@@ -81,8 +81,9 @@ def main():
     p = argparse.ArgumentParser(prog="bench/run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda when there is a GPU")
     p.add_argument("--only", default="", help=f"comma-separated workloads of: {', '.join(workloads.NAMES)}")
-    p.add_argument("--quick", action="store_true", help="smaller sizes, same workloads (a smoke run)")
-    p.add_argument("--modes", default=",".join(MODES), help="comma-separated modes (default: all)")
+    p.add_argument("--quick", action="store_true", help="smaller sizes, same workloads, and no max-autotune (its GEMM "
+                   "search alone takes minutes) unless --modes names it")
+    p.add_argument("--modes", help=f"comma-separated modes of: {', '.join(MODES)} (default: all)")
     p.add_argument("--profile", action="store_true", help="Nsight Compute per-kernel profile of coil and Inductor (GPU)")
     p.add_argument("--out", default=str(ROOT / "bench" / "results"))
     p.add_argument("--plot", metavar="JSON", help="only draw the chart of a results file")
@@ -97,7 +98,7 @@ def main():
     if args.device == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda: PyTorch sees no GPU here")
     names = [n for n in args.only.split(",") if n] or workloads.NAMES
-    args.modes = [m for m in args.modes.split(",") if m]
+    args.modes = [m for m in (args.modes or ",".join(m for m in MODES if not (args.quick and m == "max-autotune"))).split(",") if m]
     unknown = sorted(set(names) - set(workloads.NAMES)) + sorted(set(args.modes) - set(MODES))
     if unknown:
         p.error(f"unknown workload(s) or mode(s): {', '.join(unknown)} (workloads: {', '.join(workloads.NAMES)}; "
