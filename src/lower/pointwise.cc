@@ -112,11 +112,16 @@ ExprRef binary(const Node& n, ExprRef a, ExprRef b, const ArgReader& args) {
       return integral ? op(LoopOp::TruncDiv, {a, b}) : op(LoopOp::Trunc, {op(LoopOp::Div, {a, b})});
     }
     case OpKind::PowTensorTensor: case OpKind::PowTensorScalar: case OpKind::PowScalar: {
-      // ATen computes a Scalar exponent of +-0.5 as sqrt / rsqrt (so pow(-inf, 0.5) is nan).
-      if (n.op == OpKind::PowTensorScalar && !integral && std::holds_alternative<double>(n.arg("exponent").value)) {
+      // ATen computes a floating tensor to a Scalar power of +-0.5, +-1, +-2 or 3 without pow:
+      // sqrt / rsqrt (so pow(-inf, 0.5) is nan), x, 1/x, x*x, 1/(x*x), x*x*x.
+      if (n.op == OpKind::PowTensorScalar && !integral) {
         double e = args.real("exponent");
         if (e == 0.5) return op(LoopOp::Sqrt, {a});
         if (e == -0.5) return op(LoopOp::Rsqrt, {a});
+        if (e == 2) return op(LoopOp::Mul, {a, a});
+        if (e == 3) return op(LoopOp::Mul, {op(LoopOp::Mul, {a, a}), a});
+        if (e == -1) return op(LoopOp::Div, {k(1, t), a});
+        if (e == -2) return op(LoopOp::Div, {k(1, t), op(LoopOp::Mul, {a, a})});
       }
       return op(LoopOp::Pow, {a, b});
     }

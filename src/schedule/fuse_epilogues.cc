@@ -17,8 +17,9 @@ std::set<int> reads(const LoopKernel& k) { return loop::access(k).reads; }
 bool reads_buffer(const loop::Kernel& k, int b) { return loop::access(k).reads.count(b) > 0; }
 
 // Rewrites an expression of the consumer: loop variables renamed into the producer's nest,
-// loads of a per-row result replaced by its value, reduction slots shifted. Fails (nullptr)
-// when a per-row result is read at another row.
+// loads of a per-row result (or, for a pointwise consumer, of a per-element result) replaced by
+// its value, reduction slots shifted. Fails (ok = false) when such a result is read anywhere but
+// where it was stored (another row, another element).
 struct Rewriter {
   std::map<std::string, SymInt> vars;
   std::map<int, std::pair<SymInt, ExprRef>> row_values;  // buffer -> (store offset, value)
@@ -54,17 +55,18 @@ std::optional<LoopKernel> try_fuse(const LoopKernel& a, const LoopKernel& b) {
   } else if (b.outer != a.outer || b.inner != a.inner) {
     return std::nullopt;
   }
-  // The consumer must not read what the producer writes per element (its order would change).
+  // A reduction consumer must not read what the producer writes per element (it would read it
+  // before the producer's last phase wrote it); a pointwise consumer reads it in that phase.
   std::set<int> b_reads = reads(b);
   for (const auto& s : a.stores)
-    if (s.inner && b_reads.count(s.buffer)) return std::nullopt;
+    if (s.inner && b_reads.count(s.buffer) && !pointwise) return std::nullopt;
   Rewriter rw;
   for (size_t k = 0; k < b.outer.size(); ++k) {
     std::string from = loop::loop_var(static_cast<int>(k));
     rw.vars[from] = k < m ? SymInt::symbol(from) : SymInt::symbol(loop::reduce_var(static_cast<int>(k - m)));
   }
   for (const auto& s : a.stores)
-    if (!s.inner) rw.row_values[s.buffer] = {s.offset, s.value};
+    if (!s.inner || pointwise) rw.row_values[s.buffer] = {s.offset, s.value};
   bool uses_row_value = false;
   for (int buf : b_reads) uses_row_value = uses_row_value || rw.row_values.count(buf);
   if (!uses_row_value) return std::nullopt;
@@ -94,13 +96,13 @@ loop::Program fuse_epilogues(const loop::Program& program) {
       ++i;
       continue;
     }
-    // Per-row results nobody else needs are no longer stored.
+    // The producer's results nobody else needs are no longer stored.
     std::vector<loop::StoreStep> kept;
     for (const auto& s : fused->stores) {
-      bool row_result = !s.inner && std::any_of(a->stores.begin(), a->stores.end(), [&](const loop::StoreStep& t) { return !t.inner && t.buffer == s.buffer; });
+      bool producer_result = std::any_of(a->stores.begin(), a->stores.end(), [&](const loop::StoreStep& t) { return t.buffer == s.buffer; });
       bool needed = p.buffers[static_cast<size_t>(s.buffer)].role != loop::Buffer::Role::temporary;
       for (size_t j = i + 2; j < p.kernels.size() && !needed; ++j) needed = reads_buffer(p.kernels[j], s.buffer);
-      if (row_result && !needed) continue;
+      if (producer_result && !needed) continue;
       kept.push_back(s);
     }
     fused->stores = std::move(kept);

@@ -360,7 +360,7 @@ SCALAR_BINARY = ["add.Scalar", "sub.Scalar", "mul.Scalar", "div.Scalar", "div.Sc
                  "remainder.Scalar", "fmod.Scalar", "eq.Scalar", "ne.Scalar", "lt.Scalar", "le.Scalar", "gt.Scalar",
                  "ge.Scalar", "bitwise_and.Scalar", "bitwise_or.Scalar", "bitwise_xor.Scalar"]
 SCALARS = [-3, 2.5, True]
-POW_SCALARS = [2, 0.5, True, -2, 0, -1.5]
+POW_SCALARS = [2, 0.5, True, -2, 0, -1.5, 3, -1]
 
 
 def scalar_call(g, op, x, s, **kwargs):

@@ -65,6 +65,34 @@ TEST(Fusion, RmsNormIsOneKernel) {
   EXPECT_EQ(loop_kernels(p), 1) << loop::to_string(p);
 }
 
+TEST(Fusion, CastAfterSoftmaxJoinsItsKernel) {
+  // softmax(x.float()).to(bf16): the cast reads the per-element result where it was made, so
+  // it runs in the softmax kernel and the f32 result is never stored.
+  auto p = scheduled("  %x = input() : bf16[N, 64]\n  %f = _to_copy(%x, dtype=f32)\n  %s = _softmax(%f, -1, false)\n"
+                     "  %y = _to_copy(%s, dtype=bf16)\n  return %y\n");
+  ASSERT_EQ(loop_kernels(p), 1) << loop::to_string(p);
+  const auto& k = std::get<loop::LoopKernel>(p.kernels[0]);
+  ASSERT_EQ(k.stores.size(), 1u) << loop::to_string(p);
+  EXPECT_EQ(p.buffers[static_cast<size_t>(k.stores[0].buffer)].role, loop::Buffer::Role::output);
+}
+
+TEST(Fusion, ElementResultReadAtAnotherElementIsNotFused) {
+  // flip reads other elements of the softmax: the softmax must be stored first.
+  auto p = scheduled("  %x = input() : f32[N, 64]\n  %s = _softmax(%x, -1, false)\n  %f = flip(%s, [1])\n"
+                     "  %y = add.Tensor(%s, %f)\n  return %y\n");
+  EXPECT_EQ(loop_kernels(p), 2) << loop::to_string(p);
+}
+
+TEST(Lowering, SmallIntegerPowersAreProducts) {
+  // ATen computes x ** 2, ** 3, ** -1 and ** -2 of a float tensor by multiplying and dividing.
+  for (const char* e : {"2", "3", "-1", "-2.0"}) {
+    auto p = scheduled(fmt::format("  %x = input() : f32[N, 64]\n  %y = pow.Tensor_Scalar(%x, {})\n  return %y\n", e));
+    EXPECT_EQ(loop::to_string(p).find("pow("), std::string::npos) << e << "\n" << loop::to_string(p);
+  }
+  auto p = scheduled("  %x = input() : f32[N, 64]\n  %y = pow.Tensor_Scalar(%x, 2.5)\n  return %y\n");
+  EXPECT_NE(loop::to_string(p).find("pow("), std::string::npos) << loop::to_string(p);
+}
+
 TEST(Fusion, RowResultReadAtAnotherRowIsNotFused) {
   // flip reads the sums of other rows: the sum must stay a buffer and a kernel of its own.
   auto p = scheduled(
