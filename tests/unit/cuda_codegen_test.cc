@@ -55,13 +55,13 @@ TEST(CudaCodegen, FormsFollowTheKernel) {
   EXPECT_EQ(softmax.threads_per_row, 128);
 }
 
-// Three identical "layers" (a norm-like row kernel each): their kernels differ only in name and
+// Three identical "layers" (a norm-like row kernel each) and a column sum: the layers differ only in name and
 // buffers, so their canonical texts agree (the driver compiles and tunes them once), and a
 // different kernel's does not.
 const char* kLayers =
     "  %x = input() : f32[N, 256]\n"
     "  %a = _softmax(%x, -1, false)\n  %b = _softmax(%a, -1, false)\n  %c = _softmax(%b, -1, false)\n"
-    "  %d = exp(%c)\n  return %d\n";
+    "  %d = sum.dim_IntList(%c, [0])\n  return %d\n";
 
 TEST(CudaCodegen, RepeatedLayersHaveOneCanonicalText) {
   auto gen = cuda_code(kLayers, cuda::preset_device("sm_90a"));
