@@ -126,7 +126,8 @@ def main():
                 w = workloads.build([name], a.device, a.quick)[0]
                 emit(one(w, a.mode, a.phase, a.device, compile_fn, coil_seconds))
             except Exception as e:  # the other workloads still run
-                emit({"workload": name, "error": f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}"})
+                first_line = (str(e).strip().splitlines() or [""])[0]
+                emit({"workload": name, "error": f"{type(e).__name__}: {first_line[:300]}"})
             finally:
                 w = None
                 if a.device == "cuda":

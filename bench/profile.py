@@ -14,8 +14,8 @@ METRICS = ["gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.
 
 
 def _ncu():
-    found = shutil.which("ncu")
-    return found or next((p for p in ("/usr/local/cuda/bin/ncu",) if Path(p).exists()), None)
+    bundled = Path("/usr/local/cuda/bin/ncu")
+    return shutil.which("ncu") or (str(bundled) if bundled.exists() else None)
 
 
 def parse(text):

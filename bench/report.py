@@ -37,7 +37,7 @@ def _environment(device):
            "torch": torch.__version__, "cuda": torch.version.cuda or "-"}
     if device == "cuda":
         smi = _run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader", "-i", "0"]).split(", ")
-        env["gpu"], env["driver"] = (smi + ["?", "?"])[:2] if len(smi) == 2 else (torch.cuda.get_device_name(), "?")
+        env["gpu"], env["driver"] = smi if len(smi) == 2 else (torch.cuda.get_device_name(), "?")
     try:
         import triton
 
@@ -92,11 +92,11 @@ def collect(args, names, results, wall_s):
         for mode, phases in results.items():
             row["modes"][mode] = _cell(phases["warm"].get(name, {"error": "not measured"}), phases.get("cold", {}).get(name, {}),
                                        kind, work, ceilings)
-        others = [row["modes"][m]["ms"] for m in OTHERS if "ms" in row["modes"].get(m, {})]
+        others = [(row["modes"][m]["ms"], m) for m in OTHERS if "ms" in row["modes"].get(m, {})]
         coil = row["modes"].get("coil", {})
         if others and "ms" in coil:
-            row["best_other"] = min((row["modes"][m]["ms"], m) for m in OTHERS if "ms" in row["modes"].get(m, {}))[1]
-            row["coil_speedup"] = min(others) / coil["ms"]
+            best_ms, row["best_other"] = min(others)
+            row["coil_speedup"] = best_ms / coil["ms"]
         rows.append(row)
     processes = {mode: {"startup_cold_s": phases.get("cold", {}).get("_startup", {}).get("startup_s"),
                         "startup_warm_s": phases["warm"].get("_startup", {}).get("startup_s"),

@@ -2,9 +2,10 @@
 max-autotune, coil) calls the same function on the same tensors.
 
 A workload is built inside the process that measures it, from a fixed seed, so each process
-sees the same values. GPU: bf16; CPU: fp32. `quick` shrinks the sizes (not the structure).
+sees the same values; only the named ones are built. GPU: bf16; CPU: fp32. `quick` shrinks the
+sizes (not the structure).
 """
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -19,7 +20,6 @@ class Workload:
     fn: Callable
     inputs: list  # the tensors passed per call (rotated between calls when they fit in the cache)
     note: str = ""
-    params: list = field(default_factory=list)  # tensors the function holds (a module's weights)
 
 
 def _sizes(device, quick):
@@ -52,34 +52,41 @@ def _memory_bound(device, dtype, quick):
         return (f * torch.rsqrt(f.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype) * w
 
     shape = f"{R}x{C}"
-    return [
-        Workload("gelu_bias", "memory", lambda x, b: F.gelu(x + b), [x(), vec()], f"gelu(x + b), {shape}"),
-        Workload("softmax", "memory", lambda x: torch.softmax(x.float(), -1).to(x.dtype), [x()],
-                 f"softmax over rows in fp32, {shape}"),
-        Workload("layer_norm", "memory", lambda x, w, b: F.layer_norm(x, [C], w, b), [x(), vec(0.1, 1.0), vec(0.1)],
-                 f"layer_norm over rows, {shape}"),
-        Workload("rms_norm", "memory", rms_norm, [x(), vec(0.1, 1.0)], f"Llama-style rms_norm in fp32, {shape}"),
-        Workload("sum_dim0", "memory", lambda x: x.sum(0), [x()], f"x.sum(0), {shape}"),
-        Workload("add_transpose", "memory", lambda x, y: x + y.t(), [x(), _randn(g, device, dtype, C, R)], f"x + y.t(), {shape}"),
-        Workload("row_center", "memory", lambda x: x - x.mean(-1, keepdim=True), [x()], f"x - x.mean(-1, keepdim=True), {shape}"),
-    ]
+    return {
+        "gelu_bias": lambda: Workload("gelu_bias", "memory", lambda x, b: F.gelu(x + b), [x(), vec()], f"gelu(x + b), {shape}"),
+        "softmax": lambda: Workload("softmax", "memory", lambda x: torch.softmax(x.float(), -1).to(x.dtype), [x()],
+                                    f"softmax over rows in fp32, {shape}"),
+        "layer_norm": lambda: Workload("layer_norm", "memory", lambda x, w, b: F.layer_norm(x, [C], w, b),
+                                       [x(), vec(0.1, 1.0), vec(0.1)], f"layer_norm over rows, {shape}"),
+        "rms_norm": lambda: Workload("rms_norm", "memory", rms_norm, [x(), vec(0.1, 1.0)], f"Llama-style rms_norm in fp32, {shape}"),
+        "sum_dim0": lambda: Workload("sum_dim0", "memory", lambda x: x.sum(0), [x()], f"x.sum(0), {shape}"),
+        "add_transpose": lambda: Workload("add_transpose", "memory", lambda x, y: x + y.t(), [x(), _randn(g, device, dtype, C, R)],
+                                          f"x + y.t(), {shape}"),
+        "row_center": lambda: Workload("row_center", "memory", lambda x: x - x.mean(-1, keepdim=True), [x()],
+                                       f"x - x.mean(-1, keepdim=True), {shape}"),
+    }
 
 
 def _gemm_bound(device, dtype, quick):
     s = _sizes(device, quick)
     g = torch.Generator(device=device).manual_seed(1)
     M, D, H = s["mlp"]
-    mlp = [_randn(g, device, dtype, M, D), _randn(g, device, dtype, H, D, scale=D**-0.5), _randn(g, device, dtype, H, scale=0.1),
-           _randn(g, device, dtype, D, H, scale=H**-0.5), _randn(g, device, dtype, D, scale=0.1)]
     M2, D2, H2 = s["swiglu"]
-    swiglu = [_randn(g, device, dtype, M2, D2), _randn(g, device, dtype, H2, D2, scale=D2**-0.5),
-              _randn(g, device, dtype, H2, D2, scale=D2**-0.5), _randn(g, device, dtype, D2, H2, scale=H2**-0.5)]
-    return [
-        Workload("mlp", "gemm", lambda x, w1, b1, w2, b2: F.linear(F.gelu(F.linear(x, w1, b1)), w2, b2), mlp,
-                 f"linear + gelu + linear, M={M} D={D} H={H}"),
-        Workload("swiglu", "gemm", lambda x, w1, w3, w2: F.linear(F.silu(F.linear(x, w1)) * F.linear(x, w3), w2), swiglu,
-                 f"Llama-style SwiGLU MLP, M={M2} D={D2} H={H2}"),
-    ]
+
+    def mlp():
+        return [_randn(g, device, dtype, M, D), _randn(g, device, dtype, H, D, scale=D**-0.5), _randn(g, device, dtype, H, scale=0.1),
+                _randn(g, device, dtype, D, H, scale=H**-0.5), _randn(g, device, dtype, D, scale=0.1)]
+
+    def swiglu():
+        return [_randn(g, device, dtype, M2, D2), _randn(g, device, dtype, H2, D2, scale=D2**-0.5),
+                _randn(g, device, dtype, H2, D2, scale=D2**-0.5), _randn(g, device, dtype, D2, H2, scale=H2**-0.5)]
+
+    return {
+        "mlp": lambda: Workload("mlp", "gemm", lambda x, w1, b1, w2, b2: F.linear(F.gelu(F.linear(x, w1, b1)), w2, b2), mlp(),
+                                f"linear + gelu + linear, M={M} D={D} H={H}"),
+        "swiglu": lambda: Workload("swiglu", "gemm", lambda x, w1, w3, w2: F.linear(F.silu(F.linear(x, w1)) * F.linear(x, w3), w2),
+                                   swiglu(), f"Llama-style SwiGLU MLP, M={M2} D={D2} H={H2}"),
+    }
 
 
 class Block(nn.Module):
@@ -143,7 +150,7 @@ def _model(name, cls, device, dtype, make_input, note):
                 m.running_mean.uniform_(-0.2, 0.2)
                 m.running_var.uniform_(0.5, 1.5)
         inputs = [make_input()]
-    return Workload(name, "model", module, inputs, note, params=list(module.parameters()))
+    return Workload(name, "model", module, inputs, note)
 
 
 def _models(device, dtype, quick):
@@ -151,25 +158,24 @@ def _models(device, dtype, quick):
     B, T = s["gpt"]
     N, HW = s["cnn"]
     g = torch.Generator(device=device).manual_seed(4)
-    return [
-        _model("gpt2_block", Block, device, dtype, lambda: _randn(g, device, dtype, B, T, 768),
-               f"GPT-2-style block, d=768, B={B} T={T}"),
-        _model("gpt2", GPT2, device, dtype, lambda: torch.randint(0, 50257, (B, T), device=device, generator=g),
-               f"12-layer GPT-2 small, B={B} T={T}"),
-        _model("cnn", CNN, device, dtype, lambda: _randn(g, device, dtype, N, 3, HW, HW), f"small CNN, {N}x3x{HW}x{HW}"),
-    ]
+    return {
+        "gpt2_block": lambda: _model("gpt2_block", Block, device, dtype, lambda: _randn(g, device, dtype, B, T, 768),
+                                     f"GPT-2-style block, d=768, B={B} T={T}"),
+        "gpt2": lambda: _model("gpt2", GPT2, device, dtype, lambda: torch.randint(0, 50257, (B, T), device=device, generator=g),
+                               f"12-layer GPT-2 small, B={B} T={T}"),
+        "cnn": lambda: _model("cnn", CNN, device, dtype, lambda: _randn(g, device, dtype, N, 3, HW, HW), f"small CNN, {N}x3x{HW}x{HW}"),
+    }
 
 
 NAMES = ["gelu_bias", "softmax", "layer_norm", "rms_norm", "sum_dim0", "add_transpose", "row_center",
          "mlp", "swiglu", "gpt2_block", "gpt2", "cnn"]
-_GROUPS = [(_memory_bound, NAMES[:7]), (_gemm_bound, NAMES[7:9]), (_models, NAMES[9:])]
 
 
 def build(names, device, quick):
     """The named workloads, built on `device` (in NAMES order)."""
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     out = []
-    for make, group in _GROUPS:
-        if any(n in names for n in group):
-            out += [w for w in make(device, dtype, quick) if w.name in names]
+    for group in (_memory_bound, _gemm_bound, _models):
+        factories = group(device, dtype, quick)
+        out += [make() for name, make in factories.items() if name in names]
     return out

@@ -22,7 +22,7 @@ bool reads_buffer(const loop::Kernel& k, int b) { return loop::access(k).reads.c
 // where it was stored (another row, another element).
 struct Rewriter {
   std::map<std::string, SymInt> vars;
-  std::map<int, std::pair<SymInt, ExprRef>> row_values;  // buffer -> (store offset, value)
+  std::map<int, std::pair<SymInt, ExprRef>> produced;  // the producer's results it may read: buffer -> (store offset, value)
   int slot_shift = 0;
   bool ok = true;
 
@@ -30,8 +30,8 @@ struct Rewriter {
     switch (e->kind()) {
       case Expr::Kind::load: {
         SymInt offset = coil::substitute(e->offset(), vars);
-        auto it = row_values.find(e->buffer());
-        if (it == row_values.end()) return Expr::load(e->buffer(), offset, e->dtype(), e->dynamic() ? (*this)(e->dynamic()) : nullptr);
+        auto it = produced.find(e->buffer());
+        if (it == produced.end()) return Expr::load(e->buffer(), offset, e->dtype(), e->dynamic() ? (*this)(e->dynamic()) : nullptr);
         if (offset != it->second.first) ok = false;
         return it->second.second;
       }
@@ -66,10 +66,10 @@ std::optional<LoopKernel> try_fuse(const LoopKernel& a, const LoopKernel& b) {
     rw.vars[from] = k < m ? SymInt::symbol(from) : SymInt::symbol(loop::reduce_var(static_cast<int>(k - m)));
   }
   for (const auto& s : a.stores)
-    if (!s.inner || pointwise) rw.row_values[s.buffer] = {s.offset, s.value};
-  bool uses_row_value = false;
-  for (int buf : b_reads) uses_row_value = uses_row_value || rw.row_values.count(buf);
-  if (!uses_row_value) return std::nullopt;
+    if (!s.inner || pointwise) rw.produced[s.buffer] = {s.offset, s.value};
+  bool reads_produced = false;
+  for (int buf : b_reads) reads_produced = reads_produced || rw.produced.count(buf);
+  if (!reads_produced) return std::nullopt;
   rw.slot_shift = static_cast<int>(a.reductions.size());
   LoopKernel fused = a;
   for (const auto& r : b.reductions) fused.reductions.push_back({r.kind, rw(r.value), r.acc, r.scan});
