@@ -130,6 +130,7 @@ struct CompileCmd {
   std::vector<std::string> files;
   std::string emit = "loop", device = "cpu", arch, output, cache_dir;
   bool loops = false;
+  int candidate = -1;  // every CUDA kernel's i-th candidate configuration
 };
 
 // The CUDA device to generate for: a preset when --arch names one, else the GPU.
@@ -178,6 +179,7 @@ int compile(const CompileCmd& c) {
   if (c.device == "cuda") {
     target.cuda = true;
     target.device = cuda_device(c.arch);
+    target.cuda_candidate = c.candidate;
   }
   if (c.emit == "cubin") {
     if (!target.cuda) throw coil::Error("--emit cubin needs --device cuda");
@@ -301,6 +303,7 @@ int main(int argc, char** argv) {
   compile_cmd->add_option("--device", cc.device, "the target")->check(CLI::IsMember({"cpu", "cuda"}))->default_val("cpu");
   compile_cmd->add_option("--arch", cc.arch, "CUDA architecture to generate for without a GPU (sm_90a, sm_80)");
   compile_cmd->add_flag("--externs-as-loops", cc.loops, "write matrix products and convolutions as loop kernels");
+  compile_cmd->add_option("--candidate", cc.candidate, "CUDA: every kernel takes its i-th candidate configuration (the last when it has fewer)");
 
   RunOptions run_options;
   auto* run_cmd = app.add_subcommand("run", "Run a graph on inputs (random from a seed unless --inputs is given)");

@@ -83,13 +83,25 @@ bool is_transposing(const loop::LoopKernel& k) {
     if (l->dynamic()) return false;
     offsets.push_back(l->offset());
   }
-  bool transposed = false;
-  for (const auto& o : offsets) {
-    auto cl = affine_stride(o, last), cs = affine_stride(o, second);
-    if (!cl || !cs) return false;
-    transposed = transposed || (*cs == 1 && *cl != 1);
-  }
-  return transposed;
+  for (const auto& o : offsets)
+    if (!affine_stride(o, last) || !affine_stride(o, second)) return false;
+  auto t = transposed_accesses(k);
+  return !t.loads.empty() || !t.stores.empty();
+}
+
+TransposedAccesses transposed_accesses(const loop::LoopKernel& k) {
+  TransposedAccesses t;
+  if (k.outer.size() < 2) return t;
+  std::string last = loop::loop_var(static_cast<int>(k.outer.size()) - 1);
+  std::string second = loop::loop_var(static_cast<int>(k.outer.size()) - 2);
+  auto transposed = [&](const SymInt& o) { return affine_stride(o, second) == 1 && affine_stride(o, last) != 1; };
+  std::vector<ExprRef> loads;
+  for (const auto& s : k.stores) collect_loads(s.value, loads);
+  for (const auto& l : loads)
+    if (!l->dynamic() && transposed(l->offset())) t.loads.push_back({l->buffer(), l->offset()});
+  for (const auto& s : k.stores)
+    if (transposed(s.offset)) t.stores.push_back({s.buffer, s.offset});
+  return t;
 }
 
 }  // namespace coil::codegen

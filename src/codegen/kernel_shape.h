@@ -25,5 +25,15 @@ bool is_column_reduction(const loop::LoopKernel& kernel);
 // A pointwise kernel with an access of unit stride along the second-to-last outer dim but not
 // the last (a transpose).
 bool is_transposing(const loop::LoopKernel& kernel);
+// A transposing kernel's accesses of unit stride along the second-to-last outer dim and not the
+// last (each distinct one once): the ones a tiled kernel stages through shared memory.
+struct Access {
+  int buffer = 0;
+  SymInt offset;
+};
+struct TransposedAccesses {
+  std::vector<Access> loads, stores;
+};
+TransposedAccesses transposed_accesses(const loop::LoopKernel& kernel);
 
 }  // namespace coil::codegen

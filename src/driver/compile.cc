@@ -19,6 +19,7 @@
 #include "schedule/fuse_gemm_epilogues.h"
 #include "schedule/fuse_siblings.h"
 #include "schedule/inline_pointwise.h"
+#include "schedule/pad_gemm_outputs.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/gpu_plan.h"
 #include "support/check.h"
@@ -102,6 +103,7 @@ Generated generate(const Graph& graph, const Target& target) {
     for (auto& k : out.lowered.program.kernels) std::visit([&](auto& x) { x.name = target.kernel_prefix + x.name; }, k);
   dump("loop", loop::to_string(out.lowered.program));
   out.lowered.program = schedule::fuse_siblings(schedule::drop_dead_stores(schedule::fuse_epilogues(schedule::inline_pointwise(schedule::fuse_gemm_epilogues(out.lowered.program)))));
+  if (target.cuda) out.lowered.program = schedule::pad_gemm_outputs(out.lowered.program);
   dump("fusion", loop::to_string(out.lowered.program));
   out.stats.frontend_ms = ms_since(t0);
 

@@ -58,6 +58,14 @@ const char* kGraphs[] = {
     // vectorized columns (8 bf16 lanes) over few tiles: split, Welford and argmin partials per lane
     "  %x = input() : bf16[3000, 1000]\n  %s = sum.dim_IntList(%x, [0])\n  %v = var.correction(%x, [0], correction=1)\n"
     "  %i = argmin(%x, 0)\n  %m = amax(%x, [0], true)\n  return %s, %v, %i, %m\n",
+    // transposes of 8-byte and 1-byte elements (tile rows padded by 1 and 4 elements)
+    "  %x = input() : f64[130, 97]\n  %t = permute(%x, [1, 0])\n  %y = add.Tensor(%t, %t)\n  return %y\n",
+    "  %x = input() : i8[200, 77]\n  %y = input() : i8[77, 200]\n  %t = permute(%y, [1, 0])\n  %z = add.Tensor(%x, %t)\n"
+    "  return %z\n",
+    // a product with rows of 7002 bytes, padded to 7008 (schedule/pad_gemm_outputs.h), read by a
+    // copy into the output view and by a row sum
+    "  %x = input() : bf16[300, 64]\n  %w = input() : bf16[3501, 64]\n  %wt = permute(%w, [1, 0])\n  %h = mm(%x, %wt)\n"
+    "  %y = view(%h, [3, 100, 3501])\n  %s = sum.dim_IntList(%h, [1])\n  return %y, %s\n",
 };
 
 Graph parse(const std::string& body) { return parse_graph("graph t {\n" + std::string(body) + "}\n"); }

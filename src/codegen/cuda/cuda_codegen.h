@@ -31,7 +31,8 @@ struct CudaConfig {
   int block = 1;            // threads per block along x
   int block_y = 1;          // column: rows of threads; tiled: rows of the tile per pass
   int threads_per_row = 1;  // row: a power of two
-  int vector = 1;           // pointwise: elements per thread access
+  int vector = 1;           // pointwise: elements per thread access; column: adjacent outputs per thread;
+                            // tiled: columns per thread, block apart (the tile is block * vector a side)
   int persistent = 0;       // row: elements per thread kept in registers (0: looped)
   int splits = 1;           // row, column: blocks sharing one row (or column tile), > 1 for few long rows
   bool operator==(const CudaConfig&) const = default;

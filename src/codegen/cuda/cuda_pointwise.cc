@@ -107,26 +107,26 @@ void CudaEmitter::pointwise() {
   out("  }}");
 }
 
-// A transpose in tiles of warp x warp elements over the last two dims (a, b): operands read
-// with unit stride along a are first copied into shared memory by threads running along a,
-// results written with unit stride along a are staged there and written back the same way;
-// everything else runs with threads along b. Every global access is coalesced.
+// A transpose in square tiles of block * vector elements over the last two dims (a, b):
+// operands read with unit stride along a are first copied into shared memory by threads
+// running along a, results written with unit stride along a are staged there and written back
+// the same way; everything else runs with threads along b. Every global access is coalesced.
+// A thread takes `vector` columns (block apart) of tile / block_y rows in each phase, in
+// unrolled loops of fixed trip counts, so that its loads are in flight together.
 void CudaEmitter::tiled() {
   const size_t m = k_.outer.size();
-  const int t = config_.block;
+  const int t = tile_side(config_);
   std::vector<std::string> vars = outer_vars(m);
   const std::string a = vars[m - 2], b = vars[m - 1];
-  std::vector<loop::ExprRef> all;
-  for (const auto& s : k_.stores) collect_loads(s.value, all);
   std::vector<Staged> loads, stores;
-  auto transposed = [&](const SymInt& off) { return affine_stride(off, a) == 1 && affine_stride(off, b) != 1; };
-  for (const auto& l : all)
-    if (transposed(l->offset())) loads.push_back({l->buffer(), l->offset(), "tl" + std::to_string(loads.size())});
-  for (const auto& s : k_.stores)
-    if (transposed(s.offset)) stores.push_back({s.buffer, s.offset, "ts" + std::to_string(stores.size())});
+  TransposedAccesses staged = transposed_accesses(k_);
+  for (const auto& l : staged.loads) loads.push_back({l.buffer, l.offset, "tl" + std::to_string(loads.size())});
+  for (const auto& s : staged.stores) stores.push_back({s.buffer, s.offset, "ts" + std::to_string(stores.size())});
   for (const auto* group : {&loads, &stores})
-    for (const auto& s : *group)
-      out("  __shared__ {} {}[{}][{}];", storage_type(p_.buffers[static_cast<size_t>(s.buffer)].dtype), s.name, t, t + 1);
+    for (const auto& s : *group) {
+      DType dt = p_.buffers[static_cast<size_t>(s.buffer)].dtype;
+      out("  __shared__ {} {}[{}][{}];", storage_type(dt), s.name, t, t + tile_pad(dt));
+    }
   // Tiles: the leading dims, then tile rows along a and tile columns along b.
   std::vector<std::string> tile_vars(vars.begin(), vars.end() - 2);
   std::vector<SymInt> tile_extents(k_.outer.begin(), k_.outer.end() - 2);
@@ -137,25 +137,31 @@ void CudaEmitter::tiled() {
   out("  const idx_t tiles = {};", idx(product(tile_extents)));
   out("  for (idx_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {{");
   decompose("tile", tile_vars, tile_extents, "    ");
+  // yy: the tile row, xx: the tile column of this thread's element.
   auto phase = [&](bool along_a, const std::function<void(const std::string&)>& body) {
-    out("    for (int yy = threadIdx.y; yy < {}; yy += {}) {{", t, config_.block_y);
-    std::string lane_a = along_a ? "threadIdx.x" : "yy", lane_b = along_a ? "yy" : "threadIdx.x";
-    out("      const idx_t {} = ta * {} + {};", a, t, lane_a);
-    out("      const idx_t {} = tb * {} + {};", b, t, lane_b);
-    out("      if ({} < {} && {} < {}) {{", a, ea, b, eb);
-    body("        ");
+    out("    #pragma unroll");
+    out("    for (int i = 0; i < {}; ++i) {{", t / config_.block_y);
+    out("      const int yy = static_cast<int>(threadIdx.y) + i * {};", config_.block_y);
+    out("      #pragma unroll");
+    out("      for (int q = 0; q < {}; ++q) {{", std::max(1, config_.vector));
+    out("        const int xx = static_cast<int>(threadIdx.x) + q * {};", config_.block);
+    out("        const idx_t {} = ta * {} + {};", a, t, along_a ? "xx" : "yy");
+    out("        const idx_t {} = tb * {} + {};", b, t, along_a ? "yy" : "xx");
+    out("        if ({} < {} && {} < {}) {{", a, ea, b, eb);
+    body("          ");
+    out("        }}");
     out("      }}");
     out("    }}");
   };
   if (!loads.empty()) {
     phase(true, [&](const std::string& in) {
-      for (const auto& l : loads) out("{}{}[yy][threadIdx.x] = b{}[{}];", in, l.name, l.buffer, idx(l.offset));
+      for (const auto& l : loads) out("{}{}[yy][xx] = b{}[{}];", in, l.name, l.buffer, idx(l.offset));
     });
     out("    __syncthreads();");
   }
   printer_->load_hook = [&](const loop::ExprRef& e) -> std::string {
     for (const auto& l : loads)
-      if (!e->dynamic() && l.buffer == e->buffer() && l.offset == e->offset()) return l.name + "[threadIdx.x][yy]";
+      if (!e->dynamic() && l.buffer == e->buffer() && l.offset == e->offset()) return l.name + "[xx][yy]";
     return "";
   };
   phase(false, [&](const std::string& in) {
@@ -169,14 +175,14 @@ void CudaEmitter::tiled() {
       }
       std::string value = printer_->emit(s.value, lines, in);
       flush(lines);
-      out("{}{}[threadIdx.x][yy] = {};", in, st->name, store_value(value, p_.buffers[static_cast<size_t>(s.buffer)].dtype));
+      out("{}{}[xx][yy] = {};", in, st->name, store_value(value, p_.buffers[static_cast<size_t>(s.buffer)].dtype));
     }
   });
   printer_->load_hook = nullptr;
   if (!stores.empty()) {
     out("    __syncthreads();");
     phase(true, [&](const std::string& in) {
-      for (const auto& s : stores) out("{}b{}[{}] = {}[yy][threadIdx.x];", in, s.buffer, idx(s.offset), s.name);
+      for (const auto& s : stores) out("{}b{}[{}] = {}[yy][xx];", in, s.buffer, idx(s.offset), s.name);
     });
   }
   out("    __syncthreads();");

@@ -115,6 +115,16 @@ void CudaEmitter::lanes_open(const std::string& indent) {
   out("{}for (int {} = 0; {} < {}; ++{}) {{", indent, lane_var(), lane_var(), config_.vector, lane_var());
 }
 
+// Opens `for (var = start; active && var < end; var += step)` as a loop with its trip count
+// computed first: unrolled, its loads are issued together, where a test of the bound after each
+// element would let only one be in flight.
+void CudaEmitter::counted_loop(const std::string& indent, const std::string& var, const std::string& start,
+                               const std::string& active, const std::string& end, int64_t step) {
+  out("{}for (idx_t it = 0, trips = {} && {} < {} ? ({} - ({}) + {}) / {} : 0; it < trips; ++it) {{", indent, active,
+      start, end, end, start, step - 1, step);
+  out("{}  const idx_t {} = {} + it * {};", indent, var, start, step);
+}
+
 // Opens the loop over a row's elements for this thread (r variables decomposed from j); the
 // returned indent is inside it. Vectorized rows loop over groups of `vector` elements (jv the
 // first), then over the group's elements.
@@ -127,7 +137,7 @@ std::string CudaEmitter::row_loop_open(const std::string& indent, const std::str
   if (config_.form == CudaConfig::Form::column) {
     std::string start = splits > 1 ? fmt::format("split * {} + static_cast<idx_t>(threadIdx.y)", config_.block_y) : "threadIdx.y";
     out("{}#pragma unroll 4", indent);
-    out("{}for (idx_t j = {}; {} && j < {}; j += {}) {{", indent, start, active, r, config_.block_y * splits);
+    counted_loop(indent, "j", start, active, r, config_.block_y * splits);
   } else if (config_.persistent) {
     out("{}#pragma unroll", indent);
     out("{}for (int e = 0; e < {}; ++e) {{", indent, config_.persistent / v);
@@ -142,13 +152,13 @@ std::string CudaEmitter::row_loop_open(const std::string& indent, const std::str
     std::string start = splits > 1 ? fmt::format("split * {} + lane", tpr) : "lane";
     out("{}#pragma unroll {}", indent, v > 1 ? 2 : 4);
     if (v > 1) {
-      out("{}for (idx_t g = {}; {} && g < {} / {}; g += {}) {{", indent, start, active, r, v, tpr * splits);
+      counted_loop(indent, "g", start, active, fmt::format("{} / {}", r, v), tpr * splits);
       out("{}  const idx_t jv = g * {}, r0 = jv;", indent, v);
       // This group's loads, staged in registers.
       for (const auto& l : row_vec_loads_) stage_load(in, l, l.offset);
       hook_staged([](const Staged& l) { return l.name + ".v[u]"; });
     } else {
-      out("{}for (idx_t j = {}; {} && j < {}; j += {}) {{", indent, start, active, r, tpr * splits);
+      counted_loop(indent, "j", start, active, r, tpr * splits);
     }
   }
   if (v > 1) {

@@ -53,6 +53,8 @@ class CudaEmitter {
   void merge_splits(const std::string& indent, bool column_form);
   void two_pass_moments(size_t i, const std::string& indent, const std::string& active);
   std::string row_loop_open(const std::string& indent, const std::string& active);
+  void counted_loop(const std::string& indent, const std::string& var, const std::string& start, const std::string& active,
+                    const std::string& end, int64_t step);
   void row_loop_close(const std::string& indent);
   void cache_row_loads(const std::string& indent, const std::string& active);
   // Vectorized rows (config_.vector > 1): groups of `vector` adjacent elements of the row.

@@ -235,12 +235,25 @@ std::vector<CudaConfig> candidate_configs(const loop::Program& p, const loop::Lo
   }
   std::vector<CudaConfig> out;
   if (is_transposing(k)) {
+    // Tiles of 2 and 1 warps a side (shared memory permitting), passes of warp / 4 and warp / 8 rows.
+    TransposedAccesses staged = transposed_accesses(k);
+    auto shared_bytes = [&](int side) {
+      int64_t bytes = 0;
+      for (const auto* group : {&staged.loads, &staged.stores})
+        for (const auto& a : *group) {
+          DType t = p.buffers[static_cast<size_t>(a.buffer)].dtype;
+          bytes += int64_t{side} * (side + tile_pad(t)) * static_cast<int64_t>(dtype_size(t));
+        }
+      return bytes;
+    };
     c.form = CudaConfig::Form::tiled;
     c.block = warp;
-    c.block_y = std::max(1, warp / 4);
-    out.push_back(c);
-    c.block_y = std::max(1, warp / 8);
-    out.push_back(c);
+    for (int rows : {warp / 4, warp / 8})
+      for (int columns : {2, 1}) {
+        c.block_y = std::max(1, rows);
+        c.vector = columns;
+        if (columns == 1 || shared_bytes(tile_side(c)) <= d.shared_per_block) out.push_back(c);
+      }
   }
   c = CudaConfig{};
   int v = vector_width(p, k);
@@ -274,7 +287,7 @@ CudaLaunch launch_for(const loop::LoopKernel& k, const CudaConfig& c, const cuda
       size_t m = k.outer.size();
       SymInt tiles = 1;
       for (size_t i = 0; i + 2 < m; ++i) tiles = tiles * k.outer[i];
-      for (size_t i = m - 2; i < m; ++i) tiles = tiles * floordiv(k.outer[i] + SymInt(c.block - 1), SymInt(c.block));
+      for (size_t i = m - 2; i < m; ++i) tiles = tiles * floordiv(k.outer[i] + SymInt(tile_side(c) - 1), SymInt(tile_side(c)));
       l.units = tiles;
       break;
     }

@@ -4,11 +4,13 @@
 // the row length, and the grid covers a few waves of the SMs. candidate_configs gives up to 8
 // configurations, the heuristic's choice first; the autotuner measures them.
 #pragma once
+#include <algorithm>
 #include <optional>
 #include <vector>
 
 #include "codegen/cuda/cuda_codegen.h"
 #include "codegen/kernel_shape.h"
+#include "coil/dtype.h"
 
 namespace coil::codegen {
 
@@ -18,6 +20,11 @@ inline constexpr int64_t kLargestPartial = 24;
 
 // A column reduction's tile: a warp of threads, each taking `vector` adjacent outputs.
 inline int column_width(const CudaConfig& c) { return c.block * c.vector; }
+// A tiled transpose's square tile: block threads along x, each taking `vector` columns.
+inline int tile_side(const CudaConfig& c) { return c.block * std::max(1, c.vector); }
+// Padding of a tile's shared-memory rows (elements) that puts a column's elements in distinct
+// banks: an odd number of 4-byte words per row.
+inline int tile_pad(DType t) { return std::max<int>(1, 4 / static_cast<int>(dtype_size(t))); }
 
 // Where a split reduction keeps its state in the kernel's scratch: a ticket counter per unit
 // (row, or column tile) at offset 0, then per reduction step (a Welford pair shares one) a region

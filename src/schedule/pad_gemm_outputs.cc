@@ -1,0 +1,118 @@
+#include "schedule/pad_gemm_outputs.h"
+
+#include <set>
+
+#include "arith/simplify.h"
+#include "coil/dtype.h"
+
+namespace coil::schedule {
+
+namespace {
+
+constexpr int64_t kRowAlignment = 16;  // bytes
+
+// Whether `b` is a dense row-major temporary with static sizes and unaligned rows worth padding;
+// sets the padded row length.
+bool wants_padding(const loop::Buffer& b, int64_t min_elements, int64_t& padded) {
+  if (b.role != loop::Buffer::Role::temporary || b.offset != SymInt(0) || b.sizes.size() < 2) return false;
+  auto sizes = constant_shape(b.sizes), strides = constant_shape(b.strides);
+  if (!sizes || !strides) return false;
+  int64_t expect = 1, elements = 1;
+  for (size_t i = sizes->size(); i-- > 0;) {
+    if ((*strides)[i] != expect) return false;
+    expect *= (*sizes)[i];
+    elements *= (*sizes)[i];
+  }
+  const auto size = static_cast<int64_t>(dtype_size(b.dtype));
+  const int64_t n = sizes->back(), per_vector = kRowAlignment / size;
+  if (elements < min_elements || per_vector <= 1 || n % per_vector == 0) return false;
+  padded = (n + per_vector - 1) / per_vector * per_vector;
+  return true;
+}
+
+// Ranges of a loop kernel's variables, for the simplifier.
+RangeEnv kernel_ranges(const loop::LoopKernel& k) {
+  RangeEnv env;
+  auto add = [&](const std::string& var, const SymInt& extent) {
+    if (auto e = extent.constant()) env[var] = Range{0, std::max<int64_t>(*e - 1, 0)};
+    else env[var] = Range{0, Range::kMax};
+  };
+  for (size_t i = 0; i < k.outer.size(); ++i) add(loop::loop_var(static_cast<int>(i)), k.outer[i]);
+  for (size_t i = 0; i < k.inner.size(); ++i) add(loop::reduce_var(static_cast<int>(i)), k.inner[i]);
+  return env;
+}
+
+bool has_dynamic_load(const loop::ExprRef& e, int buffer) {
+  if (e->kind() == loop::Expr::Kind::load && e->buffer() == buffer && e->dynamic()) return true;
+  for (const auto& o : e->operands())
+    if (has_dynamic_load(o, buffer)) return true;
+  return e->kind() == loop::Expr::Kind::load && e->dynamic() && has_dynamic_load(e->dynamic(), buffer);
+}
+
+// Whether only extern products write `buffer` and only loop kernels read it, at static offsets.
+bool paddable_uses(const loop::Program& p, int buffer) {
+  for (const auto& kernel : p.kernels) {
+    if (const auto* call = std::get_if<loop::ExternCall>(&kernel)) {
+      if (call->output == buffer && !loop::is_product(call->kind)) return false;
+      for (const auto& v : call->inputs)
+        if (v.buffer == buffer) return false;
+      continue;
+    }
+    const auto& k = std::get<loop::LoopKernel>(kernel);
+    for (const auto& s : k.stores)
+      if (s.buffer == buffer || has_dynamic_load(s.value, buffer) || (s.dynamic && has_dynamic_load(s.dynamic, buffer)))
+        return false;
+    for (const auto& r : k.reductions)
+      if (has_dynamic_load(r.value, buffer)) return false;
+  }
+  return true;
+}
+
+loop::ExprRef repad_loads(const loop::ExprRef& e, const std::map<int, std::pair<int64_t, int64_t>>& padded,
+                          const RangeEnv& env) {
+  if (e->kind() == loop::Expr::Kind::load && !e->dynamic()) {
+    auto it = padded.find(e->buffer());
+    if (it == padded.end()) return e;
+    auto [n, np] = it->second;
+    SymInt at = simplify(floordiv(e->offset(), SymInt(n)) * SymInt(np) + mod(e->offset(), SymInt(n)), env);
+    return loop::Expr::load(e->buffer(), at, e->dtype());
+  }
+  return loop::map_operands(e, [&](const loop::ExprRef& o) { return repad_loads(o, padded, env); });
+}
+
+}  // namespace
+
+loop::Program pad_gemm_outputs(const loop::Program& program, int64_t min_elements) {
+  loop::Program p = program;
+  std::map<int, std::pair<int64_t, int64_t>> padded;  // buffer -> (row length, padded row length)
+  for (const auto& kernel : p.kernels) {
+    const auto* call = std::get_if<loop::ExternCall>(&kernel);
+    if (!call || !loop::is_product(call->kind)) continue;
+    loop::Buffer& b = p.buffers[static_cast<size_t>(call->output)];
+    int64_t np = 0;
+    if (!wants_padding(b, min_elements, np) || !paddable_uses(p, call->output)) continue;
+    const int64_t n = *b.sizes.back().constant();
+    padded[call->output] = {n, np};
+    // Strides of the padded layout: rows np apart, each leading dim over the padded rows below it.
+    SymInt stride = 1;
+    for (size_t i = b.sizes.size(); i-- > 0;) {
+      b.strides[i] = stride;
+      stride = stride * (i + 1 == b.sizes.size() ? SymInt(np) : b.sizes[i]);
+    }
+  }
+  if (padded.empty()) return p;
+  for (auto& kernel : p.kernels) {
+    auto* k = std::get_if<loop::LoopKernel>(&kernel);
+    if (!k) continue;
+    RangeEnv env = kernel_ranges(*k);
+    for (auto& r : k->reductions) r.value = repad_loads(r.value, padded, env);
+    for (auto& s : k->stores) {
+      s.value = repad_loads(s.value, padded, env);
+      if (s.dynamic) s.dynamic = repad_loads(s.dynamic, padded, env);
+    }
+  }
+  loop::verify(p);
+  return p;
+}
+
+}  // namespace coil::schedule

@@ -1,0 +1,76 @@
+// The GPU schedule's row padding of matrix-product results (schedule/pad_gemm_outputs.h): which
+// results get padded rows, and how the kernels reading them index the padded layout.
+#include <gtest/gtest.h>
+
+#include "coil/coil.h"
+#include "driver/compile.h"
+#include "runtime/cuda/device_info.h"
+#include "schedule/pad_gemm_outputs.h"
+
+namespace coil {
+namespace {
+
+loop::Program for_cuda(const std::string& body) {
+  Graph g = parse_graph("graph t {\n" + body + "}\n");
+  return generate(g, {.cuda = true, .device = cuda::preset_device("sm_90a")}).lowered.program;
+}
+
+const loop::Buffer& product_result(const loop::Program& p) {
+  for (const auto& k : p.kernels)
+    if (const auto* e = std::get_if<loop::ExternCall>(&k)) return p.buffers[static_cast<size_t>(e->output)];
+  throw std::runtime_error("no extern call");
+}
+
+TEST(PadGemm, UnalignedRowsArePaddedAndTheirReadersFollow) {
+  // GPT-2's head in small: 1001 bf16 columns (2002 bytes a row) -> rows of 1008, read back into
+  // the [2, 1024, 1001] output through a plain row/column index.
+  auto p = for_cuda(
+      "  %x = input() : bf16[2, 1024, 64]\n  %w = input() : bf16[1001, 64]\n  %xv = view(%x, [2048, 64])\n"
+      "  %wt = permute(%w, [1, 0])\n  %y = mm(%xv, %wt)\n  %o = view(%y, [2, 1024, 1001])\n  return %o\n");
+  const loop::Buffer& y = product_result(p);
+  EXPECT_EQ(shape_str(y.strides), "[1008, 1]") << loop::to_string(p);
+  EXPECT_NE(loop::to_string(p).find("load(buf2, x2 + 1008*x1 + 1032192*x0)"), std::string::npos) << loop::to_string(p);
+}
+
+TEST(PadGemm, ReductionsAndBatchedProductsReadThePaddedRows) {
+  auto p = for_cuda(
+      "  %a = input() : f32[4, 700, 32]\n  %b = input() : f32[4, 32, 399]\n  %y = bmm(%a, %b)\n"
+      "  %s = sum.dim_IntList(%y, [2])\n  return %s\n");
+  const loop::Buffer& y = product_result(p);
+  EXPECT_EQ(shape_str(y.strides), "[280000, 400, 1]") << loop::to_string(p);
+  EXPECT_NE(loop::to_string(p).find("load(buf2, r0 + 400*x1 + 280000*x0)"), std::string::npos) << loop::to_string(p);
+}
+
+TEST(PadGemm, OtherResultsKeepTheirLayout) {
+  const char* cases[] = {
+      // rows already a multiple of 16 bytes
+      "  %x = input() : bf16[2048, 64]\n  %w = input() : bf16[64, 1024]\n  %y = mm(%x, %w)\n  %r = exp(%y)\n  return %r\n",
+      // too small to be worth it
+      "  %x = input() : bf16[64, 64]\n  %w = input() : bf16[64, 1001]\n  %y = mm(%x, %w)\n  %r = exp(%y)\n  return %r\n",
+      // read by another product
+      "  %x = input() : f32[2048, 64]\n  %w = input() : f32[64, 1001]\n  %v = input() : f32[1001, 8]\n  %y = mm(%x, %w)\n"
+      "  %z = mm(%y, %v)\n  return %z\n",
+      // the product is the graph output itself (its layout is the caller's)
+      "  %x = input() : bf16[2048, 64]\n  %w = input() : bf16[64, 1001]\n  %y = mm(%x, %w)\n  return %y\n",
+      // read at a data-dependent index
+      "  %x = input() : bf16[2048, 64]\n  %w = input() : bf16[64, 1001]\n  %i = input() : i64[5]\n  %y = mm(%x, %w)\n"
+      "  %g = index.Tensor(%y, [%i])\n  return %g\n",
+  };
+  for (const char* body : cases) {
+    auto p = for_cuda(body);
+    const loop::Buffer& y = product_result(p);
+    EXPECT_EQ(y.strides.back(), SymInt(1)) << body;
+    EXPECT_EQ(y.strides[y.strides.size() - 2], y.sizes.back()) << body << loop::to_string(p);
+  }
+}
+
+TEST(PadGemm, TheCpuKeepsDenseRows) {
+  Graph g = parse_graph(
+      "graph t {\n  %x = input() : bf16[2048, 64]\n  %w = input() : bf16[64, 1001]\n  %y = mm(%x, %w)\n  %r = exp(%y)\n"
+      "  return %r\n}\n");
+  auto p = generate(g, {}).lowered.program;
+  EXPECT_EQ(shape_str(product_result(p).strides), "[1001, 1]");
+}
+
+}  // namespace
+}  // namespace coil
