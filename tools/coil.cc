@@ -266,6 +266,8 @@ int run(const RunOptions& o) {
     if (o.build_report)
       for (const auto& u : st.units)
         fmt::print("  unit {:>8.1f} ms {} {}\n", u.ms, u.cache_hit ? "cached" : "NVRTC ", fmt::join(u.kernels, " "));
+    if (o.build_report)
+      for (const auto& line : st.tuning) fmt::print("  tuned {}\n", line);
     outputs = exe.run(inputs, weights);
     if (o.repeat > 1) {
       std::vector<double> times;
@@ -321,7 +323,7 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("--tf32", run_options.tf32, "let f32 matrix products use TF32 tensor cores on the GPU");
   run_cmd->add_flag("--no-autotune", run_options.no_autotune, "GPU: take the heuristic launch configurations without measuring");
   run_cmd->add_option("--candidate", run_options.candidate, "GPU: every kernel takes its i-th candidate configuration (tests)");
-  run_cmd->add_flag("--build-report", run_options.build_report, "GPU: print each NVRTC unit's kernels and compile time");
+  run_cmd->add_flag("--build-report", run_options.build_report, "GPU: print each NVRTC unit's kernels and compile time, and each tuned kernel's candidates with their times");
   run_cmd->add_flag("--interpret", run_options.interpret, "run the reference interpreter instead of compiled code");
   run_cmd->add_flag("--check", run_options.check, "also run the interpreter and print each output's max error");
 

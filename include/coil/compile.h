@@ -53,6 +53,8 @@ struct CompileStats {
   int tuned_kernels = 0;         // CUDA: kernels whose candidates were measured in this compile
   int tuning_cache_hits = 0;     // CUDA: kernels whose winner came from the tuning cache
   double tune_ms = 0;            // CUDA: measuring candidates (part of build_ms)
+  // CUDA: per kernel measured in this compile, "<kernel>: <ms> <config>, ..." (best first).
+  std::vector<std::string> tuning;
 };
 
 class Executable {

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include <fmt/format.h>
+
 #include "codegen/cuda/launch.h"
 #include "runtime/cuda/gpu_plan.h"
 #include "runtime/plan.h"
@@ -98,6 +100,7 @@ int measure_candidates(TuningUnit& unit, const std::vector<void*>& functions, co
 
   double best = std::numeric_limits<double>::infinity();
   int winner = -1;
+  unit.ms.assign(unit.candidates.size(), std::numeric_limits<double>::infinity());
   for (size_t c = 0; c < unit.candidates.size(); ++c) {
     const codegen::CudaKernel& info = unit.candidates[c];
     void* function = functions[c];
@@ -117,6 +120,7 @@ int measure_candidates(TuningUnit& unit, const std::vector<void*>& functions, co
       if (c == 0) throw;
       continue;
     }
+    unit.ms[c] = ms;
     if (ms < best) best = ms, winner = static_cast<int>(c);
   }
   COIL_CHECK(winner >= 0) << "no candidate of " << unit.candidates.front().name << " ran";
@@ -125,6 +129,16 @@ int measure_candidates(TuningUnit& unit, const std::vector<void*>& functions, co
   cache.store(unit.key, "tune", codegen::to_string(unit.candidates[static_cast<size_t>(winner)].config));
   unit.winner = winner;
   return winner;
+}
+
+std::string tuning_report(const TuningUnit& unit) {
+  std::vector<size_t> order(unit.ms.size());
+  for (size_t c = 0; c < order.size(); ++c) order[c] = c;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return unit.ms[a] < unit.ms[b]; });
+  std::string out = unit.candidates.front().name + ":";
+  for (size_t c : order)
+    out += fmt::format("{} {:.3f} ms {}", c == order.front() ? "" : ",", unit.ms[c], codegen::to_string(unit.candidates[c].config));
+  return out;
 }
 
 }  // namespace coil

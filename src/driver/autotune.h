@@ -20,7 +20,10 @@ struct TuningUnit {
   std::vector<std::string> bodies;  // per candidate
   std::string key;                  // the tuning cache's key
   int winner = -1;     // from the tuning cache, or once measured
+  std::vector<double> ms;  // per candidate once measured (infinity: it did not launch)
 };
+// "k0_y: 0.120 ms column block=32x8 vector=8 splits=33, 0.131 ms ..." (fastest first).
+std::string tuning_report(const TuningUnit& unit);
 
 // The kernels of `source` worth tuning (several candidates, static sizes, at least 1 MiB of
 // traffic), with their winners where the tuning cache has them.

@@ -105,6 +105,7 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
       measure_candidates(unit, candidates, gen.lowered.program, *context, cache);
       measured[unit.key] = unit.winner;
       ++exe.stats.tuned_kernels;
+      exe.stats.tuning.push_back(tuning_report(unit));
     } else {
       ++exe.stats.tuning_cache_hits;
     }

@@ -221,6 +221,13 @@ void ExportNodes::add_node(const json& node) {
                                          : attention(op, args, names[0]);
       return;
     }
+    // arange(end) and arange(start, end): arange.start_step with its defaults (a bare "arange"
+    // names the default overload, which takes only `end`).
+    if (op == "arange" || op == "arange.start") {
+      bool has_start = std::any_of(keywords.begin(), keywords.end(), [](const auto& k) { return k.first == "start"; });
+      if (!has_start) keywords.insert(keywords.begin(), {"start", Arg(int64_t{0})});
+      op = "arange.start_step";
+    }
     auto kind = op_from_name(op);
     if (!kind) fail("op '{}' is not supported", op);
     std::vector<std::string> given;

@@ -222,6 +222,31 @@ TEST_F(FakeCublasLt, LinearWithBiasAndGelu) {
   EXPECT_EQ(live(), 0) << "every descriptor destroyed";
 }
 
+// n = 1001 bf16 columns with D's rows padded to 1008 elements: the 1000 aligned columns in one
+// call, the last one in a second, B, D and the bias moved along by 1000 columns. Unpadded rows
+// (ld 1001) stay one call, since the split would not align them.
+TEST_F(FakeCublasLt, UnalignedColumnsOfAlignedRowsSplit) {
+  GemmProblem p = linear(DType::bf16, 64, 1001, 32);
+  p.d_rs = 1008;
+  const int before = matmuls();
+  p.epilogue = Epilogue::bias;
+  lt_->gemm(p, at(0x100000), at(0x200000), nullptr, at(0x400000), at(0x500000), nullptr, 0, nullptr);
+  std::string calls = log();
+  EXPECT_NE(calls.find("bias 0x500000 type 14 | A type 14 rows 32 cols 1000 ld 32 @0x200000 | B type 14 rows 32 cols 64 ld 32 "
+                       "@0x100000 | C as D @0x400000 | D type 14 rows 1000 cols 64 ld 1008 @0x400000"),
+            std::string::npos)
+      << calls;
+  EXPECT_NE(calls.find("bias 0x5007d0 type 14 | A type 14 rows 1 cols 32 ld 1 @0x20fa00 | B type 14 rows 32 cols 64 ld 32 "
+                       "@0x100000 | C as D @0x4007d0 | D type 14 rows 1 cols 64 ld 1008 @0x4007d0"),
+            std::string::npos)
+      << calls;
+  EXPECT_EQ(matmuls() - before, 2);
+  p.d_rs = 1001;
+  lt_->gemm(p, at(0x100000), at(0x200000), nullptr, at(0x400000), at(0x500000), nullptr, 0, nullptr);
+  EXPECT_EQ(matmuls() - before, 3);
+  EXPECT_EQ(live(), 0);
+}
+
 TEST_F(FakeCublasLt, BatchedF64WithABroadcastC) {
   GemmProblem p = contiguous(DType::f64, 16, 8, 4);
   p.batch = 3;

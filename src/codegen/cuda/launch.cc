@@ -159,13 +159,17 @@ std::vector<CudaConfig> row_configs(const loop::Program& p, const loop::LoopKern
   // are too few to fill the device.
   int64_t tpr = std::clamp<int64_t>(pow2_ceil((*r + 7) / 8), 1, max_block);
   if (rows && *rows < d.sm_count && *r > 8 * warp) tpr = max_block;
-  // Persistent rows at 1, 1/2 and 1/4 of those threads, with vectors and without; then looped.
+  // Persistent rows at 1, 1/2 and 1/4 of those threads (scalar ones too where vectors are not
+  // possible); then looped rows (each pass re-reads the row, from L2 when it is short) at 1, 1/4
+  // and 1/8 of them, which keep few registers and so more rows in flight on an SM.
   for (int64_t t : {tpr, tpr / 2, tpr / 4}) {
     if (t < 1) continue;
     add(make(t, true, v));
-    add(make(t, true, 1));
+    if (v == 1) continue;
+    if (t == tpr) add(make(t, true, 1));
   }
-  add(make(tpr, false, v));
+  for (int64_t t : {tpr, tpr / 4, tpr / 8})
+    if (t >= std::min<int64_t>(warp, tpr)) add(make(t, false, v));
   add(make(tpr, false, 1));
   add(make(std::min<int64_t>(max_block, std::max<int64_t>(tpr, warp)), false, v));
   return out;

@@ -281,6 +281,30 @@ void CublasLt::gemm(const GemmProblem& p, const void* a, const void* b, const vo
                     void* workspace, size_t workspace_bytes, void* stream) const {
   if (auto why = gemm_unsupported_reason(p)) fail("cuBLASLt cannot take the {}: {}", str(p), *why);
   if (empty(p)) return;
+  // cuBLASLt runs its fast kernels only when n (its m) is a multiple of 16 bytes as well as
+  // the leading dimensions (seen: [8192, 768] x [768, 50257] bf16 took 6.6 ms with any ld, 1 ms
+  // split as below). With D's rows aligned, the aligned columns go first and the last few after.
+  const auto size = static_cast<int64_t>(dtype_size(p.dtype));
+  const int64_t per_vector = 16 / size;
+  if (const int64_t main_n = p.n / per_vector * per_vector;
+      main_n > 0 && main_n < p.n && p.d_cs == 1 && (p.d_rs * size) % 16 == 0 && (p.beta == 0 || p.c_cs == 1)) {
+    GemmProblem first = p, rest = p;
+    first.n = main_n;
+    rest.n = p.n - main_n;
+    auto shift = [&](const void* ptr, int64_t elements) {
+      return ptr ? static_cast<const char*>(ptr) + elements * size : nullptr;
+    };
+    gemm_columns(first, a, b, c, d, bias, workspace, workspace_bytes, stream);
+    gemm_columns(rest, a, shift(b, main_n * p.b_cs), shift(c, main_n * p.c_cs),
+                 const_cast<char*>(shift(d, main_n * p.d_cs)), epilogue_has_bias(p.epilogue) ? shift(bias, main_n) : nullptr,
+                 workspace, workspace_bytes, stream);
+    return;
+  }
+  gemm_columns(p, a, b, c, d, bias, workspace, workspace_bytes, stream);
+}
+
+void CublasLt::gemm_columns(const GemmProblem& p, const void* a, const void* b, const void* c, void* d, const void* bias,
+                            void* workspace, size_t workspace_bytes, void* stream) const {
   LtOperands ops = to_column_major(p);
   bool has_bias = epilogue_has_bias(p.epilogue);
   if (!a || !b || !d || (has_bias && !bias) || (p.beta != 0 && !c))

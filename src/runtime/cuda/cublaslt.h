@@ -107,6 +107,9 @@ class CublasLt {
  private:
   CublasLt();
   void check(int status, const char* call, const GemmProblem& p) const;
+  // One cuBLASLt call for the whole of `p` (gemm may split its columns in two calls).
+  void gemm_columns(const GemmProblem& p, const void* a, const void* b, const void* c, void* d, const void* bias,
+                    void* workspace, size_t workspace_bytes, void* stream) const;
 
   void* library_ = nullptr;
   void* handle_ = nullptr;  // cublasLtHandle_t
