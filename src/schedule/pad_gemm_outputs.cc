@@ -80,6 +80,52 @@ loop::ExprRef repad_loads(const loop::ExprRef& e, const std::map<int, std::pair<
   return loop::map_operands(e, [&](const loop::ExprRef& o) { return repad_loads(o, padded, env); });
 }
 
+// Strides of `sizes` with rows of `np` elements: the last dim dense, the others over padded rows.
+SymShape padded_strides(const SymShape& sizes, int64_t np) {
+  SymShape strides(sizes.size());
+  SymInt stride = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride = stride * (i + 1 == sizes.size() ? SymInt(np) : sizes[i]);
+  }
+  return strides;
+}
+
+SymInt offset_of(const SymShape& strides) {
+  SymInt at = 0;
+  for (size_t i = 0; i < strides.size(); ++i) at = at + SymInt::symbol(loop::loop_var(static_cast<int>(i))) * strides[i];
+  return at;
+}
+
+// A kernel that only copies a padded result into a dense graph output of the same rows (a view
+// of the product that splits its leading dim, say): the output takes the padded layout and the
+// product writes it directly, so the copy goes. The output is then a strided tensor, as
+// Inductor's padded products give.
+bool drop_output_copy(loop::Program& p, size_t at, const std::map<int, std::pair<int64_t, int64_t>>& padded) {
+  const auto* k = std::get_if<loop::LoopKernel>(&p.kernels[at]);
+  if (!k || !k->inner.empty() || !k->reductions.empty() || k->stores.size() != 1) return false;
+  const loop::StoreStep& s = k->stores[0];
+  if (s.inner || s.dynamic || s.value->kind() != loop::Expr::Kind::load || s.value->dynamic()) return false;
+  int source = s.value->buffer();
+  auto it = padded.find(source);
+  loop::Buffer& out = p.buffers[static_cast<size_t>(s.buffer)];
+  if (it == padded.end() || out.role != loop::Buffer::Role::output || out.offset != SymInt(0) || out.dtype != s.value->dtype())
+    return false;
+  auto [n, np] = it->second;
+  if (out.sizes.empty() || out.sizes.back() != SymInt(n) || !(k->outer == out.sizes)) return false;
+  if (!(product(out.sizes) == product(p.buffers[static_cast<size_t>(source)].sizes))) return false;
+  SymShape strides = padded_strides(out.sizes, np);
+  if (s.offset != offset_of(out.strides) || s.value->offset() != offset_of(strides)) return false;
+  int readers = 0;
+  for (const auto& kernel : p.kernels) readers += loop::access(kernel).reads.count(source) ? 1 : 0;
+  if (readers != 1) return false;
+  for (auto& kernel : p.kernels)
+    if (auto* call = std::get_if<loop::ExternCall>(&kernel); call && call->output == source) call->output = s.buffer;
+  out.strides = strides;
+  p.kernels.erase(p.kernels.begin() + static_cast<std::ptrdiff_t>(at));
+  return true;
+}
+
 }  // namespace
 
 loop::Program pad_gemm_outputs(const loop::Program& program, int64_t min_elements) {
@@ -93,12 +139,7 @@ loop::Program pad_gemm_outputs(const loop::Program& program, int64_t min_element
     if (!wants_padding(b, min_elements, np) || !paddable_uses(p, call->output)) continue;
     const int64_t n = *b.sizes.back().constant();
     padded[call->output] = {n, np};
-    // Strides of the padded layout: rows np apart, each leading dim over the padded rows below it.
-    SymInt stride = 1;
-    for (size_t i = b.sizes.size(); i-- > 0;) {
-      b.strides[i] = stride;
-      stride = stride * (i + 1 == b.sizes.size() ? SymInt(np) : b.sizes[i]);
-    }
+    b.strides = padded_strides(b.sizes, np);
   }
   if (padded.empty()) return p;
   for (auto& kernel : p.kernels) {
@@ -111,6 +152,7 @@ loop::Program pad_gemm_outputs(const loop::Program& program, int64_t min_element
       if (s.dynamic) s.dynamic = repad_loads(s.dynamic, padded, env);
     }
   }
+  for (size_t k = p.kernels.size(); k-- > 0;) drop_output_copy(p, k, padded);
   loop::verify(p);
   return p;
 }

@@ -66,6 +66,9 @@ const char* kGraphs[] = {
     // copy into the output view and by a row sum
     "  %x = input() : bf16[300, 64]\n  %w = input() : bf16[3501, 64]\n  %wt = permute(%w, [1, 0])\n  %h = mm(%x, %wt)\n"
     "  %y = view(%h, [3, 100, 3501])\n  %s = sum.dim_IntList(%h, [1])\n  return %y, %s\n",
+    // ... and written by the product straight into the output view, which takes the padded rows
+    "  %x = input() : bf16[3, 100, 64]\n  %w = input() : bf16[3501, 64]\n  %xv = view(%x, [300, 64])\n"
+    "  %wt = permute(%w, [1, 0])\n  %h = mm(%xv, %wt)\n  %y = view(%h, [3, 100, 3501])\n  return %y\n",
 };
 
 Graph parse(const std::string& body) { return parse_graph("graph t {\n" + std::string(body) + "}\n"); }

@@ -23,13 +23,27 @@ const loop::Buffer& product_result(const loop::Program& p) {
 
 TEST(PadGemm, UnalignedRowsArePaddedAndTheirReadersFollow) {
   // GPT-2's head in small: 1001 bf16 columns (2002 bytes a row) -> rows of 1008, read back into
-  // the [2, 1024, 1001] output through a plain row/column index.
+  // the [2, 1024, 1001] output and by an exp through a plain row/column index.
   auto p = for_cuda(
       "  %x = input() : bf16[2, 1024, 64]\n  %w = input() : bf16[1001, 64]\n  %xv = view(%x, [2048, 64])\n"
-      "  %wt = permute(%w, [1, 0])\n  %y = mm(%xv, %wt)\n  %o = view(%y, [2, 1024, 1001])\n  return %o\n");
+      "  %wt = permute(%w, [1, 0])\n  %y = mm(%xv, %wt)\n  %o = view(%y, [2, 1024, 1001])\n  %e = exp(%y)\n  return %o, %e\n");
   const loop::Buffer& y = product_result(p);
   EXPECT_EQ(shape_str(y.strides), "[1008, 1]") << loop::to_string(p);
   EXPECT_NE(loop::to_string(p).find("load(buf2, x2 + 1008*x1 + 1032192*x0)"), std::string::npos) << loop::to_string(p);
+  EXPECT_NE(loop::to_string(p).find("load(buf2, x1 + 1008*x0)"), std::string::npos) << loop::to_string(p);
+}
+
+TEST(PadGemm, AnOutputViewOfTheProductTakesItsPaddedRows) {
+  // Only copied into the output view: the output gets the padded layout, the product writes it
+  // (its leading dims merge into the rows) and no kernel is left.
+  auto p = for_cuda(
+      "  %x = input() : bf16[2, 1024, 64]\n  %w = input() : bf16[1001, 64]\n  %xv = view(%x, [2048, 64])\n"
+      "  %wt = permute(%w, [1, 0])\n  %y = mm(%xv, %wt)\n  %o = view(%y, [2, 1024, 1001])\n  return %o\n");
+  ASSERT_EQ(p.kernels.size(), 1u) << loop::to_string(p);
+  const loop::Buffer& o = product_result(p);
+  EXPECT_EQ(o.role, loop::Buffer::Role::output);
+  EXPECT_EQ(shape_str(o.sizes), "[2, 1024, 1001]");
+  EXPECT_EQ(shape_str(o.strides), "[1032192, 1008, 1]");
 }
 
 TEST(PadGemm, ReductionsAndBatchedProductsReadThePaddedRows) {

@@ -29,7 +29,17 @@ cuda::GemmProblem gemm_problem(const loop::ExternCall& call, const loop::Program
   auto sizes = eval_all(out.sizes, symbols), ostrides = eval_all(out.strides, symbols);
   auto as = eval_all(a.strides, symbols), bs = eval_all(b.strides, symbols);
   auto asz = eval_all(a.sizes, symbols);
-  size_t r = sizes.size();
+  size_t r = asz.size();
+  // An output of more dims than the operands (schedule/pad_gemm_outputs.h) merges its leading
+  // dims into the rows: each of their strides covers the dims after it.
+  if (sizes.size() > r) {
+    for (size_t d = 0; d + r < sizes.size(); ++d) {
+      COIL_CHECK(ostrides[d] == sizes[d + 1] * ostrides[d + 1]) << call.name << ": output dims that do not merge";
+      sizes[d + 1] *= sizes[d];
+    }
+    sizes.erase(sizes.begin(), sizes.end() - static_cast<std::ptrdiff_t>(r));
+    ostrides.erase(ostrides.begin(), ostrides.end() - static_cast<std::ptrdiff_t>(r));
+  }
   cuda::GemmProblem g;
   g.dtype = out.dtype;
   g.m = sizes[r - 2];
