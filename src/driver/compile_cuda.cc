@@ -128,6 +128,10 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
   gpu->context = context;
   gpu->allocator = std::make_shared<cuda::DeviceAllocator>(context);
   gpu->tf32 = options.allow_tf32;
+  gpu->status_words = std::any_of(gen.lowered.program.kernels.begin(), gen.lowered.program.kernels.end(), [](const loop::Kernel& k) {
+    const auto* lk = std::get_if<loop::LoopKernel>(&k);
+    return lk && loop::may_fail(*lk);
+  });
   gpu->memory = plan_memory(gen.lowered);
   gpu->graph = std::move(gen.graph);
   gpu->lowered = std::move(gen.lowered);

@@ -132,6 +132,30 @@ bool has_dynamic_stores(const LoopKernel& k) {
   return std::any_of(k.stores.begin(), k.stores.end(), [](const StoreStep& s) { return s.dynamic != nullptr; });
 }
 
+namespace {
+bool expr_may_fail(const ExprRef& e) {
+  if (!e) return false;
+  if (e->kind() == Expr::Kind::op) {
+    switch (e->op()) {
+      case LoopOp::CheckIndex: return true;
+      case LoopOp::Div: case LoopOp::FloorDiv: case LoopOp::TruncDiv: case LoopOp::Remainder: case LoopOp::Fmod:
+        if (!is_float(e->operands()[0]->dtype())) return true;
+        break;
+      default: break;
+    }
+  }
+  return std::any_of(e->operands().begin(), e->operands().end(), expr_may_fail);
+}
+}  // namespace
+
+bool may_fail(const LoopKernel& k) {
+  for (const auto& r : k.reductions)
+    if (expr_may_fail(r.value)) return true;
+  for (const auto& s : k.stores)
+    if (expr_may_fail(s.value) || expr_may_fail(s.dynamic)) return true;
+  return false;
+}
+
 std::string to_string(const Program& p) {
   std::string s;
   for (size_t i = 0; i < p.buffers.size(); ++i) {

@@ -114,6 +114,9 @@ bool is_scan(const LoopKernel& k);
 // starts at step `first`.
 size_t pass_end(const LoopKernel& k, size_t first);
 bool has_dynamic_stores(const LoopKernel& k);
+// Whether the kernel can report an error through its status word: an index check, or an
+// integer division or remainder (by zero).
+bool may_fail(const LoopKernel& k);
 // Internal consistency: buffer ids, variables in range, reduced slots defined before use,
 // store dtypes matching their buffers. Throws coil::Error (an internal error) on violation.
 void verify(const Program& p);

@@ -42,6 +42,20 @@ TEST(LoopIR, StructuralEqualityAndHash) {
   EXPECT_THROW(Expr::apply(LoopOp::Add, {a}), Error);
 }
 
+// Only index checks and integer divisions write the status word; float division does not.
+TEST(LoopIR, KernelsThatMayFail) {
+  Program p = softmax_program();
+  EXPECT_FALSE(may_fail(std::get<LoopKernel>(p.kernels[0]))) << "a float division cannot fail";
+  LoopKernel k;
+  k.outer = {4};
+  ExprRef i = Expr::load(0, var("x0"), DType::i64);
+  k.stores = {{1, var("x0"), Expr::apply(LoopOp::Div, {i, i}), false}};
+  EXPECT_TRUE(may_fail(k)) << "an integer division by zero is reported";
+  ExprRef gather = Expr::load(2, 0, DType::f32, Expr::apply(LoopOp::CheckIndex, {i, Expr::index(8)}));
+  k.stores = {{1, var("x0"), gather, false}};
+  EXPECT_TRUE(may_fail(k)) << "a checked index inside a load's data-dependent part";
+}
+
 TEST(LoopIR, SubstituteAppliesIndexMaps) {
   auto e = Expr::load(0, var("x0") * 8 + var("x1"), DType::f32);
   // A transpose: (x0, x1) -> (x1, x0).

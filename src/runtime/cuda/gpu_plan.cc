@@ -254,8 +254,10 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
       }
       take(b);  // outputs
     }
-    status = allocator->allocate(status_bytes, stream);
-    ctx.fill_zero(status, status_bytes, stream);
+    if (status_words) {  // else no kernel writes them: kernels get a null status pointer
+      status = allocator->allocate(status_bytes, stream);
+      ctx.fill_zero(status, status_bytes, stream);
+    }
     for (size_t k = 0; k < nk; ++k) {
       for (size_t b : allocate_before[k]) {
         if (int a = memory.in_place_of[b]; a >= 0) {
@@ -273,7 +275,8 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
           scratch = allocator->allocate(static_cast<size_t>(info.launch.scratch_bytes), stream);
           ctx.fill_zero(scratch, static_cast<size_t>(info.launch.scratch_bytes), stream);
         }
-        launch_loop_kernel(ctx, functions[k], info, ptrs, symbol_values, symbols, status + k * 3 * sizeof(int64_t), scratch, stream);
+        launch_loop_kernel(ctx, functions[k], info, ptrs, symbol_values, symbols, status ? status + k * 3 * sizeof(int64_t) : 0,
+                           scratch, stream);
         if (scratch) allocator->free(scratch, stream);
       } else {
         const auto& call = std::get<loop::ExternCall>(lowered.program.kernels[k]);
@@ -317,7 +320,7 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
         }
         out.push_back(given[ob].view(eval_all(buf.sizes, symbols), eval_all(buf.strides, symbols), buf.offset.eval(symbols)));
       }
-      defer_status(status, status_bytes, stream);
+      if (status) defer_status(status, status_bytes, stream);
       release_run();
       return out;
     }
@@ -329,7 +332,7 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
       out.push_back(flat.view(eval_all(buf.sizes, symbols), eval_all(buf.strides, symbols), buf.offset.eval(symbols)));
     }
     std::vector<int64_t> words(status_bytes / sizeof(int64_t), 0);
-    ctx.copy_to_host(words.data(), status, words.size() * sizeof(int64_t), stream);
+    if (status) ctx.copy_to_host(words.data(), status, words.size() * sizeof(int64_t), stream);
     ctx.synchronize(stream);
     release_run();
     report_status(words.data());

@@ -33,6 +33,7 @@ struct GpuPlan {
   std::vector<void*> functions;                // per program kernel; nullptr for extern calls
   std::vector<codegen::CudaKernel> kernels;    // per program kernel (launch descriptions)
   bool tf32 = false;                           // f32 matrix products may use TF32
+  bool status_words = true;                    // some kernel may report an error (loop::may_fail)
 
   // Host tensors in and out: inputs are copied to the device, outputs back, and errors (index,
   // division) are thrown here. Host weights are copied once and kept on the device (keyed by
