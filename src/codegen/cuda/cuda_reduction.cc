@@ -349,33 +349,29 @@ void CudaEmitter::merge_splits(const std::string& in, bool column_form) {
   out("{}if (threadIdx.x == 0 && threadIdx.y == 0) reinterpret_cast<unsigned*>(W)[{}] = 0u;", in, unit);
 }
 
-// A persistent row's mean and M2: each thread takes two passes over its registers (its sum,
-// then the squared deviations from its own mean) instead of Welford's per-element division, and
-// the threads' (mean, M2, count) merge once by Chan et al.'s formula: two-pass numerics, one
-// reduction across the row (one round of barriers), and the row read from memory once.
+// A persistent row's mean and M2 in two passes over the registers (the sum, then the squared
+// deviations from the mean) instead of Welford's per-element division: exact two-pass numerics,
+// and the row is still read from memory once.
 void CudaEmitter::two_pass_moments(size_t i, const std::string& indent, const std::string& active) {
   const auto& r = k_.reductions[i];
   std::string t = value_type(r.acc), acc = "acc" + std::to_string(i);
+  std::string n = idx(product(k_.inner));
   std::vector<std::string> lines;
-  auto pass = [&](const std::function<std::string(const std::string&)>& update) {
+  auto pass = [&](const std::string& name, const std::function<std::string(const std::string&)>& update) {
+    out("{}{} {} = {}(0);", indent, t, name, t);
     std::string in = row_loop_open(indent, active);
     printer_->reset();
     std::string v = printer_->emit(r.value, lines, in);
     flush(lines);
     out("{}{}", in, update("static_cast<" + t + ">(" + v + ")"));
     row_loop_close(indent);
+    if (config_.threads_per_row > 1)
+      out("{}{} = coil_rt::group_allreduce({}, coil_rt::Sum(), {}, {}, {}, scratch);", indent, name, name, config_.threads_per_row,
+          device_.warp_size, mask_);
   };
-  out("{}{} {}_sum = {}(0);", indent, t, acc, t);
-  out("{}int64_t {}_n = 0;", indent, acc);
-  pass([&](const std::string& v) { return fmt::format("{}_sum += {}; ++{}_n;", acc, v, acc); });
-  out("{}const {} {}_local = {}_n ? {}_sum / static_cast<{}>({}_n) : {}(0);", indent, t, acc, acc, acc, t, acc, t);
-  out("{}{} {}_dev = {}(0);", indent, t, acc, t);
-  pass([&](const std::string& v) { return fmt::format("{{ const {} d = {} - {}_local; {}_dev += d * d; }}", t, v, acc, acc); });
-  out("{}coil_rt::Welford<{}> {}_w{{{}_local, {}_dev, {}_n}};", indent, t, acc, acc, acc, acc);
-  if (config_.threads_per_row > 1)
-    out("{}{}_w = coil_rt::group_allreduce({}_w, coil_rt::WelfordMerge(), {}, {}, {}, scratch);", indent, acc, acc,
-        config_.threads_per_row, device_.warp_size, mask_);
-  out("{}const {} {}_mean = {}_w.mean, {}_m2 = {}_w.m2;", indent, t, acc, acc, acc, acc);
+  pass(acc + "_sum", [&](const std::string& v) { return acc + "_sum += " + v + ";"; });
+  out("{}const {} {}_mean = {}_sum / static_cast<{}>({});", indent, t, acc, acc, t, n);
+  pass(acc + "_m2", [&](const std::string& v) { return "{ const " + t + " d = " + v + " - " + acc + "_mean; " + acc + "_m2 += d * d; }"; });
   printer_->reduced[static_cast<int>(i)] = acc + "_mean";
   printer_->reduced[static_cast<int>(i) + 1] = acc + "_m2";
 }
