@@ -1,5 +1,7 @@
 #include "frontend/export_nodes.h"
 
+#include "frontend/export_decompose.h"
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -91,7 +93,7 @@ ExportMeta export_meta(const json& m, const std::string& where) {
 bool export_target_supported(const std::string& target) {
   std::string op = aten_op(target);
   if (op.empty()) return false;
-  return op == "linear" || op == "t" || is_attention_variant(op) || op_from_name(op).has_value();
+  return export_decomposes(op) || is_attention_variant(op) || op_from_name(op).has_value();
 }
 
 ValueRef ExportNodes::value(const std::string& name, const std::string& where) const {
@@ -157,25 +159,6 @@ Arg ExportNodes::argument(const json& a, const std::string& where) const {
   fail("{}: argument kind '{}' is not supported", where, kind);
 }
 
-// aten.linear(x, w, b) = x @ w^T + b, as run_decompositions() writes it: addmm on 2-D inputs,
-// a flattening view around it otherwise.
-ValueRef ExportNodes::linear(const std::map<std::string, Arg>& args, const std::string& name) {
-  Graph& g = graph_;
-  ValueRef x = std::get<ValueRef>(args.at("input").value), w = std::get<ValueRef>(args.at("weight").value);
-  ValueRef wt = g.call1(OpKind::Permute, {w, IntList{1, 0}}, {}, g.fresh_name(name + "_wt"));
-  SymShape xs = g.meta(x).sizes;
-  SymInt rows = 1;
-  for (size_t d = 0; d + 1 < xs.size(); ++d) rows = rows * xs[d];
-  ValueRef x2 = xs.size() == 2 ? x : g.call1(OpKind::View, {x, IntList{rows, xs.back()}}, {}, g.fresh_name(name + "_2d"));
-  bool bias = args.count("bias") && !args.at("bias").is_none();
-  std::string out2 = xs.size() == 2 ? name : g.fresh_name(name + "_2d");
-  ValueRef y = bias ? g.call1(OpKind::Addmm, {args.at("bias"), x2, wt}, {}, out2) : g.call1(OpKind::Mm, {x2, wt}, {}, out2);
-  if (xs.size() == 2) return y;
-  IntList shape(xs.begin(), xs.end() - 1);
-  shape.push_back(g.meta(w).sizes[0]);
-  return g.call1(OpKind::View, {y, shape}, {}, name);
-}
-
 // The flash/efficient/cudnn/cpu attention variants: their first output, without dropout.
 ValueRef ExportNodes::attention(const std::string& op, const std::map<std::string, Arg>& args, const std::string& name) {
   auto get = [&](const char* key) { return args.count(key) ? args.at(key) : Arg(std::nullopt); };
@@ -213,20 +196,18 @@ void ExportNodes::add_node(const json& node) {
       else fail("output {} is not a tensor", o.dump().substr(0, 80));
     }
     // Non-core ops, decomposed here.
-    if (op == "linear" || op == "t" || is_attention_variant(op)) {
+    if (is_attention_variant(op)) {
       if (names.empty() || names[0].empty()) fail("expected a tensor output");
-      std::map<std::string, Arg> args(keywords.begin(), keywords.end());
-      values_[names[0]] = op == "linear" ? linear(args, names[0])
-                          : op == "t"    ? graph_.call1(OpKind::Permute, {args.at("self"), IntList{1, 0}}, {}, names[0])
-                                         : attention(op, args, names[0]);
+      values_[names[0]] = attention(op, std::map<std::string, Arg>(keywords.begin(), keywords.end()), names[0]);
       return;
     }
-    // arange(end) and arange(start, end): arange.start_step with its defaults (a bare "arange"
-    // names the default overload, which takes only `end`).
-    if (op == "arange" || op == "arange.start") {
-      bool has_start = std::any_of(keywords.begin(), keywords.end(), [](const auto& k) { return k.first == "start"; });
-      if (!has_start) keywords.insert(keywords.begin(), {"start", Arg(int64_t{0})});
-      op = "arange.start_step";
+    if (export_decomposes(op)) {
+      std::vector<std::string> given;
+      for (const auto& n : names) given.push_back(n.empty() ? graph_.fresh_name(name) : n);
+      auto outs = decompose_export_op(graph_, op, std::map<std::string, Arg>(keywords.begin(), keywords.end()), given);
+      for (size_t i = 0; i < outs.size() && i < names.size(); ++i)
+        if (!names[i].empty()) values_[names[i]] = outs[i];
+      return;
     }
     auto kind = op_from_name(op);
     if (!kind) fail("op '{}' is not supported", op);

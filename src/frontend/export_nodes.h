@@ -3,8 +3,8 @@
 // A node is {"target": "torch.ops.aten.<op>.<overload>", "name", "inputs": [{"name", "arg"}],
 // "outputs": [...]} with arguments in the schema's one-key union encoding ({"as_tensor": ..},
 // {"as_int": ..}, ...). Arguments bind by name, so defaults the file omits come from coil's
-// schemas. A few non-core ops are decomposed here: linear, t, and the backend-specific
-// attention ops (_scaled_dot_product_{flash,efficient}_attention...) become
+// schemas. Common non-core ops are decomposed on reading (export_decompose.h), and the
+// backend-specific attention ops (_scaled_dot_product_{flash,efficient}_attention...) become
 // scaled_dot_product_attention when only their first output is read.
 #pragma once
 #include <map>
@@ -43,7 +43,6 @@ class ExportNodes {
 
  private:
   Arg argument(const nlohmann::json& a, const std::string& where) const;
-  ValueRef linear(const std::map<std::string, Arg>& args, const std::string& name);
   ValueRef attention(const std::string& op, const std::map<std::string, Arg>& args, const std::string& name);
 
   Graph& graph_;

@@ -21,7 +21,7 @@ std::string fixture(const std::string& name) { return testing::pt2_fixture(name)
 std::string temp_dir() { return testing::temp_dir("pt2"); }
 
 TEST(Pt2, FixturesMatchEagerOutputs) {
-  for (const char* name : {"mlp", "mlp_raw", "block", "cnn"}) {
+  for (const char* name : {"mlp", "mlp_raw", "block", "cnn", "block_raw", "cnn_raw", "gpt_raw"}) {
     SCOPED_TRACE(name);
     Pt2Program p = load_pt2(fixture(std::string(name) + ".pt2"));
     TensorMap io;
@@ -94,6 +94,14 @@ TEST(Pt2, ErrorsNameTheProblem) {
                {"pickled tensor"});
   expect_error(edited("mlp.pt2", json, [](std::string s) { return s.substr(0, s.size() / 2); }), {"not valid JSON"});
   expect_error(edited("mlp.pt2", "mlp/archive_format", [](std::string) { return std::string("zip"); }), {"archive_format is 'zip'"});
+  // Non-core ops decomposed on reading: arguments they cannot take are named with the node.
+  const std::string cnn = "cnn_raw/models/model.json";
+  expect_error(edited("cnn_raw.pt2", cnn, [](std::string s) { return replace_all(s, "\"as_bool\": false", "\"as_bool\": true"); }),
+               {"node 'batch_norm'", "training mode", "eval()"});
+  expect_error(edited("cnn_raw.pt2", cnn, [](std::string s) {
+                 return replace_all(s, "torch.ops.aten.conv2d.default", "torch.ops.aten.conv2d.padding");
+               }),
+               {"node 'conv2d'", "conv2d.padding"});
 }
 
 // Seeded mutations of the model JSON and of the archive bytes: every load either works or

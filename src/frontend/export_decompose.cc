@@ -1,0 +1,220 @@
+#include "frontend/export_decompose.h"
+
+#include <algorithm>
+#include <set>
+
+#include "support/check.h"
+
+namespace coil::frontend {
+
+namespace {
+
+// The arguments of one node: by name, with the defaults torch.export omits.
+struct Args {
+  const std::map<std::string, Arg>& map;
+  const std::string& op;
+
+  const Arg& at(const char* key) const {
+    auto it = map.find(key);
+    if (it == map.end()) fail("{} is missing its argument '{}'", op, key);
+    return it->second;
+  }
+  Arg get(const char* key, Arg fallback = std::nullopt) const {
+    auto it = map.find(key);
+    return it == map.end() ? fallback : it->second;
+  }
+  ValueRef tensor(const char* key) const {
+    const auto* v = std::get_if<ValueRef>(&at(key).value);
+    if (!v) fail("{}: argument '{}' is not a tensor", op, key);
+    return *v;
+  }
+  int64_t integer(const char* key, int64_t fallback) const {
+    Arg a = get(key, fallback);
+    const auto* s = std::get_if<SymInt>(&a.value);
+    if (!s || !s->constant()) fail("{}: argument '{}' is not a constant integer", op, key);
+    return *s->constant();
+  }
+  // An int list, or one int standing for `n` of them.
+  IntList ints(const char* key, int64_t fallback, size_t n) const {
+    Arg a = get(key, fallback);
+    if (const auto* l = std::get_if<IntList>(&a.value)) {
+      if (l->size() == 1 && n > 1) return IntList(n, l->front());
+      return *l;
+    }
+    if (const auto* s = std::get_if<SymInt>(&a.value)) return IntList(n, *s);
+    fail("{}: argument '{}' is not an int list", op, key);
+  }
+};
+
+int64_t wrap(int64_t d, size_t rank) { return d < 0 ? d + static_cast<int64_t>(rank) : d; }
+
+// x in `shape` (one entry may be -1): a view when x is dense, else a dense copy viewed.
+ValueRef reshape(Graph& g, ValueRef x, IntList shape, const std::string& name) {
+  const TensorMeta& m = g.meta(x);
+  SymInt known = 1;
+  int infer = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == SymInt(-1)) infer = static_cast<int>(i);
+    else known = known * shape[i];
+  }
+  if (infer >= 0) {
+    auto total = product(m.sizes).constant(), part = known.constant();
+    if (!total || !part || *part == 0) fail("reshape: cannot infer the -1 in a shape of symbolic or zero size");
+    shape[static_cast<size_t>(infer)] = *total / *part;
+  }
+  if (!m.is_contiguous()) x = g.call1(OpKind::Clone, {x}, {{"memory_format", std::string("contiguous_format")}}, g.fresh_name(name + "_dense"));
+  return g.call1(OpKind::View, {x, shape}, {}, name);
+}
+
+ValueRef linear(Graph& g, const Args& a, const std::string& name) {
+  ValueRef x = a.tensor("input"), w = a.tensor("weight");
+  ValueRef wt = g.call1(OpKind::Permute, {w, IntList{1, 0}}, {}, g.fresh_name(name + "_wt"));
+  SymShape xs = g.meta(x).sizes;
+  SymInt rows = 1;
+  for (size_t d = 0; d + 1 < xs.size(); ++d) rows = rows * xs[d];
+  ValueRef x2 = xs.size() == 2 ? x : reshape(g, x, {rows, xs.back()}, g.fresh_name(name + "_2d"));
+  Arg bias = a.get("bias");
+  std::string out2 = xs.size() == 2 ? name : g.fresh_name(name + "_2d");
+  ValueRef y = bias.is_none() ? g.call1(OpKind::Mm, {x2, wt}, {}, out2) : g.call1(OpKind::Addmm, {bias, x2, wt}, {}, out2);
+  if (xs.size() == 2) return y;
+  IntList shape(xs.begin(), xs.end() - 1);
+  shape.push_back(g.meta(w).sizes[0]);
+  return g.call1(OpKind::View, {y, shape}, {}, name);
+}
+
+// matmul as mm (matrix rows flattened when only the left side has batch dims) or bmm (batch
+// dims broadcast, then flattened); vectors become one-row or one-column matrices.
+ValueRef matmul(Graph& g, const Args& a, const std::string& name) {
+  ValueRef x = a.tensor("self"), y = a.tensor("other");
+  SymShape xs = g.meta(x).sizes, ys = g.meta(y).sizes;
+  if (xs.size() == 1 && ys.size() == 1) fail("matmul of two vectors (a dot product) is not supported");
+  if (xs.empty() || ys.empty()) fail("matmul of a 0-dim tensor");
+  if (ys.size() == 1) {  // [..., k] @ [k] = ([..., k] @ [k, 1])[..., 0]
+    ValueRef col = g.call1(OpKind::View, {y, IntList{ys[0], 1}}, {}, g.fresh_name(name + "_col"));
+    const std::map<std::string, Arg> operands = {{"self", Arg(x)}, {"other", Arg(col)}};
+    Args inner{operands, a.op};
+    ValueRef r = matmul(g, inner, g.fresh_name(name + "_mat"));
+    return reshape(g, r, IntList(xs.begin(), xs.end() - 1), name);
+  }
+  if (xs.size() == 1) {  // [k] @ [..., k, n] = ([1, k] @ [..., k, n])[..., 0, :]
+    ValueRef row = g.call1(OpKind::View, {x, IntList{1, xs[0]}}, {}, g.fresh_name(name + "_row"));
+    const std::map<std::string, Arg> operands = {{"self", Arg(row)}, {"other", Arg(y)}};
+    Args inner{operands, a.op};
+    ValueRef r = matmul(g, inner, g.fresh_name(name + "_mat"));
+    IntList shape(ys.begin(), ys.end() - 2);
+    shape.push_back(ys.back());
+    return reshape(g, r, shape, name);
+  }
+  const SymInt m = xs[xs.size() - 2], k = xs.back(), n = ys.back();
+  if (ys.size() == 2) {
+    if (xs.size() == 2) return g.call1(OpKind::Mm, {x, y}, {}, name);
+    SymInt rows = 1;
+    for (size_t d = 0; d + 1 < xs.size(); ++d) rows = rows * xs[d];
+    ValueRef x2 = reshape(g, x, {rows, k}, g.fresh_name(name + "_2d"));
+    ValueRef p = g.call1(OpKind::Mm, {x2, y}, {}, g.fresh_name(name + "_2d"));
+    IntList shape(xs.begin(), xs.end() - 1);
+    shape.push_back(n);
+    return g.call1(OpKind::View, {p, shape}, {}, name);
+  }
+  // Batch dims broadcast from the right.
+  size_t rank = std::max(xs.size(), ys.size()) - 2;
+  IntList batch(rank);
+  SymInt count = 1;
+  for (size_t i = 0; i < rank; ++i) {
+    auto dim = [&](const SymShape& s) {
+      size_t lead = s.size() - 2;
+      return i + lead >= rank ? s[i + lead - rank] : SymInt(1);
+    };
+    SymInt dx = dim(xs), dy = dim(ys);
+    if (dx != dy && dx != SymInt(1) && dy != SymInt(1)) fail("matmul: batch dims {} and {} do not broadcast", dx.str(), dy.str());
+    batch[i] = dx == SymInt(1) ? dy : dx;
+    count = count * batch[i];
+  }
+  auto as_batched = [&](ValueRef v, const SymShape& s, const SymInt& r, const SymInt& c, const char* what) {
+    IntList full = batch;
+    full.push_back(r);
+    full.push_back(c);
+    if (!(SymShape(full) == s)) v = g.call1(OpKind::Expand, {v, full}, {}, g.fresh_name(name + "_" + what));
+    return reshape(g, v, {count, r, c}, g.fresh_name(name + "_" + what + "3d"));
+  };
+  ValueRef p = g.call1(OpKind::Bmm, {as_batched(x, xs, m, k, "a"), as_batched(y, ys, k, n, "b")}, {}, g.fresh_name(name + "_3d"));
+  IntList shape = batch;
+  shape.push_back(m);
+  shape.push_back(n);
+  return g.call1(OpKind::View, {p, shape}, {}, name);
+}
+
+ValueRef convolution(Graph& g, const Args& a, const std::string& name) {
+  ValueRef x = a.tensor("input"), w = a.tensor("weight");
+  size_t k = g.meta(w).sizes.size() - 2;
+  return g.call1(OpKind::Convolution,
+                 {x, w, a.get("bias"), a.ints("stride", 1, k), a.ints("padding", 0, k), a.ints("dilation", 1, k), false,
+                  IntList(k, 0), a.integer("groups", 1)},
+                 {}, name);
+}
+
+std::vector<ValueRef> split(Graph& g, const Args& a, const std::vector<std::string>& names) {
+  ValueRef x = a.tensor("self");
+  const SymShape& s = g.meta(x).sizes;
+  int64_t dim = wrap(a.integer("dim", 0), s.size()), each = a.integer("split_size", 0);
+  auto total = s.at(static_cast<size_t>(dim)).constant();
+  if (!total || each <= 0) fail("split: needs a positive split size over a dim of static size");
+  IntList sizes;
+  for (int64_t at = 0; at < *total || sizes.empty(); at += each) sizes.push_back(std::min(each, *total - at));
+  return g.call(OpKind::SplitWithSizes, {x, sizes, dim}, {}, names);
+}
+
+}  // namespace
+
+bool export_decomposes(const std::string& op) {
+  static const std::set<std::string> ops = {"linear", "t", "layer_norm", "batch_norm", "conv1d", "conv2d", "conv3d", "matmul",
+                                            "reshape", "split.Tensor", "transpose.int", "arange", "arange.start"};
+  return ops.count(op) > 0;
+}
+
+std::vector<ValueRef> decompose_export_op(Graph& g, const std::string& op, const std::map<std::string, Arg>& args,
+                                          const std::vector<std::string>& names) {
+  Args a{args, op};
+  if (names.empty() || names[0].empty()) fail("{}: expected a tensor output", op);
+  const std::string& name = names[0];
+  auto one = [](ValueRef v) { return std::vector<ValueRef>{v}; };
+  if (op == "linear") return one(linear(g, a, name));
+  if (op == "t") return one(g.call1(OpKind::Permute, {a.tensor("self"), IntList{1, 0}}, {}, name));
+  if (op == "matmul") return one(matmul(g, a, name));
+  if (op == "reshape") return one(reshape(g, a.tensor("self"), a.ints("shape", 0, 1), name));
+  if (op == "split.Tensor") return split(g, a, names);
+  if (op == "conv1d" || op == "conv2d" || op == "conv3d") return one(convolution(g, a, name));
+  if (op == "transpose.int") {
+    ValueRef x = a.tensor("self");
+    size_t rank = g.meta(x).sizes.size();
+    IntList dims;
+    for (size_t i = 0; i < rank; ++i) dims.push_back(static_cast<int64_t>(i));
+    std::swap(dims.at(static_cast<size_t>(wrap(a.integer("dim0", 0), rank))), dims.at(static_cast<size_t>(wrap(a.integer("dim1", 0), rank))));
+    return one(g.call1(OpKind::Permute, {x, dims}, {}, name));
+  }
+  if (op == "layer_norm") {
+    auto outs = g.call(OpKind::NativeLayerNorm,
+                       {a.tensor("input"), a.at("normalized_shape"), a.get("weight"), a.get("bias"), a.get("eps", 1e-5)}, {},
+                       {name, g.fresh_name(name + "_mean"), g.fresh_name(name + "_rstd")});
+    return one(outs[0]);
+  }
+  if (op == "batch_norm") {
+    if (const auto* t = std::get_if<bool>(&a.at("training").value); t && *t)
+      fail("batch_norm in training mode is not supported (export the model after .eval())");
+    if (a.get("running_mean").is_none() || a.get("running_var").is_none())
+      fail("batch_norm without running statistics is not supported");
+    auto outs = g.call(OpKind::BatchNormNoTraining,
+                       {a.tensor("input"), a.get("weight"), a.get("bias"), a.at("running_mean"), a.at("running_var"),
+                        a.get("momentum", 0.1), a.get("eps", 1e-5)},
+                       {}, {name, g.fresh_name(name + "_mean"), g.fresh_name(name + "_invstd")});
+    return one(outs[0]);
+  }
+  if (op == "arange" || op == "arange.start") {  // arange.start_step with its defaults
+    std::vector<std::pair<std::string, Arg>> keywords(args.begin(), args.end());
+    if (!args.count("start")) keywords.emplace_back("start", Arg(int64_t{0}));
+    return g.call(OpKind::ArangeStartStep, {}, std::move(keywords), {name});
+  }
+  fail("{} is not one of the ops decomposed on reading", op);
+}
+
+}  // namespace coil::frontend
