@@ -22,7 +22,7 @@ struct CompileOptions {
   int cuda_device = 0;     // the GPU's ordinal
   bool allow_tf32 = false; // f32 matrix products may use TF32 (torch float32_matmul_precision "high")
   bool externs_as_loops = false;  // matrix products and convolutions as loop kernels (tests)
-  bool conv_as_gemm = false;      // convolutions as im2col + GEMM on the CPU too (tests; CUDA always)
+  bool conv_as_gemm = true;       // convolutions as im2col + GEMM on the CPU (false: the direct loop; CUDA always)
   // CUDA: measure the candidate configurations of kernels with enough work on the device when
   // first compiled (the winner is cached on disk by kernel and device).
   bool autotune = true;

@@ -1,5 +1,8 @@
 #include "arith/simplify.h"
 
+#include <algorithm>
+#include <vector>
+
 namespace coil {
 
 namespace {
@@ -22,6 +25,37 @@ std::pair<SymInt, SymInt> split_multiple(const SymInt& a, int64_t k) {
   return {q, r};
 }
 
+int64_t coefficient(const SymInt& term) {
+  if (auto c = term.constant()) return *c;
+  if (term.kind() == SymInt::Kind::mul && term.operands()[0].is_constant()) return *term.operands()[0].constant();
+  return 1;
+}
+
+int64_t gcd(int64_t a, int64_t b) {
+  a = a < 0 ? -a : a;
+  while (b) a %= b, std::swap(a, b);
+  return a;
+}
+
+// A divisor g of k (1 < g < k) with a == q*g + r and 0 <= r < g, the largest such among the
+// gcds of k with a's coefficients, or 0: then a // k == q // (k/g) and a % k == (q % (k/g))*g + r.
+int64_t exact_divisor(const SymInt& a, int64_t k, const RangeEnv& env) {
+  std::vector<int64_t> candidates;
+  auto add = [&](const SymInt& term) {
+    int64_t g = gcd(coefficient(term), k);
+    if (g > 1 && g < k) candidates.push_back(g);
+  };
+  if (a.kind() == SymInt::Kind::add) {
+    for (const auto& t : a.operands()) add(t);
+  } else {
+    add(a);
+  }
+  std::sort(candidates.rbegin(), candidates.rend());
+  for (int64_t g : candidates)
+    if (bounds(split_multiple(a, g).second, env).within(0, g - 1)) return g;
+  return 0;
+}
+
 SymInt simplify_floordiv(const SymInt& a, const SymInt& b, const RangeEnv& env) {
   auto k = b.constant();
   if (!k || *k <= 0) return floordiv(a, b);
@@ -31,6 +65,7 @@ SymInt simplify_floordiv(const SymInt& a, const SymInt& b, const RangeEnv& env) 
   Range rr = bounds(r, env);
   if (rr.within(0, *k - 1)) return q;
   if (rr.within(-*k, -1)) return q - 1;
+  if (int64_t g = exact_divisor(a, *k, env)) return simplify_floordiv(split_multiple(a, g).first, *k / g, env);
   return q + floordiv(r, *k);
 }
 
@@ -39,6 +74,10 @@ SymInt simplify_mod(const SymInt& a, const SymInt& b, const RangeEnv& env) {
   if (!k || *k <= 0) return mod(a, b);
   SymInt r = split_multiple(a, *k).second;
   if (bounds(r, env).within(0, *k - 1)) return r;
+  if (int64_t g = exact_divisor(r, *k, env)) {
+    auto [q, rest] = split_multiple(r, g);
+    return simplify_mod(q, *k / g, env) * g + rest;
+  }
   return mod(r, *k);
 }
 

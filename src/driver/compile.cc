@@ -20,6 +20,7 @@
 #include "schedule/fuse_siblings.h"
 #include "schedule/inline_pointwise.h"
 #include "schedule/pad_gemm_outputs.h"
+#include "schedule/simplify_indices.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/gpu_plan.h"
 #include "support/check.h"
@@ -102,7 +103,11 @@ Generated generate(const Graph& graph, const Target& target) {
   if (!target.kernel_prefix.empty())
     for (auto& k : out.lowered.program.kernels) std::visit([&](auto& x) { x.name = target.kernel_prefix + x.name; }, k);
   dump("loop", loop::to_string(out.lowered.program));
-  out.lowered.program = schedule::fuse_siblings(schedule::drop_dead_stores(schedule::fuse_epilogues(schedule::inline_pointwise(schedule::fuse_gemm_epilogues(out.lowered.program)))));
+  // cuBLASLt applies relu/gelu epilogues in its kernels; on the CPU a generated (vectorized,
+  // parallel) kernel does them faster than a pass after the BLAS call.
+  if (target.cuda) out.lowered.program = schedule::fuse_gemm_epilogues(out.lowered.program);
+  out.lowered.program = schedule::fuse_siblings(schedule::drop_dead_stores(schedule::fuse_epilogues(schedule::inline_pointwise(out.lowered.program))));
+  out.lowered.program = schedule::simplify_indices(out.lowered.program);
   if (target.cuda) out.lowered.program = schedule::pad_gemm_outputs(out.lowered.program);
   dump("fusion", loop::to_string(out.lowered.program));
   out.stats.frontend_ms = ms_since(t0);

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "arith/simplify.h"
+#include "schedule/simplify_indices.h"
 #include "coil/dtype.h"
 
 namespace coil::schedule {
@@ -28,18 +29,6 @@ bool wants_padding(const loop::Buffer& b, int64_t min_elements, int64_t& padded)
   if (elements < min_elements || per_vector <= 1 || n % per_vector == 0) return false;
   padded = (n + per_vector - 1) / per_vector * per_vector;
   return true;
-}
-
-// Ranges of a loop kernel's variables, for the simplifier.
-RangeEnv kernel_ranges(const loop::LoopKernel& k) {
-  RangeEnv env;
-  auto add = [&](const std::string& var, const SymInt& extent) {
-    if (auto e = extent.constant()) env[var] = Range{0, std::max<int64_t>(*e - 1, 0)};
-    else env[var] = Range{0, Range::kMax};
-  };
-  for (size_t i = 0; i < k.outer.size(); ++i) add(loop::loop_var(static_cast<int>(i)), k.outer[i]);
-  for (size_t i = 0; i < k.inner.size(); ++i) add(loop::reduce_var(static_cast<int>(i)), k.inner[i]);
-  return env;
 }
 
 bool has_dynamic_load(const loop::ExprRef& e, int buffer) {

@@ -25,6 +25,19 @@ TEST(Simplify, DivisionAndModuloByBounds) {
   EXPECT_EQ(simplify(floordiv(j + i, 4), env), floordiv(j + i, 4));
 }
 
+// A divisor of k shared with the large terms, the small ones below it: heads h = x0 % 12 of a
+// [B*12, T, 64] view (x2 + 64*x1 < 8192), as a reshape of attention heads composes.
+TEST(Simplify, DivisionByAMultipleOfTheStride) {
+  SymInt x0 = SymInt::symbol("x0"), x1 = SymInt::symbol("x1"), x2 = SymInt::symbol("x2");
+  RangeEnv env = {{"x0", {0, 23}}, {"x1", {0, 127}}, {"x2", {0, 63}}};
+  SymInt lin = x2 + x1 * 64 + x0 * 8192;
+  EXPECT_EQ(simplify(floordiv(lin, 98304), env), floordiv(x0, 12));
+  EXPECT_EQ(simplify(mod(lin, 98304), env), mod(x0, 12) * 8192 + x2 + x1 * 64);
+  // x2 + 64*x1 reaching past 8192: only the divisor 64 applies.
+  RangeEnv wide = {{"x0", {0, 23}}, {"x1", {0, 128}}, {"x2", {0, 63}}};
+  EXPECT_EQ(simplify(floordiv(lin, 98304), wide), floordiv(x1 + x0 * 128, 1536));
+}
+
 TEST(Simplify, RandomExpressionsKeepTheirValue) {
   std::mt19937_64 rng(42);
   const std::vector<std::string> names = {"i", "j", "k"};
