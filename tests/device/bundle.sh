@@ -9,7 +9,7 @@ ninja -C build >/dev/null
 rm -rf .devdeps/stage && mkdir -p .devdeps/stage/bin .devdeps/stage/lib
 strip -o .devdeps/stage/bin/coil build/tools/coil
 strip -o .devdeps/stage/bin/coil_unit_tests build/tests/coil_unit_tests
-for lib in $(ldd build/tools/coil | awk '/=> \// {print $3}' | grep -E 'fmt|xxhash|openblas|gfortran|quadmath|libzip|bz2'); do
+for lib in $(ldd build/tools/coil | awk '/=> \// {print $3}' | grep -E 'fmt|xxhash|openblas|gfortran|quadmath|libzip|bz2|gomp'); do
   cp -L "$lib" .devdeps/stage/lib/
 done
 # The torch.compile adapter as a build-tree package for the device's Python (3.12): python/coil
