@@ -4,7 +4,9 @@
 // column-major operands by computing D^T = B^T A^T (so cuBLASLt's A is our B and its B is our
 // A), each operand transposed or not as its strides say; CublasLt::gemm runs it with the
 // algorithm cuBLASLt's heuristic picks, cached per problem and pointer alignment, and fuses
-// bias, ReLU and GELU through cuBLASLt's epilogues.
+// bias, ReLU and GELU through cuBLASLt's epilogues. A product whose D rows are 16-byte aligned
+// but whose n is not a multiple of 16 bytes runs as two calls, the aligned columns and the rest
+// (cuBLASLt's fast kernels want both aligned).
 #pragma once
 #include <cstddef>
 #include <cstdint>
