@@ -37,17 +37,5 @@ ExprRef activation_expr(Activation a, ExprRef x) {
   return x;
 }
 
-template <typename T>
-T apply_activation(Activation a, T x) {
-  switch (a) {
-    case Activation::none: return x;
-    case Activation::relu: return std::isnan(x) ? x : std::max(x, T(0));
-    case Activation::gelu_tanh:
-      return T(0.5) * x * (T(1) + std::tanh(static_cast<T>(kGeluScale) * (x + static_cast<T>(kGeluCubic) * x * x * x)));
-  }
-  return x;
-}
-template float apply_activation(Activation, float);
-template double apply_activation(Activation, double);
 
 }  // namespace coil::loop

@@ -14,11 +14,5 @@ enum class Activation : uint8_t { none, relu, gelu_tanh };
 std::string_view activation_name(Activation a);  // "none", "relu", "gelu_tanh"
 // relu: maximum(x, 0); gelu_tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in x's dtype.
 ExprRef activation_expr(Activation a, ExprRef x);
-// The same on one value, computed in T (float or double: the CPU runtime applies it after a
-// GEMM, in the result's dtype as the generated kernels would).
-template <typename T>
-T apply_activation(Activation a, T x);
-extern template float apply_activation(Activation, float);
-extern template double apply_activation(Activation, double);
 
 }  // namespace coil::loop

@@ -83,21 +83,27 @@ void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int
   }
 }
 
+// `fn(T{})` for a float or double tensor dtype; false for the others (generic element access).
+template <typename F>
+bool typed(DType t, F&& fn) {
+  if (t == DType::f32) fn(float{});
+  else if (t == DType::f64) fn(double{});
+  else return false;
+  return true;
+}
+
 // c = alpha * a @ b + beta * c for 2-D views; c is written in place.
 void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta) {
   int64_t m = a.sizes()[0], k = a.sizes()[1], n = b.sizes()[1];
   if (m == 0 || n == 0) return;
   bool c_rows = c.strides()[1] == 1 && c.strides()[0] >= std::max<int64_t>(n, 1);
-  if (c_rows && (a.dtype() == DType::f32 || a.dtype() == DType::f64) && k > 0) {
-    auto run = [&](auto tag) {
-      using T = decltype(tag);
-      Matrix<T> ma = as_matrix<T>(a), mb = as_matrix<T>(b);
-      blas_gemm<T>(ma.trans, mb.trans, m, n, k, alpha, ma.data, ma.ld, mb.data, mb.ld, beta, static_cast<T*>(c.data()), c.strides()[0]);
-    };
-    if (a.dtype() == DType::f32) run(float{});
-    else run(double{});
+  if (c_rows && k > 0 && typed(a.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        Matrix<T> ma = as_matrix<T>(a), mb = as_matrix<T>(b);
+        blas_gemm<T>(ma.trans, mb.trans, m, n, k, alpha, ma.data, ma.ld, mb.data, mb.ld, beta, static_cast<T*>(c.data()),
+                     c.strides()[0]);
+      }))
     return;
-  }
   // Other dtypes and layouts: accumulate in double, round once.
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
@@ -234,32 +240,6 @@ void convolution(const Tensor& input, const Tensor& weight, const Tensor* bias, 
   }
 }
 
-// `fn(T{})` for a float or double tensor dtype; false for the others (generic element access).
-template <typename F>
-bool typed(DType t, F&& fn) {
-  if (t == DType::f32) fn(float{});
-  else if (t == DType::f64) fn(double{});
-  else return false;
-  return true;
-}
-
-// A GEMM epilogue the scheduler moved into the call, applied in place.
-void activate(const Tensor& out, loop::Activation act) {
-  if (act == loop::Activation::none) return;
-  if (out.is_contiguous() && typed(out.dtype(), [&](auto tag) {
-        using T = decltype(tag);
-        T* o = static_cast<T*>(out.data());
-        const int64_t n = out.numel();
-#pragma omp parallel for schedule(static) if (n > 16384)
-        for (int64_t i = 0; i < n; ++i) o[i] = loop::apply_activation<T>(act, o[i]);
-      }))
-    return;
-  out.for_each_index([&](std::span<const int64_t> idx) {
-    int64_t at = out.element_index(idx);
-    out.store(at, loop::apply_activation<double>(act, out.load(at)));
-  });
-}
-
 // out = beta * b over a 2-D out (b broadcast to its shape through strides).
 void fill_scaled(const Tensor& out, const Tensor& b, double beta) {
   const int64_t m = out.sizes()[0], n = out.sizes()[1];
@@ -284,6 +264,8 @@ void fill_scaled(const Tensor& out, const Tensor& b, double beta) {
 
 void run_extern_cpu(const loop::ExternCall& call, const loop::Program& p, const std::vector<void*>& buffers,
                     const std::map<std::string, int64_t>& symbols) {
+  // The CPU target fuses no GEMM epilogues (a generated kernel applies them faster).
+  COIL_CHECK(call.activation == loop::Activation::none) << call.name << ": a GEMM epilogue on the CPU";
   const loop::Buffer& ob = p.buffers[static_cast<size_t>(call.output)];
   loop::View out_view{call.output, ob.sizes, ob.strides, ob.offset};
   Tensor out = bind_view(out_view, p, buffers, symbols);
@@ -292,11 +274,9 @@ void run_extern_cpu(const loop::ExternCall& call, const loop::Program& p, const 
   switch (call.kind) {
     case loop::ExternKind::mm:
       gemm(in[0], in[1], out, 1.0, 0.0);
-      activate(out, call.activation);
       return;
     case loop::ExternKind::bmm:
       for (int64_t i = 0; i < out.sizes()[0]; ++i) gemm(select0(in[0], i), select0(in[1], i), select0(out, i), 1.0, 0.0);
-      activate(out, call.activation);
       return;
     case loop::ExternKind::addmm: {
       double beta = call.params[0], alpha = call.params[1];
@@ -313,7 +293,6 @@ void run_extern_cpu(const loop::ExternCall& call, const loop::Program& p, const 
         bstrides[d + lead] = bias.sizes()[d] == 1 ? 0 : bias.strides()[d];
       fill_scaled(out, bias.view(sizes, bstrides, bias.offset()), beta);
       gemm(in[1], in[2], out, alpha, 1.0);
-      activate(out, call.activation);
       return;
     }
     case loop::ExternKind::convolution:

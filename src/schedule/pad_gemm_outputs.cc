@@ -1,6 +1,7 @@
 #include "schedule/pad_gemm_outputs.h"
 
-#include <set>
+#include <algorithm>
+#include <map>
 
 #include "arith/simplify.h"
 #include "schedule/simplify_indices.h"
@@ -31,11 +32,10 @@ bool wants_padding(const loop::Buffer& b, int64_t min_elements, int64_t& padded)
   return true;
 }
 
+// Whether `e` loads `buffer` at a data-dependent index (a load's operands are its dynamic part).
 bool has_dynamic_load(const loop::ExprRef& e, int buffer) {
   if (e->kind() == loop::Expr::Kind::load && e->buffer() == buffer && e->dynamic()) return true;
-  for (const auto& o : e->operands())
-    if (has_dynamic_load(o, buffer)) return true;
-  return e->kind() == loop::Expr::Kind::load && e->dynamic() && has_dynamic_load(e->dynamic(), buffer);
+  return std::any_of(e->operands().begin(), e->operands().end(), [&](const loop::ExprRef& o) { return has_dynamic_load(o, buffer); });
 }
 
 // Whether only extern products write `buffer` and only loop kernels read it, at static offsets.

@@ -165,8 +165,7 @@ std::vector<CudaConfig> row_configs(const loop::Program& p, const loop::LoopKern
   for (int64_t t : {tpr, tpr / 2, tpr / 4}) {
     if (t < 1) continue;
     add(make(t, true, v));
-    if (v == 1) continue;
-    if (t == tpr) add(make(t, true, 1));
+    if (t == tpr && v > 1) add(make(t, true, 1));
   }
   for (int64_t t : {tpr, tpr / 4, tpr / 8})
     if (t >= std::min<int64_t>(warp, tpr)) add(make(t, false, v));
