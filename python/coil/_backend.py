@@ -10,7 +10,7 @@ import warnings
 
 import torch
 
-from . import _coil, _fx
+from . import _cache, _coil, _fx
 
 _OPTIONS = {"freeze", "autotune", "cache_dir", "fallback"}
 _MODES = {None, "default", "max-autotune", "max-autotune-no-cudagraphs"}
@@ -81,37 +81,61 @@ def _node_supported(node, device):
     return all(v.device.type == device for v in tensors)
 
 
+def _raw_stream():
+    """The current CUDA stream of a device, as a CUstream number: torch's C binding where it has
+    one (a fraction of torch.cuda.current_stream's cost per call)."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw
+    return lambda index: torch.cuda.current_stream(index).cuda_stream
+
+
 class _Runner:
     """Calls a compiled graph with data pointers, on PyTorch's current CUDA stream."""
 
-    def __init__(self, compiled, per_call, recipe, single, device, keep):
-        self.compiled, self.per_call, self.recipe, self.single = compiled, per_call, recipe, single
-        self.cuda = device if device.type == "cuda" else None  # the GPU whose current stream runs it
+    def __init__(self, compiled, entry, device, keep):
+        self.compiled, self.entry = compiled, entry
+        self.per_call, self.recipe, self.single = entry["per_call"], entry["recipe"], entry["single"]
+        self.cuda = device.index if device.type == "cuda" else None  # the GPU whose current stream runs it
+        self.stream = _raw_stream() if self.cuda is not None else None
         self.keep = keep  # frozen tensors the compiled graph reads
 
     def __call__(self, *args):
         ptrs = [args[i].data_ptr() for i in self.per_call]
-        stream = torch.cuda.current_stream(self.cuda).cuda_stream if self.cuda is not None else 0
-        outs = self.compiled.run(ptrs, stream)
+        outs = self.compiled.run(ptrs, self.stream(self.cuda) if self.stream is not None else 0)
         results = [outs[i] if kind == "coil" else args[i] if kind == "arg" else i for kind, i in self.recipe]
         return results[0] if self.single else tuple(results)
 
 
-def _compile_whole(gm, values, device, options, frozen_tensors):
-    frozen = {i: f"frozen{i}" for i in frozen_tensors}  # placeholder position -> weight key
-    keys, ptrs = list(frozen.values()), [t.data_ptr() for t in frozen_tensors.values()]
+def _program(gm, values, frozen_positions):
+    """What a compiled graph is made from: the program text and how to call it (kept by _cache)."""
+    frozen = {i: f"frozen{i}" for i in frozen_positions}  # placeholder position -> weight key
     text, per_call, recipe, single = _fx.program(gm, values, frozen)
-    where = next((v.device for v in values if isinstance(v, torch.Tensor)), torch.device(device))
+    return {"program": text, "per_call": per_call, "recipe": recipe, "single": single}
+
+
+def _load(entry, device, where, options, frozen_tensors, kept=False):
+    """The runner of a program (`entry`) on the device of `where` (a torch.device); `kept`: the
+    program came from the cache (AOTAutograd skipped)."""
     if where.type == "cuda" and where.index is None:
         where = torch.device("cuda", torch.cuda.current_device())
+    keys = [f"frozen{i}" for i in frozen_tensors]
+    ptrs = [t.data_ptr() for t in frozen_tensors.values()]
     allow_tf32 = torch.get_float32_matmul_precision() != "highest" or torch.backends.cuda.matmul.allow_tf32
-    compiled = _coil.Compiled(text, device, device_index=where.index or 0, allow_tf32=allow_tf32, autotune=options.get("autotune", True),
-                              weight_keys=keys, weight_ptrs=ptrs, cache_dir=options.get("cache_dir", ""))
+    compiled = _coil.Compiled(entry["program"], device, device_index=where.index or 0, allow_tf32=allow_tf32,
+                              autotune=options.get("autotune", True), weight_keys=keys, weight_ptrs=ptrs,
+                              cache_dir=options.get("cache_dir", ""))
     if _debug():
-        print(f"coil: compiled a graph of {len(gm.graph.nodes)} FX nodes on {compiled.device}: {compiled.stats()}",
-              file=sys.stderr)
+        how = " (its program kept by an earlier compile: AOTAutograd skipped)" if kept else ""
+        print(f"coil: compiled a graph{how} on {compiled.device}: {compiled.stats()}", file=sys.stderr)
         print(compiled.graph_text(), file=sys.stderr)
-    return _Runner(compiled, per_call, recipe, single, where, list(frozen_tensors.values()))
+    return _Runner(compiled, entry, where, list(frozen_tensors.values()))
+
+
+def _compile_whole(gm, values, device, options, frozen_tensors):
+    entry = dict(_program(gm, values, frozen_tensors), device=device)
+    where = next((v.device for v in values if isinstance(v, torch.Tensor)), torch.device(device))
+    return _load(entry, device, where, options, frozen_tensors)
 
 
 def _placeholder_values(gm):
@@ -227,13 +251,25 @@ def backend(gm, example_inputs, mode=None, options=None):
     if options.get("freeze"):
         # Prepared here: the forward compiler runs under AOTAutograd's fake mode.
         frozen = {i: t.detach().contiguous() for i, t in enumerate(example_inputs) if isinstance(t, torch.nn.Parameter)}
+    key = _cache.graph_key(gm, example_inputs, mode, options)
+    entry = _cache.load(key, options.get("cache_dir", "")) if key else None
+    if entry is not None:  # a warm start: AOTAutograd made this program before
+        where = example_inputs[0].device if example_inputs else torch.device(entry["device"])
+        return _load(entry, entry["device"], where, options, frozen, kept=True)
+    direct = []  # the runner, when AOTAutograd's wrappers have nothing to do around it
     from torch._functorch.aot_autograd import aot_module_simplified
 
     def forward_compiler(fx_gm, _inputs):
-        return _compile_forward(fx_gm, options, frozen)
+        compiled = _compile_forward(fx_gm, options, frozen)
+        if isinstance(compiled, _Runner) and _cache.runs_directly(fx_gm, example_inputs):
+            direct.append(compiled)
+            if key:
+                _cache.store(key, options.get("cache_dir", ""), compiled.entry)
+        return compiled
 
-    return aot_module_simplified(gm, example_inputs, fw_compiler=forward_compiler,
-                                 inference_compiler=forward_compiler, decompositions=_decompositions())
+    wrapped = aot_module_simplified(gm, example_inputs, fw_compiler=forward_compiler,
+                                    inference_compiler=forward_compiler, decompositions=_decompositions())
+    return direct[0] if direct else wrapped
 
 
 def compile(model, *, mode=None, options=None, dynamic=False, fullgraph=False, **more_options):

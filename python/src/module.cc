@@ -5,6 +5,7 @@
 // The GIL is released while compiling and running.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "build/cache.h"
 #include "coil/coil.h"
 #include "frontend/export_nodes.h"
 #include "frontend/fx.h"
@@ -38,15 +40,17 @@ nb::dlpack::dtype dlpack_dtype(coil::DType t) {
   return make(C::Float, 32);
 }
 
-// Hands a coil tensor to Python as a torch.Tensor over the same memory.
-nb::object to_torch(const coil::Tensor& t) {
+// Hands a coil tensor to Python as a torch.Tensor over the same memory: a bare DLPack capsule
+// given to `from_dlpack` (torch.utils.dlpack's), which is several times cheaper per output than
+// letting PyTorch negotiate the __dlpack__ protocol of an array object.
+nb::object to_torch(const coil::Tensor& t, const nb::object& from_dlpack) {
   auto* keep = new coil::Tensor(t);
   nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<coil::Tensor*>(p); });
   std::vector<size_t> shape(t.sizes().begin(), t.sizes().end());
   bool cuda = t.device().kind == coil::Device::Kind::cuda;
-  nb::ndarray<nb::pytorch> array(t.data(), shape.size(), shape.data(), owner, t.strides().data(), dlpack_dtype(t.dtype()),
-                                 cuda ? nb::device::cuda::value : nb::device::cpu::value, cuda ? t.device().index : 0);
-  return nb::cast(array, nb::rv_policy::reference);
+  nb::ndarray<> array(t.data(), shape.size(), shape.data(), owner, t.strides().data(), dlpack_dtype(t.dtype()),
+                      cuda ? nb::device::cuda::value : nb::device::cpu::value, cuda ? t.device().index : 0);
+  return from_dlpack(nb::cast(array, nb::rv_policy::reference));
 }
 
 // A compiled graph, run on the data pointers of its inputs (in the compiled layout).
@@ -102,7 +106,7 @@ class Compiled {
       outs = on_gpu_ ? exe_.run_on_stream(inputs, weights_, reinterpret_cast<void*>(stream)) : exe_.run(inputs, weights_);
     }
     nb::list result;
-    for (const auto& t : outs) result.append(to_torch(t));
+    for (const auto& t : outs) result.append(to_torch(t, from_dlpack_));
     return result;
   }
 
@@ -127,6 +131,7 @@ class Compiled {
   bool on_gpu_ = false;
   std::vector<std::pair<std::string, coil::Tensor>> inputs_;  // name and compiled layout, in order
   coil::TensorMap weights_;
+  nb::object from_dlpack_ = nb::module_::import_("torch.utils.dlpack").attr("from_dlpack");
 };
 
 }  // namespace
@@ -138,6 +143,30 @@ NB_MODULE(_coil, m) {
   nb::exception<coil::Error>(m, "CoilError");
   m.def("supported", &coil::frontend::export_target_supported, nb::arg("target"),
         "Whether coil compiles nodes of this target (\"torch.ops.aten.add.Tensor\").");
+  // The kernel cache's store (build/cache.h), for the adapter's warm-start entries: verified on
+  // read (a torn or corrupted entry is a miss), written atomically.
+  auto cache = [](const std::string& dir) {
+    return dir.empty() ? coil::build::ArtifactCache::from_environment() : coil::build::ArtifactCache(dir);
+  };
+  m.def("cache_key", [](const std::vector<std::string>& parts) {
+    std::string text;  // each part preceded by its length, so ("ab", "c") != ("a", "bc")
+    for (const auto& part : parts) text += std::to_string(part.size()) + ":" + part;
+    return coil::build::ArtifactCache::key({text});
+  }, nb::arg("parts"), "xxh3-128 of the parts, as hex.");
+  m.def("cache_read", [cache](const std::string& dir, const std::string& key, const std::string& ext) -> std::optional<nb::bytes> {
+    std::optional<std::string> bytes;
+    {
+      nb::gil_scoped_release unlocked;
+      bytes = cache(dir).read(key, ext);
+    }
+    if (!bytes) return std::nullopt;
+    return nb::bytes(bytes->data(), bytes->size());
+  }, nb::arg("dir"), nb::arg("key"), nb::arg("ext"), "An entry's bytes, or None (absent or corrupted). dir \"\": the default cache.");
+  m.def("cache_store", [cache](const std::string& dir, const std::string& key, const std::string& ext, nb::bytes bytes) {
+    std::string data(bytes.c_str(), bytes.size());
+    nb::gil_scoped_release unlocked;
+    cache(dir).store(key, ext, data);
+  }, nb::arg("dir"), nb::arg("key"), nb::arg("ext"), nb::arg("bytes"), "Writes an entry atomically.");
   nb::class_<Compiled>(m, "Compiled")
       .def(nb::init<const std::string&, const std::string&, int, bool, bool, const std::vector<std::string>&,
                     const std::vector<uintptr_t>&, const std::string&>(),

@@ -232,3 +232,102 @@ def test_backend_name_works_without_importing_coil():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "True"  # loaded through the entry point
+
+
+def _run_fresh_process(code, cache_dir):
+    """`code` in a new interpreter (no Dynamo or coil state carried over) with its own cache."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, COIL_CACHE_DIR=str(cache_dir), COIL_DEBUG="1")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    return out
+
+
+WARM_START = """
+import torch, coil
+from torch._functorch import aot_autograd
+coil.register()
+calls = []
+real = aot_autograd.aot_module_simplified
+aot_autograd.aot_module_simplified = lambda *a, **k: calls.append(1) or real(*a, **k)
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm, self.qkv, self.out = torch.nn.LayerNorm(32), torch.nn.Linear(32, 96), torch.nn.Linear(32, 32)
+
+    def forward(self, x):
+        q, k, v = self.qkv(self.norm(x)).split(32, dim=-1)
+        a = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return x + torch.nn.functional.gelu(self.out(a))
+
+torch.manual_seed(0)
+block = Block().eval()
+x = torch.randn(2, 7, 32)
+with torch.no_grad():
+    want = block(x)
+    got = torch.compile(block, backend="coil")(x)
+torch.testing.assert_close(got, want, rtol=2e-4, atol=2e-4)
+print("aot", len(calls))
+"""
+
+
+def test_a_new_process_skips_aot_autograd_for_a_graph_it_compiled_before(tmp_path):
+    first = _run_fresh_process(WARM_START, tmp_path)
+    assert "aot 1" in first.stdout
+    assert "AOTAutograd skipped" not in first.stderr
+    assert list(tmp_path.glob("*/*.fxgraph")), "the program was not kept"
+    second = _run_fresh_process(WARM_START, tmp_path)
+    assert "aot 0" in second.stdout  # the kept program, called directly, matched eager again
+    assert "AOTAutograd skipped" in second.stderr
+    # A corrupted entry is a miss: AOTAutograd runs again and the result is still right.
+    for entry in tmp_path.glob("*/*.fxgraph"):
+        entry.write_bytes(entry.read_bytes()[:-5] + b"xxxxx")
+    third = _run_fresh_process(WARM_START, tmp_path)
+    assert "aot 1" in third.stdout and "AOTAutograd skipped" not in third.stderr
+
+
+def test_graph_keys_follow_shapes_layouts_options_and_code():
+    from coil import _cache
+
+    def key(fn, *inputs, options=None):
+        captured = []
+        torch._dynamo.reset()
+        torch.compile(fn, backend=lambda gm, ex: captured.append(_cache.graph_key(gm, ex, None, options or {})) or gm.forward)(*inputs)
+        return captured[0]
+
+    x = torch.randn(4, 6)
+    base = key(lambda t: t.relu() + 1, x)
+    assert base is not None and base == key(lambda t: t.relu() + 1, x.clone())
+    assert base != key(lambda t: t.relu() + 1, torch.randn(4, 7))           # shape
+    assert base != key(lambda t: t.relu() + 1, torch.randn(6, 4).t())       # strides
+    assert base != key(lambda t: t.relu() + 1, x.double())                  # dtype
+    assert base != key(lambda t: t.relu() + 2, x)                           # code
+    assert base != key(lambda t: t.relu() + 1, x, options={"freeze": True})  # options
+
+
+class Mutates(nn.Module):
+    def forward(self, x):
+        x.mul_(2)
+        return x.relu() + 1
+
+
+class ReturnsAView(nn.Module):
+    def forward(self, x):
+        return x.t(), x.sum(dim=0)
+
+
+@pytest.mark.parametrize("model", [Mutates(), ReturnsAView()], ids=["input mutation", "output aliases input"])
+def test_graphs_that_need_aot_autograds_wrappers_keep_them(model, tmp_path):
+    """No kept program and no direct call: AOTAutograd's wrappers apply the mutation / the alias."""
+    x = torch.randn(5, 4)
+    want_x = x.clone()
+    with torch.no_grad():
+        want = model(want_x)
+        got = coil.compile(model, cache_dir=str(tmp_path))(x)
+    for w, g in zip(want if isinstance(want, tuple) else [want], got if isinstance(got, tuple) else [got]):
+        torch.testing.assert_close(g, w)
+    torch.testing.assert_close(x, want_x)  # the input was mutated like eager's
+    assert not list(tmp_path.glob("*/*.fxgraph"))
