@@ -28,24 +28,41 @@ def emit(record):
 
 
 def compiler(mode):
-    """torch.compile for `mode`, and a function giving the seconds coil's C++ compile took so far."""
-    inside = [0.0]
+    """torch.compile for `mode`, and a function giving the seconds coil's C++ compile took so far
+    and the stats of the graphs it compiled (taken by that call)."""
+    inside, stats = [0.0], []
     if mode == "coil":
         import coil
         from coil import _backend
 
         coil.register()  # a no-op where the package is installed (its entry point registers "coil")
-        original = _backend._compile_whole
+        original = _backend._load  # every compiled graph, AOTAutograd's or kept by an earlier process
 
         def timed(*args, **kwargs):
             start = time.perf_counter()
             try:
-                return original(*args, **kwargs)
+                runner = original(*args, **kwargs)
+                stats.append(_summary(runner.compiled.stats()))
+                return runner
             finally:
                 inside[0] += time.perf_counter() - start
 
-        _backend._compile_whole = timed
-    return (lambda fn: torch.compile(fn, **MODES[mode])), (lambda: inside[0])
+        _backend._load = timed
+
+    def taken():
+        out = list(stats)
+        stats.clear()
+        return inside[0], out
+
+    return (lambda fn: torch.compile(fn, **MODES[mode])), taken
+
+
+def _summary(stats):
+    """A compile's stats without the per-unit kernel lists: unit count, NVRTC ms (sum and slowest)."""
+    units = stats.pop("units", [])
+    stats["nvrtc_ms_sum"] = sum(ms for _, ms, _ in units)
+    stats["nvrtc_ms_max"] = max((ms for _, ms, _ in units), default=0.0)
+    return stats
 
 
 def first_call(fn, inputs, device):
@@ -85,11 +102,13 @@ def one(w, mode, phase, device, compile_fn, coil_seconds):
         fn = w.fn
     else:
         fn = compile_fn(w.fn)
-        before = coil_seconds()
+        before, _ = coil_seconds()
         got, seconds, messages = first_call(fn, w.inputs, device)
         record.update(first_s=seconds, rel_err=measure.rel_error(got, want))
         if mode == "coil":
-            record["coil_compile_s"] = coil_seconds() - before
+            after, graphs = coil_seconds()
+            record["coil_compile_s"] = after - before
+            record["coil_graphs"] = graphs
             record["fallback"] = messages
         del got
     if phase == "profile":  # one call between cudaProfilerStart/Stop, for Nsight Compute (bench/profile.py)

@@ -59,9 +59,9 @@ def _environment(device):
 
 def _cell(warm, cold, kind, work, ceilings):
     """A mode's numbers for one workload (its warm and cold processes), with its throughput and % of the ceiling."""
-    cell = {k: v for k, v in warm.items() if k not in ("first_s", "coil_compile_s")}
+    cell = {k: v for k, v in warm.items() if k not in ("first_s", "coil_compile_s", "coil_graphs")}
     for phase, record in (("cold", cold), ("warm", warm)):
-        for key in ("first_s", "coil_compile_s"):
+        for key in ("first_s", "coil_compile_s", "coil_graphs"):
             if key in record:
                 cell[f"{phase}_{key}"] = record[key]
         if "error" in record and "error" not in cell:

@@ -119,6 +119,12 @@ class Compiled {
     d["loop_kernels"] = exe_.stats.loop_kernels;
     d["extern_calls"] = exe_.stats.extern_calls;
     d["translation_units"] = exe_.stats.translation_units;
+    d["tuned_kernels"] = exe_.stats.tuned_kernels;
+    d["tuning_cache_hits"] = exe_.stats.tuning_cache_hits;
+    d["tune_ms"] = exe_.stats.tune_ms;
+    nb::list units;  // CUDA: per NVRTC unit, (its kernels, ms, cache hit)
+    for (const auto& u : exe_.stats.units) units.append(nb::make_tuple(nb::cast(u.kernels), u.ms, u.cache_hit));
+    d["units"] = units;
     return d;
   }
 
