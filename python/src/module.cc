@@ -122,6 +122,7 @@ class Compiled {
     d["tuned_kernels"] = exe_.stats.tuned_kernels;
     d["tuning_cache_hits"] = exe_.stats.tuning_cache_hits;
     d["tune_ms"] = exe_.stats.tune_ms;
+    d["tuning"] = exe_.stats.tuning;  // CUDA: per kernel tuned in this compile, its candidates' times
     nb::list units;  // CUDA: per NVRTC unit, (its kernels, ms, cache hit)
     for (const auto& u : exe_.stats.units) units.append(nb::make_tuple(nb::cast(u.kernels), u.ms, u.cache_hit));
     d["units"] = units;

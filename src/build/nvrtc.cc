@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <sstream>
 
 #include "build/failure.h"
 #include "build/parallel.h"
@@ -112,7 +113,14 @@ std::vector<std::string> CudaBuildOptions::all_flags() const {
 }
 
 CudaBuildOptions CudaBuildOptions::detect(ArtifactCache cache, std::string arch) {
-  return CudaBuildOptions{.cache = std::move(cache), .nvrtc = Nvrtc::load(), .arch = std::move(arch)};
+  CudaBuildOptions options{.cache = std::move(cache), .nvrtc = Nvrtc::load(), .arch = std::move(arch)};
+  // Experiments (compile time against kernel speed): extra NVRTC flags, space-separated; they
+  // are part of every cubin's cache key like the others.
+  if (const char* extra = std::getenv("COIL_NVRTC_FLAGS")) {
+    std::istringstream words(extra);
+    for (std::string flag; words >> flag;) options.flags.push_back(flag);
+  }
+  return options;
 }
 
 std::string cubin_key(const std::string& source, const CudaBuildOptions& options) {

@@ -75,5 +75,23 @@ TEST_F(Nvrtc, CompilesManyInParallelInOrder) {
   }
 }
 
+
+TEST_F(Nvrtc, ExtraFlagsFromTheEnvironmentJoinTheBuildAndItsKey) {
+  ::setenv("COIL_NVRTC_FLAGS", "  --Ofast-compile=mid   -lineinfo ", 1);
+  CudaBuildOptions fast = CudaBuildOptions::detect(ArtifactCache(dir_.string()), "sm_90a");
+  ::unsetenv("COIL_NVRTC_FLAGS");
+  auto flags = fast.all_flags();
+  ASSERT_GE(flags.size(), 2u);
+  EXPECT_EQ(flags[flags.size() - 2], "--Ofast-compile=mid");
+  EXPECT_EQ(flags.back(), "-lineinfo");
+  EXPECT_NE(cubin_key(kKernel, fast), cubin_key(kKernel, *options_)) << "the flags are part of the key";
+  std::string cubin = compile_cubin(kKernel, fast);
+  EXPECT_EQ(cubin.substr(0, 4), std::string("\x7f" "ELF"));
+  ::setenv("COIL_NVRTC_FLAGS", "--no-such-flag", 1);
+  CudaBuildOptions bad = CudaBuildOptions::detect(ArtifactCache(dir_.string()), "sm_90a");
+  ::unsetenv("COIL_NVRTC_FLAGS");
+  EXPECT_THROW(compile_cubin(kKernel, bad), Error);
+}
+
 }  // namespace
 }  // namespace coil::build
