@@ -112,6 +112,25 @@ _SCALAR_OVERLOADS = {
 }
 
 
+# A number as `self` of an op whose Scalar overload takes it second (reflection padding's
+# decomposition traces `7 - x` as sub.Tensor(7, x)): (overload packet, overload) -> the
+# overload that takes (tensor, number) and computes the same, when `alpha` allows it.
+_NUMBER_SELF = {("sub", "Tensor"): "rsub.Scalar", ("mul", "Tensor"): "mul.Scalar", ("add", "Tensor"): "add.Scalar"}
+
+
+def _swap_number_self(target, bound):
+    """(target, bound) with a number `self` moved to `other`, or unchanged."""
+    number = bound.get("self")
+    if isinstance(number, bool) or not isinstance(number, (int, float)) or not isinstance(bound.get("other"), torch.fx.Node):
+        return target, bound
+    name = _NUMBER_SELF.get((target.overloadpacket.__name__, target._overloadname))
+    if name is None or (name == "add.Scalar" and bound.get("alpha", 1) != 1):
+        return target, bound
+    packet, overload = name.split(".")
+    swapped = dict(bound, self=bound["other"], other=bound["self"])
+    return getattr(getattr(torch.ops.aten, packet), overload), swapped
+
+
 def _bound_arguments(target, node):
     schema = target._schema
     bound = {schema.arguments[i].name: v for i, v in enumerate(node.args)}
@@ -135,8 +154,8 @@ def node_json(node):
     """One call_function node in torch.export's serialized form."""
     if target_name(node.target) is None:
         raise Unsupported(f"target {node.target}")
-    bound = _bound_arguments(node.target, node)
-    target = _retarget_numbers(node.target, bound)
+    target, bound = _swap_number_self(node.target, _bound_arguments(node.target, node))
+    target = _retarget_numbers(target, bound)
     types = {a.name: str(a.type) for a in target._schema.arguments}
     inputs = [{"name": key, "arg": _encode(value, types.get(key, ""))} for key, value in bound.items()]
     return {"target": target_name(target), "name": node.name, "inputs": inputs, "outputs": _outputs(node)}

@@ -173,6 +173,12 @@ std::string apply(LoopOp op, DType t, const std::vector<std::string>& a) {
     case LoopOp::Cos: return fmt::format("coil_rt::cos({})", a[0]);
     case LoopOp::Tan: return fmt::format("coil_rt::tan({})", a[0]);
     case LoopOp::Tanh: return fmt::format("coil_rt::tanh({})", a[0]);
+    case LoopOp::Asin: return fmt::format("coil_rt::asin({})", a[0]);
+    case LoopOp::Acos: return fmt::format("coil_rt::acos({})", a[0]);
+    case LoopOp::Atan: return fmt::format("coil_rt::atan({})", a[0]);
+    case LoopOp::Asinh: return fmt::format("coil_rt::asinh({})", a[0]);
+    case LoopOp::Acosh: return fmt::format("coil_rt::acosh({})", a[0]);
+    case LoopOp::Atanh: return fmt::format("coil_rt::atanh({})", a[0]);
     case LoopOp::Sigmoid: return fmt::format("coil_rt::sigmoid({})", a[0]);
     case LoopOp::Erf: return fmt::format("coil_rt::erf({})", a[0]);
     case LoopOp::Floor: return fmt::format("coil_rt::floor({})", a[0]);

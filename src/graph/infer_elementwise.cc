@@ -146,6 +146,7 @@ UnaryRule unary_rule(OpKind op) {
     case OpKind::Exp: case OpKind::Expm1: case OpKind::Log: case OpKind::Log1p: case OpKind::Log2:
     case OpKind::Log10: case OpKind::Sqrt: case OpKind::Rsqrt: case OpKind::Reciprocal: case OpKind::Sin:
     case OpKind::Cos: case OpKind::Tan: case OpKind::Tanh: case OpKind::Sigmoid: case OpKind::Erf:
+    case OpKind::Asin: case OpKind::Acos: case OpKind::Atan: case OpKind::Asinh: case OpKind::Acosh: case OpKind::Atanh:
       return UnaryRule::int_to_float;
     case OpKind::Abs: case OpKind::Neg: case OpKind::Relu: case OpKind::Hardtanh: case OpKind::Floor:
     case OpKind::Ceil: case OpKind::Round: case OpKind::Trunc:
@@ -213,7 +214,7 @@ DType binary_dtype(const ArgReader& a, const std::vector<PromoteOperand>& operan
   if (is_bitwise(k) && !is_integral(common, true))
     fail("{}: bitwise ops need integer or bool operands, got {}", op, dtype_name(common));
   bool any_bool = std::any_of(operands.begin(), operands.end(), [](const PromoteOperand& o) { return o.dtype == DType::b8; });
-  if ((k == OpKind::SubTensor || k == OpKind::SubScalar) && any_bool)
+  if ((k == OpKind::SubTensor || k == OpKind::SubScalar || k == OpKind::RsubScalar) && any_bool)
     fail("{}: subtraction with a bool operand is not supported; use logical_not or logical_xor", op);
   // A bool exponent of a bool tensor is fine: exponents 0 and 1 never reach the kernel.
   bool is_pow = k == OpKind::PowTensorTensor || k == OpKind::PowScalar;

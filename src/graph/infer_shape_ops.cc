@@ -290,6 +290,22 @@ std::vector<TensorMeta> views(const ArgReader& a) {
       strides.insert(strides.begin() + static_cast<std::ptrdiff_t>(d), stride);
       return {view_like(self, sizes, strides, self.offset)};
     }
+    case OpKind::Diagonal: {
+      int64_t d1 = wrap_dim(a.integer("dim1"), rank, op), d2 = wrap_dim(a.integer("dim2"), rank, op), k = a.integer("offset");
+      if (d1 == d2) fail("{}: diagonal dimensions cannot be identical {}, {}", op, a.integer("dim1"), a.integer("dim2"));
+      const SymInt &n1 = self.sizes[static_cast<size_t>(d1)], &n2 = self.sizes[static_cast<size_t>(d2)];
+      const SymInt &s1 = self.strides[static_cast<size_t>(d1)], &s2 = self.strides[static_cast<size_t>(d2)];
+      SymInt len = max(k >= 0 ? min(n1, n2 - k) : min(n1 + k, n2), 0);
+      // An empty diagonal keeps the storage offset (as PyTorch's does).
+      SymInt offset = self.offset;
+      if (!(len == SymInt(0))) offset = offset + (k >= 0 ? s2 * k : s1 * -k);
+      SymShape sizes, strides;
+      for (int64_t d = 0; d < rank; ++d)
+        if (d != d1 && d != d2) sizes.push_back(self.sizes[static_cast<size_t>(d)]), strides.push_back(self.strides[static_cast<size_t>(d)]);
+      sizes.push_back(len);
+      strides.push_back(s1 + s2);
+      return {view_like(self, sizes, strides, offset)};
+    }
     case OpKind::AsStrided: {
       IntList size = a.syms("size"), stride = a.syms("stride");
       if (size.size() != stride.size())

@@ -13,7 +13,8 @@ double op_cost(loop::LoopOp op) {
   switch (op) {
     case LoopOp::Exp: case LoopOp::Expm1: case LoopOp::Log: case LoopOp::Log1p: case LoopOp::Log2:
     case LoopOp::Log10: case LoopOp::Sin: case LoopOp::Cos: case LoopOp::Tan: case LoopOp::Tanh:
-    case LoopOp::Sigmoid: case LoopOp::Erf: case LoopOp::Pow: case LoopOp::Atan2:
+    case LoopOp::Sigmoid: case LoopOp::Erf: case LoopOp::Pow: case LoopOp::Atan2: case LoopOp::Asin: case LoopOp::Acos:
+    case LoopOp::Atan: case LoopOp::Asinh: case LoopOp::Acosh: case LoopOp::Atanh:
       return kTranscendental;
     case LoopOp::Div: case LoopOp::FloorDiv: case LoopOp::TruncDiv: case LoopOp::Remainder: case LoopOp::Fmod:
     case LoopOp::Sqrt: case LoopOp::Rsqrt: case LoopOp::Reciprocal:

@@ -58,6 +58,12 @@ ExprRef unary(const Node& n, ExprRef x, const ArgReader& args) {
     case OpKind::Sin: return op(LoopOp::Sin, {x});
     case OpKind::Cos: return op(LoopOp::Cos, {x});
     case OpKind::Tan: return op(LoopOp::Tan, {x});
+    case OpKind::Asin: return op(LoopOp::Asin, {x});
+    case OpKind::Acos: return op(LoopOp::Acos, {x});
+    case OpKind::Atan: return op(LoopOp::Atan, {x});
+    case OpKind::Asinh: return op(LoopOp::Asinh, {x});
+    case OpKind::Acosh: return op(LoopOp::Acosh, {x});
+    case OpKind::Atanh: return op(LoopOp::Atanh, {x});
     case OpKind::Tanh: return op(LoopOp::Tanh, {x});
     case OpKind::Sigmoid: return op(LoopOp::Sigmoid, {x});
     case OpKind::Erf: return op(LoopOp::Erf, {x});
@@ -103,6 +109,7 @@ ExprRef binary(const Node& n, ExprRef a, ExprRef b, const ArgReader& args) {
     case OpKind::AddTensor: case OpKind::AddScalar:
       return t == DType::b8 ? op(LoopOp::LogicalOr, {a, b}) : op(LoopOp::Add, {a, alpha_scaled(b)});
     case OpKind::SubTensor: case OpKind::SubScalar: return op(LoopOp::Sub, {a, alpha_scaled(b)});
+    case OpKind::RsubScalar: return op(LoopOp::Sub, {b, alpha_scaled(a)});  // other - alpha * self
     case OpKind::MulTensor: case OpKind::MulScalar: return t == DType::b8 ? op(LoopOp::LogicalAnd, {a, b}) : op(LoopOp::Mul, {a, b});
     case OpKind::DivTensor: case OpKind::DivScalar: return op(LoopOp::Div, {a, b});
     case OpKind::DivTensorMode: case OpKind::DivScalarMode: {

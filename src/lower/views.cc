@@ -60,6 +60,16 @@ SymShape view_source_index(const Node& n, const ArgReader& args, const TensorMet
       idx.insert(idx.begin() + static_cast<std::ptrdiff_t>(d), index);
       return idx;
     }
+    case OpKind::Diagonal: {
+      // o is the other dims in order, then the position along the diagonal.
+      auto d1 = static_cast<size_t>(wrap_dim(args.integer("dim1"), rank, "")), d2 = static_cast<size_t>(wrap_dim(args.integer("dim2"), rank, ""));
+      int64_t k = args.integer("offset");
+      SymShape idx;
+      size_t next = 0;
+      for (size_t d = 0; d < static_cast<size_t>(rank); ++d)
+        idx.push_back(d == d1 ? o.back() + std::max<int64_t>(-k, 0) : d == d2 ? o.back() + std::max<int64_t>(k, 0) : o[next++]);
+      return idx;
+    }
     case OpKind::Squeeze: case OpKind::SqueezeDim: case OpKind::SqueezeDims:
     case OpKind::Unsqueeze:
       return delinearize(linearize(o, out.sizes), in.sizes);  // only size-1 dims change

@@ -83,6 +83,12 @@ double unary(const NodeEval& e, double x) {
     case OpKind::Cos: return std::cos(x);
     case OpKind::Tan: return std::tan(x);
     case OpKind::Tanh: return std::tanh(x);
+    case OpKind::Asin: return std::asin(x);
+    case OpKind::Acos: return std::acos(x);
+    case OpKind::Atan: return std::atan(x);
+    case OpKind::Asinh: return std::asinh(x);
+    case OpKind::Acosh: return std::acosh(x);
+    case OpKind::Atanh: return std::atanh(x);
     case OpKind::Sigmoid: return sigmoid(x);
     case OpKind::Erf: return std::erf(x);
     case OpKind::Relu: return std::isnan(x) ? x : std::max(x, 0.0);
@@ -169,6 +175,7 @@ double binary(const NodeEval& e, double a, double b, DType compute) {
     // alpha is converted to the computation type first (a bool alpha of -1 is true).
     case OpKind::AddTensor: case OpKind::AddScalar: return a + opmath_round(e.real("alpha"), compute) * b;
     case OpKind::SubTensor: case OpKind::SubScalar: return a - opmath_round(e.real("alpha"), compute) * b;
+    case OpKind::RsubScalar: return b - opmath_round(e.real("alpha"), compute) * a;
     case OpKind::MulTensor: case OpKind::MulScalar: return a * b;
     case OpKind::DivTensor: case OpKind::DivScalar: return a / b;
     case OpKind::DivTensorMode: case OpKind::DivScalarMode: {
@@ -241,6 +248,7 @@ int64_t binary_int(const NodeEval& e, int64_t a, int64_t b, DType t) {
   switch (e.op()) {
     case OpKind::AddTensor: case OpKind::AddScalar: return add_wrap(a, mul_wrap(alpha(), b));
     case OpKind::SubTensor: case OpKind::SubScalar: return sub_wrap(a, mul_wrap(alpha(), b));
+    case OpKind::RsubScalar: return sub_wrap(b, mul_wrap(alpha(), a));
     case OpKind::MulTensor: case OpKind::MulScalar: return mul_wrap(a, b);
     case OpKind::DivTensorMode: case OpKind::DivScalarMode: {
       checked_divisor(b);

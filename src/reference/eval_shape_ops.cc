@@ -88,6 +88,18 @@ std::vector<Tensor> views(const NodeEval& e) {
       strides.insert(strides.begin() + d, stride);
       return {t.view(sizes, strides, t.offset())};
     }
+    case OpKind::Diagonal: {
+      int64_t d1 = wrap(e.integer("dim1"), rank), d2 = wrap(e.integer("dim2"), rank), k = e.integer("offset");
+      int64_t n1 = t.sizes()[static_cast<size_t>(d1)], n2 = t.sizes()[static_cast<size_t>(d2)];
+      int64_t s1 = t.strides()[static_cast<size_t>(d1)], s2 = t.strides()[static_cast<size_t>(d2)];
+      int64_t len = std::max<int64_t>(k >= 0 ? std::min(n1, n2 - k) : std::min(n1 + k, n2), 0);
+      Shape sizes, strides;
+      for (int64_t d = 0; d < rank; ++d)
+        if (d != d1 && d != d2) sizes.push_back(t.sizes()[static_cast<size_t>(d)]), strides.push_back(t.strides()[static_cast<size_t>(d)]);
+      sizes.push_back(len);
+      strides.push_back(s1 + s2);
+      return {t.view(sizes, strides, t.offset() + (len == 0 ? 0 : k >= 0 ? k * s2 : -k * s1))};
+    }
     case OpKind::AsStrided:
       return {t.view(e.ints("size"), e.ints("stride"), e.opt_integer("storage_offset").value_or(t.offset()))};
     case OpKind::SplitWithSizes: {

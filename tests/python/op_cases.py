@@ -222,7 +222,7 @@ SHAPE = (3, 5)
 # Unary pointwise: every dtype (floats salted with nan/inf/-0), then shapes and layouts.
 
 UNARY = ["abs", "neg", "exp", "expm1", "log", "log1p", "log2", "log10", "sqrt", "rsqrt", "reciprocal", "sin",
-         "cos", "tan", "tanh", "sigmoid", "erf", "relu", "gelu", "silu", "leaky_relu", "elu", "hardtanh", "floor",
+         "cos", "tan", "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "sigmoid", "erf", "relu", "gelu", "silu", "leaky_relu", "elu", "hardtanh", "floor",
          "ceil", "round", "trunc", "sign", "isnan", "isinf", "logical_not", "bitwise_not"]
 # (tag, logical shape, layout)
 LAYOUTS = [("0d", (), "contig"), ("zero", (0, 3), "contig"), ("size1", (1, 4, 1), "contig"),
@@ -252,6 +252,11 @@ for lo, hi in [(-0.5, 2), (0, 6), (1.0, -1.0)]:
 add("round", "ties-to-even", lambda g: g.call("round", g.t((8,), F32, values=[-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, -0.0])))
 add("abs", "i8-min", lambda g: g.call("abs", g.t((3,), I8, values=[-128, -1, 127])))
 add("neg", "u8-wraps", lambda g: g.call("neg", g.t((3,), U8, values=[0, 1, 255])))
+for op, values in [("asin", [-1.0, -0.5, -0.0, 0.3, 1.0]), ("acos", [-1.0, -0.5, 0.0, 0.3, 1.0]),
+                  ("atan", [-math.inf, -2.0, 0.0, 0.7, 1e30]), ("asinh", [-1e30, -3.0, -0.0, 0.5, 40.0]),
+                  ("acosh", [1.0, 1.5, 3.0, 1e30, 0.5]), ("atanh", [-1.0, -0.9, 0.0, 0.5, 1.0])]:
+    for dt in [F32, F64, BF16]:
+        add(op, f"domain-{dt_tag(dt)}", lambda g: g.call(op, g.t((5,), dt, values=values)))
 add("sign", "special", lambda g: g.call("sign", g.t((5,), F32, values=[math.nan, -0.0, 0.0, -math.inf, 3.0])))
 
 # ----------------------------------------------------------------------------------------------
@@ -356,7 +361,7 @@ for op in ["maximum", "minimum"]:
 # Binary pointwise, Scalar overloads: every tensor dtype with an int, a float and a bool scalar
 # (a wrapped Python scalar only decides the dtype when it is of a higher category).
 
-SCALAR_BINARY = ["add.Scalar", "sub.Scalar", "mul.Scalar", "div.Scalar", "div.Scalar_mode", "pow.Tensor_Scalar",
+SCALAR_BINARY = ["add.Scalar", "sub.Scalar", "rsub.Scalar", "mul.Scalar", "div.Scalar", "div.Scalar_mode", "pow.Tensor_Scalar",
                  "remainder.Scalar", "fmod.Scalar", "eq.Scalar", "ne.Scalar", "lt.Scalar", "le.Scalar", "gt.Scalar",
                  "ge.Scalar", "bitwise_and.Scalar", "bitwise_or.Scalar", "bitwise_xor.Scalar"]
 SCALARS = [-3, 2.5, True]
@@ -398,7 +403,7 @@ for op, dt, s in [("add.Scalar", F16, 70000.0), ("mul.Scalar", BF16, 1e-3), ("lt
                   ("gt.Scalar", U8, 255.5), ("ge.Scalar", F16, 65519.0), ("eq.Scalar", F16, 0.1), ("add.Scalar", I8, 200),
                   ("mul.Scalar", U8, -1), ("lt.Scalar", I64, 2.5), ("eq.Scalar", BOOL, 2)]:
     add(op, f"edge-{dt_tag(dt)}-{s!r}", lambda g: g.call(op, g.t(SHAPE, dt), s))
-for op in ["add.Scalar", "sub.Scalar"]:
+for op in ["add.Scalar", "sub.Scalar", "rsub.Scalar"]:
     for alpha in [2, 0.5, True]:
         for dt in [F32, I32, BOOL]:
             add(op, f"alpha={alpha}-{dt_tag(dt)}", lambda g: g.call(op, g.t(SHAPE, dt), 3, alpha))
@@ -768,6 +773,21 @@ for tag, shape, layout, size, stride, offset in AS_STRIDED:
     view_case("as_strided", tag, lambda g: g.call("as_strided", g.t(shape, F32, layout), size, stride, offset))
 for dt in ALL:
     view_case("as_strided", dt_tag(dt), lambda g: g.call("as_strided", g.t((10,), dt), [3, 2], [2, 3], 1))
+
+# (tag, input shape, layout, offset, dim1, dim2)
+DIAGONALS = [("square", (4, 4), "contig", 0, 0, 1), ("above", (3, 5), "contig", 2, 0, 1), ("below", (5, 3), "contig", -2, 0, 1),
+             ("past-the-end", (3, 4), "contig", 7, 0, 1), ("past-the-start", (3, 4), "contig", -5, 0, 1),
+             ("swapped-dims", (3, 5), "contig", 1, 1, 0), ("3d-outer", (3, 2, 4), "contig", 0, 0, 2),
+             ("4d-negative-dims", (2, 3, 4, 5), "contig", -1, -1, -2), ("of-T", (4, 3), "T", 1, 0, 1),
+             ("of-step2", (3, 4), "step2", 0, 0, 1), ("of-expand", (3, 4), "expand", -1, 0, 1), ("zero", (0, 3), "contig", 0, 0, 1),
+             ("same-dims", (3, 3), "contig", 0, 1, 1), ("dim-out-of-range", (3, 3), "contig", 0, 0, 2), ("1d", (3,), "contig", 0, 0, 1)]
+for tag, shape, layout, offset, dim1, dim2 in DIAGONALS:
+    view_case("diagonal", tag, lambda g: g.call("diagonal", g.t(shape, F32, layout), offset, dim1, dim2))
+for dt in ALL:
+    view_case("diagonal", dt_tag(dt), lambda g: g.call("diagonal", g.t((3, 4), dt), 1))
+# Of a fused value: the diagonal's indices go into the producer's expression.
+add("diagonal", "of-a-sum", lambda g: g.call("diagonal", g.call("add", g.t((2, 4, 4)), g.t((4, 1))), 1, 1, 2))
+add("diagonal", "then-sum", lambda g: g.call("sum.dim_IntList", g.call("diagonal", g.call("mul", g.t((5, 5)), g.t((5, 5))), -1), [0]))
 
 SPLITS = [("2-3", (5, 4), [2, 3], 0), ("zero-part", (5, 4), [0, 5], 0), ("last-dim", (3, 5), [1, 1, 3], -1),
           ("bad-sum", (5, 4), [2, 2], 0), ("one", (5, 4), [5], 0), ("negative", (5, 4), [-1, 6], 0), ("0d", (), [1], 0)]

@@ -331,3 +331,21 @@ def test_graphs_that_need_aot_autograds_wrappers_keep_them(model, tmp_path):
         torch.testing.assert_close(g, w)
     torch.testing.assert_close(x, want_x)  # the input was mutated like eager's
     assert not list(tmp_path.glob("*/*.fxgraph"))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_reflection_padding_numbers_first_diagonal_and_inverse_trig_compile_whole(device):
+    """Ops that used to fall back: sub.Tensor(7, x) from reflection padding's decomposition (and
+    numbers first in add/mul), diagonal, the inverse trigonometric and hyperbolic functions."""
+    def f(x):
+        padded = F.pad(x, (1, 1, 2, 2), mode="reflect") + F.pad(x, (2, 0, 1, 1), mode="replicate").sum()
+        y = x.clamp(-0.9, 0.9)
+        trig = torch.asin(y) + torch.acos(y) + torch.atan(x) + torch.asinh(x) + torch.acosh(x.abs() + 1) + torch.atanh(y)
+        return padded, 3 - x, 2 * x + (5 + x), torch.diagonal(x, 1, -2, -1), trig
+
+    x = torch.randn(2, 3, 6, 7, device=device)
+    with torch.no_grad():
+        got = coil.compile(f, fallback="error")(x)  # "error": a node left to PyTorch would raise
+        want = f(x)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=2e-4, atol=2e-4)

@@ -22,6 +22,7 @@
 extern "C" {
 COIL_LIBM1(exp) COIL_LIBM1(expm1) COIL_LIBM1(log) COIL_LIBM1(log1p) COIL_LIBM1(log2) COIL_LIBM1(log10)
 COIL_LIBM1(sin) COIL_LIBM1(cos) COIL_LIBM1(tan) COIL_LIBM1(tanh) COIL_LIBM1(erf)
+COIL_LIBM1(asin) COIL_LIBM1(acos) COIL_LIBM1(atan) COIL_LIBM1(asinh) COIL_LIBM1(acosh) COIL_LIBM1(atanh)
 COIL_LIBM2(atan2)
 // Not libmvec's pow: its special cases differ from C's (powf(-inf, 0.5) gives NaN, not inf).
 float powf(float, float) noexcept;
@@ -41,6 +42,8 @@ COIL_MATH1(exp, ::expf, ::exp) COIL_MATH1(expm1, ::expm1f, ::expm1) COIL_MATH1(l
 COIL_MATH1(log1p, ::log1pf, ::log1p) COIL_MATH1(log2, ::log2f, ::log2) COIL_MATH1(log10, ::log10f, ::log10)
 COIL_MATH1(sin, ::sinf, ::sin) COIL_MATH1(cos, ::cosf, ::cos) COIL_MATH1(tan, ::tanf, ::tan)
 COIL_MATH1(tanh, ::tanhf, ::tanh) COIL_MATH1(erf, ::erff, ::erf)
+COIL_MATH1(asin, ::asinf, ::asin) COIL_MATH1(acos, ::acosf, ::acos) COIL_MATH1(atan, ::atanf, ::atan)
+COIL_MATH1(asinh, ::asinhf, ::asinh) COIL_MATH1(acosh, ::acoshf, ::acosh) COIL_MATH1(atanh, ::atanhf, ::atanh)
 COIL_MATH1(sqrt, __builtin_sqrtf, __builtin_sqrt) COIL_MATH1(floor, __builtin_floorf, __builtin_floor)
 COIL_MATH1(ceil, __builtin_ceilf, __builtin_ceil) COIL_MATH1(trunc, __builtin_truncf, __builtin_trunc)
 COIL_MATH1(nearbyint, __builtin_nearbyintf, __builtin_nearbyint)

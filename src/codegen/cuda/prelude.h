@@ -29,6 +29,8 @@ COIL_MATH1(exp, ::expf, ::exp) COIL_MATH1(expm1, ::expm1f, ::expm1) COIL_MATH1(l
 COIL_MATH1(log1p, ::log1pf, ::log1p) COIL_MATH1(log2, ::log2f, ::log2) COIL_MATH1(log10, ::log10f, ::log10)
 COIL_MATH1(sin, ::sinf, ::sin) COIL_MATH1(cos, ::cosf, ::cos) COIL_MATH1(tan, ::tanf, ::tan)
 COIL_MATH1(tanh, ::tanhf, ::tanh) COIL_MATH1(erf, ::erff, ::erf) COIL_MATH1(sqrt, ::sqrtf, ::sqrt)
+COIL_MATH1(asin, ::asinf, ::asin) COIL_MATH1(acos, ::acosf, ::acos) COIL_MATH1(atan, ::atanf, ::atan)
+COIL_MATH1(asinh, ::asinhf, ::asinh) COIL_MATH1(acosh, ::acoshf, ::acosh) COIL_MATH1(atanh, ::atanhf, ::atanh)
 COIL_MATH1(floor, ::floorf, ::floor) COIL_MATH1(ceil, ::ceilf, ::ceil) COIL_MATH1(trunc, ::truncf, ::trunc)
 COIL_MATH1(nearbyint, ::rintf, ::rint) COIL_MATH1(abs, ::fabsf, ::fabs)
 #undef COIL_MATH1
