@@ -67,6 +67,12 @@ REF_TEST(SubScalar, Values) {
   check_scalar(OpKind::SubScalar, {DType::i64, {1, 2}}, 3, DType::i64, {-5, -4}, {{"alpha", 2}});  // x - 2*3
 }
 
+REF_TEST(RsubScalar, Values) {
+  check_scalar(OpKind::RsubScalar, {DType::f32, {1, 2}}, 0.25, DType::f32, {-0.75, -1.75});              // 0.25 - x
+  check_scalar(OpKind::RsubScalar, {DType::i64, {1, 2}}, 3, DType::i64, {1, -1}, {{"alpha", 2}});         // 3 - 2*x
+  check_scalar(OpKind::RsubScalar, {DType::u8, {1, 2}}, 0, DType::u8, {255, 254});                        // wraps
+}
+
 REF_TEST(MulTensor, Values) {
   check_binary(OpKind::MulTensor, {DType::f32, {2, -3, 0.5, kInf}}, {DType::f32, {4, 5, 8, 0}}, DType::f32, {8, -15, 4, kNan});
   check_binary(OpKind::MulTensor, {DType::b8, {1, 0}}, {DType::b8, {1, 1}}, DType::b8, {1, 0});  // logical and

@@ -137,6 +137,39 @@ REF_TEST(Tan, Values) {
   check_unary(OpKind::Tan, {0}, {0}, {}, DType::i8, DType::f32);
 }
 
+REF_TEST(Asin, Values) {
+  check_unary(OpKind::Asin, {0, 0.5, -1, 1, 2}, {0, kPi / 6, -kPi / 2, kPi / 2, kNan});  // outside [-1, 1]: nan
+  check_unary(OpKind::Asin, {1}, {kPi / 2}, {}, DType::i32, DType::f32);
+}
+
+REF_TEST(Acos, Values) {
+  check_unary(OpKind::Acos, {1, 0.5, -1, 0, -2}, {0, kPi / 3, kPi, kPi / 2, kNan});
+  check_unary(OpKind::Acos, {1}, {0}, {}, DType::i64, DType::f32);
+}
+
+REF_TEST(Atan, Values) {
+  check_unary(OpKind::Atan, {0, 1, -1, kInf, -kInf}, {0, kPi / 4, -kPi / 4, kPi / 2, -kPi / 2});
+  check_unary(OpKind::Atan, {1}, {kPi / 4}, {}, DType::i8, DType::f32);
+}
+
+REF_TEST(Asinh, Values) {
+  // asinh(x) = ln(x + sqrt(x^2 + 1)): asinh(3/4) = ln 2.
+  check_unary(OpKind::Asinh, {0, 0.75, -0.75, kInf, -kInf}, {0, std::log(2.0), -std::log(2.0), kInf, -kInf});
+  check_unary(OpKind::Asinh, {0}, {0}, {}, DType::i16, DType::f32);
+}
+
+REF_TEST(Acosh, Values) {
+  // acosh(x) = ln(x + sqrt(x^2 - 1)): acosh(5/4) = ln 2; below 1: nan.
+  check_unary(OpKind::Acosh, {1, 1.25, kInf, 0.5}, {0, std::log(2.0), kInf, kNan});
+  check_unary(OpKind::Acosh, {1}, {0}, {}, DType::i32, DType::f32);
+}
+
+REF_TEST(Atanh, Values) {
+  // atanh(x) = ln((1 + x) / (1 - x)) / 2: atanh(1/3) = ln(2) / 2; +-1 are +-inf; beyond: nan.
+  check_unary(OpKind::Atanh, {0, 1.0 / 3, -1.0 / 3, 1, -1, 2}, {0, std::log(2.0) / 2, -std::log(2.0) / 2, kInf, -kInf, kNan});
+  check_unary(OpKind::Atanh, {0}, {0}, {}, DType::u8, DType::f32);
+}
+
 REF_TEST(Tanh, Values) {
   // tanh(x) = (e^2x - 1)/(e^2x + 1); at x = ln(3)/2 that is (3 - 1)/(3 + 1) = 1/2.
   const double h = std::log(3.0) / 2;

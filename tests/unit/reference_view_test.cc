@@ -166,6 +166,26 @@ REF_TEST(SelectInt, DropsTheDim) {
   expect_tensor(out[3], DType::f32, {0}, {});
 }
 
+REF_TEST(Diagonal, OffsetsDimsAndEmpty) {
+  Graph g;
+  auto x = g.add_input("x", DType::f32, {2, 3});
+  auto a = g.call1(OpKind::Diagonal, {x});            // [0, 4]
+  auto b = g.call1(OpKind::Diagonal, {x, 1});         // [1, 5], offset 1
+  auto c = g.call1(OpKind::Diagonal, {x, -1});        // [3], offset 3
+  auto d = g.call1(OpKind::Diagonal, {x, 1, 1, 0});   // dims swapped: below the diagonal, [3]
+  auto e = g.call1(OpKind::Diagonal, {x, 5});         // empty, offset unchanged
+  g.outputs = {a, b, c, d, e};
+  auto out = run(g, {{"x", f32({2, 3}, kX)}});
+  expect_tensor(out[0], DType::f32, {2}, {0, 4});
+  EXPECT_EQ(strides_of(out[0]), "[4]");
+  expect_tensor(out[1], DType::f32, {2}, {1, 5});
+  EXPECT_EQ(out[1].offset(), 1);
+  expect_tensor(out[2], DType::f32, {1}, {3});
+  expect_tensor(out[3], DType::f32, {1}, {3});
+  expect_tensor(out[4], DType::f32, {0}, {});
+  EXPECT_EQ(out[4].offset(), 0);
+}
+
 REF_TEST(Squeeze, AllSizeOneDims) {
   Graph g;
   auto x = g.add_input("x", DType::f32, {1, 3, 1});
