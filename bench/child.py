@@ -19,7 +19,11 @@ import torch
 
 from . import measure, workloads
 
-MODES = {"eager": None, "inductor": {}, "max-autotune": {"mode": "max-autotune-no-cudagraphs"}, "coil": {"backend": "coil"}}
+MODES = {"eager": None, "inductor": {}, "max-autotune": {"mode": "max-autotune-no-cudagraphs"}, "coil": {"backend": "coil"},
+         "capture": {}}
+# "capture" is the floor under every torch.compile backend's first call: Dynamo's trace and
+# AOTAutograd with the Core ATen decompositions coil asks for, then the captured graph run as
+# it is (no code generated). Its steady state is not a competitor (see report.OTHERS).
 TAG = "@bench "
 
 
@@ -54,7 +58,25 @@ def compiler(mode):
         stats.clear()
         return inside[0], out
 
+    if mode == "capture":
+        return (lambda fn: torch.compile(fn, backend=_capture_backend())), taken
+
     return (lambda fn: torch.compile(fn, **MODES[mode])), taken
+
+
+def _capture_backend():
+    from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
+
+    from coil._backend import _decompositions
+
+    def run_as_captured(gm, _example_inputs):
+        return make_boxed_func(gm.forward)
+
+    def backend(gm, example_inputs):
+        return aot_module_simplified(gm, example_inputs, fw_compiler=run_as_captured, inference_compiler=run_as_captured,
+                                     decompositions=_decompositions())
+
+    return backend
 
 
 def _summary(stats):

@@ -2,8 +2,8 @@
 // emitted in one of a few forms, chosen with its launch configuration from the kernel's shape
 // and the device's facts (launch.h):
 // - pointwise: a grid-stride loop over the outer points, each thread taking `vector`
-//   consecutive elements of the last dim with 16-byte loads and stores where contiguity allows
-//   (and a scalar path when a pointer is not aligned at run time); an operand read or written
+//   consecutive elements of the last dim with 16-byte loads and stores where contiguity allows;
+//   an operand read or written
 //   across the fast dim goes through a shared-memory tile, so every access stays coalesced;
 // - row: reductions over the inner dims, `threads_per_row` threads per row combining through
 //   warp shuffles and shared memory; `persistent` keeps the row's loads in registers across the
@@ -24,6 +24,12 @@
 #include "runtime/cuda/device_info.h"
 
 namespace coil::codegen {
+
+// Every buffer a kernel takes starts at a multiple of this many bytes, so vector accesses at
+// offsets that are multiples of their width need no check at run time (and no scalar twin that
+// would cost every kernel registers): the GPU plan allocates its buffers so and stages a
+// borrowed tensor that is not (a view at an odd storage offset) into an aligned copy.
+inline constexpr size_t kBufferAlignment = 16;
 
 struct CudaConfig {
   enum class Form : uint8_t { pointwise, tiled, row, column, scan, serial, attention };

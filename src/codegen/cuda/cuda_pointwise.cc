@@ -9,8 +9,7 @@
 namespace coil::codegen {
 
 // Each thread takes `vector` consecutive elements along the last dim: contiguous loads and
-// stores move as one aligned access (or element by element when a pointer is not aligned),
-// the rest of the body runs per element in an unrolled loop over the lane variable.
+// stores move as one aligned access (buffer bases are kBufferAlignment-aligned), the rest of the body runs per element in an unrolled loop over the lane variable.
 void CudaEmitter::pointwise() {
   if (!k_.inner.empty() || !k_.reductions.empty()) {  // a serial kernel with rows
     row();
@@ -46,14 +45,6 @@ void CudaEmitter::pointwise() {
       if (affine_stride(s.offset, last) == 1) vstores.push_back({s.buffer, s.offset, "S" + std::to_string(vstores.size())});
       s.offset = substitute(s.offset, shift);
     }
-    std::set<int> aligned;
-    for (const auto& l : loads) aligned.insert(l.buffer);
-    for (const auto& s : vstores) aligned.insert(s.buffer);
-    std::vector<std::string> checks;
-    for (int b : aligned)
-      checks.push_back(fmt::format("reinterpret_cast<unsigned long long>(b{}) % {} == 0", b,
-                                   dtype_size(p_.buffers[static_cast<size_t>(b)].dtype) * static_cast<size_t>(v)));
-    out("  const bool vec_ok = {};", checks.empty() ? "true" : fmt::format("{}", fmt::join(checks, " && ")));
   }
   out("  const idx_t n = {};", idx(product(extents)));
   out("  for (idx_t i = static_cast<idx_t>(blockIdx.x) * {} + static_cast<idx_t>(threadIdx.x); i < n; i += static_cast<idx_t>(gridDim.x) * {}) {{",
@@ -66,8 +57,7 @@ void CudaEmitter::pointwise() {
       const char* t = storage_type(p_.buffers[static_cast<size_t>(l.buffer)].dtype);
       std::string at = idx(substitute(l.offset, {{lane, SymInt(0)}}));
       out("{}coil_rt::Vec<{}, {}> {};", in, t, v, l.name);
-      out("{}if (vec_ok) {} = *reinterpret_cast<const coil_rt::Vec<{}, {}>*>(b{} + ({}));", in, l.name, t, v, l.buffer, at);
-      out("{}else for (int j = 0; j < {}; ++j) {}.v[j] = b{}[({}) + j];", in, v, l.name, l.buffer, at);
+      out("{}{} = *reinterpret_cast<const coil_rt::Vec<{}, {}>*>(b{} + ({}));", in, l.name, t, v, l.buffer, at);
     }
     for (const auto& s : vstores)
       out("{}coil_rt::Vec<{}, {}> {};", in, storage_type(p_.buffers[static_cast<size_t>(s.buffer)].dtype), v, s.name);
@@ -99,8 +89,7 @@ void CudaEmitter::pointwise() {
     for (const auto& s : vstores) {
       const char* t = storage_type(p_.buffers[static_cast<size_t>(s.buffer)].dtype);
       std::string at = idx(s.offset);
-      out("{}if (vec_ok) *reinterpret_cast<coil_rt::Vec<{}, {}>*>(b{} + ({})) = {};", in, t, v, s.buffer, at, s.name);
-      out("{}else for (int j = 0; j < {}; ++j) b{}[({}) + j] = {}.v[j];", in, v, s.buffer, at, s.name);
+      out("{}*reinterpret_cast<coil_rt::Vec<{}, {}>*>(b{} + ({})) = {};", in, t, v, s.buffer, at, s.name);
     }
     printer_->load_hook = nullptr;
   }

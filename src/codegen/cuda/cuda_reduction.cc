@@ -31,7 +31,7 @@ const char* combiner(ReduceKind k) {
 }  // namespace
 
 // Vectorized rows: the loads of unit stride along the row and the inner stores, which move
-// `vector` elements at a time (element by element when a pointer is not aligned: vec_ok).
+// `vector` elements at a time.
 void CudaEmitter::find_row_vectors() {
   std::vector<loop::ExprRef> loads;
   for (const auto& r : k_.reductions) collect_loads(r.value, loads);
@@ -45,23 +45,16 @@ void CudaEmitter::find_row_vectors() {
   }
   for (const auto& s : k_.stores)
     if (s.inner) row_vec_stores_.push_back({s.buffer, s.offset, "S" + std::to_string(row_vec_stores_.size())});
-  std::set<int> buffers;
-  for (const auto* group : {&row_vec_loads_, &row_vec_stores_})
-    for (const auto& x : *group) buffers.insert(x.buffer);
-  declare_vec_ok(buffers);
 }
 
 // Vectorized columns: the reductions' loads of unit stride along the lanes, staged per row.
 void CudaEmitter::find_column_vectors() {
   std::vector<loop::ExprRef> loads;
   for (const auto& r : k_.reductions) collect_loads(r.value, loads);
-  std::set<int> buffers;
   for (const auto& l : loads) {
     if (l->dynamic() || affine_stride(l->offset(), lane_var()) != 1 || staged(l)) continue;
     row_vec_loads_.push_back({l->buffer(), l->offset(), "L" + std::to_string(row_vec_loads_.size())});
-    buffers.insert(l->buffer());
   }
-  declare_vec_ok(buffers);
   hook_staged([this](const Staged& l) { return l.name + ".v[" + lane_var() + "]"; });
 }
 
@@ -80,22 +73,11 @@ void CudaEmitter::hook_staged(std::function<std::string(const Staged&)> name) {
   };
 }
 
-// vec_ok: every vector access's buffer is aligned for `vector` elements (else the element by
-// element path runs).
-void CudaEmitter::declare_vec_ok(const std::set<int>& buffers) {
-  std::vector<std::string> checks;
-  for (int b : buffers)
-    checks.push_back(fmt::format("reinterpret_cast<unsigned long long>(b{}) % {} == 0", b,
-                                 dtype_size(p_.buffers[static_cast<size_t>(b)].dtype) * static_cast<size_t>(config_.vector)));
-  out("  const bool vec_ok = {};", checks.empty() ? "true" : fmt::format("{}", fmt::join(checks, " && ")));
-}
-
-// `vector` elements of `buffer` from `offset` into `dest` (a Vec): one access when vec_ok.
+// `vector` elements of `buffer` from `offset` into `dest` (a Vec) as one access: the offset is a
+// multiple of `vector` (launch.cc's widest_vector) and buffer bases are kBufferAlignment-aligned.
 void CudaEmitter::vector_load(const std::string& in, const std::string& dest, int buffer, const SymInt& offset) {
   const char* t = storage_type(p_.buffers[static_cast<size_t>(buffer)].dtype);
-  std::string at = idx(offset);
-  out("{}if (vec_ok) {} = *reinterpret_cast<const coil_rt::Vec<{}, {}>*>(b{} + ({}));", in, dest, t, config_.vector, buffer, at);
-  out("{}else for (int q = 0; q < {}; ++q) {}.v[q] = b{}[({}) + q];", in, config_.vector, dest, buffer, at);
+  out("{}{} = *reinterpret_cast<const coil_rt::Vec<{}, {}>*>(b{} + ({}));", in, dest, t, config_.vector, buffer, idx(offset));
 }
 
 // A Vec named after the access, loaded as above.
@@ -191,8 +173,7 @@ void CudaEmitter::row_loop_close(const std::string& indent) {
       for (const auto& s : row_vec_stores_) {
         const char* t = storage_type(p_.buffers[static_cast<size_t>(s.buffer)].dtype);
         std::string at = idx(s.offset);
-        out("{}if (vec_ok) *reinterpret_cast<coil_rt::Vec<{}, {}>*>(b{} + ({})) = {};", in, t, v, s.buffer, at, s.name);
-        out("{}else for (int q = 0; q < {}; ++q) b{}[({}) + q] = {}.v[q];", in, v, s.buffer, at, s.name);
+        out("{}*reinterpret_cast<coil_rt::Vec<{}, {}>*>(b{} + ({})) = {};", in, t, v, s.buffer, at, s.name);
       }
     if (!config_.persistent) printer_->load_hook = nullptr;
   }

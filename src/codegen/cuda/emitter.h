@@ -68,7 +68,6 @@ class CudaEmitter {
   void find_column_vectors();
   const Staged* staged(const loop::ExprRef& load) const;
   void hook_staged(std::function<std::string(const Staged&)> name);
-  void declare_vec_ok(const std::set<int>& buffers);
   void stage_load(const std::string& indent, const Staged& access, const SymInt& offset);
   // Vectorized columns (column form, config_.vector > 1): a thread's `vector` adjacent outputs
   // are lanes (lane_var()) of arrays of partials, their loads staged as one access per row.

@@ -67,7 +67,7 @@ int widest_vector(const loop::Program& p, const std::vector<std::pair<int, SymIn
   if (unit.empty()) return 1;
   size_t widest = 1;
   for (const auto& [b, off] : unit) widest = std::max<size_t>(widest, dtype_size(p.buffers[static_cast<size_t>(b)].dtype));
-  int v = static_cast<int>(16 / widest);
+  int v = static_cast<int>(kBufferAlignment / widest);
   for (; v > 1; v /= 2) {
     if (length % v != 0) continue;
     if (std::all_of(unit.begin(), unit.end(), [&](const auto& u) { return multiple_of(substitute(u.second, {{var, SymInt(0)}}), v); }))

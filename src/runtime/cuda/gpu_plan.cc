@@ -196,15 +196,20 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
   };
   std::vector<Tensor> staged;  // host copies kept alive until the copies ran
   auto upload = [&](size_t b, const Tensor& t) {
-    if (t.device().kind == Device::Kind::cuda) {  // borrowed: the kernels read it in place
-      int64_t offset = buffers[b].offset.eval(symbols);
-      ptrs[b] = reinterpret_cast<cuda::DevicePtr>(t.data()) - static_cast<cuda::DevicePtr>(offset * static_cast<int64_t>(dtype_size(t.dtype())));
+    // The tensor's element [0, ...] sits where the buffer's offset puts it.
+    int64_t offset = buffers[b].offset.eval(symbols);
+    size_t bytes = static_cast<size_t>(t.numel() ? span_of(t.sizes(), t.strides(), 0) : 0) * dtype_size(t.dtype());
+    if (t.device().kind == Device::Kind::cuda) {
+      auto base = reinterpret_cast<cuda::DevicePtr>(t.data()) - static_cast<cuda::DevicePtr>(offset * static_cast<int64_t>(dtype_size(t.dtype())));
+      if (base % codegen::kBufferAlignment == 0) {  // borrowed: the kernels read it in place
+        ptrs[b] = base;
+        return;
+      }
+      take(b);  // a base the kernels' vector accesses cannot take: an aligned copy, made on the stream
+      ctx.copy_on_device(at(ptrs[b], buffers[b], offset), reinterpret_cast<cuda::DevicePtr>(t.data()), bytes, stream);
       return;
     }
     take(b);
-    // The tensor's element [0, ...] goes where the buffer's offset puts it.
-    int64_t offset = buffers[b].offset.eval(symbols);
-    size_t bytes = static_cast<size_t>(t.numel() ? span_of(t.sizes(), t.strides(), 0) : 0) * dtype_size(t.dtype());
     ctx.copy_to_device(at(ptrs[b], buffers[b], offset), t.data(), bytes, stream);
     staged.push_back(t);
   };
