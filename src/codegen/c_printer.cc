@@ -179,6 +179,8 @@ std::string apply(LoopOp op, DType t, const std::vector<std::string>& a) {
     case LoopOp::Asinh: return fmt::format("coil_rt::asinh({})", a[0]);
     case LoopOp::Acosh: return fmt::format("coil_rt::acosh({})", a[0]);
     case LoopOp::Atanh: return fmt::format("coil_rt::atanh({})", a[0]);
+    case LoopOp::Sinh: return fmt::format("coil_rt::sinh({})", a[0]);
+    case LoopOp::Cosh: return fmt::format("coil_rt::cosh({})", a[0]);
     case LoopOp::Sigmoid: return fmt::format("coil_rt::sigmoid({})", a[0]);
     case LoopOp::Erf: return fmt::format("coil_rt::erf({})", a[0]);
     case LoopOp::Floor: return fmt::format("coil_rt::floor({})", a[0]);

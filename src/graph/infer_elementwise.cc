@@ -147,6 +147,7 @@ UnaryRule unary_rule(OpKind op) {
     case OpKind::Log10: case OpKind::Sqrt: case OpKind::Rsqrt: case OpKind::Reciprocal: case OpKind::Sin:
     case OpKind::Cos: case OpKind::Tan: case OpKind::Tanh: case OpKind::Sigmoid: case OpKind::Erf:
     case OpKind::Asin: case OpKind::Acos: case OpKind::Atan: case OpKind::Asinh: case OpKind::Acosh: case OpKind::Atanh:
+    case OpKind::Sinh: case OpKind::Cosh:
       return UnaryRule::int_to_float;
     case OpKind::Abs: case OpKind::Neg: case OpKind::Relu: case OpKind::Hardtanh: case OpKind::Floor:
     case OpKind::Ceil: case OpKind::Round: case OpKind::Trunc:

@@ -15,6 +15,7 @@ double op_cost(loop::LoopOp op) {
     case LoopOp::Log10: case LoopOp::Sin: case LoopOp::Cos: case LoopOp::Tan: case LoopOp::Tanh:
     case LoopOp::Sigmoid: case LoopOp::Erf: case LoopOp::Pow: case LoopOp::Atan2: case LoopOp::Asin: case LoopOp::Acos:
     case LoopOp::Atan: case LoopOp::Asinh: case LoopOp::Acosh: case LoopOp::Atanh:
+    case LoopOp::Sinh: case LoopOp::Cosh:
       return kTranscendental;
     case LoopOp::Div: case LoopOp::FloorDiv: case LoopOp::TruncDiv: case LoopOp::Remainder: case LoopOp::Fmod:
     case LoopOp::Sqrt: case LoopOp::Rsqrt: case LoopOp::Reciprocal:

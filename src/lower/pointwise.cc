@@ -64,6 +64,8 @@ ExprRef unary(const Node& n, ExprRef x, const ArgReader& args) {
     case OpKind::Asinh: return op(LoopOp::Asinh, {x});
     case OpKind::Acosh: return op(LoopOp::Acosh, {x});
     case OpKind::Atanh: return op(LoopOp::Atanh, {x});
+    case OpKind::Sinh: return op(LoopOp::Sinh, {x});
+    case OpKind::Cosh: return op(LoopOp::Cosh, {x});
     case OpKind::Tanh: return op(LoopOp::Tanh, {x});
     case OpKind::Sigmoid: return op(LoopOp::Sigmoid, {x});
     case OpKind::Erf: return op(LoopOp::Erf, {x});

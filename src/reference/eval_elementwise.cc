@@ -89,6 +89,8 @@ double unary(const NodeEval& e, double x) {
     case OpKind::Asinh: return std::asinh(x);
     case OpKind::Acosh: return std::acosh(x);
     case OpKind::Atanh: return std::atanh(x);
+    case OpKind::Sinh: return std::sinh(x);
+    case OpKind::Cosh: return std::cosh(x);
     case OpKind::Sigmoid: return sigmoid(x);
     case OpKind::Erf: return std::erf(x);
     case OpKind::Relu: return std::isnan(x) ? x : std::max(x, 0.0);

@@ -222,7 +222,7 @@ SHAPE = (3, 5)
 # Unary pointwise: every dtype (floats salted with nan/inf/-0), then shapes and layouts.
 
 UNARY = ["abs", "neg", "exp", "expm1", "log", "log1p", "log2", "log10", "sqrt", "rsqrt", "reciprocal", "sin",
-         "cos", "tan", "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "sigmoid", "erf", "relu", "gelu", "silu", "leaky_relu", "elu", "hardtanh", "floor",
+         "cos", "tan", "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "sinh", "cosh", "sigmoid", "erf", "relu", "gelu", "silu", "leaky_relu", "elu", "hardtanh", "floor",
          "ceil", "round", "trunc", "sign", "isnan", "isinf", "logical_not", "bitwise_not"]
 # (tag, logical shape, layout)
 LAYOUTS = [("0d", (), "contig"), ("zero", (0, 3), "contig"), ("size1", (1, 4, 1), "contig"),
@@ -254,7 +254,8 @@ add("abs", "i8-min", lambda g: g.call("abs", g.t((3,), I8, values=[-128, -1, 127
 add("neg", "u8-wraps", lambda g: g.call("neg", g.t((3,), U8, values=[0, 1, 255])))
 for op, values in [("asin", [-1.0, -0.5, -0.0, 0.3, 1.0]), ("acos", [-1.0, -0.5, 0.0, 0.3, 1.0]),
                   ("atan", [-math.inf, -2.0, 0.0, 0.7, 1e30]), ("asinh", [-1e30, -3.0, -0.0, 0.5, 40.0]),
-                  ("acosh", [1.0, 1.5, 3.0, 1e30, 0.5]), ("atanh", [-1.0, -0.9, 0.0, 0.5, 1.0])]:
+                  ("acosh", [1.0, 1.5, 3.0, 1e30, 0.5]), ("atanh", [-1.0, -0.9, 0.0, 0.5, 1.0]),
+                  ("sinh", [-100.0, -2.0, -0.0, 1e-3, 89.5]), ("cosh", [-100.0, -2.0, 0.0, 1e-3, 89.5])]:
     for dt in [F32, F64, BF16]:
         add(op, f"domain-{dt_tag(dt)}", lambda g: g.call(op, g.t((5,), dt, values=values)))
 add("sign", "special", lambda g: g.call("sign", g.t((5,), F32, values=[math.nan, -0.0, 0.0, -math.inf, 3.0])))

@@ -353,11 +353,12 @@ def test_graphs_that_need_aot_autograds_wrappers_keep_them(model, tmp_path):
 @pytest.mark.parametrize("device", DEVICES)
 def test_reflection_padding_numbers_first_diagonal_and_inverse_trig_compile_whole(device):
     """Ops that used to fall back: sub.Tensor(7, x) from reflection padding's decomposition (and
-    numbers first in add/mul), diagonal, the inverse trigonometric and hyperbolic functions."""
+    numbers first in add/mul), diagonal, the inverse trigonometric and the hyperbolic functions."""
     def f(x):
         padded = F.pad(x, (1, 1, 2, 2), mode="reflect") + F.pad(x, (2, 0, 1, 1), mode="replicate").sum()
         y = x.clamp(-0.9, 0.9)
         trig = torch.asin(y) + torch.acos(y) + torch.atan(x) + torch.asinh(x) + torch.acosh(x.abs() + 1) + torch.atanh(y)
+        trig = trig + torch.sinh(x) + torch.cosh(x)
         return padded, 3 - x, 2 * x + (5 + x), torch.diagonal(x, 1, -2, -1), trig
 
     x = torch.randn(2, 3, 6, 7, device=device)

@@ -170,6 +170,18 @@ REF_TEST(Atanh, Values) {
   check_unary(OpKind::Atanh, {0}, {0}, {}, DType::u8, DType::f32);
 }
 
+REF_TEST(Sinh, Values) {
+  // sinh(x) = (e^x - e^-x) / 2: sinh(ln 2) = (2 - 1/2) / 2 = 3/4.
+  check_unary(OpKind::Sinh, {0, std::log(2.0), -std::log(2.0), kInf, -kInf}, {0, 0.75, -0.75, kInf, -kInf});
+  check_unary(OpKind::Sinh, {0}, {0}, {}, DType::i32, DType::f32);
+}
+
+REF_TEST(Cosh, Values) {
+  // cosh(x) = (e^x + e^-x) / 2: cosh(ln 2) = (2 + 1/2) / 2 = 5/4.
+  check_unary(OpKind::Cosh, {0, std::log(2.0), -std::log(2.0), kInf, -kInf}, {1, 1.25, 1.25, kInf, kInf});
+  check_unary(OpKind::Cosh, {0}, {1}, {}, DType::u8, DType::f32);
+}
+
 REF_TEST(Tanh, Values) {
   // tanh(x) = (e^2x - 1)/(e^2x + 1); at x = ln(3)/2 that is (3 - 1)/(3 + 1) = 1/2.
   const double h = std::log(3.0) / 2;

@@ -22,7 +22,7 @@
 extern "C" {
 COIL_LIBM1(exp) COIL_LIBM1(expm1) COIL_LIBM1(log) COIL_LIBM1(log1p) COIL_LIBM1(log2) COIL_LIBM1(log10)
 COIL_LIBM1(sin) COIL_LIBM1(cos) COIL_LIBM1(tan) COIL_LIBM1(tanh) COIL_LIBM1(erf)
-COIL_LIBM1(asin) COIL_LIBM1(acos) COIL_LIBM1(atan) COIL_LIBM1(asinh) COIL_LIBM1(acosh) COIL_LIBM1(atanh)
+COIL_LIBM1(asin) COIL_LIBM1(acos) COIL_LIBM1(atan) COIL_LIBM1(asinh) COIL_LIBM1(acosh) COIL_LIBM1(atanh) COIL_LIBM1(sinh) COIL_LIBM1(cosh)
 COIL_LIBM2(atan2)
 // Not libmvec's pow: its special cases differ from C's (powf(-inf, 0.5) gives NaN, not inf).
 float powf(float, float) noexcept;
@@ -44,6 +44,7 @@ COIL_MATH1(sin, ::sinf, ::sin) COIL_MATH1(cos, ::cosf, ::cos) COIL_MATH1(tan, ::
 COIL_MATH1(tanh, ::tanhf, ::tanh) COIL_MATH1(erf, ::erff, ::erf)
 COIL_MATH1(asin, ::asinf, ::asin) COIL_MATH1(acos, ::acosf, ::acos) COIL_MATH1(atan, ::atanf, ::atan)
 COIL_MATH1(asinh, ::asinhf, ::asinh) COIL_MATH1(acosh, ::acoshf, ::acosh) COIL_MATH1(atanh, ::atanhf, ::atanh)
+COIL_MATH1(sinh, ::sinhf, ::sinh) COIL_MATH1(cosh, ::coshf, ::cosh)
 COIL_MATH1(sqrt, __builtin_sqrtf, __builtin_sqrt) COIL_MATH1(floor, __builtin_floorf, __builtin_floor)
 COIL_MATH1(ceil, __builtin_ceilf, __builtin_ceil) COIL_MATH1(trunc, __builtin_truncf, __builtin_trunc)
 COIL_MATH1(nearbyint, __builtin_nearbyintf, __builtin_nearbyint)

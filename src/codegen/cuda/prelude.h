@@ -31,6 +31,7 @@ COIL_MATH1(sin, ::sinf, ::sin) COIL_MATH1(cos, ::cosf, ::cos) COIL_MATH1(tan, ::
 COIL_MATH1(tanh, ::tanhf, ::tanh) COIL_MATH1(erf, ::erff, ::erf) COIL_MATH1(sqrt, ::sqrtf, ::sqrt)
 COIL_MATH1(asin, ::asinf, ::asin) COIL_MATH1(acos, ::acosf, ::acos) COIL_MATH1(atan, ::atanf, ::atan)
 COIL_MATH1(asinh, ::asinhf, ::asinh) COIL_MATH1(acosh, ::acoshf, ::acosh) COIL_MATH1(atanh, ::atanhf, ::atanh)
+COIL_MATH1(sinh, ::sinhf, ::sinh) COIL_MATH1(cosh, ::coshf, ::cosh)
 COIL_MATH1(floor, ::floorf, ::floor) COIL_MATH1(ceil, ::ceilf, ::ceil) COIL_MATH1(trunc, ::truncf, ::trunc)
 COIL_MATH1(nearbyint, ::rintf, ::rint) COIL_MATH1(abs, ::fabsf, ::fabs)
 #undef COIL_MATH1
