@@ -168,7 +168,8 @@ std::vector<ValueRef> split(Graph& g, const Args& a, const std::vector<std::stri
 
 bool export_decomposes(const std::string& op) {
   static const std::set<std::string> ops = {"linear", "t", "layer_norm", "batch_norm", "conv1d", "conv2d", "conv3d", "matmul",
-                                            "reshape", "split.Tensor", "transpose.int", "arange", "arange.start"};
+                                            "reshape", "split.Tensor", "transpose.int", "arange", "arange.start", "max_pool2d",
+                                            "adaptive_avg_pool2d", "flatten.using_ints"};
   return ops.count(op) > 0;
 }
 
@@ -183,6 +184,19 @@ std::vector<ValueRef> decompose_export_op(Graph& g, const std::string& op, const
   if (op == "matmul") return one(matmul(g, a, name));
   if (op == "reshape") return one(reshape(g, a.tensor("self"), a.ints("shape", 0, 1), name));
   if (op == "split.Tensor") return split(g, a, names);
+  if (op == "flatten.using_ints") {  // dims start_dim..end_dim merged into one
+    ValueRef x = a.tensor("self");
+    const SymShape& sizes = g.meta(x).sizes;
+    size_t rank = std::max<size_t>(sizes.size(), 1);
+    int64_t first = wrap(a.integer("start_dim", 0), rank), last = wrap(a.integer("end_dim", -1), rank);
+    if (first < 0 || last >= static_cast<int64_t>(rank) || first > last) fail("flatten: dims {}..{} out of range for rank {}", first, last, rank);
+    IntList shape(sizes.begin(), sizes.begin() + first);
+    SymInt merged = 1;
+    for (int64_t d = first; d <= last && d < static_cast<int64_t>(sizes.size()); ++d) merged = merged * sizes[static_cast<size_t>(d)];
+    shape.push_back(merged);
+    if (last + 1 < static_cast<int64_t>(sizes.size())) shape.insert(shape.end(), sizes.begin() + last + 1, sizes.end());
+    return one(reshape(g, x, shape, name));
+  }
   if (op == "conv1d" || op == "conv2d" || op == "conv3d") return one(convolution(g, a, name));
   if (op == "transpose.int") {
     ValueRef x = a.tensor("self");
@@ -209,6 +223,14 @@ std::vector<ValueRef> decompose_export_op(Graph& g, const std::string& op, const
                        {}, {name, g.fresh_name(name + "_mean"), g.fresh_name(name + "_invstd")});
     return one(outs[0]);
   }
+  if (op == "max_pool2d") {  // the values of max_pool2d_with_indices (their indices unused)
+    IntList stride = a.get("stride").is_none() ? IntList{} : a.ints("stride", 0, 2);
+    auto outs = g.call(OpKind::MaxPool2dWithIndices, {a.tensor("self"), a.ints("kernel_size", 0, 2), stride, a.ints("padding", 0, 2),
+                                                      a.ints("dilation", 1, 2), a.get("ceil_mode", false)},
+                       {}, {name, g.fresh_name(name + "_indices")});
+    return one(outs[0]);
+  }
+  if (op == "adaptive_avg_pool2d") return one(g.call1(OpKind::AdaptiveAvgPool2d, {a.tensor("self"), a.ints("output_size", 0, 2)}, {}, name));
   if (op == "arange" || op == "arange.start") {  // arange.start_step with its defaults
     std::vector<std::pair<std::string, Arg>> keywords(args.begin(), args.end());
     if (!args.count("start")) keywords.emplace_back("start", Arg(int64_t{0}));

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "graph/infer_ops.h"
+#include "graph/pooling.h"
 #include "support/check.h"
 
 namespace coil {
@@ -313,6 +314,30 @@ std::vector<TensorMeta> linalg(const ArgReader& a) {
         sizes.push_back(o);
       }
       return {TensorMeta::contiguous(input.dtype, sizes, input.device)};
+    }
+    case OpKind::MaxPool2dWithIndices:
+    case OpKind::AvgPool2d:
+    case OpKind::AdaptiveAvgPool2d: {
+      const TensorMeta& x = a.tensor("self");
+      bool max = a.node().op == OpKind::MaxPool2dWithIndices;
+      if (x.dtype == DType::b8 || (!max && !is_float(x.dtype)))
+        fail("{}: not implemented for {}{}", op, dtype_name(x.dtype), !max && x.dtype == DType::i64 ? " by coil" : "");
+      std::array<int64_t, 2> out{};
+      if (a.node().op == OpKind::AdaptiveAvgPool2d) {
+        auto size = a.ints("output_size");
+        adaptive_input_size(op, x, size);
+        out = {size.size() > 0 ? size[0] : 0, size.size() > 1 ? size[1] : 0};
+      } else {
+        out = pool2d_geometry(op, x, a.ints("kernel_size"), a.ints("stride"), a.ints("padding"),
+                              max ? a.ints("dilation") : std::vector<int64_t>{1}, a.flag("ceil_mode"), max).out;
+        if (!max && !a.is_none("divisor_override") && a.integer("divisor_override") == 0) fail("{}: divisor must be not zero", op);
+      }
+      SymShape sizes(x.sizes.begin(), x.sizes.end() - 2);
+      sizes.push_back(out[0]);
+      sizes.push_back(out[1]);
+      TensorMeta values = TensorMeta::contiguous(x.dtype, sizes, x.device);
+      if (!max) return {values};
+      return {values, TensorMeta::contiguous(DType::i64, sizes, x.device)};
     }
     case OpKind::ScaledDotProductAttention: {
       const TensorMeta& q = a.tensor("query");

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "graph_passes/decompose_pooling.h"
 #include "support/check.h"
 
 namespace coil {
@@ -156,6 +157,12 @@ Graph decompose(const Graph& graph, bool fused_attention) {
     const Node& n = graph.nodes[i];
     if (n.op == OpKind::ScaledDotProductAttention && !(fused_attention && fused_attention_applies(graph, n))) {
       remap[{static_cast<int>(i), 0}] = attention(g, n, remap, names);
+      continue;
+    }
+    if (is_pooling(n.op)) {
+      auto outs = decompose_pooling(g, n, std::get<ValueRef>(map_arg(n.arg("self")).value),
+                                    [&](const std::string& stem) { return names.next(stem); });
+      for (size_t o = 0; o < outs.size(); ++o) remap[{static_cast<int>(i), static_cast<int>(o)}] = outs[o];
       continue;
     }
     Node copy = n;

@@ -58,6 +58,7 @@ std::vector<Tensor> eval_view(const NodeEval& e);
 std::vector<Tensor> eval_shape(const NodeEval& e);
 std::vector<Tensor> eval_indexing(const NodeEval& e);
 std::vector<Tensor> eval_linalg(const NodeEval& e);
+std::vector<Tensor> eval_pooling(const NodeEval& e);  // linalg's pooling ops
 
 // ---- helpers shared by the evaluators
 // A view of `t` broadcast to `sizes` (stride 0 on broadcast dims).

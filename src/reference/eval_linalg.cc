@@ -148,6 +148,7 @@ void attention(const NodeEval& e, const Tensor& out) {
 }  // namespace
 
 std::vector<Tensor> eval_linalg(const NodeEval& e) {
+  if (e.op() == OpKind::MaxPool2dWithIndices || e.op() == OpKind::AvgPool2d || e.op() == OpKind::AdaptiveAvgPool2d) return eval_pooling(e);
   Tensor out = e.new_output();
   switch (e.op()) {
     case OpKind::Mm:

@@ -1354,6 +1354,51 @@ for x, w, b in [(F32, F16, F32), (BF16, BF16, F32), (F32, F32, F64), (F64, F32, 
                                                                   [1], [0], [1], False, [0], 1), ref64=True)
 
 
+# 2-D pooling: (tag, input shape, kernel, stride, padding, dilation, ceil_mode); window geometry
+# with padding, dilation and ceil_mode's partial last window, 3-D inputs, every dtype, NaN/inf,
+# non-contiguous inputs, and the shapes torch refuses.
+MAX_POOLS = [("k2", (2, 3, 8, 8), [2, 2], [], [0], [1], False), ("k3s2p1", (1, 4, 9, 7), [3], [2], [1], [1], False),
+             ("ceil", (2, 2, 7, 9), [3, 2], [2, 2], [1, 0], [1], True), ("dilated", (1, 2, 10, 9), [3, 2], [1, 2], [1, 1], [2, 1], False),
+             ("3d-input", (3, 6, 5), [2], [2], [0], [1], True), ("big-window", (1, 1, 5, 5), [5], [1], [2], [1], False)]
+for tag, shape, k, st, pad, dil, ceil in MAX_POOLS:
+    add("max_pool2d_with_indices", tag, lambda g: g.call("max_pool2d_with_indices", g.t(shape), k, st, pad, dil, ceil, n_out=2))
+for dt in FLOATS + [I64, I32, U8, BOOL]:
+    add("max_pool2d_with_indices", dt_tag(dt), lambda g: g.call("max_pool2d_with_indices", g.t((2, 3, 7, 6), dt, special=True, low=0, high=4),
+                                                                  [3], [2], [1], [1], False, n_out=2))
+add("max_pool2d_with_indices", "ties-and-minus-inf", lambda g: g.call(
+    "max_pool2d_with_indices", g.t((1, 1, 4, 4), F32, values=[-math.inf] * 6 + [2.0, 2.0] * 3 + [math.nan, 1.0, 2.0, -math.inf]),
+    [2], [2], [1], [1], True, n_out=2))
+for layout in ["T", "step2"]:
+    add("max_pool2d_with_indices", layout, lambda g: g.call("max_pool2d_with_indices", g.t((2, 3, 6, 7), F32, layout), [3], [2], [1], [1], False,
+                                                         n_out=2))
+for tag, k, st, pad in [("pad-over-half", [3], [2], [2]), ("zero-stride", [3], [0], [1]), ("too-small", [6], [1], [0]), ("no-kernel", [0], [], [0])]:
+    add("max_pool2d_with_indices", tag, lambda g: g.call("max_pool2d_with_indices", g.t((2, 5, 5)), k, st, pad, [1], False, n_out=2))
+# (tag, input shape, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override)
+AVG_POOLS = [("k2", (2, 3, 8, 8), [2, 2], [], [0], False, True, None), ("k3s2p1", (1, 4, 9, 7), [3], [2], [1], False, True, None),
+             ("no-pad-count", (1, 4, 9, 7), [3], [2], [1], False, False, None),
+             ("ceil", (2, 2, 7, 9), [3, 2], [2, 2], [1, 0], True, True, None), ("ceil-no-pad-count", (2, 2, 7, 9), [3, 2], [2, 2], [1, 0], True, False, None),
+             ("divisor", (2, 2, 6, 6), [3], [2], [1], False, True, 5), ("3d-input", (3, 6, 5), [2], [1], [1], True, False, None)]
+for tag, shape, k, st, pad, ceil, count, div in AVG_POOLS:
+    add("avg_pool2d", tag, lambda g: g.call("avg_pool2d", g.t(shape), k, st, pad, ceil, count, div))
+for dt in FLOATS:
+    add("avg_pool2d", dt_tag(dt), lambda g: g.call("avg_pool2d", g.t((2, 3, 7, 6), dt, special=True), [3], [2], [1]))
+add("avg_pool2d", "T", lambda g: g.call("avg_pool2d", g.t((2, 3, 6, 7), F32, "T"), [2], [2], [1], True, False))
+add("avg_pool2d", "i64", lambda g: g.call("avg_pool2d", g.t((1, 2, 4, 4), I64), [2]), coil_rejects="integer average pooling")
+for tag, dt, k, pad, div in [("i32", I32, [2], [0], None), ("pad-over-half", F32, [2], [2], None), ("zero-divisor", F32, [2], [0], 0)]:
+    add("avg_pool2d", tag, lambda g: g.call("avg_pool2d", g.t((1, 2, 4, 4), dt), k, [], pad, False, True, div))
+for tag, shape, size in [("divisible", (2, 3, 8, 8), [4, 2]), ("uneven", (2, 3, 9, 7), [4, 3]), ("global", (2, 5, 7, 6), [1, 1]),
+                         ("larger", (1, 2, 5, 4), [7, 6]), ("3d-input", (3, 10, 6), [3, 6])]:
+    add("_adaptive_avg_pool2d", tag, lambda g: g.call("_adaptive_avg_pool2d", g.t(shape), size))
+for dt in [F64, F16, BF16, I64]:
+    add("_adaptive_avg_pool2d", dt_tag(dt), lambda g: g.call("_adaptive_avg_pool2d", g.t((2, 3, 7, 6), dt), [3, 2]))
+add("_adaptive_avg_pool2d", "T", lambda g: g.call("_adaptive_avg_pool2d", g.t((2, 3, 6, 7), F32, "T"), [2, 3]))
+for tag, shape in [("empty-channels", (2, 0, 6, 7)), ("empty-batch", (0, 2, 6, 7)), ("empty-height", (2, 0, 7))]:
+    add("_adaptive_avg_pool2d", tag, lambda g: g.call("_adaptive_avg_pool2d", g.t(shape), [2, 3]))
+for tag, shape in [("empty-channels", (2, 0, 6, 7)), ("empty-batch", (0, 2, 6, 7))]:
+    add("max_pool2d_with_indices", tag, lambda g: g.call("max_pool2d_with_indices", g.t(shape), [2], n_out=2))
+    add("avg_pool2d", tag, lambda g: g.call("avg_pool2d", g.t(shape), [2]))
+
+
 def sdpa(g, q, k, v, dtype=F32, layout="contig", mask=None, **kwargs):
     """q, k, v: shapes; mask: None or (shape, dtype) (bool masks get random values)."""
     args = [g.t(q, dtype, layout), g.t(k, dtype, layout), g.t(v, dtype, layout)]

@@ -128,7 +128,7 @@ def test_model_runs_from_the_command_line(name, coil_bin):
     assert error and float(error.group(1)) < 1e-4, proc.stdout
 
 
-@pytest.mark.parametrize("name", ["mlp", "mlp_raw", "block", "cnn", "block_raw", "cnn_raw", "gpt_raw"])
+@pytest.mark.parametrize("name", ["mlp", "mlp_raw", "block", "cnn", "block_raw", "cnn_raw", "gpt_raw", "pool", "pool_raw"])
 def test_pt2_archive_runs_from_the_command_line(name, coil_bin):
     """`coil check|run model.pt2`: a torch.export archive read in C++, compiled, checked against the interpreter."""
     path = MODELS_DIR.parent / "tests" / "fixtures" / "pt2" / f"{name}.pt2"

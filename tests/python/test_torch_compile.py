@@ -350,6 +350,35 @@ def test_graphs_that_need_aot_autograds_wrappers_keep_them(model, tmp_path):
     assert not list(tmp_path.glob("*/*.fxgraph"))
 
 
+class ResNetStem(nn.Module):
+    """A ResNet's pooling layers around convolutions: max pooling 3x3/2 after the stem, an
+    average pooling, adaptive average pooling to 1x1 before the head."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem, self.bn = nn.Conv2d(3, 16, 7, stride=2, padding=3), nn.BatchNorm2d(16)
+        self.conv = nn.Conv2d(16, 16, 3, padding=1)
+        self.head = nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.bn(self.stem(x))), 3, stride=2, padding=1)
+        x = F.avg_pool2d(F.relu(self.conv(x)) + x, 2, ceil_mode=True, count_include_pad=False)
+        return self.head(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)), F.adaptive_avg_pool2d(x, (3, 2))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_pooling_compiles_whole(device, dtype):
+    torch.manual_seed(4)
+    model = ResNetStem().eval().to(device=device, dtype=dtype)
+    x = torch.randn(2, 3, 37, 30, device=device, dtype=dtype)
+    check(model, x, dtype=dtype, options={"fallback": "error"})  # "error": a node left to PyTorch would raise
+    pooled, idx = torch.compile(lambda t: F.max_pool2d(t, 2, return_indices=True), backend="coil", options={"fallback": "error"})(x)
+    want, want_idx = F.max_pool2d(x, 2, return_indices=True)
+    torch.testing.assert_close(pooled, want, rtol=0, atol=0)
+    assert torch.equal(idx, want_idx)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_reflection_padding_numbers_first_diagonal_and_inverse_trig_compile_whole(device):
     """Ops that used to fall back: sub.Tensor(7, x) from reflection padding's decomposition (and

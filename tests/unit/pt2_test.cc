@@ -21,7 +21,7 @@ std::string fixture(const std::string& name) { return testing::pt2_fixture(name)
 std::string temp_dir() { return testing::temp_dir("pt2"); }
 
 TEST(Pt2, FixturesMatchEagerOutputs) {
-  for (const char* name : {"mlp", "mlp_raw", "block", "cnn", "block_raw", "cnn_raw", "gpt_raw"}) {
+  for (const char* name : {"mlp", "mlp_raw", "block", "cnn", "block_raw", "cnn_raw", "gpt_raw", "pool", "pool_raw"}) {
     SCOPED_TRACE(name);
     Pt2Program p = load_pt2(fixture(std::string(name) + ".pt2"));
     TensorMap io;

@@ -1,0 +1,37 @@
+// The geometry of 2-D pooling windows, as PyTorch computes it (pooling_output_shape and
+// pool2d_shape_check): shape inference, the reference interpreter and the decomposition into
+// windows (graph_passes/decompose_pooling.cc) share it.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "coil/graph.h"
+
+namespace coil {
+
+struct Pool2d {
+  std::array<int64_t, 2> kernel{}, stride{}, pad{}, dilation{};
+  std::array<int64_t, 2> in{}, out{};  // spatial sizes (H, W) of the input and the output
+  // Window i of dim d starts at i * stride - pad and takes `kernel` elements `dilation` apart.
+  int64_t start(int d, int64_t i) const { return i * stride[static_cast<size_t>(d)] - pad[static_cast<size_t>(d)]; }
+};
+
+// kernel_size, stride (empty: the kernel), padding and dilation as the ops take them (one value
+// stands for both dims); `max`: max pooling's padding rule (at most half the dilated kernel),
+// else average pooling's (at most half the kernel). The input is [N, C, H, W] or [C, H, W] with
+// static H and W. Errors name `op` and say what PyTorch says.
+Pool2d pool2d_geometry(const std::string& op, const TensorMeta& input, std::vector<int64_t> kernel, std::vector<int64_t> stride,
+                       std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode, bool max);
+
+// Adaptive pooling's window i of `out` over `in` elements: [floor(i * in / out), ceil((i + 1) * in / out)).
+inline int64_t adaptive_start(int64_t i, int64_t in, int64_t out) { return i * in / out; }
+inline int64_t adaptive_end(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }
+
+// The (H, W) of an adaptive pooling's input, checked: [N, C, H, W] or [C, H, W], static, non-empty
+// non-batch dims; output_size of two positive values.
+std::array<int64_t, 2> adaptive_input_size(const std::string& op, const TensorMeta& input, const std::vector<int64_t>& output_size);
+
+}  // namespace coil

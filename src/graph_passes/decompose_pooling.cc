@@ -1,0 +1,216 @@
+#include "graph_passes/decompose_pooling.h"
+
+#include <cmath>
+#include <limits>
+
+#include "graph/infer_util.h"
+#include "graph/pooling.h"
+#include "support/check.h"
+
+namespace coil {
+
+namespace {
+
+using Fresh = std::function<std::string(const std::string&)>;
+
+// Builds the pieces of one pooling node; every new value is named after the node.
+struct Builder {
+  Graph& g;
+  const Node& n;
+  const Fresh& fresh;
+
+  ValueRef call(OpKind op, std::vector<Arg> args, std::vector<std::pair<std::string, Arg>> kw = {}) {
+    return g.call1(op, std::move(args), std::move(kw), fresh(n.name() + "_pool"));
+  }
+  ValueRef named(OpKind op, std::vector<Arg> args, const std::string& name, std::vector<std::pair<std::string, Arg>> kw = {}) {
+    return g.call1(op, std::move(args), std::move(kw), name);
+  }
+  int64_t rank(ValueRef v) { return g.meta(v).dim(); }
+  // The window positions of one output dim: x[.., start + i * step for each output i] along dim d.
+  ValueRef strided(ValueRef x, int64_t dim, int64_t start, int64_t count, int64_t step) {
+    return call(OpKind::SliceTensor, {x, dim, start, start + (count - 1) * step + 1, step});
+  }
+  // Pads the last two dims: (before, after) for H, then W.
+  ValueRef pad(ValueRef x, const Pool2d& p, const std::array<int64_t, 2>& after, Arg value) {
+    if (p.pad[0] == 0 && p.pad[1] == 0 && after[0] == 0 && after[1] == 0) return x;
+    return call(OpKind::ConstantPadNd, {x, IntList{p.pad[1], p.pad[1] + after[1], p.pad[0], p.pad[0] + after[0]}, std::move(value)});
+  }
+  // The slice of padded `xp` that window offset (i, j) of every output reads.
+  ValueRef window(ValueRef xp, const Pool2d& p, int64_t i, int64_t j) {
+    int64_t r = rank(xp);
+    ValueRef rows = strided(xp, r - 2, i * p.dilation[0], p.out[0], p.stride[0]);
+    return strided(rows, r - 1, j * p.dilation[1], p.out[1], p.stride[1]);
+  }
+  // Window offset k's input coordinate per output position along dim d, as an i64 [out] tensor.
+  ValueRef coordinate(const Pool2d& p, int d, int64_t k) {
+    auto du = static_cast<size_t>(d);
+    int64_t first = k * p.dilation[du] - p.pad[du];
+    return call(OpKind::ArangeStartStep, {first, first + p.out[du] * p.stride[du], p.stride[du]});
+  }
+  ValueRef in_range(ValueRef c, int64_t size) {
+    ValueRef ge = call(OpKind::GeScalar, {c, int64_t{0}});
+    return call(OpKind::LogicalAnd, {ge, call(OpKind::LtScalar, {c, size})});
+  }
+  ValueRef column(ValueRef v) { return call(OpKind::Unsqueeze, {v, int64_t{1}}); }  // [n] -> [n, 1]
+  ValueRef widen(ValueRef x) {
+    DType t = g.meta(x).dtype;
+    return t == DType::f16 || t == DType::bf16 ? call(OpKind::ToCopy, {x}, {{"dtype", DType::f32}}) : x;
+  }
+  // The node's output `name`: x as a new contiguous tensor of dtype t.
+  ValueRef output(ValueRef x, DType t, const std::string& name) {
+    if (g.meta(x).dtype == t) return named(OpKind::Clone, {x}, name, {{"memory_format", "contiguous_format"}});
+    return named(OpKind::ToCopy, {x}, name, {{"dtype", t}});
+  }
+};
+
+// The padding value no element beats: -inf, or the integer type's lowest value.
+Arg lowest(DType t) {
+  if (is_float(t)) return -std::numeric_limits<double>::infinity();
+  switch (t) {
+    case DType::u8: return int64_t{0};
+    case DType::i8: return int64_t{std::numeric_limits<int8_t>::min()};
+    case DType::i16: return int64_t{std::numeric_limits<int16_t>::min()};
+    case DType::i32: return int64_t{std::numeric_limits<int32_t>::min()};
+    default: return std::numeric_limits<int64_t>::min();
+  }
+}
+
+// Rows or columns past the padding that the last window reaches (ceil_mode): padded too.
+std::array<int64_t, 2> overhang(const Pool2d& p, bool dilated) {
+  std::array<int64_t, 2> after{};
+  for (size_t d = 0; d < 2; ++d) {
+    int64_t reach = (p.out[d] - 1) * p.stride[d] + (p.kernel[d] - 1) * (dilated ? p.dilation[d] : 1) + 1;
+    after[d] = std::max<int64_t>(0, reach - (p.in[d] + 2 * p.pad[d]));
+  }
+  return after;
+}
+
+// Values: the maximum over the window offsets (NaN wins). Indices: the flat input position
+// h * W + w of the first largest valid element, the last NaN, or the window's first valid
+// position when nothing beats the padding, as ATen's CPU kernel keeps them.
+std::vector<ValueRef> max_pool(Builder& b, ValueRef x) {
+  const Node& n = b.n;
+  ArgReader args(b.g, n);
+  Pool2d p = pool2d_geometry(n.schema().name, b.g.meta(x), args.ints("kernel_size"), args.ints("stride"), args.ints("padding"),
+                             args.ints("dilation"), args.flag("ceil_mode"), true);
+  DType t = b.g.meta(x).dtype;
+  ValueRef xp = b.pad(x, p, overhang(p, true), lowest(t));
+  std::optional<ValueRef> best, index, found;
+  for (int64_t i = 0; i < p.kernel[0]; ++i) {
+    ValueRef rows = b.coordinate(p, 0, i);
+    ValueRef row_ok = b.column(b.in_range(rows, p.in[0]));
+    ValueRef row_at = b.column(b.call(OpKind::MulScalar, {rows, p.in[1]}));
+    for (int64_t j = 0; j < p.kernel[1]; ++j) {
+      ValueRef v = b.window(xp, p, i, j);
+      ValueRef cols = b.coordinate(p, 1, j);
+      ValueRef ok = b.call(OpKind::LogicalAnd, {row_ok, b.in_range(cols, p.in[1])});  // [OH, OW]
+      ValueRef at = b.call(OpKind::AddTensor, {row_at, cols});
+      if (!best) {
+        best = v, index = at, found = ok;
+        continue;
+      }
+      // Taken: valid, and the first valid one, larger, or NaN.
+      ValueRef better = b.call(OpKind::GtTensor, {v, *best});
+      if (is_float(t)) better = b.call(OpKind::LogicalOr, {better, b.call(OpKind::Isnan, {v})});
+      ValueRef take = b.call(OpKind::LogicalAnd, {ok, b.call(OpKind::LogicalOr, {better, b.call(OpKind::LogicalNot, {*found})})});
+      index = b.call(OpKind::WhereSelf, {take, at, *index});
+      best = b.call(OpKind::Maximum, {*best, v});
+      found = b.call(OpKind::LogicalOr, {*found, ok});
+    }
+  }
+  ValueRef values = b.output(*best, t, n.outputs[0].name);
+  SymShape sizes = n.outputs[1].meta.sizes;
+  ValueRef indices = b.named(OpKind::Clone, {b.call(OpKind::Expand, {*index, IntList(sizes)})}, n.outputs[1].name,
+                             {{"memory_format", "contiguous_format"}});
+  return {values, indices};
+}
+
+// The sum over the window offsets of the zero-padded input, divided by the window's size.
+ValueRef avg_pool(Builder& b, ValueRef x, const Pool2d& p, bool include_pad, std::optional<int64_t> divisor, const std::string& name) {
+  DType t = b.g.meta(x).dtype;
+  ValueRef xf = b.widen(x);
+  ValueRef xp = b.pad(xf, p, overhang(p, false), 0.0);
+  std::optional<ValueRef> sum;
+  for (int64_t i = 0; i < p.kernel[0]; ++i)
+    for (int64_t j = 0; j < p.kernel[1]; ++j) {
+      ValueRef v = b.window(xp, p, i, j);
+      sum = sum ? b.call(OpKind::AddTensor, {*sum, v}) : v;
+    }
+  ValueRef mean;
+  if (divisor) {
+    mean = b.call(OpKind::DivScalar, {*sum, static_cast<double>(*divisor)});
+  } else {
+    // Per output dim: the window's extent, [start, min(start + k, in + pad)) with the padding, or
+    // clipped to [0, in) without it; their product divides.
+    std::array<ValueRef, 2> extent;
+    for (int d = 0; d < 2; ++d) {
+      auto du = static_cast<size_t>(d);
+      ValueRef start = b.coordinate(p, d, 0);
+      ValueRef end = b.call(OpKind::Clamp, {b.call(OpKind::AddScalar, {start, p.kernel[du]}), std::nullopt, p.in[du] + p.pad[du]});
+      if (!include_pad) {
+        end = b.call(OpKind::Clamp, {end, std::nullopt, p.in[du]});
+        start = b.call(OpKind::Clamp, {start, int64_t{0}, std::nullopt});
+      }
+      extent[du] = b.call(OpKind::SubTensor, {end, start});
+    }
+    ValueRef size = b.call(OpKind::MulTensor, {b.column(extent[0]), extent[1]});
+    mean = b.call(OpKind::DivTensor, {*sum, size});
+  }
+  return b.output(mean, t, name);
+}
+
+ValueRef adaptive_avg_pool(Builder& b, ValueRef x) {
+  const Node& n = b.n;
+  ArgReader args(b.g, n);
+  auto out = args.ints("output_size");
+  auto in = adaptive_input_size(n.schema().name, b.g.meta(x), out);
+  if (in[0] % out[0] == 0 && in[1] % out[1] == 0) {  // windows of one size: average pooling
+    Pool2d p;
+    p.kernel = p.stride = {in[0] / out[0], in[1] / out[1]};
+    p.dilation = {1, 1};
+    p.in = in;
+    p.out = {out[0], out[1]};
+    return avg_pool(b, x, p, true, std::nullopt, n.outputs[0].name);
+  }
+  // Windows of two sizes: a mean per window column, then per window row.
+  DType t = b.g.meta(x).dtype;
+  ValueRef v = b.widen(x);
+  for (int d = 1; d >= 0; --d) {
+    int64_t dim = b.rank(v) - 2 + d;
+    auto du = static_cast<size_t>(d);
+    std::vector<ValueRef> parts;
+    for (int64_t i = 0; i < out[du]; ++i) {
+      int64_t s = adaptive_start(i, in[du], out[du]), e = adaptive_end(i, in[du], out[du]);
+      ValueRef slice = b.call(OpKind::SliceTensor, {v, dim, s, e, int64_t{1}});
+      parts.push_back(b.call(OpKind::MeanDim, {slice, IntList{dim}, true}));
+    }
+    v = b.call(OpKind::Cat, {Arg(parts), dim});
+  }
+  return b.output(v, t, n.outputs[0].name);
+}
+
+}  // namespace
+
+bool is_pooling(OpKind op) {
+  return op == OpKind::MaxPool2dWithIndices || op == OpKind::AvgPool2d || op == OpKind::AdaptiveAvgPool2d;
+}
+
+std::vector<ValueRef> decompose_pooling(Graph& g, const Node& node, ValueRef self, const Fresh& fresh) {
+  Builder b{g, node, fresh};
+  switch (node.op) {
+    case OpKind::MaxPool2dWithIndices: return max_pool(b, self);
+    case OpKind::AvgPool2d: {
+      ArgReader args(g, node);
+      Pool2d p = pool2d_geometry(node.schema().name, g.meta(self), args.ints("kernel_size"), args.ints("stride"), args.ints("padding"),
+                                 {1}, args.flag("ceil_mode"), false);
+      std::optional<int64_t> divisor;
+      if (!args.is_none("divisor_override")) divisor = args.integer("divisor_override");
+      return {avg_pool(b, self, p, args.flag("count_include_pad"), divisor, node.outputs[0].name)};
+    }
+    case OpKind::AdaptiveAvgPool2d: return {adaptive_avg_pool(b, self)};
+    default: COIL_CHECK(false) << "not a pooling op: " << node.schema().name;
+  }
+  return {};
+}
+
+}  // namespace coil
