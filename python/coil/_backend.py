@@ -143,7 +143,7 @@ def _placeholder_values(gm):
 
 
 def _fallback_report(gm, unsupported):
-    ops = sorted({str(n.target) for n in unsupported})
+    ops = sorted({str(n.target) for n in unsupported if n.target is not operator.getitem})
     message = f"coil: {len(unsupported)} node(s) of this graph run in PyTorch eager (ops coil does not compile: {', '.join(ops)})"
     _say_once(("fallback", id(gm)), message)
     if _debug():
