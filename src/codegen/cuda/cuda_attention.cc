@@ -1,5 +1,5 @@
-// Fused attention on CUDA (flash-attention style): a block takes 64 query rows of one (batch,
-// head), a warp 16 of them, its query fragments in registers; key/value tiles stream through
+// Fused attention on CUDA (flash-attention style): a block takes 64 or 128 query rows of one
+// (batch, head) (4 or 8 warps: the autotuner picks), a warp 16 of them, its query fragments in registers; key/value tiles stream through
 // double-buffered shared memory (cp.async, the next tile loading while this one is used) while
 // each warp keeps its scores, running row max and sum, and output accumulator in registers
 // (f32). Both products run on tensor cores through mma.sync m16n8k16 (f16/bf16 in, f32
@@ -19,9 +19,6 @@
 namespace coil::codegen {
 
 namespace {
-
-constexpr int kRows = 64;     // query rows per block
-constexpr int kWarps = 4;     // 16 rows each
 
 int64_t constant(const SymInt& s, const char* what) {
   auto c = s.constant();
@@ -50,7 +47,19 @@ bool vectorizable(const loop::View& v) {
 
 }  // namespace
 
-std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& call, const cuda::DeviceInfo& device, CudaKernel& info) {
+std::vector<CudaConfig> attention_configs(const cuda::DeviceInfo& device) {
+  std::vector<CudaConfig> out;
+  for (int warps : {4, 8}) {
+    CudaConfig c;
+    c.form = CudaConfig::Form::attention;
+    c.block = warps * device.warp_size;
+    if (c.block <= device.max_threads_per_block) out.push_back(c);
+  }
+  return out;
+}
+
+std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& call, const cuda::DeviceInfo& device,
+                                const CudaConfig& config, CudaKernel& info) {
   COIL_CHECK(call.kind == loop::ExternKind::attention && call.inputs.size() == 3) << call.name;
   const loop::View &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2];
   const loop::Buffer& ob = p.buffers[static_cast<size_t>(call.output)];
@@ -67,6 +76,8 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   COIL_CHECK(half || ob.dtype == DType::bf16) << call.name << ": attention needs f16 or bf16";
   const int warp = device.warp_size;
   COIL_CHECK(warp == 32) << "the attention kernel's mma fragments assume 32-lane warps";
+  COIL_CHECK(config.form == CudaConfig::Form::attention && config.block % warp == 0) << call.name << ": " << to_string(config);
+  const int kWarps = config.block / warp, kRows = 16 * kWarps;
 
   std::set<int> buffers = {q.buffer, k.buffer, v.buffer, o.buffer};
   std::vector<std::string> params;
@@ -77,8 +88,7 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   }
   params.push_back("int64_t* __restrict__ E");
   const int64_t tiles = batch * ((L + kRows - 1) / kRows);
-  info.config.form = CudaConfig::Form::attention;
-  info.config.block = kWarps * warp;
+  info.config = config;
   info.launch.block_x = kWarps * warp;
   info.launch.units = tiles;
   info.launch.per_block = 1;
@@ -95,7 +105,10 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   std::string s;
   s += fmt::format("// computes %{} (attention {}x{} keys {} head {}{}, {} rows per block)\n", fmt::join(call.origins, ", %"), batch, L, S, E,
                    causal ? " causal" : "", kRows);
-  // Helpers, named after the kernel so that several attention kernels share a unit.
+  // Helpers, one set per element type however many attention kernels a unit holds: the kernels'
+  // text then differs only in their names and buffers, so a model's layers compile once.
+  const std::string hp = half ? "coil_attn_f16" : "coil_attn_bf16";
+  s += fmt::format("#ifndef {}_HELPERS\n#define {}_HELPERS\n", hp, hp);
   s += fmt::format(
       "static __device__ __forceinline__ void {n}_mma(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {{\n"
       "  asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.{mt}.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};\\n\"\n"
@@ -130,7 +143,8 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
       "    for (int q = 0; q < 8; ++q) dst[q] = inside ? src[q] : uint16_t(0);\n"
       "  }}\n"
       "}}\n",
-      fmt::arg("n", n), fmt::arg("mt", mma_type), fmt::arg("th", to_half));
+      fmt::arg("n", hp), fmt::arg("mt", mma_type), fmt::arg("th", to_half));
+  s += "#endif\n";
   s += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", kWarps * warp, n, fmt::join(params, ", "));
   s += "  (void)E;\n";
   s += fmt::format("  constexpr int BM = {}, BN = {}, HD = {}, PAD = 8;\n", kRows, bn, E);
@@ -156,7 +170,7 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
       "      }}\n"
       "      asm volatile(\"cp.async.commit_group;\\n\" ::);\n"
       "    }};\n",
-      fmt::arg("n", n), fmt::arg("kb", k.buffer), fmt::arg("ks", stride(k, 2)), fmt::arg("vb", v.buffer), fmt::arg("vs", stride(v, 2)));
+      fmt::arg("n", hp), fmt::arg("kb", k.buffer), fmt::arg("ks", stride(k, 2)), fmt::arg("vb", v.buffer), fmt::arg("vs", stride(v, 2)));
   s += "    const int row0 = q0 + warp * 16 + g, row1 = row0 + 8;\n";
   // This warp's 16 query rows as A fragments, straight from global memory.
   s += "    uint32_t qf[HD / 16][4];\n";
@@ -166,7 +180,7 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
       "      const uint16_t* p1 = b{qb} + qb + (row1 < L ? row1 : 0) * int64_t({qs}) + kk * 16 + t * 2;\n"
       "      qf[kk][0] = {n}_pair(p0, row0 < L, vec);\n      qf[kk][1] = {n}_pair(p1, row1 < L, vec);\n"
       "      qf[kk][2] = {n}_pair(p0 + 8, row0 < L, vec);\n      qf[kk][3] = {n}_pair(p1 + 8, row1 < L, vec);\n",
-      fmt::arg("n", n), fmt::arg("qb", q.buffer), fmt::arg("qs", stride(q, 2)));
+      fmt::arg("n", hp), fmt::arg("qb", q.buffer), fmt::arg("qs", stride(q, 2)));
   s += "    }\n";
   s += "    float o[HD / 8][4];\n";
   s += "    #pragma unroll\n    for (int d = 0; d < HD / 8; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;\n";
@@ -187,8 +201,8 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   s += "      #pragma unroll\n      for (int kk = 0; kk < HD / 16; ++kk) {\n";
   s += "        #pragma unroll\n        for (int nt = 0; nt < BN / 8; nt += 2) {\n";
   s += "          uint32_t b[4];\n";
-  s += fmt::format("          {}_ldm<false>(b, &Ks[buf][(nt + (lane >> 4)) * 8 + (lane & 7)][kk * 16 + ((lane >> 3) & 1) * 8]);\n", n);
-  s += fmt::format("          {n}_mma(sc[nt], qf[kk], b[0], b[1]);\n          {n}_mma(sc[nt + 1], qf[kk], b[2], b[3]);\n", fmt::arg("n", n));
+  s += fmt::format("          {}_ldm<false>(b, &Ks[buf][(nt + (lane >> 4)) * 8 + (lane & 7)][kk * 16 + ((lane >> 3) & 1) * 8]);\n", hp);
+  s += fmt::format("          {n}_mma(sc[nt], qf[kk], b[0], b[1]);\n          {n}_mma(sc[nt + 1], qf[kk], b[2], b[3]);\n", fmt::arg("n", hp));
   s += "        }\n      }\n";
   // Scale (base 2), mask, row max over the quad that shares a row.
   // Only a tile past the keys' end or across the diagonal needs the mask.
@@ -223,11 +237,11 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   s += "      #pragma unroll\n      for (int kk = 0; kk < BN / 16; ++kk) {\n";
   s += fmt::format("        const uint32_t pa[4] = {{{n}_pack(sc[2 * kk][0], sc[2 * kk][1]), {n}_pack(sc[2 * kk][2], sc[2 * kk][3]),\n"
                    "                                {n}_pack(sc[2 * kk + 1][0], sc[2 * kk + 1][1]), {n}_pack(sc[2 * kk + 1][2], sc[2 * kk + 1][3])}};\n",
-                   fmt::arg("n", n));
+                   fmt::arg("n", hp));
   s += "        #pragma unroll\n        for (int d = 0; d < HD / 8; d += 2) {\n";
   s += "          uint32_t b[4];\n";
-  s += fmt::format("          {}_ldm<true>(b, &Vs[buf][kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)][(d + (lane >> 4)) * 8]);\n", n);
-  s += fmt::format("          {n}_mma(o[d], pa, b[0], b[1]);\n          {n}_mma(o[d + 1], pa, b[2], b[3]);\n", fmt::arg("n", n));
+  s += fmt::format("          {}_ldm<true>(b, &Vs[buf][kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)][(d + (lane >> 4)) * 8]);\n", hp);
+  s += fmt::format("          {n}_mma(o[d], pa, b[0], b[1]);\n          {n}_mma(o[d + 1], pa, b[2], b[3]);\n", fmt::arg("n", hp));
   s += "        }\n      }\n";
   s += "      __syncthreads();\n";
   s += "    }\n";

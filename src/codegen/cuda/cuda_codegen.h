@@ -76,9 +76,12 @@ std::string emit_cuda_kernel(const loop::Program& program, const loop::LoopKerne
                              const std::vector<std::string>& symbols, const cuda::DeviceInfo& device,
                              const CudaConfig& config, CudaKernel& info);
 
-// cuda_attention.cc: the fused attention kernel of an attention extern call (static sizes).
+// cuda_attention.cc: the fused attention kernel of an attention extern call (static sizes), in
+// one of attention_configs (blocks of 4 or 8 warps, 16 query rows each: a key/value tile in
+// shared memory serves 64 or 128 rows), the first the heuristic's.
+std::vector<CudaConfig> attention_configs(const cuda::DeviceInfo& device);
 std::string emit_cuda_attention(const loop::Program& program, const loop::ExternCall& call, const cuda::DeviceInfo& device,
-                                CudaKernel& info);
+                                const CudaConfig& config, CudaKernel& info);
 
 // Every loop kernel (and fused attention) of `program` with its heuristic configuration, or with its `candidate`-th
 // candidate (the last when it has fewer) when that is >= 0.
