@@ -243,5 +243,53 @@ REF_TEST(ScaledDotProductAttention, DefaultScaleAndGroupedQuery) {
   expect_tensor(out[1], DType::f32, {1, 2, 1, 1}, {5, 6});
 }
 
+// Pooling over x = [[1, 2, 3], [4, 5, 6], [7, 8, 9]] (one plane), 3x3 windows 2 apart with
+// padding 1: the windows hold {1, 2, 4, 5}, {2, 3, 5, 6}, {4, 5, 7, 8}, {5, 6, 8, 9}.
+const Values kNine = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+
+REF_TEST(MaxPool2dWithIndices, PaddingTiesNanAndCeilMode) {
+  Graph g;
+  auto x = g.add_input("x", DType::f32, {1, 1, 3, 3});
+  auto r0 = g.call(OpKind::MaxPool2dWithIndices, {x, IntList{3, 3}, IntList{2, 2}, IntList{1, 1}, IntList{1, 1}, false});
+  // [[1, 5, 2, 0], [4, 4, 9, 9], [7, nan, 3, 8]] in 2x2 windows, ceil_mode: the last row alone.
+  auto y = g.add_input("y", DType::f32, {1, 3, 4});
+  auto r1 = g.call(OpKind::MaxPool2dWithIndices, {y, IntList{2}, IntList{}, IntList{0}, IntList{1}, true});
+  auto n = g.add_input("n", DType::i32, {1, 1, 3, 3});
+  auto r2 = g.call(OpKind::MaxPool2dWithIndices, {n, IntList{2}, IntList{1}, IntList{0}, IntList{2}, false});  // dilation 2: corners
+  g.outputs = {r0[0], r0[1], r1[0], r1[1], r2[0], r2[1]};
+  auto out = run(g, {{"x", f32({1, 1, 3, 3}, kNine)},
+                     {"y", f32({1, 3, 4}, {1, 5, 2, 0, 4, 4, 9, 9, 7, kNan, 3, 8})},
+                     {"n", make(DType::i32, {1, 1, 3, 3}, {-1, 2, -3, 4, -5, 6, -7, 8, -9})}});
+  expect_tensor(out[0], DType::f32, {1, 1, 2, 2}, {5, 6, 8, 9});
+  expect_tensor(out[1], DType::i64, {1, 1, 2, 2}, {4, 5, 7, 8});  // h * W + w
+  expect_tensor(out[2], DType::f32, {1, 2, 2}, {5, 9, kNan, 8});
+  expect_tensor(out[3], DType::i64, {1, 2, 2}, {1, 6, 9, 11});  // the first of equal 9s
+  expect_tensor(out[4], DType::i32, {1, 1, 1, 1}, {-1});       // max(-1, -3, -7, -9)
+  expect_tensor(out[5], DType::i64, {1, 1, 1, 1}, {0});
+}
+
+REF_TEST(AvgPool2d, PaddingCountedOrNotAndDivisor) {
+  Graph g;
+  auto x = g.add_input("x", DType::f32, {1, 1, 3, 3});
+  auto with_pad = g.call1(OpKind::AvgPool2d, {x, IntList{3}, IntList{2}, IntList{1}, false, true, std::nullopt});
+  auto without = g.call1(OpKind::AvgPool2d, {x, IntList{3}, IntList{2}, IntList{1}, false, false, std::nullopt});
+  auto divisor = g.call1(OpKind::AvgPool2d, {x, IntList{3}, IntList{2}, IntList{1}, false, true, 2});
+  g.outputs = {with_pad, without, divisor};
+  auto out = run(g, {{"x", f32({1, 1, 3, 3}, kNine)}});
+  expect_tensor(out[0], DType::f32, {1, 1, 2, 2}, {12.0 / 9, 16.0 / 9, 24.0 / 9, 28.0 / 9});  // 9 places with the padding
+  expect_tensor(out[1], DType::f32, {1, 1, 2, 2}, {3, 4, 6, 7});                                // 4 inside
+  expect_tensor(out[2], DType::f32, {1, 1, 2, 2}, {6, 8, 12, 14});
+}
+
+REF_TEST(AdaptiveAvgPool2d, OverlappingWindowsAndGlobal) {
+  // 3 -> 2 windows: [0, 2) and [1, 3), so the middle row and column count twice.
+  Graph g;
+  auto x = g.add_input("x", DType::f32, {1, 1, 3, 3});
+  g.outputs = {g.call1(OpKind::AdaptiveAvgPool2d, {x, IntList{2, 2}}), g.call1(OpKind::AdaptiveAvgPool2d, {x, IntList{1, 1}})};
+  auto out = run(g, {{"x", f32({1, 1, 3, 3}, kNine)}});
+  expect_tensor(out[0], DType::f32, {1, 1, 2, 2}, {3, 4, 6, 7});
+  expect_tensor(out[1], DType::f32, {1, 1, 1, 1}, {5});
+}
+
 }  // namespace
 }  // namespace coil::testing
