@@ -77,8 +77,8 @@ std::string emit_cuda_kernel(const loop::Program& program, const loop::LoopKerne
                              const CudaConfig& config, CudaKernel& info);
 
 // cuda_attention.cc: the fused attention kernel of an attention extern call (static sizes), in
-// one of attention_configs (blocks of 4 or 8 warps, 16 query rows each: a key/value tile in
-// shared memory serves 64 or 128 rows), the first the heuristic's.
+// one of attention_configs (blocks of warps of 16 query rows each, which share a key/value tile
+// in shared memory), the first the heuristic's; with several, the autotuner measures them.
 std::vector<CudaConfig> attention_configs(const cuda::DeviceInfo& device);
 std::string emit_cuda_attention(const loop::Program& program, const loop::ExternCall& call, const cuda::DeviceInfo& device,
                                 const CudaConfig& config, CudaKernel& info);
