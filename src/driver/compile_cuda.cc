@@ -5,6 +5,7 @@
 // their names and which buffers they take (a model's repeated layers) compile and tune once.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <set>
@@ -60,10 +61,13 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
     }
   }
   size_t threads = options.build_threads > 0 ? static_cast<size_t>(options.build_threads) : std::thread::hardware_concurrency();
-  // Twice as many units as threads, taken from a queue: NVRTC's time follows a kernel's text
-  // size only loosely (an attention kernel takes 0.5 s), so smaller units even out the threads
-  // where equal shares of text did not (GPT-2: the slowest of 16 units took 2.4 s, the mean 1.2).
-  auto units = codegen::partition_bodies(distinct, threads * 2);
+  // Up to twice as many units as threads, taken from a queue: NVRTC's time follows a kernel's
+  // text size only loosely (an attention kernel takes 0.5 s), so smaller units even out the
+  // threads where equal shares of text did not (GPT-2, ~100 bodies: the slowest of 16 units took
+  // 2.4 s, of 32 1.7 s). Each unit also parses the prelude again, so units keep 3 bodies or more
+  // (a GPT-2 block's 45 bodies in 32 units built slower than in 16: 0.95 s against 0.84).
+  const size_t parts = std::clamp<size_t>(distinct.size() / 3, threads, 2 * threads);
+  auto units = codegen::partition_bodies(distinct, parts);
   for (auto& u : units)
     for (size_t& b : u) b = distinct_index[b];
   std::vector<std::string> sources;
