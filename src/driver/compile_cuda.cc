@@ -64,9 +64,9 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
   // Up to twice as many units as threads, taken from a queue: NVRTC's time follows a kernel's
   // text size only loosely (an attention kernel takes 0.5 s), so smaller units even out the
   // threads where equal shares of text did not (GPT-2, ~100 bodies: the slowest of 16 units took
-  // 2.4 s, of 32 1.7 s). Each unit also parses the prelude again, so units keep 3 bodies or more
-  // (a GPT-2 block's 45 bodies in 32 units built slower than in 16: 0.95 s against 0.84).
-  const size_t parts = std::clamp<size_t>(distinct.size() / 3, threads, 2 * threads);
+  // 2.4 s, of 22 2.2 s, of 32 1.7 s). Each unit also parses the prelude again, so units keep 2
+  // bodies or more (a GPT-2 block built slower in 32 units than in 16: 0.95 s against 0.75-0.84).
+  const size_t parts = std::clamp<size_t>(distinct.size() / 2, threads, 2 * threads);
   auto units = codegen::partition_bodies(distinct, parts);
   for (auto& u : units)
     for (size_t& b : u) b = distinct_index[b];
