@@ -45,20 +45,10 @@ std::vector<TuningUnit> tuning_units(const loop::Program& program, const codegen
     const codegen::CudaKernel& info = source.kernels[i];
     if (!info.symbols.empty()) continue;
     const auto* lk = std::get_if<loop::LoopKernel>(&program.kernels[info.program_index]);
-    const auto* attention = std::get_if<loop::ExternCall>(&program.kernels[info.program_index]);
-    auto configs = lk ? codegen::candidate_configs(program, *lk, device) : codegen::attention_configs(device);
+    if (!lk) continue;  // fused attention: one configuration
+    const auto& k = *lk;
+    auto configs = codegen::candidate_configs(program, k, device);
     if (configs.size() < 2) continue;
-    // The candidate c of this kernel under `name`.
-    auto emit = [&](const std::string& name, size_t c, codegen::CudaKernel& out) {
-      if (lk) {
-        loop::LoopKernel copy = *lk;
-        copy.name = name;
-        return codegen::emit_cuda_kernel(program, copy, symbols, device, configs[c], out);
-      }
-      loop::ExternCall copy = *attention;
-      copy.name = name;
-      return codegen::emit_cuda_attention(program, copy, device, configs[c], out);
-    };
     int64_t traffic = 0;
     for (int b : info.buffers) {
       const loop::Buffer& buf = program.buffers[static_cast<size_t>(b)];
@@ -68,15 +58,19 @@ std::vector<TuningUnit> tuning_units(const loop::Program& program, const codegen
     TuningUnit unit;
     unit.kernel = i;
     // The structural key: the heuristic's code under a neutral name, and the device.
+    loop::LoopKernel neutral = k;
+    neutral.name = "k";
     codegen::CudaKernel ignored;
     // Buffer names made generic too, so a model's repeated layers share one entry.
-    std::string text = codegen::canonical_kernel_text(emit("k", 0, ignored), "k");
+    std::string text = codegen::canonical_kernel_text(codegen::emit_cuda_kernel(program, neutral, symbols, device, configs[0], ignored), "k");
     unit.key = build::ArtifactCache::key({"coil-tune-2", text, device.key()});
     auto cached = cache.read(unit.key, "tune");
     for (size_t c = 0; c < configs.size(); ++c) {
+      loop::LoopKernel copy = k;
+      copy.name = k.name + "_c" + std::to_string(c);
       codegen::CudaKernel candidate;
       candidate.program_index = info.program_index;
-      unit.bodies.push_back(emit(info.name + "_c" + std::to_string(c), c, candidate));
+      unit.bodies.push_back(codegen::emit_cuda_kernel(program, copy, symbols, device, configs[c], candidate));
       unit.candidates.push_back(std::move(candidate));
       if (cached && *cached == codegen::to_string(configs[c])) unit.winner = static_cast<int>(c);
     }

@@ -120,12 +120,9 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
     gpu->functions[k.program_index] = candidates[static_cast<size_t>(unit.winner)];
     gpu->kernels[k.program_index] = k;
     // What --emit code and Executable::source show: the winner, under the kernel's own name.
-    const loop::Kernel& chosen = gen.lowered.program.kernels[k.program_index];
+    const auto& lk = std::get<loop::LoopKernel>(gen.lowered.program.kernels[k.program_index]);
     codegen::CudaKernel ignored;
-    if (const auto* lk = std::get_if<loop::LoopKernel>(&chosen))
-      chosen_bodies[unit.kernel] = codegen::emit_cuda_kernel(gen.lowered.program, *lk, symbols, context->device(), k.config, ignored);
-    else
-      chosen_bodies[unit.kernel] = codegen::emit_cuda_attention(gen.lowered.program, std::get<loop::ExternCall>(chosen), context->device(), k.config, ignored);
+    chosen_bodies[unit.kernel] = codegen::emit_cuda_kernel(gen.lowered.program, lk, symbols, context->device(), k.config, ignored);
   }
   exe.stats.tune_ms = exe.stats.tuned_kernels ? ms_since(tune0) : 0;
   exe.stats.cache_hit = std::all_of(stats.begin(), stats.end(), [](const build::BuildStats& s) { return s.cache_hit; });

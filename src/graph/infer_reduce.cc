@@ -325,11 +325,10 @@ std::vector<TensorMeta> linalg(const ArgReader& a) {
       std::array<int64_t, 2> out{};
       if (a.node().op == OpKind::AdaptiveAvgPool2d) {
         auto size = a.ints("output_size");
-        adaptive_input_size(op, x, size);
-        out = {size.size() > 0 ? size[0] : 0, size.size() > 1 ? size[1] : 0};
+        adaptive_input_size(op, x, size);  // checks there are two
+        out = {size[0], size[1]};
       } else {
-        out = pool2d_geometry(op, x, a.ints("kernel_size"), a.ints("stride"), a.ints("padding"),
-                              max ? a.ints("dilation") : std::vector<int64_t>{1}, a.flag("ceil_mode"), max).out;
+        out = pool2d_of(a, max, op, x).out;
         if (!max && !a.is_none("divisor_override") && a.integer("divisor_override") == 0) fail("{}: divisor must be not zero", op);
       }
       SymShape sizes(x.sizes.begin(), x.sizes.end() - 2);

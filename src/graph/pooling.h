@@ -26,6 +26,14 @@ struct Pool2d {
 Pool2d pool2d_geometry(const std::string& op, const TensorMeta& input, std::vector<int64_t> kernel, std::vector<int64_t> stride,
                        std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode, bool max);
 
+// The geometry of a max_pool2d_with_indices or avg_pool2d node from its arguments, read through
+// `args` (an ArgReader in graph passes, a NodeEval in the interpreter: both have ints and flag).
+template <typename Args>
+Pool2d pool2d_of(const Args& args, bool max, const std::string& op, const TensorMeta& input) {
+  return pool2d_geometry(op, input, args.ints("kernel_size"), args.ints("stride"), args.ints("padding"),
+                         max ? args.ints("dilation") : std::vector<int64_t>{1}, args.flag("ceil_mode"), max);
+}
+
 // Adaptive pooling's window i of `out` over `in` elements: [floor(i * in / out), ceil((i + 1) * in / out)).
 inline int64_t adaptive_start(int64_t i, int64_t in, int64_t out) { return i * in / out; }
 inline int64_t adaptive_end(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }

@@ -90,9 +90,7 @@ std::array<int64_t, 2> overhang(const Pool2d& p, bool dilated) {
 // position when nothing beats the padding, as ATen's CPU kernel keeps them.
 std::vector<ValueRef> max_pool(Builder& b, ValueRef x) {
   const Node& n = b.n;
-  ArgReader args(b.g, n);
-  Pool2d p = pool2d_geometry(n.schema().name, b.g.meta(x), args.ints("kernel_size"), args.ints("stride"), args.ints("padding"),
-                             args.ints("dilation"), args.flag("ceil_mode"), true);
+  Pool2d p = pool2d_of(ArgReader(b.g, n), true, n.schema().name, b.g.meta(x));
   DType t = b.g.meta(x).dtype;
   ValueRef xp = b.pad(x, p, overhang(p, true), lowest(t));
   std::optional<ValueRef> best, index, found;
@@ -201,8 +199,7 @@ std::vector<ValueRef> decompose_pooling(Graph& g, const Node& node, ValueRef sel
     case OpKind::MaxPool2dWithIndices: return max_pool(b, self);
     case OpKind::AvgPool2d: {
       ArgReader args(g, node);
-      Pool2d p = pool2d_geometry(node.schema().name, g.meta(self), args.ints("kernel_size"), args.ints("stride"), args.ints("padding"),
-                                 {1}, args.flag("ceil_mode"), false);
+      Pool2d p = pool2d_of(args, false, node.schema().name, g.meta(self));
       std::optional<int64_t> divisor;
       if (!args.is_none("divisor_override")) divisor = args.integer("divisor_override");
       return {avg_pool(b, self, p, args.flag("count_include_pad"), divisor, node.outputs[0].name)};

@@ -115,11 +115,9 @@ std::vector<Tensor> eval_pooling(const NodeEval& e) {
   const Tensor& x = e.tensor("self");
   switch (e.op()) {
     case OpKind::MaxPool2dWithIndices:
-      return max_pool(e, pool2d_geometry(e.op_name(), meta_of(x), e.ints("kernel_size"), e.ints("stride"), e.ints("padding"),
-                                         e.ints("dilation"), e.flag("ceil_mode"), true));
+      return max_pool(e, pool2d_of(e, true, e.op_name(), meta_of(x)));
     case OpKind::AvgPool2d:
-      return {avg_pool(e, pool2d_geometry(e.op_name(), meta_of(x), e.ints("kernel_size"), e.ints("stride"), e.ints("padding"), {1},
-                                          e.flag("ceil_mode"), false))};
+      return {avg_pool(e, pool2d_of(e, false, e.op_name(), meta_of(x)))};
     case OpKind::AdaptiveAvgPool2d: return {adaptive_avg_pool(e)};
     default: COIL_CHECK(false) << "no pooling evaluator for " << e.op_name();
   }

@@ -1,5 +1,5 @@
-// Fused attention on CUDA (flash-attention style): a block takes 16 query rows per warp of one
-// (batch, head) (attention_configs: 4 warps), its query fragments in registers; key/value tiles stream through
+// Fused attention on CUDA (flash-attention style): a block takes 64 query rows of one (batch,
+// head), a warp 16 of them, its query fragments in registers; key/value tiles stream through
 // double-buffered shared memory (cp.async, the next tile loading while this one is used) while
 // each warp keeps its scores, running row max and sum, and output accumulator in registers
 // (f32). Both products run on tensor cores through mma.sync m16n8k16 (f16/bf16 in, f32
@@ -19,6 +19,11 @@
 namespace coil::codegen {
 
 namespace {
+
+// Query rows per block, 16 a warp. Blocks of 8 warps (128 rows sharing a key/value tile) measured
+// no faster on the H100 (GPT-2's causal 1024x64 heads: 0.110 ms against 0.109).
+constexpr int kRows = 64;
+constexpr int kWarps = 4;
 
 int64_t constant(const SymInt& s, const char* what) {
   auto c = s.constant();
@@ -47,21 +52,7 @@ bool vectorizable(const loop::View& v) {
 
 }  // namespace
 
-std::vector<CudaConfig> attention_configs(const cuda::DeviceInfo& device) {
-  std::vector<CudaConfig> out;
-  // 8 warps (128 rows sharing a key/value tile) measured no faster on the H100 (GPT-2's causal
-  // 1024x64 heads: 0.110 ms against 0.109) and cost a second 0.5 s NVRTC compile: one candidate.
-  for (int warps : {4}) {
-    CudaConfig c;
-    c.form = CudaConfig::Form::attention;
-    c.block = warps * device.warp_size;
-    if (c.block <= device.max_threads_per_block) out.push_back(c);
-  }
-  return out;
-}
-
-std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& call, const cuda::DeviceInfo& device,
-                                const CudaConfig& config, CudaKernel& info) {
+std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& call, const cuda::DeviceInfo& device, CudaKernel& info) {
   COIL_CHECK(call.kind == loop::ExternKind::attention && call.inputs.size() == 3) << call.name;
   const loop::View &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2];
   const loop::Buffer& ob = p.buffers[static_cast<size_t>(call.output)];
@@ -78,8 +69,6 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   COIL_CHECK(half || ob.dtype == DType::bf16) << call.name << ": attention needs f16 or bf16";
   const int warp = device.warp_size;
   COIL_CHECK(warp == 32) << "the attention kernel's mma fragments assume 32-lane warps";
-  COIL_CHECK(config.form == CudaConfig::Form::attention && config.block % warp == 0) << call.name << ": " << to_string(config);
-  const int kWarps = config.block / warp, kRows = 16 * kWarps;
 
   std::set<int> buffers = {q.buffer, k.buffer, v.buffer, o.buffer};
   std::vector<std::string> params;
@@ -90,14 +79,13 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   }
   params.push_back("int64_t* __restrict__ E");
   const int64_t tiles = batch * ((L + kRows - 1) / kRows);
-  info.config = config;
+  info.config.form = CudaConfig::Form::attention;
+  info.config.block = kWarps * warp;
   info.launch.block_x = kWarps * warp;
   info.launch.units = tiles;
   info.launch.per_block = 1;
   info.launch.max_blocks = tiles;
 
-  std::vector<std::string> checks;
-  for (int b : buffers) checks.push_back(fmt::format("reinterpret_cast<unsigned long long>(b{}) % 16 == 0", b));
   bool vec = vectorizable(q) && vectorizable(k) && vectorizable(v);
   auto stride = [&](const loop::View& x, size_t from_end) { return constant(x.strides[x.strides.size() - from_end], "stride"); };
   const std::string n = call.name;
@@ -154,7 +142,8 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   // Key and value tiles, double-buffered: the next tile loads while this one is used.
   s += "  __shared__ __align__(16) uint16_t Ks[2][BN][HD + PAD];\n";
   s += "  __shared__ __align__(16) uint16_t Vs[2][BN][HD + PAD];\n";
-  s += fmt::format("  const bool vec = {}{};\n", vec ? "true" : "false", vec ? " && " + fmt::format("{}", fmt::join(checks, " && ")) : "");
+  // Buffer bases are kBufferAlignment-aligned, so row starts that are multiples of 8 elements are too.
+  s += fmt::format("  constexpr bool vec = {};\n", vec ? "true" : "false");
   s += "  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;\n";
   s += fmt::format("  for (int64_t tile = blockIdx.x; tile < {}; tile += gridDim.x) {{\n", tiles);
   // Causal: the longest query tiles (the last ones) first, so the short ones fill the tail.

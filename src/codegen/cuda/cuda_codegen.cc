@@ -215,9 +215,7 @@ CudaSource generate_cuda(const loop::Program& program, const std::vector<std::st
     CudaKernel info;
     info.program_index = i;
     if (const auto* call = std::get_if<loop::ExternCall>(&program.kernels[i]); call && call->kind == loop::ExternKind::attention) {
-      auto configs = attention_configs(device);
-      CudaConfig config = candidate < 0 ? configs.front() : configs[std::min<size_t>(static_cast<size_t>(candidate), configs.size() - 1)];
-      src.bodies.push_back(emit_cuda_attention(program, *call, device, config, info));
+      src.bodies.push_back(emit_cuda_attention(program, *call, device, info));
       src.kernels.push_back(std::move(info));
       continue;
     }

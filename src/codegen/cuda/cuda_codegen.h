@@ -76,12 +76,9 @@ std::string emit_cuda_kernel(const loop::Program& program, const loop::LoopKerne
                              const std::vector<std::string>& symbols, const cuda::DeviceInfo& device,
                              const CudaConfig& config, CudaKernel& info);
 
-// cuda_attention.cc: the fused attention kernel of an attention extern call (static sizes), in
-// one of attention_configs (blocks of warps of 16 query rows each, which share a key/value tile
-// in shared memory), the first the heuristic's; with several, the autotuner measures them.
-std::vector<CudaConfig> attention_configs(const cuda::DeviceInfo& device);
+// cuda_attention.cc: the fused attention kernel of an attention extern call (static sizes).
 std::string emit_cuda_attention(const loop::Program& program, const loop::ExternCall& call, const cuda::DeviceInfo& device,
-                                const CudaConfig& config, CudaKernel& info);
+                                CudaKernel& info);
 
 // Every loop kernel (and fused attention) of `program` with its heuristic configuration, or with its `candidate`-th
 // candidate (the last when it has fewer) when that is >= 0.
