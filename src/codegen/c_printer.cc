@@ -232,6 +232,15 @@ std::string widen(const std::string& raw, DType t) {
 
 }  // namespace
 
+// The reciprocal's name when `e` is an f32 division by a reduced value that has one, else "".
+std::string ExprPrinter::reciprocal_of(const ExprRef& e) const {
+  if (e->kind() != Expr::Kind::op || e->op() != loop::LoopOp::Div || e->dtype() != DType::f32) return "";
+  const ExprRef& d = e->operands()[1];
+  if (d->kind() != Expr::Kind::reduced || d->dtype() != DType::f32) return "";
+  auto it = reciprocals.find(d->slot());
+  return it == reciprocals.end() ? "" : it->second;
+}
+
 std::string ExprPrinter::emit(const ExprRef& e, std::vector<std::string>& lines, const std::string& indent) {
   return expr(e, lines, indent);
 }
@@ -250,6 +259,8 @@ std::string ExprPrinter::expr(const ExprRef& e, std::vector<std::string>& lines,
   auto [lo, hi] = cache_.equal_range(e->hash());
   for (auto it = lo; it != hi; ++it)
     if (loop::same(it->second.first, e)) return it->second.second;
+  for (const auto& [kept, name] : carried)
+    if (kept->hash() == e->hash() && loop::same(kept, e)) return name;
   std::string value;
   std::string hooked = e->kind() == Expr::Kind::load && load_hook ? load_hook(e) : "";
   if (!hooked.empty()) {
@@ -261,6 +272,8 @@ std::string ExprPrinter::expr(const ExprRef& e, std::vector<std::string>& lines,
   } else if (e->kind() == Expr::Kind::cast) {
     const ExprRef& from = e->operands()[0];
     value = convert(expr(from, lines, indent), from->dtype(), e->dtype());
+  } else if (auto r = reciprocal_of(e); !r.empty()) {
+    value = "(" + expr(e->operands()[0], lines, indent) + " * " + r + ")";
   } else {
     std::vector<std::string> args;
     for (const auto& o : e->operands()) args.push_back(expr(o, lines, indent));

@@ -54,9 +54,14 @@ class ExprPrinter {
   IndexStyle style;
   // Loads with a value of their own (registers, shared memory): the hook returns it, or "".
   std::function<std::string(const loop::ExprRef& load)> load_hook;
+  // Values an earlier loop computed and kept (registers): the expression and its name.
+  std::vector<std::pair<loop::ExprRef, std::string>> carried;
+  // f32 divisions by these reduced values multiply by the named reciprocal instead.
+  std::map<int, std::string> reciprocals;
 
  private:
   std::string expr(const loop::ExprRef& e, std::vector<std::string>& lines, const std::string& indent);
+  std::string reciprocal_of(const loop::ExprRef& e) const;
   std::vector<std::string> buffers_;
   std::multimap<size_t, std::pair<loop::ExprRef, std::string>> cache_;  // by structural hash
   int next_ = 0;

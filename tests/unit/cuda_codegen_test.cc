@@ -3,6 +3,7 @@
 // configuration building with NVRTC, extern calls as loop kernels (checked on the CPU against
 // the interpreter), the caching device allocator over a fake driver, and the CPU fallback when
 // there is no driver.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <set>
@@ -53,6 +54,55 @@ TEST(CudaCodegen, FormsFollowTheKernel) {
   EXPECT_EQ(softmax.form, F::row);
   EXPECT_GT(softmax.persistent, 0);  // a 1000-element row stays in registers
   EXPECT_EQ(softmax.threads_per_row, 128);
+}
+
+// How often `needle` occurs in `text`.
+size_t count(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// A persistent softmax row computes exp(x - max) once, in the sum's pass, keeps it in registers
+// for the stores, and multiplies by the sum's reciprocal; its bf16 result is rounded once.
+// log_softmax's later passes repeat only cheap arithmetic, so nothing is carried.
+TEST(CudaCodegen, PersistentRowsCarryDearValuesBetweenPasses) {
+  auto d = cuda::preset_device("sm_90a");
+  auto gen = cuda_code("  %x = input() : bf16[N, 1000]\n  %f = _to_copy(%x, dtype=f32)\n  %y = _softmax(%f, -1, false)\n"
+                       "  %z = _to_copy(%y, dtype=bf16)\n  return %z\n", d);
+  ASSERT_EQ(gen.cuda.kernels.size(), 1u);
+  ASSERT_GT(gen.cuda.kernels[0].config.persistent, 0);
+  const std::string& body = gen.cuda.bodies[0];
+  EXPECT_EQ(count(body, "coil_rt::exp("), 1u) << body;
+  EXPECT_EQ(count(body, "k0[e][u] = "), 1u) << body;
+  EXPECT_NE(body.find("const float inv1 = 1.0f / acc1;"), std::string::npos) << body;
+  EXPECT_NE(body.find("(k0[e][u] * inv1)"), std::string::npos) << body;
+  EXPECT_EQ(body.find(" / acc1)"), std::string::npos) << body;
+  EXPECT_EQ(count(body, "f32_to_bf16("), 1u) << "one rounding to bf16: " << body;
+
+  auto log = cuda_code("  %x = input() : f32[N, 1000]\n  %y = _log_softmax(%x, -1, false)\n  return %y\n", d);
+  EXPECT_EQ(log.cuda.bodies[0].find("k0["), std::string::npos) << log.cuda.bodies[0];
+  // Looped rows keep nothing between passes, and compute exp twice.
+  codegen::CudaConfig looped = gen.cuda.kernels[0].config;
+  looped.persistent = 0;
+  const auto* k = std::get_if<loop::LoopKernel>(&gen.lowered.program.kernels.at(0));
+  ASSERT_NE(k, nullptr);
+  codegen::CudaKernel info;
+  std::string text = codegen::emit_cuda_kernel(gen.lowered.program, *k, {"N"}, d, looped, info);
+  EXPECT_EQ(count(text, "coil_rt::exp("), 2u) << text;
+  EXPECT_NE(text.find("* inv1)"), std::string::npos) << text;
+}
+
+// A split reduction's registers are held to the occupancy its one wave of blocks assumes.
+TEST(CudaCodegen, SplitReductionsBoundTheirRegisters) {
+  auto d = cuda::preset_device("sm_90a");
+  auto gen = cuda_code("  %x = input() : bf16[16384, 8192]\n  %s = sum.dim_IntList(%x, [0])\n  return %s\n", d);
+  const auto& c = gen.cuda.kernels.at(0).config;
+  ASSERT_GT(c.splits, 1);
+  const int threads = c.block * c.block_y;
+  EXPECT_NE(gen.cuda.bodies[0].find(fmt::format("__launch_bounds__({}, {})", threads, d.max_threads_per_sm / threads)), std::string::npos)
+      << gen.cuda.bodies[0];
+  EXPECT_NE(cuda_code(kSoftmax, d).cuda.bodies[0].find("__launch_bounds__(128)"), std::string::npos);
 }
 
 // Three identical "layers" (a norm-like row kernel each) and a column sum: the layers differ only in name and

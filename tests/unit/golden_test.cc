@@ -115,8 +115,7 @@ extern "C" __global__ void __launch_bounds__(128) k0_y(const uint16_t* __restric
       const float t2 = coil_rt::bf16_to_f32(L1.v[x2]);
       const float t3 = static_cast<float>(t2);
       const float t4 = static_cast<float>(t1 + t3);
-      const float t5 = coil_rt::bf16_to_f32(coil_rt::f32_to_bf16(static_cast<float>(t4)));
-      S0.v[x2] = coil_rt::f32_to_bf16(t5);
+      S0.v[x2] = coil_rt::f32_to_bf16(t4);
     }
     *reinterpret_cast<coil_rt::Vec<uint16_t, 8>*>(b2 + (x1 + (64 * x0))) = S0;
   }

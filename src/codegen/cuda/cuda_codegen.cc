@@ -20,6 +20,12 @@ extern const char* const cuda_prelude;
 
 namespace {
 
+std::string store_value(const std::string& v, DType t) {
+  if (t == DType::f16) return "coil_rt::f32_to_f16(" + v + ")";
+  if (t == DType::bf16) return "coil_rt::f32_to_bf16(" + v + ")";
+  return v;
+}
+
 const char* form_name(CudaConfig::Form f) {
   switch (f) {
     case CudaConfig::Form::pointwise: return "pointwise";
@@ -127,7 +133,10 @@ std::string CudaEmitter::emit(CudaKernel& info) {
   if (info.launch.scratch_bytes > 0) params.push_back("unsigned char* __restrict__ W");
   int threads = config_.block * config_.block_y;
   out("// computes %{} ({})", fmt::join(k_.origins, ", %"), to_string(config_));
-  out("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{", threads, k_.name, fmt::join(params, ", "));
+  // A split reduction's units fill one wave of blocks at full occupancy (launch.cc's
+  // split_count): the registers are held to that, or a second partial wave runs.
+  std::string min_blocks = config_.splits > 1 ? fmt::format(", {}", std::max(1, device_.max_threads_per_sm / threads)) : "";
+  out("extern \"C\" __global__ void __launch_bounds__({}{}) {}({}) {{", threads, min_blocks, k_.name, fmt::join(params, ", "));
   out("  typedef {} idx_t;", narrow_ ? "int" : "int64_t");
   out("  (void)E;");
   switch (config_.form) {
@@ -173,17 +182,18 @@ std::vector<std::string> CudaEmitter::inner_vars() const {
 }
 
 void CudaEmitter::store(const loop::StoreStep& s, const std::string& indent, std::vector<std::string>& lines) {
-  std::string v = printer_->emit(s.value, lines, indent);
+  std::string v = stored(s.value, p_.buffers[static_cast<size_t>(s.buffer)].dtype, lines, indent);
   std::string dynamic = s.dynamic ? " + " + printer_->emit(s.dynamic, lines, indent) : "";
   flush(lines);
-  DType t = p_.buffers[static_cast<size_t>(s.buffer)].dtype;
-  out("{}b{}[{}{}] = {};", indent, s.buffer, idx(s.offset), dynamic, store_value(v, t));
+  out("{}b{}[{}{}] = {};", indent, s.buffer, idx(s.offset), dynamic, v);
 }
 
-std::string store_value(const std::string& v, DType t) {
-  if (t == DType::f16) return "coil_rt::f32_to_f16(" + v + ")";
-  if (t == DType::bf16) return "coil_rt::f32_to_bf16(" + v + ")";
-  return v;
+// The storage-format value of `value` for a buffer of dtype `t`. An f32 value rounded to f16 or
+// bf16 is stored with one rounding, not rounded, widened and rounded again.
+std::string CudaEmitter::stored(const loop::ExprRef& value, DType t, std::vector<std::string>& lines, const std::string& indent) {
+  const bool narrowed = value->kind() == loop::Expr::Kind::cast && value->dtype() == t && (t == DType::f16 || t == DType::bf16) &&
+                        value->operands()[0]->dtype() == DType::f32;
+  return store_value(printer_->emit(narrowed ? value->operands()[0] : value, lines, indent), t);
 }
 
 std::string emit_cuda_kernel(const loop::Program& program, const loop::LoopKernel& kernel, const std::vector<std::string>& symbols,

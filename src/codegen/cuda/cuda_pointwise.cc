@@ -76,9 +76,9 @@ void CudaEmitter::pointwise() {
     const auto& s = stores[i];
     auto vs = std::find_if(vstores.begin(), vstores.end(), [&](const Staged& st) { return st.buffer == s.buffer && st.offset == k_.stores[i].offset; });
     if (v > 1 && vs != vstores.end()) {
-      std::string value = printer_->emit(s.value, lines, in);
+      std::string value = stored(s.value, p_.buffers[static_cast<size_t>(s.buffer)].dtype, lines, in);
       flush(lines);
-      out("{}{}.v[{}] = {};", in, vs->name, lane, store_value(value, p_.buffers[static_cast<size_t>(s.buffer)].dtype));
+      out("{}{}.v[{}] = {};", in, vs->name, lane, value);
     } else {
       store(s, in, lines);
     }
@@ -162,9 +162,9 @@ void CudaEmitter::tiled() {
         store(s, in, lines);
         continue;
       }
-      std::string value = printer_->emit(s.value, lines, in);
+      std::string value = stored(s.value, p_.buffers[static_cast<size_t>(s.buffer)].dtype, lines, in);
       flush(lines);
-      out("{}{}[xx][yy] = {};", in, st->name, store_value(value, p_.buffers[static_cast<size_t>(s.buffer)].dtype));
+      out("{}{}[xx][yy] = {};", in, st->name, value);
     }
   });
   printer_->load_hook = nullptr;

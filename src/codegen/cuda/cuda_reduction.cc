@@ -220,6 +220,40 @@ void CudaEmitter::cache_row_loads(const std::string& indent, const std::string& 
   };
 }
 
+// At most 32 registers of a thread's values carried between passes.
+void CudaEmitter::declare_carried(const std::string& indent) {
+  carried_ = carried_values(k_, static_cast<size_t>(32 / config_.persistent));
+  const int v = config_.vector;
+  for (size_t i = 0; i < carried_.size(); ++i) {
+    const char* t = value_type(carried_[i].value->dtype());
+    if (v > 1) out("{}{} k{}[{}][{}];", indent, t, i, config_.persistent / v, v);
+    else out("{}{} k{}[{}];", indent, t, i, config_.persistent);
+  }
+}
+
+std::string CudaEmitter::carried_name(size_t i) const { return fmt::format("k{}[e]{}", i, config_.vector > 1 ? "[u]" : ""); }
+
+// In the row loop of the pass starting at reduction step `pass`: keeps the values it carries.
+void CudaEmitter::keep_carried(size_t pass, const std::string& indent, std::vector<std::string>& lines) {
+  for (size_t c = 0; c < carried_.size(); ++c) {
+    if (carried_[c].pass != pass) continue;
+    std::string v = printer_->emit(carried_[c].value, lines, indent);
+    flush(lines);
+    out("{}{} = {};", indent, carried_name(c), v);
+  }
+}
+
+// After a row's steps [first, end) are combined: the reciprocals later divisions multiply by.
+void CudaEmitter::emit_reciprocals(size_t first, size_t end, const std::string& indent) {
+  std::set<int> slots = reciprocal_slots(k_);
+  for (size_t i = first; i < end; ++i) {
+    if (!slots.count(static_cast<int>(i))) continue;
+    std::string name = "inv" + std::to_string(i);
+    out("{}const float {} = 1.0f / {};", indent, name, printer_->reduced.at(static_cast<int>(i)));
+    printer_->reciprocals[static_cast<int>(i)] = name;
+  }
+}
+
 // Folds reduction step i's value into this thread's partial.
 void CudaEmitter::accumulate(size_t i, const std::string& in, std::vector<std::string>& lines) {
   const auto& r = k_.reductions[i];
@@ -380,14 +414,18 @@ void CudaEmitter::reduction_passes(const std::string& indent, const std::string&
     std::string in = row_loop_open(indent, active);
     printer_->reset();
     for (size_t i = first; i < end; ++i) accumulate(i, in, lines);
+    keep_carried(first, in, lines);
     row_loop_close(indent);
     split_pass_ = false;
+    for (size_t c = 0; c < carried_.size(); ++c)
+      if (carried_[c].pass == first) printer_->carried.emplace_back(carried_[c].value, carried_name(c));
     if (config_.splits > 1) {
       COIL_CHECK(first == 0 && end == k_.reductions.size()) << "a split reduction has one pass";
       combine(first, end, indent, column_form, false);
       merge_splits(indent, column_form);
     }
     combine(first, end, indent, column_form);
+    if (!column_form) emit_reciprocals(first, end, indent);
     first = end;
   }
   // Per-row results: one thread of the row writes them.
@@ -419,9 +457,9 @@ void CudaEmitter::reduction_passes(const std::string& indent, const std::string&
       store(s, in, lines);
       continue;
     }
-    std::string value = printer_->emit(s.value, lines, in);
+    std::string value = stored(s.value, p_.buffers[static_cast<size_t>(s.buffer)].dtype, lines, in);
     flush(lines);
-    out("{}{}.v[u] = {};", in, vs->name, store_value(value, p_.buffers[static_cast<size_t>(s.buffer)].dtype));
+    out("{}{}.v[u] = {};", in, vs->name, value);
   }
   row_loop_close(indent);
   store_pass_ = false;
@@ -453,9 +491,14 @@ void CudaEmitter::row() {
   out("    const idx_t row = base + static_cast<idx_t>(threadIdx.x) / {};", tpr);
   out("    const bool active = row < rows;");
   decompose("row", outer_vars(k_.outer.size()), std::vector<SymInt>(k_.outer.begin(), k_.outer.end()), "    ");
-  if (config_.persistent) cache_row_loads("    ", "active");
+  if (config_.persistent) {
+    cache_row_loads("    ", "active");
+    declare_carried("    ");
+  }
   reduction_passes("    ", "active", false);
   printer_->load_hook = nullptr;
+  printer_->carried.clear();
+  printer_->reciprocals.clear();
   out("  }}");
 }
 

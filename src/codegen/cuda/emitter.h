@@ -13,10 +13,9 @@
 #include "arith/bounds.h"
 #include "codegen/c_printer.h"
 #include "codegen/cuda/cuda_codegen.h"
+#include "codegen/cuda/row_values.h"
 
 namespace coil::codegen {
-
-std::string store_value(const std::string& v, DType t);
 
 class CudaEmitter {
  public:
@@ -57,6 +56,12 @@ class CudaEmitter {
                     const std::string& end, int64_t step);
   void row_loop_close(const std::string& indent);
   void cache_row_loads(const std::string& indent, const std::string& active);
+  // Persistent rows: per-element values carried from one pass to later ones (row_values.h).
+  void declare_carried(const std::string& indent);
+  void keep_carried(size_t pass, const std::string& indent, std::vector<std::string>& lines);
+  std::string carried_name(size_t i) const;
+  void emit_reciprocals(size_t first, size_t end, const std::string& indent);
+  std::string stored(const loop::ExprRef& value, DType t, std::vector<std::string>& lines, const std::string& indent);
   // Vectorized rows (config_.vector > 1): groups of `vector` adjacent elements of the row.
   struct Staged {
     int buffer;
@@ -87,6 +92,7 @@ class CudaEmitter {
   bool split_pass_ = false;  // the row loop being opened is this block's share of a split row
   bool store_pass_ = false;  // the row loop being opened runs the inner stores
   std::vector<Staged> row_vec_loads_, row_vec_stores_;  // vectorized rows: unit-stride accesses
+  std::vector<CarriedValue> carried_;
   std::string mask_;  // the warp's member mask for shuffles
   std::unique_ptr<ExprPrinter> printer_;
   std::string text_;
