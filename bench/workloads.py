@@ -81,7 +81,14 @@ def _gemm_bound(device, dtype, quick):
         return [_randn(g, device, dtype, M2, D2), _randn(g, device, dtype, H2, D2, scale=D2**-0.5),
                 _randn(g, device, dtype, H2, D2, scale=D2**-0.5), _randn(g, device, dtype, D2, H2, scale=H2**-0.5)]
 
+    B, T = s["gpt"]
+
+    def heads():
+        return [_randn(g, device, dtype, B, 12, T, 64) for _ in range(3)]
+
     return {
+        "attention": lambda: Workload("attention", "gemm", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                                      heads(), f"causal scaled_dot_product_attention, GPT-2's heads: B={B} H=12 T={T} E=64"),
         "mlp": lambda: Workload("mlp", "gemm", lambda x, w1, b1, w2, b2: F.linear(F.gelu(F.linear(x, w1, b1)), w2, b2), mlp(),
                                 f"linear + gelu + linear, M={M} D={D} H={H}"),
         "swiglu": lambda: Workload("swiglu", "gemm", lambda x, w1, w3, w2: F.linear(F.silu(F.linear(x, w1)) * F.linear(x, w3), w2),
@@ -168,7 +175,7 @@ def _models(device, dtype, quick):
 
 
 NAMES = ["gelu_bias", "softmax", "layer_norm", "rms_norm", "sum_dim0", "add_transpose", "row_center",
-         "mlp", "swiglu", "gpt2_block", "gpt2", "cnn"]
+         "attention", "mlp", "swiglu", "gpt2_block", "gpt2", "cnn"]
 
 
 def build(names, device, quick):

@@ -206,6 +206,9 @@ TEST(CudaCodegen, FusedAttentionWhereItAppliesAndBuildsWithNvrtc) {
        "  %a = scaled_dot_product_attention(%qh, %kh, %vh, is_causal=true)\n  return %a\n", true},
       {"  %q = input() : f16[3, 70, 128]\n  %k = input() : f16[3, 130, 128]\n  %v = input() : f16[3, 130, 128]\n"
        "  %a = scaled_dot_product_attention(%q, %k, %v, scale=0.2)\n  return %a\n", true},
+      // a negative scale (multiplied in before the max) and a scale of exactly 1 after it
+      {"  %q = input() : bf16[2, 150, 32]\n  %k = input() : bf16[2, 90, 32]\n  %v = input() : bf16[2, 90, 32]\n"
+       "  %a = scaled_dot_product_attention(%q, %k, %v, scale=-0.3)\n  return %a\n", true},
       {"  %q = input() : f32[3, 70, 64]\n  %a = scaled_dot_product_attention(%q, %q, %q)\n  return %a\n", false},
       {"  %q = input() : bf16[2, 4, 70, 64]\n  %m = input() : bool[70, 70]\n  %a = scaled_dot_product_attention(%q, %q, %q, %m)\n  return %a\n", false},
       {"  %q = input() : bf16[N, 70, 64]\n  %a = scaled_dot_product_attention(%q, %q, %q)\n  return %a\n", false},

@@ -58,6 +58,13 @@ const char* kGraphs[] = {
     // vectorized columns (8 bf16 lanes) over few tiles: split, Welford and argmin partials per lane
     "  %x = input() : bf16[3000, 1000]\n  %s = sum.dim_IntList(%x, [0])\n  %v = var.correction(%x, [0], correction=1)\n"
     "  %i = argmin(%x, 0)\n  %m = amax(%x, [0], true)\n  return %s, %v, %i, %m\n",
+    // 16-bit transposes in pairs: staged loads and stores and direct accesses as 32-bit pairs; an
+    // operand at an odd offset (per element); odd extents (no whole pairs, the swizzled tile)
+    "  %x = input() : bf16[2, 130, 66]\n  %y = input() : bf16[2, 66, 130]\n  %t = permute(%y, [0, 2, 1])\n  %z = add.Tensor(%x, %t)\n"
+    "  %w = permute(%z, [0, 2, 1])\n  %c = clone(%w, memory_format=contiguous_format)\n  return %z, %c\n",
+    "  %x = input() : bf16[64, 131]\n  %s = slice.Tensor(%x, 1, 1, 131)\n  %y = input() : bf16[130, 64]\n  %t = permute(%y, [1, 0])\n"
+    "  %z = mul.Tensor(%s, %t)\n  return %z\n",
+    "  %x = input() : f16[67, 129]\n  %y = input() : f16[129, 67]\n  %t = permute(%y, [1, 0])\n  %z = sub.Tensor(%x, %t)\n  return %z\n",
     // transposes of 8-byte and 1-byte elements (tile rows padded by 1 and 4 elements)
     "  %x = input() : f64[130, 97]\n  %t = permute(%x, [1, 0])\n  %y = add.Tensor(%t, %t)\n  return %y\n",
     "  %x = input() : i8[200, 77]\n  %y = input() : i8[77, 200]\n  %t = permute(%y, [1, 0])\n  %z = add.Tensor(%x, %t)\n"
@@ -91,7 +98,8 @@ TEST(CudaGpu, EveryCandidateMatchesTheReference) {
 
 // The fused attention kernel against the interpreter: packed-projection head views (causal, the
 // last query tile partial), f16 with head size 128 and more keys than queries, a causal one
-// with more queries than keys (rows past the keys see all of them), head size 16, 3-D inputs.
+// with more queries than keys (rows past the keys see all of them), head size 16, 3-D inputs,
+// warps of two row tiles, a negative scale.
 TEST(CudaGpu, FusedAttentionMatchesTheReference) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   const char* cases[] = {
@@ -104,6 +112,10 @@ TEST(CudaGpu, FusedAttentionMatchesTheReference) {
       "  %q = input() : bf16[2, 3, 150, 64]\n  %k = input() : bf16[2, 3, 70, 64]\n  %v = input() : bf16[2, 3, 70, 64]\n"
       "  %a = scaled_dot_product_attention(%q, %k, %v, is_causal=true)\n  return %a\n",
       "  %q = input() : bf16[5, 33, 16]\n  %a = scaled_dot_product_attention(%q, %q, %q, is_causal=true)\n  return %a\n",
+      // two row tiles a warp over several blocks, the diagonal crossing warps; a negative scale
+      "  %q = input() : bf16[1, 2, 300, 64]\n  %a = scaled_dot_product_attention(%q, %q, %q, is_causal=true)\n  return %a\n",
+      "  %q = input() : bf16[2, 150, 32]\n  %k = input() : bf16[2, 90, 32]\n  %v = input() : bf16[2, 90, 32]\n"
+      "  %a = scaled_dot_product_attention(%q, %k, %v, scale=-0.3)\n  return %a\n",
   };
   std::string cache = fresh_cache("attention");
   for (const char* body : cases) {

@@ -1,10 +1,10 @@
-// Fused attention on CUDA (flash-attention style): a block takes 64 query rows of one (batch,
-// head), a warp 16 of them, its query fragments in registers; key/value tiles stream through
+// Fused attention on CUDA (flash-attention style): a block takes 64 or 128 query rows of one
+// (batch, head), a warp 16 or 32 of them, its query fragments in registers; key/value tiles stream through
 // double-buffered shared memory (cp.async, the next tile loading while this one is used) while
 // each warp keeps its scores, running row max and sum, and output accumulator in registers
 // (f32). Both products run on tensor cores through mma.sync m16n8k16 (f16/bf16 in, f32
 // accumulate), their B fragments read with ldmatrix (transposed for V); the softmax is the
-// online one, in base 2 with the scale folded in. The scores never reach global memory.
+// online one, in base 2 with the scale folded into exp2's argument. The scores never reach global memory.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -20,10 +20,11 @@ namespace coil::codegen {
 
 namespace {
 
-// Query rows per block, 16 a warp. Blocks of 8 warps (128 rows sharing a key/value tile) measured
-// no faster on the H100 (GPT-2's causal 1024x64 heads: 0.110 ms against 0.109).
-constexpr int kRows = 64;
+// Warps per block. Each takes 16 query rows per row tile, and two row tiles where the head is
+// small enough for their accumulators to stay in registers and the queries are more than one
+// block's 64 rows: a key or value fragment read from shared memory then serves both.
 constexpr int kWarps = 4;
+int row_tiles(int64_t head, int64_t queries) { return head <= 64 && queries > 16 * kWarps ? 2 : 1; }
 
 int64_t constant(const SymInt& s, const char* what) {
   auto c = s.constant();
@@ -65,6 +66,11 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   const int bn = E <= 64 ? 64 : 32;
   const bool causal = call.params.at(1) != 0;
   const double scale_log2 = call.params.at(0) * std::numbers::log2e;
+  // A positive scale is applied inside exp2's argument (an FFMA per score, the max taken on the
+  // raw scores); any other multiplies the scores first.
+  const bool prescale = !(scale_log2 > 0);
+  const double exp_scale = prescale ? 1.0 : scale_log2;
+  const int mt = row_tiles(E, L), rows = 16 * kWarps * mt;
   const bool half = ob.dtype == DType::f16;
   COIL_CHECK(half || ob.dtype == DType::bf16) << call.name << ": attention needs f16 or bf16";
   const int warp = device.warp_size;
@@ -78,7 +84,7 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
     info.buffers.push_back(b);
   }
   params.push_back("int64_t* __restrict__ E");
-  const int64_t tiles = batch * ((L + kRows - 1) / kRows);
+  const int64_t tiles = batch * ((L + rows - 1) / rows);
   info.config.form = CudaConfig::Form::attention;
   info.config.block = kWarps * warp;
   info.launch.block_x = kWarps * warp;
@@ -94,7 +100,7 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
 
   std::string s;
   s += fmt::format("// computes %{} (attention {}x{} keys {} head {}{}, {} rows per block)\n", fmt::join(call.origins, ", %"), batch, L, S, E,
-                   causal ? " causal" : "", kRows);
+                   causal ? " causal" : "", rows);
   // Helpers, one set per element type however many attention kernels a unit holds: the kernels'
   // text then differs only in their names and buffers, so a model's layers compile once.
   const std::string hp = half ? "coil_attn_f16" : "coil_attn_bf16";
@@ -116,7 +122,16 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
       "  else asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{%0,%1,%2,%3}}, [%4];\\n\" : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"({n}_smem(p)));\n"
       "}}\n"
       "static __device__ __forceinline__ uint32_t {n}_pack(float lo, float hi) {{\n"
-      "  return static_cast<uint32_t>({th}(lo)) | (static_cast<uint32_t>({th}(hi)) << 16);\n"
+      "  uint32_t r;\n"
+      "  asm(\"cvt.rn.{pk}x2.f32 %0, %1, %2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo));\n"
+      "  return r;\n"
+      "}}\n"
+      // 2^x in one instruction (flushing subnormal results, which a probability this small
+      // does not miss).
+      "static __device__ __forceinline__ float {n}_exp2(float x) {{\n"
+      "  float y;\n"
+      "  asm(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(y) : \"f\"(x));\n"
+      "  return y;\n"
       "}}\n"
       // Two adjacent elements as one register (zeros outside).
       "static __device__ __forceinline__ uint32_t {n}_pair(const uint16_t* src, bool inside, bool vec) {{\n"
@@ -133,12 +148,12 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
       "    for (int q = 0; q < 8; ++q) dst[q] = inside ? src[q] : uint16_t(0);\n"
       "  }}\n"
       "}}\n",
-      fmt::arg("n", hp), fmt::arg("mt", mma_type), fmt::arg("th", to_half));
+      fmt::arg("n", hp), fmt::arg("mt", mma_type), fmt::arg("pk", half ? "f16" : "bf16"));
   s += "#endif\n";
   s += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", kWarps * warp, n, fmt::join(params, ", "));
   s += "  (void)E;\n";
-  s += fmt::format("  constexpr int BM = {}, BN = {}, HD = {}, PAD = 8;\n", kRows, bn, E);
-  s += fmt::format("  constexpr int64_t L = {}, S = {}, TILES_Q = {};\n", L, S, (L + kRows - 1) / kRows);
+  s += fmt::format("  constexpr int MT = {}, BM = {}, BN = {}, HD = {}, PAD = 8;\n", mt, rows, bn, E);
+  s += fmt::format("  constexpr int64_t L = {}, S = {}, TILES_Q = {};\n", L, S, (L + rows - 1) / rows);
   // Key and value tiles, double-buffered: the next tile loads while this one is used.
   s += "  __shared__ __align__(16) uint16_t Ks[2][BN][HD + PAD];\n";
   s += "  __shared__ __align__(16) uint16_t Vs[2][BN][HD + PAD];\n";
@@ -162,20 +177,28 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
       "      asm volatile(\"cp.async.commit_group;\\n\" ::);\n"
       "    }};\n",
       fmt::arg("n", hp), fmt::arg("kb", k.buffer), fmt::arg("ks", stride(k, 2)), fmt::arg("vb", v.buffer), fmt::arg("vs", stride(v, 2)));
-  s += "    const int row0 = q0 + warp * 16 + g, row1 = row0 + 8;\n";
-  // This warp's 16 query rows as A fragments, straight from global memory.
-  s += "    uint32_t qf[HD / 16][4];\n";
-  s += "    #pragma unroll\n    for (int kk = 0; kk < HD / 16; ++kk) {\n";
+  // The warp's rows: MT tiles of 16, row0[m] and row0[m] + 8 of tile m for this lane.
+  s += "    const int wrow = q0 + warp * 16 * MT;\n";
+  s += "    int row0[MT];\n";
+  s += "    #pragma unroll\n    for (int m = 0; m < MT; ++m) row0[m] = wrow + m * 16 + g;\n";
+  // The warp's query rows as A fragments, straight from global memory.
+  s += "    uint32_t qf[MT][HD / 16][4];\n";
+  s += "    #pragma unroll\n    for (int m = 0; m < MT; ++m) {\n";
+  s += "      #pragma unroll\n      for (int kk = 0; kk < HD / 16; ++kk) {\n";
   s += fmt::format(
-      "      const uint16_t* p0 = b{qb} + qb + (row0 < L ? row0 : 0) * int64_t({qs}) + kk * 16 + t * 2;\n"
-      "      const uint16_t* p1 = b{qb} + qb + (row1 < L ? row1 : 0) * int64_t({qs}) + kk * 16 + t * 2;\n"
-      "      qf[kk][0] = {n}_pair(p0, row0 < L, vec);\n      qf[kk][1] = {n}_pair(p1, row1 < L, vec);\n"
-      "      qf[kk][2] = {n}_pair(p0 + 8, row0 < L, vec);\n      qf[kk][3] = {n}_pair(p1 + 8, row1 < L, vec);\n",
+      "        const int r0 = row0[m], r1 = row0[m] + 8;\n"
+      "        const uint16_t* p0 = b{qb} + qb + (r0 < L ? r0 : 0) * int64_t({qs}) + kk * 16 + t * 2;\n"
+      "        const uint16_t* p1 = b{qb} + qb + (r1 < L ? r1 : 0) * int64_t({qs}) + kk * 16 + t * 2;\n"
+      "        qf[m][kk][0] = {n}_pair(p0, r0 < L, vec);\n        qf[m][kk][1] = {n}_pair(p1, r1 < L, vec);\n"
+      "        qf[m][kk][2] = {n}_pair(p0 + 8, r0 < L, vec);\n        qf[m][kk][3] = {n}_pair(p1 + 8, r1 < L, vec);\n",
       fmt::arg("n", hp), fmt::arg("qb", q.buffer), fmt::arg("qs", stride(q, 2)));
+  s += "      }\n    }\n";
+  // Per row pair (m, 0 | 1): the running max (base 2, scaled) and sum, and the output accumulator.
+  s += "    float o[MT][HD / 8][4], mr[MT][2], lr[MT][2];\n";
+  s += "    #pragma unroll\n    for (int m = 0; m < MT; ++m) {\n";
+  s += "      mr[m][0] = mr[m][1] = -coil_rt::inf<float>();\n      lr[m][0] = lr[m][1] = 0.f;\n";
+  s += "      #pragma unroll\n      for (int d = 0; d < HD / 8; ++d) o[m][d][0] = o[m][d][1] = o[m][d][2] = o[m][d][3] = 0.f;\n";
   s += "    }\n";
-  s += "    float o[HD / 8][4];\n";
-  s += "    #pragma unroll\n    for (int d = 0; d < HD / 8; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;\n";
-  s += "    float m0 = -coil_rt::inf<float>(), m1 = -coil_rt::inf<float>(), l0 = 0.f, l1 = 0.f;\n";
   s += fmt::format("    const int kv_end = {};\n", causal ? "static_cast<int>(q0 + BM < S ? q0 + BM : S)" : "static_cast<int>(S)");
   s += "    load_kv(0, 0);\n";
   s += "    for (int k0 = 0, buf = 0; k0 < kv_end; k0 += BN, buf ^= 1) {\n";
@@ -186,68 +209,91 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   s += "        asm volatile(\"cp.async.wait_group 0;\\n\" ::);\n";
   s += "      }\n";
   s += "      __syncthreads();\n";
-  // Scores: 16 rows x BN keys per warp; two key tiles' B fragments per ldmatrix.
-  s += "      float sc[BN / 8][4];\n";
-  s += "      #pragma unroll\n      for (int nt = 0; nt < BN / 8; ++nt) sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.f;\n";
+  // Scores: 16 * MT rows x BN keys per warp; each ldmatrix of two key tiles' B fragments serves
+  // all MT row tiles.
+  s += "      float sc[MT][BN / 8][4];\n";
+  s += "      #pragma unroll\n      for (int m = 0; m < MT; ++m)\n";
+  s += "        #pragma unroll\n        for (int nt = 0; nt < BN / 8; ++nt) sc[m][nt][0] = sc[m][nt][1] = sc[m][nt][2] = sc[m][nt][3] = 0.f;\n";
   s += "      #pragma unroll\n      for (int kk = 0; kk < HD / 16; ++kk) {\n";
   s += "        #pragma unroll\n        for (int nt = 0; nt < BN / 8; nt += 2) {\n";
   s += "          uint32_t b[4];\n";
   s += fmt::format("          {}_ldm<false>(b, &Ks[buf][(nt + (lane >> 4)) * 8 + (lane & 7)][kk * 16 + ((lane >> 3) & 1) * 8]);\n", hp);
-  s += fmt::format("          {n}_mma(sc[nt], qf[kk], b[0], b[1]);\n          {n}_mma(sc[nt + 1], qf[kk], b[2], b[3]);\n", fmt::arg("n", hp));
-  s += "        }\n      }\n";
-  // Scale (base 2), mask, row max over the quad that shares a row.
-  // Only a tile past the keys' end or across the diagonal needs the mask.
-  s += fmt::format("      const bool masked = k0 + BN > S{};\n", causal ? " || k0 + BN > q0 + warp * 16" : "");
-  s += "      float mx0 = m0, mx1 = m1;\n";
-  s += "      #pragma unroll\n      for (int nt = 0; nt < BN / 8; ++nt) {\n";
-  s += "        #pragma unroll\n        for (int c = 0; c < 4; ++c) {\n";
-  s += "          const int key = k0 + nt * 8 + t * 2 + (c & 1), row = c < 2 ? row0 : row1;\n";
-  s += fmt::format("          float x = sc[nt][c] * {}f;\n", scale_log2);
-  s += fmt::format("          if (masked && (key >= S{})) x = -coil_rt::inf<float>();\n", causal ? " || key > row" : "");
-  s += "          sc[nt][c] = x;\n";
-  s += "        }\n";
-  s += "        mx0 = fmaxf(mx0, fmaxf(sc[nt][0], sc[nt][1]));\n        mx1 = fmaxf(mx1, fmaxf(sc[nt][2], sc[nt][3]));\n";
-  s += "      }\n";
-  s += "      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));\n      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));\n";
-  s += "      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));\n      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));\n";
-  // A row with nothing visible yet keeps 0 as its reference, so no inf - inf.
-  s += "      const float ref0 = mx0 == -coil_rt::inf<float>() ? 0.f : mx0, ref1 = mx1 == -coil_rt::inf<float>() ? 0.f : mx1;\n";
-  s += "      const float a0 = exp2f(m0 - ref0), a1 = exp2f(m1 - ref1);\n";
-  s += "      m0 = mx0;\n      m1 = mx1;\n";
-  s += "      float rs0 = 0.f, rs1 = 0.f;\n";
-  s += "      #pragma unroll\n      for (int nt = 0; nt < BN / 8; ++nt) {\n";
-  s += "        sc[nt][0] = exp2f(sc[nt][0] - ref0);\n        sc[nt][1] = exp2f(sc[nt][1] - ref0);\n";
-  s += "        sc[nt][2] = exp2f(sc[nt][2] - ref1);\n        sc[nt][3] = exp2f(sc[nt][3] - ref1);\n";
-  s += "        rs0 += sc[nt][0] + sc[nt][1];\n        rs1 += sc[nt][2] + sc[nt][3];\n";
-  s += "      }\n";
-  s += "      l0 = l0 * a0 + rs0;\n      l1 = l1 * a1 + rs1;\n";
-  s += "      #pragma unroll\n      for (int d = 0; d < HD / 8; ++d) {\n";
-  s += "        o[d][0] *= a0;\n        o[d][1] *= a0;\n        o[d][2] *= a1;\n        o[d][3] *= a1;\n";
-  s += "      }\n";
-  // O += P V: two adjacent score tiles are one A fragment; V's B fragments by transposed ldmatrix.
-  s += "      #pragma unroll\n      for (int kk = 0; kk < BN / 16; ++kk) {\n";
-  s += fmt::format("        const uint32_t pa[4] = {{{n}_pack(sc[2 * kk][0], sc[2 * kk][1]), {n}_pack(sc[2 * kk][2], sc[2 * kk][3]),\n"
-                   "                                {n}_pack(sc[2 * kk + 1][0], sc[2 * kk + 1][1]), {n}_pack(sc[2 * kk + 1][2], sc[2 * kk + 1][3])}};\n",
+  s += "          #pragma unroll\n          for (int m = 0; m < MT; ++m) {\n";
+  s += fmt::format("            {n}_mma(sc[m][nt], qf[m][kk], b[0], b[1]);\n            {n}_mma(sc[m][nt + 1], qf[m][kk], b[2], b[3]);\n",
                    fmt::arg("n", hp));
+  s += "          }\n        }\n      }\n";
+  // Mask, then the row max over the quad that shares a row, on the raw scores: with a positive
+  // scale the scaled max is the max scaled, and scaling folds into exp2's argument (one FFMA).
+  // Only a tile past the keys' end or across the diagonal needs the mask.
+  s += fmt::format("      const bool masked = k0 + BN > S{};\n", causal ? " || k0 + BN > wrow" : "");
+  s += "      #pragma unroll\n      for (int m = 0; m < MT; ++m) {\n";
+  if (prescale) {
+    s += "        #pragma unroll\n        for (int nt = 0; nt < BN / 8; ++nt)\n";
+    s += fmt::format("          for (int c = 0; c < 4; ++c) sc[m][nt][c] *= {:.9e}f;\n", scale_log2);
+  }
+  s += "        if (masked) {\n";
+  s += "          #pragma unroll\n          for (int nt = 0; nt < BN / 8; ++nt)\n";
+  s += "            #pragma unroll\n            for (int c = 0; c < 4; ++c) {\n";
+  s += "              const int key = k0 + nt * 8 + t * 2 + (c & 1);\n";
+  s += fmt::format("              if (key >= S{}) sc[m][nt][c] = -coil_rt::inf<float>();\n", causal ? " || key > row0[m] + (c < 2 ? 0 : 8)" : "");
+  s += "            }\n";
+  s += "        }\n";
+  s += "        float mx0 = -coil_rt::inf<float>(), mx1 = -coil_rt::inf<float>();\n";
+  s += "        #pragma unroll\n        for (int nt = 0; nt < BN / 8; ++nt) {\n";
+  s += "          mx0 = fmaxf(mx0, fmaxf(sc[m][nt][0], sc[m][nt][1]));\n          mx1 = fmaxf(mx1, fmaxf(sc[m][nt][2], sc[m][nt][3]));\n";
+  s += "        }\n";
+  s += "        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));\n        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));\n";
+  s += "        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));\n        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));\n";
+  s += fmt::format("        mx0 = fmaxf(mr[m][0], mx0 * {sc:.9e}f);\n        mx1 = fmaxf(mr[m][1], mx1 * {sc:.9e}f);\n", fmt::arg("sc", exp_scale));
+  // A row with nothing visible yet keeps 0 as its reference, so no inf - inf.
+  s += "        const float ref0 = mx0 == -coil_rt::inf<float>() ? 0.f : mx0, ref1 = mx1 == -coil_rt::inf<float>() ? 0.f : mx1;\n";
+  s += fmt::format("        const float a0 = {n}_exp2(mr[m][0] - ref0), a1 = {n}_exp2(mr[m][1] - ref1);\n", fmt::arg("n", hp));
+  s += "        mr[m][0] = mx0;\n        mr[m][1] = mx1;\n";
+  s += "        float rs0 = 0.f, rs1 = 0.f;\n";
+  s += "        #pragma unroll\n        for (int nt = 0; nt < BN / 8; ++nt) {\n";
+  s += fmt::format(
+      "          sc[m][nt][0] = {n}_exp2(fmaf(sc[m][nt][0], {sc:.9e}f, -ref0));\n          sc[m][nt][1] = {n}_exp2(fmaf(sc[m][nt][1], {sc:.9e}f, -ref0));\n"
+      "          sc[m][nt][2] = {n}_exp2(fmaf(sc[m][nt][2], {sc:.9e}f, -ref1));\n          sc[m][nt][3] = {n}_exp2(fmaf(sc[m][nt][3], {sc:.9e}f, -ref1));\n",
+      fmt::arg("n", hp), fmt::arg("sc", exp_scale));
+  s += "          rs0 += sc[m][nt][0] + sc[m][nt][1];\n          rs1 += sc[m][nt][2] + sc[m][nt][3];\n";
+  s += "        }\n";
+  s += "        lr[m][0] = lr[m][0] * a0 + rs0;\n        lr[m][1] = lr[m][1] * a1 + rs1;\n";
+  s += "        #pragma unroll\n        for (int d = 0; d < HD / 8; ++d) {\n";
+  s += "          o[m][d][0] *= a0;\n          o[m][d][1] *= a0;\n          o[m][d][2] *= a1;\n          o[m][d][3] *= a1;\n";
+  s += "        }\n      }\n";
+  // O += P V: two adjacent score tiles are one A fragment; V's B fragments by transposed
+  // ldmatrix, each serving all MT row tiles.
+  s += "      #pragma unroll\n      for (int kk = 0; kk < BN / 16; ++kk) {\n";
+  s += "        uint32_t pa[MT][4];\n";
+  s += "        #pragma unroll\n        for (int m = 0; m < MT; ++m) {\n";
+  s += fmt::format("          pa[m][0] = {n}_pack(sc[m][2 * kk][0], sc[m][2 * kk][1]);\n          pa[m][1] = {n}_pack(sc[m][2 * kk][2], sc[m][2 * kk][3]);\n"
+                   "          pa[m][2] = {n}_pack(sc[m][2 * kk + 1][0], sc[m][2 * kk + 1][1]);\n          pa[m][3] = {n}_pack(sc[m][2 * kk + 1][2], sc[m][2 * kk + 1][3]);\n",
+                   fmt::arg("n", hp));
+  s += "        }\n";
   s += "        #pragma unroll\n        for (int d = 0; d < HD / 8; d += 2) {\n";
   s += "          uint32_t b[4];\n";
   s += fmt::format("          {}_ldm<true>(b, &Vs[buf][kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)][(d + (lane >> 4)) * 8]);\n", hp);
-  s += fmt::format("          {n}_mma(o[d], pa, b[0], b[1]);\n          {n}_mma(o[d + 1], pa, b[2], b[3]);\n", fmt::arg("n", hp));
-  s += "        }\n      }\n";
+  s += "          #pragma unroll\n          for (int m = 0; m < MT; ++m) {\n";
+  s += fmt::format("            {n}_mma(o[m][d], pa[m], b[0], b[1]);\n            {n}_mma(o[m][d + 1], pa[m], b[2], b[3]);\n", fmt::arg("n", hp));
+  s += "          }\n        }\n      }\n";
   s += "      __syncthreads();\n";
   s += "    }\n";
   // The row sums over the quad; rows nothing was visible to give 0.
-  s += "    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);\n    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);\n";
-  s += "    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);\n    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);\n";
-  s += "    const float inv0 = l0 > 0.f ? 1.f / l0 : 0.f, inv1 = l1 > 0.f ? 1.f / l1 : 0.f;\n";
-  s += "    #pragma unroll\n    for (int d = 0; d < HD / 8; ++d) {\n";
-  s += "      const int col = d * 8 + t * 2;\n";
-  s += fmt::format("      if (row0 < L) {{ b{ob}[ob + row0 * int64_t({os}) + col * int64_t({oc})] = {th}(o[d][0] * inv0); "
-                   "b{ob}[ob + row0 * int64_t({os}) + (col + 1) * int64_t({oc})] = {th}(o[d][1] * inv0); }}\n",
+  s += "    #pragma unroll\n    for (int m = 0; m < MT; ++m) {\n";
+  s += "      float l0 = lr[m][0], l1 = lr[m][1];\n";
+  s += "      l0 += __shfl_xor_sync(0xffffffffu, l0, 1);\n      l0 += __shfl_xor_sync(0xffffffffu, l0, 2);\n";
+  s += "      l1 += __shfl_xor_sync(0xffffffffu, l1, 1);\n      l1 += __shfl_xor_sync(0xffffffffu, l1, 2);\n";
+  s += "      const float inv0 = l0 > 0.f ? 1.f / l0 : 0.f, inv1 = l1 > 0.f ? 1.f / l1 : 0.f;\n";
+  s += "      const int r0 = row0[m], r1 = r0 + 8;\n";
+  s += "      #pragma unroll\n      for (int d = 0; d < HD / 8; ++d) {\n";
+  s += "        const int col = d * 8 + t * 2;\n";
+  s += fmt::format("        if (r0 < L) {{ b{ob}[ob + r0 * int64_t({os}) + col * int64_t({oc})] = {th}(o[m][d][0] * inv0); "
+                   "b{ob}[ob + r0 * int64_t({os}) + (col + 1) * int64_t({oc})] = {th}(o[m][d][1] * inv0); }}\n",
                    fmt::arg("ob", o.buffer), fmt::arg("os", stride(o, 2)), fmt::arg("oc", stride(o, 1)), fmt::arg("th", to_half));
-  s += fmt::format("      if (row1 < L) {{ b{ob}[ob + row1 * int64_t({os}) + col * int64_t({oc})] = {th}(o[d][2] * inv1); "
-                   "b{ob}[ob + row1 * int64_t({os}) + (col + 1) * int64_t({oc})] = {th}(o[d][3] * inv1); }}\n",
+  s += fmt::format("        if (r1 < L) {{ b{ob}[ob + r1 * int64_t({os}) + col * int64_t({oc})] = {th}(o[m][d][2] * inv1); "
+                   "b{ob}[ob + r1 * int64_t({os}) + (col + 1) * int64_t({oc})] = {th}(o[m][d][3] * inv1); }}\n",
                    fmt::arg("ob", o.buffer), fmt::arg("os", stride(o, 2)), fmt::arg("oc", stride(o, 1)), fmt::arg("th", to_half));
+  s += "      }\n";
   s += "    }\n";
   s += "  }\n}\n";
   return s;

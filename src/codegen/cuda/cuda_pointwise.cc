@@ -1,5 +1,5 @@
-// Pointwise kernels on CUDA: a grid-stride loop over the outer points (vectorized along the
-// last dim where contiguity and alignment allow), and transposes tiled through shared memory.
+// Pointwise kernels on CUDA: a grid-stride loop over the outer points, vectorized along the
+// last dim where contiguity and alignment allow (transposes: cuda_tiled.cc).
 #include <fmt/ranges.h>
 
 #include "codegen/cuda/emitter.h"
@@ -93,88 +93,6 @@ void CudaEmitter::pointwise() {
     }
     printer_->load_hook = nullptr;
   }
-  out("  }}");
-}
-
-// A transpose in square tiles of block * vector elements over the last two dims (a, b):
-// operands read with unit stride along a are first copied into shared memory by threads
-// running along a, results written with unit stride along a are staged there and written back
-// the same way; everything else runs with threads along b. Every global access is coalesced.
-// A thread takes `vector` columns (block apart) of tile / block_y rows in each phase, in
-// unrolled loops of fixed trip counts, so that its loads are in flight together.
-void CudaEmitter::tiled() {
-  const size_t m = k_.outer.size();
-  const int t = tile_side(config_);
-  std::vector<std::string> vars = outer_vars(m);
-  const std::string a = vars[m - 2], b = vars[m - 1];
-  std::vector<Staged> loads, stores;
-  TransposedAccesses staged = transposed_accesses(k_);
-  for (const auto& l : staged.loads) loads.push_back({l.buffer, l.offset, "tl" + std::to_string(loads.size())});
-  for (const auto& s : staged.stores) stores.push_back({s.buffer, s.offset, "ts" + std::to_string(stores.size())});
-  for (const auto* group : {&loads, &stores})
-    for (const auto& s : *group) {
-      DType dt = p_.buffers[static_cast<size_t>(s.buffer)].dtype;
-      out("  __shared__ {} {}[{}][{}];", storage_type(dt), s.name, t, t + tile_pad(dt));
-    }
-  // Tiles: the leading dims, then tile rows along a and tile columns along b.
-  std::vector<std::string> tile_vars(vars.begin(), vars.end() - 2);
-  std::vector<SymInt> tile_extents(k_.outer.begin(), k_.outer.end() - 2);
-  tile_vars.push_back("ta");
-  tile_vars.push_back("tb");
-  for (size_t d = m - 2; d < m; ++d) tile_extents.push_back(floordiv(k_.outer[d] + SymInt(t - 1), SymInt(t)));
-  std::string ea = idx(k_.outer[m - 2]), eb = idx(k_.outer[m - 1]);
-  out("  const idx_t tiles = {};", idx(product(tile_extents)));
-  out("  for (idx_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {{");
-  decompose("tile", tile_vars, tile_extents, "    ");
-  // yy: the tile row, xx: the tile column of this thread's element.
-  auto phase = [&](bool along_a, const std::function<void(const std::string&)>& body) {
-    out("    #pragma unroll");
-    out("    for (int i = 0; i < {}; ++i) {{", t / config_.block_y);
-    out("      const int yy = static_cast<int>(threadIdx.y) + i * {};", config_.block_y);
-    out("      #pragma unroll");
-    out("      for (int q = 0; q < {}; ++q) {{", std::max(1, config_.vector));
-    out("        const int xx = static_cast<int>(threadIdx.x) + q * {};", config_.block);
-    out("        const idx_t {} = ta * {} + {};", a, t, along_a ? "xx" : "yy");
-    out("        const idx_t {} = tb * {} + {};", b, t, along_a ? "yy" : "xx");
-    out("        if ({} < {} && {} < {}) {{", a, ea, b, eb);
-    body("          ");
-    out("        }}");
-    out("      }}");
-    out("    }}");
-  };
-  if (!loads.empty()) {
-    phase(true, [&](const std::string& in) {
-      for (const auto& l : loads) out("{}{}[yy][xx] = b{}[{}];", in, l.name, l.buffer, idx(l.offset));
-    });
-    out("    __syncthreads();");
-  }
-  printer_->load_hook = [&](const loop::ExprRef& e) -> std::string {
-    for (const auto& l : loads)
-      if (!e->dynamic() && l.buffer == e->buffer() && l.offset == e->offset()) return l.name + "[xx][yy]";
-    return "";
-  };
-  phase(false, [&](const std::string& in) {
-    std::vector<std::string> lines;
-    printer_->reset();
-    for (const auto& s : k_.stores) {
-      auto st = std::find_if(stores.begin(), stores.end(), [&](const Staged& x) { return x.buffer == s.buffer && x.offset == s.offset; });
-      if (st == stores.end()) {
-        store(s, in, lines);
-        continue;
-      }
-      std::string value = stored(s.value, p_.buffers[static_cast<size_t>(s.buffer)].dtype, lines, in);
-      flush(lines);
-      out("{}{}[xx][yy] = {};", in, st->name, value);
-    }
-  });
-  printer_->load_hook = nullptr;
-  if (!stores.empty()) {
-    out("    __syncthreads();");
-    phase(true, [&](const std::string& in) {
-      for (const auto& s : stores) out("{}b{}[{}] = {}[yy][xx];", in, s.buffer, idx(s.offset), s.name);
-    });
-  }
-  out("    __syncthreads();");
   out("  }}");
 }
 
