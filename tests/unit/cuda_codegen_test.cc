@@ -93,18 +93,6 @@ TEST(CudaCodegen, PersistentRowsCarryDearValuesBetweenPasses) {
   EXPECT_NE(text.find("* inv1)"), std::string::npos) << text;
 }
 
-// A split reduction's registers are held to the occupancy its one wave of blocks assumes.
-TEST(CudaCodegen, SplitReductionsBoundTheirRegisters) {
-  auto d = cuda::preset_device("sm_90a");
-  auto gen = cuda_code("  %x = input() : bf16[16384, 8192]\n  %s = sum.dim_IntList(%x, [0])\n  return %s\n", d);
-  const auto& c = gen.cuda.kernels.at(0).config;
-  ASSERT_GT(c.splits, 1);
-  const int threads = c.block * c.block_y;
-  EXPECT_NE(gen.cuda.bodies[0].find(fmt::format("__launch_bounds__({}, {})", threads, d.max_threads_per_sm / threads)), std::string::npos)
-      << gen.cuda.bodies[0];
-  EXPECT_NE(cuda_code(kSoftmax, d).cuda.bodies[0].find("__launch_bounds__(128)"), std::string::npos);
-}
-
 // Three identical "layers" (a norm-like row kernel each) and a column sum: the layers differ only in name and
 // buffers, so their canonical texts agree (the driver compiles and tunes them once), and a
 // different kernel's does not.

@@ -161,9 +161,12 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   s += fmt::format("  constexpr bool vec = {};\n", vec ? "true" : "false");
   s += "  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;\n";
   s += fmt::format("  for (int64_t tile = blockIdx.x; tile < {}; tile += gridDim.x) {{\n", tiles);
-  // Causal: the longest query tiles (the last ones) first, so the short ones fill the tail.
-  s += fmt::format("    const int64_t bh = tile / TILES_Q;\n    const int q0 = static_cast<int>({}) * BM;\n",
-                   causal ? "TILES_Q - 1 - tile % TILES_Q" : "tile % TILES_Q");
+  // Causal: the longest query tiles (the last ones) of every head first, so the short ones
+  // fill the tail.
+  if (causal)
+    s += fmt::format("    const int64_t bh = tile % {};\n    const int q0 = static_cast<int>(TILES_Q - 1 - tile / {}) * BM;\n", batch, batch);
+  else
+    s += "    const int64_t bh = tile / TILES_Q;\n    const int q0 = static_cast<int>(tile % TILES_Q) * BM;\n";
   s += batch_offset(q, "qb") + batch_offset(k, "kb") + batch_offset(v, "vb") + batch_offset(o, "ob");
   s += fmt::format(
       "    auto load_kv = [&](int k0, int buf) {{\n"
@@ -226,18 +229,22 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   // scale the scaled max is the max scaled, and scaling folds into exp2's argument (one FFMA).
   // Only a tile past the keys' end or across the diagonal needs the mask.
   s += fmt::format("      const bool masked = k0 + BN > S{};\n", causal ? " || k0 + BN > wrow" : "");
-  s += "      #pragma unroll\n      for (int m = 0; m < MT; ++m) {\n";
-  if (prescale) {
+  if (prescale) {  // before the mask, which sets -inf
+    s += "      #pragma unroll\n      for (int m = 0; m < MT; ++m)\n";
     s += "        #pragma unroll\n        for (int nt = 0; nt < BN / 8; ++nt)\n";
-    s += fmt::format("          for (int c = 0; c < 4; ++c) sc[m][nt][c] *= {:.9e}f;\n", scale_log2);
+    s += fmt::format("          #pragma unroll\n          for (int c = 0; c < 4; ++c) sc[m][nt][c] *= {:.9e}f;\n", scale_log2);
   }
-  s += "        if (masked) {\n";
+  // One branch for all row tiles, so that the rest of the tile is one block of straight-line
+  // code the compiler can interleave (one row tile's softmax with the other's products).
+  s += "      if (masked) {\n";
+  s += "        #pragma unroll\n        for (int m = 0; m < MT; ++m)\n";
   s += "          #pragma unroll\n          for (int nt = 0; nt < BN / 8; ++nt)\n";
   s += "            #pragma unroll\n            for (int c = 0; c < 4; ++c) {\n";
   s += "              const int key = k0 + nt * 8 + t * 2 + (c & 1);\n";
   s += fmt::format("              if (key >= S{}) sc[m][nt][c] = -coil_rt::inf<float>();\n", causal ? " || key > row0[m] + (c < 2 ? 0 : 8)" : "");
   s += "            }\n";
-  s += "        }\n";
+  s += "      }\n";
+  s += "      #pragma unroll\n      for (int m = 0; m < MT; ++m) {\n";
   s += "        float mx0 = -coil_rt::inf<float>(), mx1 = -coil_rt::inf<float>();\n";
   s += "        #pragma unroll\n        for (int nt = 0; nt < BN / 8; ++nt) {\n";
   s += "          mx0 = fmaxf(mx0, fmaxf(sc[m][nt][0], sc[m][nt][1]));\n          mx1 = fmaxf(mx1, fmaxf(sc[m][nt][2], sc[m][nt][3]));\n";

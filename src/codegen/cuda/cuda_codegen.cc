@@ -133,10 +133,7 @@ std::string CudaEmitter::emit(CudaKernel& info) {
   if (info.launch.scratch_bytes > 0) params.push_back("unsigned char* __restrict__ W");
   int threads = config_.block * config_.block_y;
   out("// computes %{} ({})", fmt::join(k_.origins, ", %"), to_string(config_));
-  // A split reduction's units fill one wave of blocks at full occupancy (launch.cc's
-  // split_count): the registers are held to that, or a second partial wave runs.
-  std::string min_blocks = config_.splits > 1 ? fmt::format(", {}", std::max(1, device_.max_threads_per_sm / threads)) : "";
-  out("extern \"C\" __global__ void __launch_bounds__({}{}) {}({}) {{", threads, min_blocks, k_.name, fmt::join(params, ", "));
+  out("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{", threads, k_.name, fmt::join(params, ", "));
   out("  typedef {} idx_t;", narrow_ ? "int" : "int64_t");
   out("  (void)E;");
   switch (config_.form) {
