@@ -112,6 +112,14 @@ TEST(CudaGpu, FusedAttentionMatchesTheReference) {
       "  %q = input() : bf16[2, 3, 150, 64]\n  %k = input() : bf16[2, 3, 70, 64]\n  %v = input() : bf16[2, 3, 70, 64]\n"
       "  %a = scaled_dot_product_attention(%q, %k, %v, is_causal=true)\n  return %a\n",
       "  %q = input() : bf16[5, 33, 16]\n  %a = scaled_dot_product_attention(%q, %q, %q, is_causal=true)\n  return %a\n",
+      // 64-wide heads (wgmma on sm_90a): head views of a packed projection, causal; f16 with more
+      // keys than queries and a partial last key tile
+      "  %p = input() : bf16[2, 130, 192]\n  %q, %k, %v = split_with_sizes(%p, [64, 64, 64], 2)\n  %q4 = view(%q, [2, 130, 1, 64])\n"
+      "  %k4 = view(%k, [2, 130, 1, 64])\n  %v4 = view(%v, [2, 130, 1, 64])\n  %qh = permute(%q4, [0, 2, 1, 3])\n"
+      "  %kh = permute(%k4, [0, 2, 1, 3])\n  %vh = permute(%v4, [0, 2, 1, 3])\n"
+      "  %a = scaled_dot_product_attention(%qh, %kh, %vh, is_causal=true)\n  return %a\n",
+      "  %q = input() : f16[3, 70, 64]\n  %k = input() : f16[3, 150, 64]\n  %v = input() : f16[3, 150, 64]\n"
+      "  %a = scaled_dot_product_attention(%q, %k, %v)\n  return %a\n",
       // two row tiles a warp over several blocks, the diagonal crossing warps; a negative scale
       "  %q = input() : bf16[1, 2, 300, 64]\n  %a = scaled_dot_product_attention(%q, %q, %q, is_causal=true)\n  return %a\n",
       "  %q = input() : bf16[2, 150, 32]\n  %k = input() : bf16[2, 90, 32]\n  %v = input() : bf16[2, 90, 32]\n"

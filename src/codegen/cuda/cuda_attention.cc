@@ -1,10 +1,14 @@
 // Fused attention on CUDA (flash-attention style): a block takes 64 or 128 query rows of one
-// (batch, head), a warp 16 or 32 of them, its query fragments in registers; key/value tiles stream through
-// double-buffered shared memory (cp.async, the next tile loading while this one is used) while
-// each warp keeps its scores, running row max and sum, and output accumulator in registers
-// (f32). Both products run on tensor cores through mma.sync m16n8k16 (f16/bf16 in, f32
-// accumulate), their B fragments read with ldmatrix (transposed for V); the softmax is the
-// online one, in base 2 with the scale folded into exp2's argument. The scores never reach global memory.
+// (batch, head); key/value tiles stream through double-buffered shared memory (cp.async, the
+// next tile loading while this one is used) while each warp keeps its scores, running row max
+// and sum, and output accumulator in registers (f32). The softmax is the online one, in base 2
+// with the scale folded into exp2's argument. The scores never reach global memory.
+// - On Hopper (sm_90a) with 64-wide heads: one warpgroup a block, both products wgmma
+//   m64n64k16 (f16/bf16 in, f32 accumulate) reading queries and keys from 128-byte-swizzled
+//   shared memory, and the probabilities from registers against the values read transposed.
+// - Otherwise: mma.sync m16n8k16 per warp, 16 rows a warp (32 where the head is at most 64: a
+//   key or value fragment then serves two row tiles), query fragments in registers, key and
+//   value B fragments read with ldmatrix (transposed for V).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -51,6 +55,39 @@ bool vectorizable(const loop::View& v) {
   return true;
 }
 
+// The wgmma helpers (sm_90a), once per element type: a shared-memory matrix descriptor for the
+// 128-byte-swizzled tiles, and m64n64k16 products with both operands in shared memory (scores)
+// or the first in registers and the second read transposed (output).
+std::string wgmma_helpers(const std::string& hp, const char* type) {
+  std::string d;  // the 32 accumulator operands
+  for (int i = 0; i < 32; ++i) d += fmt::format("{}%{}", i ? ", " : "", i);
+  std::string acc;
+  for (int i = 0; i < 32; ++i) acc += fmt::format("{}\"+f\"(d[{}])", i ? ", " : "", i);
+  std::string s = fmt::format("#ifndef {}_WGMMA\n#define {}_WGMMA\n", hp, hp);
+  // Start address, leading and stride byte offsets in 16-byte units; 128-byte swizzling. Both
+  // offsets are the 1024 bytes from one 8-row atom to the next: the one the layout uses is right
+  // whichever it is (a 64-element row is one atom wide).
+  s += fmt::format(
+      "static __device__ __forceinline__ unsigned long long {n}_desc(const void* p) {{\n"
+      "  return static_cast<unsigned long long>(({n}_smem(p) & 0x3FFFF) >> 4) | (64ull << 16) | (64ull << 32) | (1ull << 62);\n"
+      "}}\n"
+      "static __device__ __forceinline__ void {n}_wg_ss(float* d, unsigned long long a, unsigned long long b, int accumulate) {{\n"
+      "  asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %34, 0;\\n\"\n"
+      "               \"wgmma.mma_async.sync.aligned.m64n64k16.f32.{t}.{t} {{{d}}}, %32, %33, p, 1, 1, 0, 0;\\n}}\\n\"\n"
+      "               : {acc}\n"
+      "               : \"l\"(a), \"l\"(b), \"r\"(accumulate));\n"
+      "}}\n"
+      "static __device__ __forceinline__ void {n}_wg_rs(float* d, const uint32_t* a, unsigned long long b) {{\n"
+      "  asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, 1, 0;\\n\"\n"
+      "               \"wgmma.mma_async.sync.aligned.m64n64k16.f32.{t}.{t} {{{d}}}, {{%32, %33, %34, %35}}, %36, p, 1, 1, 1;\\n}}\\n\"\n"
+      "               : {acc}\n"
+      "               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(b));\n"
+      "}}\n",
+      fmt::arg("n", hp), fmt::arg("t", type), fmt::arg("d", d), fmt::arg("acc", acc));
+  s += "#endif\n";
+  return s;
+}
+
 }  // namespace
 
 std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& call, const cuda::DeviceInfo& device, CudaKernel& info) {
@@ -70,7 +107,11 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   // raw scores); any other multiplies the scores first.
   const bool prescale = !(scale_log2 > 0);
   const double exp_scale = prescale ? 1.0 : scale_log2;
-  const int mt = row_tiles(E, L), rows = 16 * kWarps * mt;
+  bool vec = vectorizable(q) && vectorizable(k) && vectorizable(v);
+  // Hopper (sm_90a) with 64-wide heads whose rows move in 16-byte pieces: warpgroup MMAs (wgmma)
+  // straight from shared memory, one warpgroup a block.
+  const bool wg = device.arch() == "sm_90a" && E == 64 && vec;
+  const int mt = wg ? 1 : row_tiles(E, L), rows = 16 * kWarps * mt;
   const bool half = ob.dtype == DType::f16;
   COIL_CHECK(half || ob.dtype == DType::bf16) << call.name << ": attention needs f16 or bf16";
   const int warp = device.warp_size;
@@ -92,7 +133,6 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   info.launch.per_block = 1;
   info.launch.max_blocks = tiles;
 
-  bool vec = vectorizable(q) && vectorizable(k) && vectorizable(v);
   auto stride = [&](const loop::View& x, size_t from_end) { return constant(x.strides[x.strides.size() - from_end], "stride"); };
   const std::string n = call.name;
   const char* mma_type = half ? "f16.f16" : "bf16.bf16";
@@ -150,13 +190,22 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
       "}}\n",
       fmt::arg("n", hp), fmt::arg("mt", mma_type), fmt::arg("pk", half ? "f16" : "bf16"));
   s += "#endif\n";
+  if (wg) s += wgmma_helpers(hp, half ? "f16" : "bf16");
   s += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", kWarps * warp, n, fmt::join(params, ", "));
   s += "  (void)E;\n";
   s += fmt::format("  constexpr int MT = {}, BM = {}, BN = {}, HD = {}, PAD = 8;\n", mt, rows, bn, E);
   s += fmt::format("  constexpr int64_t L = {}, S = {}, TILES_Q = {};\n", L, S, (L + rows - 1) / rows);
   // Key and value tiles, double-buffered: the next tile loads while this one is used.
-  s += "  __shared__ __align__(16) uint16_t Ks[2][BN][HD + PAD];\n";
-  s += "  __shared__ __align__(16) uint16_t Vs[2][BN][HD + PAD];\n";
+  if (wg) {
+    // Rows of 128 bytes whose 16-byte pieces are swizzled (piece c of row r at c ^ (r % 8)), in
+    // 1024-byte atoms of 8 rows: the layout wgmma reads with 128-byte swizzling.
+    s += "  __shared__ __align__(1024) uint16_t Qs[BM * HD];\n";
+    s += "  __shared__ __align__(1024) uint16_t Ks[2][BN * HD];\n";
+    s += "  __shared__ __align__(1024) uint16_t Vs[2][BN * HD];\n";
+  } else {
+    s += "  __shared__ __align__(16) uint16_t Ks[2][BN][HD + PAD];\n";
+    s += "  __shared__ __align__(16) uint16_t Vs[2][BN][HD + PAD];\n";
+  }
   // Buffer bases are kBufferAlignment-aligned, so row starts that are multiples of 8 elements are too.
   s += fmt::format("  constexpr bool vec = {};\n", vec ? "true" : "false");
   s += "  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;\n";
@@ -174,28 +223,40 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
       "        const int row = i / (HD / 8), col = (i % (HD / 8)) * 8;\n"
       "        const bool inside = k0 + row < S;\n"
       "        const int64_t at = inside ? k0 + row : S - 1;\n"
-      "        {n}_row8(&Ks[buf][row][col], b{kb} + kb + at * int64_t({ks}) + col, inside, vec);\n"
-      "        {n}_row8(&Vs[buf][row][col], b{vb} + vb + at * int64_t({vs}) + col, inside, vec);\n"
+      "        {n}_row8({kd}, b{kb} + kb + at * int64_t({ks}) + col, inside, vec);\n"
+      "        {n}_row8({vd}, b{vb} + vb + at * int64_t({vs}) + col, inside, vec);\n"
       "      }}\n"
       "      asm volatile(\"cp.async.commit_group;\\n\" ::);\n"
       "    }};\n",
-      fmt::arg("n", hp), fmt::arg("kb", k.buffer), fmt::arg("ks", stride(k, 2)), fmt::arg("vb", v.buffer), fmt::arg("vs", stride(v, 2)));
+      fmt::arg("n", hp), fmt::arg("kb", k.buffer), fmt::arg("ks", stride(k, 2)), fmt::arg("vb", v.buffer), fmt::arg("vs", stride(v, 2)),
+      fmt::arg("kd", wg ? "&Ks[buf][row * HD + (((col >> 3) ^ (row & 7)) << 3)]" : "&Ks[buf][row][col]"),
+      fmt::arg("vd", wg ? "&Vs[buf][row * HD + (((col >> 3) ^ (row & 7)) << 3)]" : "&Vs[buf][row][col]"));
   // The warp's rows: MT tiles of 16, row0[m] and row0[m] + 8 of tile m for this lane.
   s += "    const int wrow = q0 + warp * 16 * MT;\n";
   s += "    int row0[MT];\n";
   s += "    #pragma unroll\n    for (int m = 0; m < MT; ++m) row0[m] = wrow + m * 16 + g;\n";
-  // The warp's query rows as A fragments, straight from global memory.
-  s += "    uint32_t qf[MT][HD / 16][4];\n";
-  s += "    #pragma unroll\n    for (int m = 0; m < MT; ++m) {\n";
-  s += "      #pragma unroll\n      for (int kk = 0; kk < HD / 16; ++kk) {\n";
-  s += fmt::format(
-      "        const int r0 = row0[m], r1 = row0[m] + 8;\n"
-      "        const uint16_t* p0 = b{qb} + qb + (r0 < L ? r0 : 0) * int64_t({qs}) + kk * 16 + t * 2;\n"
-      "        const uint16_t* p1 = b{qb} + qb + (r1 < L ? r1 : 0) * int64_t({qs}) + kk * 16 + t * 2;\n"
-      "        qf[m][kk][0] = {n}_pair(p0, r0 < L, vec);\n        qf[m][kk][1] = {n}_pair(p1, r1 < L, vec);\n"
-      "        qf[m][kk][2] = {n}_pair(p0 + 8, r0 < L, vec);\n        qf[m][kk][3] = {n}_pair(p1 + 8, r1 < L, vec);\n",
-      fmt::arg("n", hp), fmt::arg("qb", q.buffer), fmt::arg("qs", stride(q, 2)));
-  s += "      }\n    }\n";
+  if (wg) {
+    // The block's query rows into shared memory (zeros past the end), with the first key tile.
+    s += "    for (int i = threadIdx.x; i < BM * HD / 8; i += blockDim.x) {\n";
+    s += "      const int row = i / (HD / 8), col = (i % (HD / 8)) * 8;\n";
+    s += "      const bool inside = q0 + row < L;\n";
+    s += fmt::format("      {n}_row8(&Qs[row * HD + (((col >> 3) ^ (row & 7)) << 3)], b{qb} + qb + (inside ? q0 + row : 0) * int64_t({qs}) + col, inside, vec);\n",
+                     fmt::arg("n", hp), fmt::arg("qb", q.buffer), fmt::arg("qs", stride(q, 2)));
+    s += "    }\n";
+  } else {
+    // The warp's query rows as A fragments, straight from global memory.
+    s += "    uint32_t qf[MT][HD / 16][4];\n";
+    s += "    #pragma unroll\n    for (int m = 0; m < MT; ++m) {\n";
+    s += "      #pragma unroll\n      for (int kk = 0; kk < HD / 16; ++kk) {\n";
+    s += fmt::format(
+        "        const int r0 = row0[m], r1 = row0[m] + 8;\n"
+        "        const uint16_t* p0 = b{qb} + qb + (r0 < L ? r0 : 0) * int64_t({qs}) + kk * 16 + t * 2;\n"
+        "        const uint16_t* p1 = b{qb} + qb + (r1 < L ? r1 : 0) * int64_t({qs}) + kk * 16 + t * 2;\n"
+        "        qf[m][kk][0] = {n}_pair(p0, r0 < L, vec);\n        qf[m][kk][1] = {n}_pair(p1, r1 < L, vec);\n"
+        "        qf[m][kk][2] = {n}_pair(p0 + 8, r0 < L, vec);\n        qf[m][kk][3] = {n}_pair(p1 + 8, r1 < L, vec);\n",
+        fmt::arg("n", hp), fmt::arg("qb", q.buffer), fmt::arg("qs", stride(q, 2)));
+    s += "      }\n    }\n";
+  }
   // Per row pair (m, 0 | 1): the running max (base 2, scaled) and sum, and the output accumulator.
   s += "    float o[MT][HD / 8][4], mr[MT][2], lr[MT][2];\n";
   s += "    #pragma unroll\n    for (int m = 0; m < MT; ++m) {\n";
@@ -211,10 +272,21 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   s += "      } else {\n";
   s += "        asm volatile(\"cp.async.wait_group 0;\\n\" ::);\n";
   s += "      }\n";
+  // What cp.async wrote is read by wgmma through the async proxy.
+  if (wg) s += "      asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");\n";
   s += "      __syncthreads();\n";
   // Scores: 16 * MT rows x BN keys per warp; each ldmatrix of two key tiles' B fragments serves
   // all MT row tiles.
   s += "      float sc[MT][BN / 8][4];\n";
+  if (wg) {
+    // S = Q K^T for the block's 64 rows: one m64n64k16 wgmma per 16 of the head's elements, the
+    // first overwriting the accumulator.
+    s += "      asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");\n";
+    s += "      #pragma unroll\n      for (int kk = 0; kk < HD / 16; ++kk)\n";
+    s += fmt::format("        {n}_wg_ss(&sc[0][0][0], {n}_desc(&Qs[kk * 16]), {n}_desc(&Ks[buf][kk * 16]), kk > 0);\n", fmt::arg("n", hp));
+    s += "      asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\");\n";
+    s += "      asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");\n";
+  } else {
   s += "      #pragma unroll\n      for (int m = 0; m < MT; ++m)\n";
   s += "        #pragma unroll\n        for (int nt = 0; nt < BN / 8; ++nt) sc[m][nt][0] = sc[m][nt][1] = sc[m][nt][2] = sc[m][nt][3] = 0.f;\n";
   s += "      #pragma unroll\n      for (int kk = 0; kk < HD / 16; ++kk) {\n";
@@ -225,6 +297,7 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   s += fmt::format("            {n}_mma(sc[m][nt], qf[m][kk], b[0], b[1]);\n            {n}_mma(sc[m][nt + 1], qf[m][kk], b[2], b[3]);\n",
                    fmt::arg("n", hp));
   s += "          }\n        }\n      }\n";
+  }
   // Mask, then the row max over the quad that shares a row, on the raw scores: with a positive
   // scale the scaled max is the max scaled, and scaling folds into exp2's argument (one FFMA).
   // Only a tile past the keys' end or across the diagonal needs the mask.
@@ -270,6 +343,21 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   s += "        }\n      }\n";
   // O += P V: two adjacent score tiles are one A fragment; V's B fragments by transposed
   // ldmatrix, each serving all MT row tiles.
+  if (wg) {
+    // O += P V: P from registers (all of it packed first: one fence), V (keys x head, the head
+    // contiguous) read transposed.
+    s += "      uint32_t pw[BN / 16][4];\n";
+    s += "      #pragma unroll\n      for (int kk = 0; kk < BN / 16; ++kk) {\n";
+    s += fmt::format("        pw[kk][0] = {n}_pack(sc[0][2 * kk][0], sc[0][2 * kk][1]);\n        pw[kk][1] = {n}_pack(sc[0][2 * kk][2], sc[0][2 * kk][3]);\n"
+                     "        pw[kk][2] = {n}_pack(sc[0][2 * kk + 1][0], sc[0][2 * kk + 1][1]);\n        pw[kk][3] = {n}_pack(sc[0][2 * kk + 1][2], sc[0][2 * kk + 1][3]);\n",
+                     fmt::arg("n", hp));
+    s += "      }\n";
+    s += "      asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");\n";
+    s += "      #pragma unroll\n      for (int kk = 0; kk < BN / 16; ++kk)\n";
+    s += fmt::format("        {n}_wg_rs(&o[0][0][0], pw[kk], {n}_desc(&Vs[buf][kk * 16 * HD]));\n", fmt::arg("n", hp));
+    s += "      asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\");\n";
+    s += "      asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");\n";
+  } else {
   s += "      #pragma unroll\n      for (int kk = 0; kk < BN / 16; ++kk) {\n";
   s += "        uint32_t pa[MT][4];\n";
   s += "        #pragma unroll\n        for (int m = 0; m < MT; ++m) {\n";
@@ -277,12 +365,15 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
                    "          pa[m][2] = {n}_pack(sc[m][2 * kk + 1][0], sc[m][2 * kk + 1][1]);\n          pa[m][3] = {n}_pack(sc[m][2 * kk + 1][2], sc[m][2 * kk + 1][3]);\n",
                    fmt::arg("n", hp));
   s += "        }\n";
-  s += "        #pragma unroll\n        for (int d = 0; d < HD / 8; d += 2) {\n";
-  s += "          uint32_t b[4];\n";
-  s += fmt::format("          {}_ldm<true>(b, &Vs[buf][kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)][(d + (lane >> 4)) * 8]);\n", hp);
-  s += "          #pragma unroll\n          for (int m = 0; m < MT; ++m) {\n";
-  s += fmt::format("            {n}_mma(o[m][d], pa[m], b[0], b[1]);\n            {n}_mma(o[m][d + 1], pa[m], b[2], b[3]);\n", fmt::arg("n", hp));
-  s += "          }\n        }\n      }\n";
+  {
+    s += "        #pragma unroll\n        for (int d = 0; d < HD / 8; d += 2) {\n";
+    s += "          uint32_t b[4];\n";
+    s += fmt::format("          {}_ldm<true>(b, &Vs[buf][kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)][(d + (lane >> 4)) * 8]);\n", hp);
+    s += "          #pragma unroll\n          for (int m = 0; m < MT; ++m) {\n";
+    s += fmt::format("            {n}_mma(o[m][d], pa[m], b[0], b[1]);\n            {n}_mma(o[m][d + 1], pa[m], b[2], b[3]);\n", fmt::arg("n", hp));
+    s += "          }\n        }\n      }\n";
+  }
+  }
   s += "      __syncthreads();\n";
   s += "    }\n";
   // The row sums over the quad; rows nothing was visible to give 0.
