@@ -19,6 +19,7 @@
 #include "schedule/fuse_gemm_epilogues.h"
 #include "schedule/fuse_siblings.h"
 #include "schedule/inline_pointwise.h"
+#include "schedule/extern_copies.h"
 #include "schedule/pad_gemm_outputs.h"
 #include "schedule/simplify_indices.h"
 #include "runtime/cuda/context.h"
@@ -108,7 +109,7 @@ Generated generate(const Graph& graph, const Target& target) {
   if (target.cuda) out.lowered.program = schedule::fuse_gemm_epilogues(out.lowered.program);
   out.lowered.program = schedule::fuse_siblings(schedule::drop_dead_stores(schedule::fuse_epilogues(schedule::inline_pointwise(out.lowered.program))));
   out.lowered.program = schedule::simplify_indices(out.lowered.program);
-  if (target.cuda) out.lowered.program = schedule::pad_gemm_outputs(out.lowered.program);
+  if (target.cuda) out.lowered.program = schedule::pad_gemm_outputs(schedule::attention_writes_copies(out.lowered.program));
   dump("fusion", loop::to_string(out.lowered.program));
   out.stats.frontend_ms = ms_since(t0);
 

@@ -56,8 +56,10 @@ std::string extern_str(const ExternCall& e) {
     ins.push_back(s);
   }
   std::string epilogue = e.activation == Activation::none ? "" : fmt::format(" epilogue={}", activation_name(e.activation));
-  return fmt::format("extern {} {}({}) -> buf{} params=[{}]{}  # from {}\n", e.name, extern_name(e.kind), fmt::join(ins, ", "),
-                     e.output, fmt::join(e.params, ", "), epilogue, fmt::join(e.origins, ", "));
+  std::string view = e.output_view ? " strides=" + shape_str(e.output_view->strides) : "";
+  if (e.output_view && e.output_view->offset != SymInt(0)) view += " offset=" + e.output_view->offset.str();
+  return fmt::format("extern {} {}({}) -> buf{}{} params=[{}]{}  # from {}\n", e.name, extern_name(e.kind), fmt::join(ins, ", "),
+                     e.output, view, fmt::join(e.params, ", "), epilogue, fmt::join(e.origins, ", "));
 }
 
 void check_vars(const SymInt& index, size_t outer, size_t inner, const std::string& where) {
@@ -176,6 +178,8 @@ void verify(const Program& p) {
       for (const auto& v : e->inputs)
         COIL_CHECK(v.buffer >= 0 && static_cast<size_t>(v.buffer) < p.buffers.size()) << e->name << ": unknown input buffer";
       COIL_CHECK(e->output >= 0 && static_cast<size_t>(e->output) < p.buffers.size()) << e->name << ": unknown output buffer";
+      COIL_CHECK(!e->output_view || (e->output_view->buffer == e->output && e->kind == ExternKind::attention))
+          << e->name << ": an output view is for attention, into its output buffer";
       COIL_CHECK(e->activation == Activation::none || is_product(e->kind)) << e->name << ": an epilogue on a " << extern_name(e->kind);
       continue;
     }

@@ -4,6 +4,7 @@
 // normalize pass of softmax/layer_norm — or per outer point after the reductions. A kernel with
 // no inner loop is a pointwise kernel. Externs call libraries (GEMM, convolution).
 #pragma once
+#include <optional>
 #include <set>
 #include <string>
 #include <variant>
@@ -67,7 +68,10 @@ struct ExternCall {
   std::string name;
   ExternKind kind;
   std::vector<View> inputs;  // addmm: bias, mat1, mat2; convolution: input, weight[, bias]; attention: q, k, v
-  int output;                // a buffer, written in its own layout
+  int output;                // a buffer, written in its own layout unless output_view is set
+  // attention: where the result (its logical sizes) goes in `output` when that is a permuted
+  // layout (schedule/extern_copies.h).
+  std::optional<View> output_view;
   // addmm: beta, alpha; convolution: k (spatial dims), then k each of stride, padding,
   // dilation, output_padding, then groups and transposed (0 or 1); attention: scale, causal (0 or 1)
   std::vector<double> params;

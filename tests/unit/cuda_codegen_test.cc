@@ -93,6 +93,28 @@ TEST(CudaCodegen, PersistentRowsCarryDearValuesBetweenPasses) {
   EXPECT_NE(text.find("* inv1)"), std::string::npos) << text;
 }
 
+// The export's attention result goes through a permuted copy back to its own layout: the
+// attention writes the graph output itself and the copy is gone; with a second reader of the
+// result (here a fused sibling of the copy), the copy stays.
+TEST(CudaCodegen, AttentionWritesTheCopyOfItsResult) {
+  auto d = cuda::preset_device("sm_90a");
+  const std::string body =
+      "  %q = input() : bf16[2, 3, 40, 64]\n  %a = scaled_dot_product_attention(%q, %q, %q, is_causal=true)\n"
+      "  %b = permute(%a, [0, 2, 1, 3])\n  %c = clone(%b, memory_format=contiguous_format)\n  %d = permute(%c, [0, 2, 1, 3])\n";
+  auto one = cuda_code(body + "  return %d\n", d);
+  const auto& kernels = one.lowered.program.kernels;
+  ASSERT_EQ(kernels.size(), 1u) << loop::to_string(one.lowered.program);
+  const auto& call = std::get<loop::ExternCall>(kernels[0]);
+  ASSERT_TRUE(call.output_view.has_value());
+  EXPECT_EQ(one.lowered.program.buffers[static_cast<size_t>(call.output)].role, loop::Buffer::Role::output);
+  auto two = cuda_code(body + "  %e = exp(%a)\n  return %d, %e\n", d);
+  EXPECT_EQ(two.lowered.program.kernels.size(), 2u) << loop::to_string(two.lowered.program);  // the copy and exp, fused
+  for (const auto& k : two.lowered.program.kernels)
+    if (const auto* e = std::get_if<loop::ExternCall>(&k)) {
+      EXPECT_FALSE(e->output_view.has_value());
+    }
+}
+
 // Three identical "layers" (a norm-like row kernel each) and a column sum: the layers differ only in name and
 // buffers, so their canonical texts agree (the driver compiles and tunes them once), and a
 // different kernel's does not.

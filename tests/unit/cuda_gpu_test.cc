@@ -120,6 +120,10 @@ TEST(CudaGpu, FusedAttentionMatchesTheReference) {
       "  %a = scaled_dot_product_attention(%qh, %kh, %vh, is_causal=true)\n  return %a\n",
       "  %q = input() : f16[3, 70, 64]\n  %k = input() : f16[3, 150, 64]\n  %v = input() : f16[3, 150, 64]\n"
       "  %a = scaled_dot_product_attention(%q, %k, %v)\n  return %a\n",
+      // the export's copy back to the result's layout, written by the attention itself
+      "  %q = input() : bf16[2, 3, 70, 64]\n  %a = scaled_dot_product_attention(%q, %q, %q, is_causal=true)\n"
+      "  %b = permute(%a, [0, 2, 1, 3])\n  %c = clone(%b, memory_format=contiguous_format)\n  %d = permute(%c, [0, 2, 1, 3])\n"
+      "  return %d\n",
       // two row tiles a warp over several blocks, the diagonal crossing warps; a negative scale
       "  %q = input() : bf16[1, 2, 300, 64]\n  %a = scaled_dot_product_attention(%q, %q, %q, is_causal=true)\n  return %a\n",
       "  %q = input() : bf16[2, 150, 32]\n  %k = input() : bf16[2, 90, 32]\n  %v = input() : bf16[2, 90, 32]\n"

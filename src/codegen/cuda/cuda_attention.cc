@@ -94,7 +94,7 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   COIL_CHECK(call.kind == loop::ExternKind::attention && call.inputs.size() == 3) << call.name;
   const loop::View &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2];
   const loop::Buffer& ob = p.buffers[static_cast<size_t>(call.output)];
-  loop::View o{call.output, ob.sizes, ob.strides, ob.offset};
+  loop::View o = call.output_view ? *call.output_view : loop::View{call.output, ob.sizes, ob.strides, ob.offset};
   const size_t r = q.sizes.size();
   const int64_t L = constant(q.sizes[r - 2], "query length"), S = constant(k.sizes[r - 2], "key length");
   const int64_t E = constant(q.sizes[r - 1], "head size");

@@ -1,0 +1,96 @@
+#include "schedule/extern_copies.h"
+
+#include <optional>
+
+#include "codegen/kernel_shape.h"
+
+namespace coil::schedule {
+
+namespace {
+
+using loop::Expr;
+
+// Contiguous strides of `sizes`, when they are all constants.
+std::optional<std::vector<int64_t>> contiguous(const SymShape& sizes) {
+  std::vector<int64_t> s(sizes.size());
+  int64_t step = 1;
+  for (size_t d = sizes.size(); d-- > 0;) {
+    auto n = sizes[d].constant();
+    if (!n) return std::nullopt;
+    s[d] = step;
+    step *= *n;
+  }
+  return s;
+}
+
+// The view of `copy`'s destination that holds element (i0, i1, ...) of `source` (contiguous,
+// `sizes`), when `copy` moves every element of the source, unchanged, through a permutation of
+// its dims; else nullopt.
+std::optional<loop::View> destination_view(const loop::LoopKernel& copy, int source, const SymShape& sizes) {
+  if (!copy.reductions.empty() || !copy.inner.empty() || copy.stores.size() != 1) return std::nullopt;
+  const loop::StoreStep& st = copy.stores[0];
+  const loop::ExprRef& v = st.value;
+  if (st.dynamic || v->kind() != Expr::Kind::load || v->buffer() != source || v->dynamic()) return std::nullopt;
+  auto strides = contiguous(sizes);
+  if (!strides) return std::nullopt;
+  std::map<std::string, SymInt> zero;
+  for (size_t i = 0; i < copy.outer.size(); ++i) zero[loop::loop_var(static_cast<int>(i))] = SymInt(0);
+  if (substitute(v->offset(), zero) != SymInt(0)) return std::nullopt;
+  loop::View out{st.buffer, sizes, SymShape(sizes.size(), SymInt(0)), substitute(st.offset, zero)};
+  std::vector<bool> matched(sizes.size(), false);
+  for (size_t i = 0; i < copy.outer.size(); ++i) {
+    auto extent = copy.outer[i].constant();
+    if (!extent) return std::nullopt;
+    if (*extent == 1) continue;
+    std::string var = loop::loop_var(static_cast<int>(i));
+    auto from = codegen::affine_stride(v->offset(), var), to = codegen::affine_stride(st.offset, var);
+    if (!from || !to) return std::nullopt;
+    bool found = false;
+    for (size_t d = 0; d < sizes.size() && !found; ++d) {
+      if (matched[d] || (*strides)[d] != *from || sizes[d].constant() != extent) continue;
+      matched[d] = found = true;
+      out.strides[d] = SymInt(*to);
+    }
+    if (!found) return std::nullopt;
+  }
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (!matched[d] && sizes[d].constant() != 1) return std::nullopt;
+  return out;
+}
+
+}  // namespace
+
+loop::Program attention_writes_copies(const loop::Program& program) {
+  loop::Program p = program;
+  for (size_t i = 0; i < p.kernels.size(); ++i) {
+    auto* call = std::get_if<loop::ExternCall>(&p.kernels[i]);
+    if (!call || call->kind != loop::ExternKind::attention || call->output_view) continue;
+    const int result = call->output;
+    const loop::Buffer& t = p.buffers[static_cast<size_t>(result)];
+    if (t.role != loop::Buffer::Role::temporary || t.offset != SymInt(0)) continue;
+    // Its one reader, after it; the copy's destination written by nothing else and read by
+    // nothing before the copy.
+    std::vector<size_t> readers;
+    for (size_t j = i + 1; j < p.kernels.size(); ++j)
+      if (loop::access(p.kernels[j]).reads.count(result)) readers.push_back(j);
+    if (readers.size() != 1) continue;
+    const auto* copy = std::get_if<loop::LoopKernel>(&p.kernels[readers[0]]);
+    if (!copy) continue;
+    auto view = destination_view(*copy, result, t.sizes);
+    if (!view || p.buffers[static_cast<size_t>(view->buffer)].dtype != t.dtype) continue;
+    bool alone = true;
+    for (size_t j = 0; j < p.kernels.size() && alone; ++j) {
+      if (j == readers[0]) continue;
+      auto a = loop::access(p.kernels[j]);
+      alone = !a.writes.count(view->buffer) && !(j < readers[0] && a.reads.count(view->buffer));
+    }
+    if (!alone) continue;
+    call->output = view->buffer;
+    call->output_view = *view;
+    p.kernels.erase(p.kernels.begin() + static_cast<std::ptrdiff_t>(readers[0]));
+  }
+  loop::verify(p);
+  return p;
+}
+
+}  // namespace coil::schedule

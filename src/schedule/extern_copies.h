@@ -1,0 +1,14 @@
+// Copies after fused attention: the exported attention ops return [B, H, T, hd] over
+// [B, T, H, hd] memory, so the graph follows the result with a copy into that layout (or into
+// an output of its own layout). When the only reader of an attention's temporary result is one
+// kernel that copies it whole into another buffer, element for element through a permutation
+// of its dims, the attention writes that buffer itself through the matching strided view
+// (ExternCall::output_view) and the copy is dropped.
+#pragma once
+#include "loop/kernel.h"
+
+namespace coil::schedule {
+
+loop::Program attention_writes_copies(const loop::Program& program);
+
+}  // namespace coil::schedule
