@@ -1,7 +1,10 @@
 #include "schedule/extern_copies.h"
 
+#include <map>
 #include <optional>
+#include <set>
 
+#include "arith/simplify.h"
 #include "codegen/kernel_shape.h"
 
 namespace coil::schedule {
@@ -23,6 +26,60 @@ std::optional<std::vector<int64_t>> contiguous(const SymShape& sizes) {
   return s;
 }
 
+// Constant divisors k of floor divisions and modulos of loop variable `var` in `e`.
+void divisors(const SymInt& e, const std::string& var, std::set<int64_t>& out) {
+  if ((e.kind() == SymInt::Kind::floordiv || e.kind() == SymInt::Kind::mod) && e.operands()[0].kind() == SymInt::Kind::symbol &&
+      e.operands()[0].symbol_name() == var)
+    if (auto k = e.operands()[1].constant()) out.insert(*k);
+  for (const auto& o : e.operands()) divisors(o, var, out);
+}
+
+// A copy's loop nest with every variable a merged view reads by digits (x // k, x % k, where k
+// divides the extent) split into those digits: u<n> variables, most significant first, so that
+// both offsets become affine in them. Returns the variables with their extents and the two
+// offsets, simplified with the digits' ranges.
+struct Digits {
+  std::vector<std::pair<std::string, int64_t>> vars;
+  SymInt from, to;
+};
+
+std::optional<Digits> split_digits(const loop::LoopKernel& copy, const SymInt& from, const SymInt& to) {
+  Digits d;
+  std::map<std::string, SymInt> subst;
+  RangeEnv env;
+  for (size_t i = 0; i < copy.outer.size(); ++i) {
+    auto extent = copy.outer[i].constant();
+    if (!extent) return std::nullopt;
+    std::string var = loop::loop_var(static_cast<int>(i));
+    std::set<int64_t> ks;
+    divisors(from, var, ks);
+    divisors(to, var, ks);
+    // Radices from the least significant digit: each divisor a multiple of the last.
+    std::vector<int64_t> radix;
+    int64_t prev = 1;
+    for (int64_t k : ks) {
+      if (k <= prev || k >= *extent || k % prev != 0 || *extent % k != 0) return std::nullopt;
+      radix.push_back(k / prev);
+      prev = k;
+    }
+    radix.push_back(*extent / prev);
+    SymInt value = 0, weight = 1;
+    std::vector<std::pair<std::string, int64_t>> digits;
+    for (int64_t r : radix) {
+      std::string u = "u" + std::to_string(d.vars.size() + digits.size());
+      digits.emplace_back(u, r);
+      env[u] = Range{0, r - 1};
+      value = value + SymInt::symbol(u) * weight;
+      weight = weight * SymInt(r);
+    }
+    subst[var] = value;
+    d.vars.insert(d.vars.end(), digits.rbegin(), digits.rend());
+  }
+  d.from = simplify(substitute(from, subst), env);
+  d.to = simplify(substitute(to, subst), env);
+  return d;
+}
+
 // The view of `copy`'s destination that holds element (i0, i1, ...) of `source` (contiguous,
 // `sizes`), when `copy` moves every element of the source, unchanged, through a permutation of
 // its dims; else nullopt.
@@ -32,18 +89,16 @@ std::optional<loop::View> destination_view(const loop::LoopKernel& copy, int sou
   const loop::ExprRef& v = st.value;
   if (st.dynamic || v->kind() != Expr::Kind::load || v->buffer() != source || v->dynamic()) return std::nullopt;
   auto strides = contiguous(sizes);
-  if (!strides) return std::nullopt;
+  auto digits = split_digits(copy, v->offset(), st.offset);
+  if (!strides || !digits) return std::nullopt;
   std::map<std::string, SymInt> zero;
-  for (size_t i = 0; i < copy.outer.size(); ++i) zero[loop::loop_var(static_cast<int>(i))] = SymInt(0);
-  if (substitute(v->offset(), zero) != SymInt(0)) return std::nullopt;
-  loop::View out{st.buffer, sizes, SymShape(sizes.size(), SymInt(0)), substitute(st.offset, zero)};
+  for (const auto& [u, extent] : digits->vars) zero[u] = SymInt(0);
+  if (substitute(digits->from, zero) != SymInt(0)) return std::nullopt;
+  loop::View out{st.buffer, sizes, SymShape(sizes.size(), SymInt(0)), substitute(digits->to, zero)};
   std::vector<bool> matched(sizes.size(), false);
-  for (size_t i = 0; i < copy.outer.size(); ++i) {
-    auto extent = copy.outer[i].constant();
-    if (!extent) return std::nullopt;
-    if (*extent == 1) continue;
-    std::string var = loop::loop_var(static_cast<int>(i));
-    auto from = codegen::affine_stride(v->offset(), var), to = codegen::affine_stride(st.offset, var);
+  for (const auto& [u, extent] : digits->vars) {
+    if (extent == 1) continue;
+    auto from = codegen::affine_stride(digits->from, u), to = codegen::affine_stride(digits->to, u);
     if (!from || !to) return std::nullopt;
     bool found = false;
     for (size_t d = 0; d < sizes.size() && !found; ++d) {

@@ -3,7 +3,9 @@
 // an output of its own layout). When the only reader of an attention's temporary result is one
 // kernel that copies it whole into another buffer, element for element through a permutation
 // of its dims, the attention writes that buffer itself through the matching strided view
-// (ExternCall::output_view) and the copy is dropped.
+// (ExternCall::output_view) and the copy is dropped. A copy loop that merged dims (the dense
+// [B, T, H * hd] rows a projection reads: indices with x // hd and x % hd) is read by digits:
+// each merged variable split at the divisors its indices use, which makes both indices affine.
 #pragma once
 #include "loop/kernel.h"
 

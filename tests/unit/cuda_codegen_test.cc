@@ -107,6 +107,13 @@ TEST(CudaCodegen, AttentionWritesTheCopyOfItsResult) {
   const auto& call = std::get<loop::ExternCall>(kernels[0]);
   ASSERT_TRUE(call.output_view.has_value());
   EXPECT_EQ(one.lowered.program.buffers[static_cast<size_t>(call.output)].role, loop::Buffer::Role::output);
+  // A copy into the dense [B, T, H * hd] rows a projection reads: its loop merges dims (indices
+  // with divisions), and the attention writes those rows itself.
+  auto rows = cuda_code(body + "  %e = view(%c, [80, 192])\n  %w = input() : bf16[192, 32]\n  %g = mm(%e, %w)\n  return %g\n", d);
+  ASSERT_EQ(rows.lowered.program.kernels.size(), 2u) << loop::to_string(rows.lowered.program);
+  const auto& into = std::get<loop::ExternCall>(rows.lowered.program.kernels[0]);
+  ASSERT_TRUE(into.output_view.has_value());
+  EXPECT_EQ(into.output_view->strides, (SymShape{SymInt(7680), SymInt(64), SymInt(192), SymInt(1)}));
   auto two = cuda_code(body + "  %e = exp(%a)\n  return %d, %e\n", d);
   EXPECT_EQ(two.lowered.program.kernels.size(), 2u) << loop::to_string(two.lowered.program);  // the copy and exp, fused
   for (const auto& k : two.lowered.program.kernels)

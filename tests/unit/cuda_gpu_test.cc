@@ -124,6 +124,10 @@ TEST(CudaGpu, FusedAttentionMatchesTheReference) {
       "  %q = input() : bf16[2, 3, 70, 64]\n  %a = scaled_dot_product_attention(%q, %q, %q, is_causal=true)\n"
       "  %b = permute(%a, [0, 2, 1, 3])\n  %c = clone(%b, memory_format=contiguous_format)\n  %d = permute(%c, [0, 2, 1, 3])\n"
       "  return %d\n",
+      // ... and into the dense rows of a projection (a copy whose loop merged dims)
+      "  %q = input() : bf16[2, 3, 70, 64]\n  %a = scaled_dot_product_attention(%q, %q, %q, is_causal=true)\n"
+      "  %b = permute(%a, [0, 2, 1, 3])\n  %c = clone(%b, memory_format=contiguous_format)\n  %e = view(%c, [140, 192])\n"
+      "  %w = input() : bf16[192, 32]\n  %g = mm(%e, %w)\n  return %g\n",
       // two row tiles a warp over several blocks, the diagonal crossing warps; a negative scale
       "  %q = input() : bf16[1, 2, 300, 64]\n  %a = scaled_dot_product_attention(%q, %q, %q, is_causal=true)\n  return %a\n",
       "  %q = input() : bf16[2, 150, 32]\n  %k = input() : bf16[2, 90, 32]\n  %v = input() : bf16[2, 90, 32]\n"
