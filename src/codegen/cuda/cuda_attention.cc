@@ -71,11 +71,6 @@ std::string wgmma_helpers(const std::string& hp, const char* type) {
       "static __device__ __forceinline__ unsigned long long {n}_desc(const void* p) {{\n"
       "  return static_cast<unsigned long long>(({n}_smem(p) & 0x3FFFF) >> 4) | (64ull << 16) | (64ull << 32) | (1ull << 62);\n"
       "}}\n"
-      // Keeps the compiler from moving reads of an accumulator above the wait that completes it.
-      "static __device__ __forceinline__ void {n}_pin(float* d) {{\n"
-      "  #pragma unroll\n"
-      "  for (int i = 0; i < 32; ++i) asm volatile(\"\" : \"+f\"(d[i]) :: \"memory\");\n"
-      "}}\n"
       "static __device__ __forceinline__ void {n}_wg_ss(float* d, unsigned long long a, unsigned long long b, int accumulate) {{\n"
       "  asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %34, 0;\\n\"\n"
       "               \"wgmma.mma_async.sync.aligned.m64n64k16.f32.{t}.{t} {{{d}}}, %32, %33, p, 1, 1, 0, 0;\\n}}\\n\"\n"
@@ -116,7 +111,7 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   // Hopper (sm_90a) with 64-wide heads whose rows move in 16-byte pieces: warpgroup MMAs (wgmma)
   // straight from shared memory, one warpgroup a block.
   const bool wg = device.arch() == "sm_90a" && E == 64 && vec;
-  const int mt = row_tiles(E, L), rows = 16 * kWarps * mt;
+  const int mt = wg ? 1 : row_tiles(E, L), rows = 16 * kWarps * mt;
   const bool half = ob.dtype == DType::f16;
   COIL_CHECK(half || ob.dtype == DType::bf16) << call.name << ": attention needs f16 or bf16";
   const int warp = device.warp_size;
@@ -237,10 +232,9 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
       fmt::arg("kd", wg ? "&Ks[buf][row * HD + (((col >> 3) ^ (row & 7)) << 3)]" : "&Ks[buf][row][col]"),
       fmt::arg("vd", wg ? "&Vs[buf][row * HD + (((col >> 3) ^ (row & 7)) << 3)]" : "&Vs[buf][row][col]"));
   // The warp's rows: MT tiles of 16, row0[m] and row0[m] + 8 of tile m for this lane.
-  // wgmma: row tile m is the block's rows [64m, 64m + 64), a warp's 16 of them each.
-  s += wg ? "    const int wrow = q0 + warp * 16;\n" : "    const int wrow = q0 + warp * 16 * MT;\n";
+  s += "    const int wrow = q0 + warp * 16 * MT;\n";
   s += "    int row0[MT];\n";
-  s += fmt::format("    #pragma unroll\n    for (int m = 0; m < MT; ++m) row0[m] = wrow + m * {} + g;\n", wg ? 16 * kWarps : 16);
+  s += "    #pragma unroll\n    for (int m = 0; m < MT; ++m) row0[m] = wrow + m * 16 + g;\n";
   if (wg) {
     // The block's query rows into shared memory (zeros past the end), with the first key tile.
     s += "    for (int i = threadIdx.x; i < BM * HD / 8; i += blockDim.x) {\n";
@@ -281,114 +275,104 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   // What cp.async wrote is read by wgmma through the async proxy.
   if (wg) s += "      asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");\n";
   s += "      __syncthreads();\n";
-  // The online softmax of row tile m's scores (m in scope), its output rows rescaled.
-  auto softmax_rows = [&]() {
-    s += "        float mx0 = -coil_rt::inf<float>(), mx1 = -coil_rt::inf<float>();\n";
-    s += "        #pragma unroll\n        for (int nt = 0; nt < BN / 8; ++nt) {\n";
-    s += "          mx0 = fmaxf(mx0, fmaxf(sc[m][nt][0], sc[m][nt][1]));\n          mx1 = fmaxf(mx1, fmaxf(sc[m][nt][2], sc[m][nt][3]));\n";
-    s += "        }\n";
-    s += "        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));\n        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));\n";
-    s += "        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));\n        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));\n";
-    s += fmt::format("        mx0 = fmaxf(mr[m][0], mx0 * {sc:.9e}f);\n        mx1 = fmaxf(mr[m][1], mx1 * {sc:.9e}f);\n", fmt::arg("sc", exp_scale));
-    // A row with nothing visible yet keeps 0 as its reference, so no inf - inf.
-    s += "        const float ref0 = mx0 == -coil_rt::inf<float>() ? 0.f : mx0, ref1 = mx1 == -coil_rt::inf<float>() ? 0.f : mx1;\n";
-    s += fmt::format("        const float a0 = {n}_exp2(mr[m][0] - ref0), a1 = {n}_exp2(mr[m][1] - ref1);\n", fmt::arg("n", hp));
-    s += "        mr[m][0] = mx0;\n        mr[m][1] = mx1;\n";
-    s += "        float rs0 = 0.f, rs1 = 0.f;\n";
-    s += "        #pragma unroll\n        for (int nt = 0; nt < BN / 8; ++nt) {\n";
-    s += fmt::format(
-        "          sc[m][nt][0] = {n}_exp2(fmaf(sc[m][nt][0], {sc:.9e}f, -ref0));\n          sc[m][nt][1] = {n}_exp2(fmaf(sc[m][nt][1], {sc:.9e}f, -ref0));\n"
-        "          sc[m][nt][2] = {n}_exp2(fmaf(sc[m][nt][2], {sc:.9e}f, -ref1));\n          sc[m][nt][3] = {n}_exp2(fmaf(sc[m][nt][3], {sc:.9e}f, -ref1));\n",
-        fmt::arg("n", hp), fmt::arg("sc", exp_scale));
-    s += "          rs0 += sc[m][nt][0] + sc[m][nt][1];\n          rs1 += sc[m][nt][2] + sc[m][nt][3];\n";
-    s += "        }\n";
-    s += "        lr[m][0] = lr[m][0] * a0 + rs0;\n        lr[m][1] = lr[m][1] * a1 + rs1;\n";
-    s += "        #pragma unroll\n        for (int d = 0; d < HD / 8; ++d) {\n";
-    s += "          o[m][d][0] *= a0;\n          o[m][d][1] *= a0;\n          o[m][d][2] *= a1;\n          o[m][d][3] *= a1;\n";
-    s += "        }\n";
-  };
-  // Scale (when not folded into exp2) and mask row tile m's scores (m in scope).
-  auto mask_rows = [&](const std::string& in) {
-    if (prescale) {  // before the mask, which sets -inf
-      s += in + "#pragma unroll\n" + in + "for (int nt = 0; nt < BN / 8; ++nt)\n";
-      s += fmt::format("{}  #pragma unroll\n{}  for (int c = 0; c < 4; ++c) sc[m][nt][c] *= {:.9e}f;\n", in, in, scale_log2);
-    }
-    s += in + "if (masked) {\n";
-    s += in + "  #pragma unroll\n" + in + "  for (int nt = 0; nt < BN / 8; ++nt)\n";
-    s += in + "    #pragma unroll\n" + in + "    for (int c = 0; c < 4; ++c) {\n";
-    s += in + "      const int key = k0 + nt * 8 + t * 2 + (c & 1);\n";
-    s += fmt::format("{}      if (key >= S{}) sc[m][nt][c] = -coil_rt::inf<float>();\n", in, causal ? " || key > row0[m] + (c < 2 ? 0 : 8)" : "");
-    s += in + "    }\n" + in + "}\n";
-  };
+  // Scores: 16 * MT rows x BN keys per warp; each ldmatrix of two key tiles' B fragments serves
+  // all MT row tiles.
   s += "      float sc[MT][BN / 8][4];\n";
+  if (wg) {
+    // S = Q K^T for the block's 64 rows: one m64n64k16 wgmma per 16 of the head's elements, the
+    // first overwriting the accumulator.
+    s += "      asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");\n";
+    s += "      #pragma unroll\n      for (int kk = 0; kk < HD / 16; ++kk)\n";
+    s += fmt::format("        {n}_wg_ss(&sc[0][0][0], {n}_desc(&Qs[kk * 16]), {n}_desc(&Ks[buf][kk * 16]), kk > 0);\n", fmt::arg("n", hp));
+    s += "      asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\");\n";
+    s += "      asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");\n";
+  } else {
+  s += "      #pragma unroll\n      for (int m = 0; m < MT; ++m)\n";
+  s += "        #pragma unroll\n        for (int nt = 0; nt < BN / 8; ++nt) sc[m][nt][0] = sc[m][nt][1] = sc[m][nt][2] = sc[m][nt][3] = 0.f;\n";
+  s += "      #pragma unroll\n      for (int kk = 0; kk < HD / 16; ++kk) {\n";
+  s += "        #pragma unroll\n        for (int nt = 0; nt < BN / 8; nt += 2) {\n";
+  s += "          uint32_t b[4];\n";
+  s += fmt::format("          {}_ldm<false>(b, &Ks[buf][(nt + (lane >> 4)) * 8 + (lane & 7)][kk * 16 + ((lane >> 3) & 1) * 8]);\n", hp);
+  s += "          #pragma unroll\n          for (int m = 0; m < MT; ++m) {\n";
+  s += fmt::format("            {n}_mma(sc[m][nt], qf[m][kk], b[0], b[1]);\n            {n}_mma(sc[m][nt + 1], qf[m][kk], b[2], b[3]);\n",
+                   fmt::arg("n", hp));
+  s += "          }\n        }\n      }\n";
+  }
+  // Mask, then the row max over the quad that shares a row, on the raw scores: with a positive
+  // scale the scaled max is the max scaled, and scaling folds into exp2's argument (one FFMA).
   // Only a tile past the keys' end or across the diagonal needs the mask.
   s += fmt::format("      const bool masked = k0 + BN > S{};\n", causal ? " || k0 + BN > wrow" : "");
-  if (wg) {
-    // Row tile m's scores S = Q K^T by one m64n64k16 wgmma per 16 of the head's elements (the
-    // first overwriting the accumulator), a commit group per row tile; then per row tile: wait
-    // for its scores, softmax, and O += P V (P from registers, V read transposed) in a group of
-    // its own, so the next row tile's softmax runs while this one's product does.
-    s += "      asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");\n";
-    s += "      #pragma unroll\n      for (int m = 0; m < MT; ++m) {\n";
-    s += "        #pragma unroll\n        for (int kk = 0; kk < HD / 16; ++kk)\n";
-    s += fmt::format("          {n}_wg_ss(&sc[m][0][0], {n}_desc(&Qs[m * 64 * HD + kk * 16]), {n}_desc(&Ks[buf][kk * 16]), kk > 0);\n", fmt::arg("n", hp));
-    s += "        asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\");\n";
-    s += "      }\n";
-    s += "      #pragma unroll\n      for (int m = 0; m < MT; ++m) {\n";
-    // Every group but the last committed is done: this row tile's scores are.
-    s += fmt::format("        asm volatile(\"wgmma.wait_group.sync.aligned {};\\n\" ::: \"memory\");\n", mt - 1);
-    s += fmt::format("        {}_pin(&sc[m][0][0]);\n", hp);
-    mask_rows("        ");
-    softmax_rows();
-    s += "        uint32_t pw[BN / 16][4];\n";
-    s += "        #pragma unroll\n        for (int kk = 0; kk < BN / 16; ++kk) {\n";
-    s += fmt::format("          pw[kk][0] = {n}_pack(sc[m][2 * kk][0], sc[m][2 * kk][1]);\n          pw[kk][1] = {n}_pack(sc[m][2 * kk][2], sc[m][2 * kk][3]);\n"
-                     "          pw[kk][2] = {n}_pack(sc[m][2 * kk + 1][0], sc[m][2 * kk + 1][1]);\n          pw[kk][3] = {n}_pack(sc[m][2 * kk + 1][2], sc[m][2 * kk + 1][3]);\n",
-                     fmt::arg("n", hp));
-    s += "        }\n";
-    s += "        asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");\n";
-    s += "        #pragma unroll\n        for (int kk = 0; kk < BN / 16; ++kk)\n";
-    s += fmt::format("          {n}_wg_rs(&o[m][0][0], pw[kk], {n}_desc(&Vs[buf][kk * 16 * HD]));\n", fmt::arg("n", hp));
-    s += "        asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\");\n";
-    s += "      }\n";
-    s += "      asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");\n";
-    s += "      #pragma unroll\n      for (int m = 0; m < MT; ++m) " + hp + "_pin(&o[m][0][0]);\n";
-  } else {
-    // Scores: 16 * MT rows x BN keys per warp; each ldmatrix of two key tiles' B fragments
-    // serves all MT row tiles.
+  if (prescale) {  // before the mask, which sets -inf
     s += "      #pragma unroll\n      for (int m = 0; m < MT; ++m)\n";
-    s += "        #pragma unroll\n        for (int nt = 0; nt < BN / 8; ++nt) sc[m][nt][0] = sc[m][nt][1] = sc[m][nt][2] = sc[m][nt][3] = 0.f;\n";
-    s += "      #pragma unroll\n      for (int kk = 0; kk < HD / 16; ++kk) {\n";
-    s += "        #pragma unroll\n        for (int nt = 0; nt < BN / 8; nt += 2) {\n";
-    s += "          uint32_t b[4];\n";
-    s += fmt::format("          {}_ldm<false>(b, &Ks[buf][(nt + (lane >> 4)) * 8 + (lane & 7)][kk * 16 + ((lane >> 3) & 1) * 8]);\n", hp);
-    s += "          #pragma unroll\n          for (int m = 0; m < MT; ++m) {\n";
-    s += fmt::format("            {n}_mma(sc[m][nt], qf[m][kk], b[0], b[1]);\n            {n}_mma(sc[m][nt + 1], qf[m][kk], b[2], b[3]);\n",
-                     fmt::arg("n", hp));
-    s += "          }\n        }\n      }\n";
-    // One mask branch for all row tiles, so that the rest is straight-line code the compiler can
-    // interleave (one row tile's softmax with the other's products).
-    s += "      #pragma unroll\n      for (int m = 0; m < MT; ++m) {\n";
-    mask_rows("        ");
-    s += "      }\n";
-    s += "      #pragma unroll\n      for (int m = 0; m < MT; ++m) {\n";
-    softmax_rows();
-    s += "      }\n";
-    // O += P V: two adjacent score tiles are one A fragment; V's B fragments by transposed
-    // ldmatrix, each serving all MT row tiles.
+    s += "        #pragma unroll\n        for (int nt = 0; nt < BN / 8; ++nt)\n";
+    s += fmt::format("          #pragma unroll\n          for (int c = 0; c < 4; ++c) sc[m][nt][c] *= {:.9e}f;\n", scale_log2);
+  }
+  // One branch for all row tiles, so that the rest of the tile is one block of straight-line
+  // code the compiler can interleave (one row tile's softmax with the other's products).
+  s += "      if (masked) {\n";
+  s += "        #pragma unroll\n        for (int m = 0; m < MT; ++m)\n";
+  s += "          #pragma unroll\n          for (int nt = 0; nt < BN / 8; ++nt)\n";
+  s += "            #pragma unroll\n            for (int c = 0; c < 4; ++c) {\n";
+  s += "              const int key = k0 + nt * 8 + t * 2 + (c & 1);\n";
+  s += fmt::format("              if (key >= S{}) sc[m][nt][c] = -coil_rt::inf<float>();\n", causal ? " || key > row0[m] + (c < 2 ? 0 : 8)" : "");
+  s += "            }\n";
+  s += "      }\n";
+  s += "      #pragma unroll\n      for (int m = 0; m < MT; ++m) {\n";
+  s += "        float mx0 = -coil_rt::inf<float>(), mx1 = -coil_rt::inf<float>();\n";
+  s += "        #pragma unroll\n        for (int nt = 0; nt < BN / 8; ++nt) {\n";
+  s += "          mx0 = fmaxf(mx0, fmaxf(sc[m][nt][0], sc[m][nt][1]));\n          mx1 = fmaxf(mx1, fmaxf(sc[m][nt][2], sc[m][nt][3]));\n";
+  s += "        }\n";
+  s += "        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));\n        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));\n";
+  s += "        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));\n        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));\n";
+  s += fmt::format("        mx0 = fmaxf(mr[m][0], mx0 * {sc:.9e}f);\n        mx1 = fmaxf(mr[m][1], mx1 * {sc:.9e}f);\n", fmt::arg("sc", exp_scale));
+  // A row with nothing visible yet keeps 0 as its reference, so no inf - inf.
+  s += "        const float ref0 = mx0 == -coil_rt::inf<float>() ? 0.f : mx0, ref1 = mx1 == -coil_rt::inf<float>() ? 0.f : mx1;\n";
+  s += fmt::format("        const float a0 = {n}_exp2(mr[m][0] - ref0), a1 = {n}_exp2(mr[m][1] - ref1);\n", fmt::arg("n", hp));
+  s += "        mr[m][0] = mx0;\n        mr[m][1] = mx1;\n";
+  s += "        float rs0 = 0.f, rs1 = 0.f;\n";
+  s += "        #pragma unroll\n        for (int nt = 0; nt < BN / 8; ++nt) {\n";
+  s += fmt::format(
+      "          sc[m][nt][0] = {n}_exp2(fmaf(sc[m][nt][0], {sc:.9e}f, -ref0));\n          sc[m][nt][1] = {n}_exp2(fmaf(sc[m][nt][1], {sc:.9e}f, -ref0));\n"
+      "          sc[m][nt][2] = {n}_exp2(fmaf(sc[m][nt][2], {sc:.9e}f, -ref1));\n          sc[m][nt][3] = {n}_exp2(fmaf(sc[m][nt][3], {sc:.9e}f, -ref1));\n",
+      fmt::arg("n", hp), fmt::arg("sc", exp_scale));
+  s += "          rs0 += sc[m][nt][0] + sc[m][nt][1];\n          rs1 += sc[m][nt][2] + sc[m][nt][3];\n";
+  s += "        }\n";
+  s += "        lr[m][0] = lr[m][0] * a0 + rs0;\n        lr[m][1] = lr[m][1] * a1 + rs1;\n";
+  s += "        #pragma unroll\n        for (int d = 0; d < HD / 8; ++d) {\n";
+  s += "          o[m][d][0] *= a0;\n          o[m][d][1] *= a0;\n          o[m][d][2] *= a1;\n          o[m][d][3] *= a1;\n";
+  s += "        }\n      }\n";
+  // O += P V: two adjacent score tiles are one A fragment; V's B fragments by transposed
+  // ldmatrix, each serving all MT row tiles.
+  if (wg) {
+    // O += P V: P from registers (all of it packed first: one fence), V (keys x head, the head
+    // contiguous) read transposed.
+    s += "      uint32_t pw[BN / 16][4];\n";
     s += "      #pragma unroll\n      for (int kk = 0; kk < BN / 16; ++kk) {\n";
-    s += "        uint32_t pa[MT][4];\n";
-    s += "        #pragma unroll\n        for (int m = 0; m < MT; ++m) {\n";
-    s += fmt::format("          pa[m][0] = {n}_pack(sc[m][2 * kk][0], sc[m][2 * kk][1]);\n          pa[m][1] = {n}_pack(sc[m][2 * kk][2], sc[m][2 * kk][3]);\n"
-                     "          pa[m][2] = {n}_pack(sc[m][2 * kk + 1][0], sc[m][2 * kk + 1][1]);\n          pa[m][3] = {n}_pack(sc[m][2 * kk + 1][2], sc[m][2 * kk + 1][3]);\n",
+    s += fmt::format("        pw[kk][0] = {n}_pack(sc[0][2 * kk][0], sc[0][2 * kk][1]);\n        pw[kk][1] = {n}_pack(sc[0][2 * kk][2], sc[0][2 * kk][3]);\n"
+                     "        pw[kk][2] = {n}_pack(sc[0][2 * kk + 1][0], sc[0][2 * kk + 1][1]);\n        pw[kk][3] = {n}_pack(sc[0][2 * kk + 1][2], sc[0][2 * kk + 1][3]);\n",
                      fmt::arg("n", hp));
-    s += "        }\n";
+    s += "      }\n";
+    s += "      asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");\n";
+    s += "      #pragma unroll\n      for (int kk = 0; kk < BN / 16; ++kk)\n";
+    s += fmt::format("        {n}_wg_rs(&o[0][0][0], pw[kk], {n}_desc(&Vs[buf][kk * 16 * HD]));\n", fmt::arg("n", hp));
+    s += "      asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\");\n";
+    s += "      asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");\n";
+  } else {
+  s += "      #pragma unroll\n      for (int kk = 0; kk < BN / 16; ++kk) {\n";
+  s += "        uint32_t pa[MT][4];\n";
+  s += "        #pragma unroll\n        for (int m = 0; m < MT; ++m) {\n";
+  s += fmt::format("          pa[m][0] = {n}_pack(sc[m][2 * kk][0], sc[m][2 * kk][1]);\n          pa[m][1] = {n}_pack(sc[m][2 * kk][2], sc[m][2 * kk][3]);\n"
+                   "          pa[m][2] = {n}_pack(sc[m][2 * kk + 1][0], sc[m][2 * kk + 1][1]);\n          pa[m][3] = {n}_pack(sc[m][2 * kk + 1][2], sc[m][2 * kk + 1][3]);\n",
+                   fmt::arg("n", hp));
+  s += "        }\n";
+  {
     s += "        #pragma unroll\n        for (int d = 0; d < HD / 8; d += 2) {\n";
     s += "          uint32_t b[4];\n";
     s += fmt::format("          {}_ldm<true>(b, &Vs[buf][kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)][(d + (lane >> 4)) * 8]);\n", hp);
     s += "          #pragma unroll\n          for (int m = 0; m < MT; ++m) {\n";
     s += fmt::format("            {n}_mma(o[m][d], pa[m], b[0], b[1]);\n            {n}_mma(o[m][d + 1], pa[m], b[2], b[3]);\n", fmt::arg("n", hp));
     s += "          }\n        }\n      }\n";
+  }
   }
   s += "      __syncthreads();\n";
   s += "    }\n";
