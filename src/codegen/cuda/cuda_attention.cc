@@ -277,15 +277,19 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   s += "      __syncthreads();\n";
   // Scores: 16 * MT rows x BN keys per warp; each ldmatrix of two key tiles' B fragments serves
   // all MT row tiles.
+  // wgmma: a fence, one product per 16-element step kk (of `steps`), their commit, and the wait
+  // for them.
+  auto wgmma_batch = [&](const char* steps, const std::string& product) {
+    s += "      asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");\n";
+    s += fmt::format("      #pragma unroll\n      for (int kk = 0; kk < {}; ++kk)\n        {};\n", steps, product);
+    s += "      asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\");\n";
+    s += "      asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");\n";
+  };
   s += "      float sc[MT][BN / 8][4];\n";
   if (wg) {
     // S = Q K^T for the block's 64 rows: one m64n64k16 wgmma per 16 of the head's elements, the
     // first overwriting the accumulator.
-    s += "      asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");\n";
-    s += "      #pragma unroll\n      for (int kk = 0; kk < HD / 16; ++kk)\n";
-    s += fmt::format("        {n}_wg_ss(&sc[0][0][0], {n}_desc(&Qs[kk * 16]), {n}_desc(&Ks[buf][kk * 16]), kk > 0);\n", fmt::arg("n", hp));
-    s += "      asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\");\n";
-    s += "      asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");\n";
+    wgmma_batch("HD / 16", fmt::format("{n}_wg_ss(&sc[0][0][0], {n}_desc(&Qs[kk * 16]), {n}_desc(&Ks[buf][kk * 16]), kk > 0)", fmt::arg("n", hp)));
   } else {
   s += "      #pragma unroll\n      for (int m = 0; m < MT; ++m)\n";
   s += "        #pragma unroll\n        for (int nt = 0; nt < BN / 8; ++nt) sc[m][nt][0] = sc[m][nt][1] = sc[m][nt][2] = sc[m][nt][3] = 0.f;\n";
@@ -352,11 +356,7 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
                      "        pw[kk][2] = {n}_pack(sc[0][2 * kk + 1][0], sc[0][2 * kk + 1][1]);\n        pw[kk][3] = {n}_pack(sc[0][2 * kk + 1][2], sc[0][2 * kk + 1][3]);\n",
                      fmt::arg("n", hp));
     s += "      }\n";
-    s += "      asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");\n";
-    s += "      #pragma unroll\n      for (int kk = 0; kk < BN / 16; ++kk)\n";
-    s += fmt::format("        {n}_wg_rs(&o[0][0][0], pw[kk], {n}_desc(&Vs[buf][kk * 16 * HD]));\n", fmt::arg("n", hp));
-    s += "      asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\");\n";
-    s += "      asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");\n";
+    wgmma_batch("BN / 16", fmt::format("{n}_wg_rs(&o[0][0][0], pw[kk], {n}_desc(&Vs[buf][kk * 16 * HD]))", fmt::arg("n", hp)));
   } else {
   s += "      #pragma unroll\n      for (int kk = 0; kk < BN / 16; ++kk) {\n";
   s += "        uint32_t pa[MT][4];\n";
