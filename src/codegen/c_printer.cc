@@ -232,11 +232,11 @@ std::string widen(const std::string& raw, DType t) {
 
 }  // namespace
 
-// The reciprocal's name when `e` is an f32 division by a reduced value that has one, else "".
+// The reciprocal's name when `e` is a division by a reduced value that has one, else "".
 std::string ExprPrinter::reciprocal_of(const ExprRef& e) const {
-  if (e->kind() != Expr::Kind::op || e->op() != loop::LoopOp::Div || e->dtype() != DType::f32) return "";
+  if (e->kind() != Expr::Kind::op || e->op() != loop::LoopOp::Div) return "";
   const ExprRef& d = e->operands()[1];
-  if (d->kind() != Expr::Kind::reduced || d->dtype() != DType::f32) return "";
+  if (d->kind() != Expr::Kind::reduced) return "";
   auto it = reciprocals.find(d->slot());
   return it == reciprocals.end() ? "" : it->second;
 }

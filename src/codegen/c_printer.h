@@ -56,7 +56,8 @@ class ExprPrinter {
   std::function<std::string(const loop::ExprRef& load)> load_hook;
   // Values an earlier loop computed and kept (registers): the expression and its name.
   std::vector<std::pair<loop::ExprRef, std::string>> carried;
-  // f32 divisions by these reduced values multiply by the named reciprocal instead.
+  // Divisions by these reduced values multiply by the named reciprocal instead (the emitter
+  // names f32 ones only).
   std::map<int, std::string> reciprocals;
 
  private:

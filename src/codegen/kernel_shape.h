@@ -17,7 +17,7 @@ std::optional<int64_t> affine_stride(const SymInt& offset, const std::string& va
 bool multiple_of(const SymInt& offset, int64_t n);
 // The loads of `e` (each distinct one once, in first-use order; data-dependent indices too).
 void collect_loads(const loop::ExprRef& e, std::vector<loop::ExprRef>& out);
-// Whether a load's index depends on the reduction variables (r*).
+// Whether a load's index (or an index value) depends on the reduction variables (r*).
 bool reads_row(const loop::ExprRef& load);
 // A reduction whose rows run across memory (a sum over a leading dim): every load has unit
 // stride along the last outer variable or none, never along the last inner one.

@@ -6,25 +6,13 @@
 
 #include "arith/simplify.h"
 #include "codegen/kernel_shape.h"
+#include "coil/graph.h"
 
 namespace coil::schedule {
 
 namespace {
 
 using loop::Expr;
-
-// Contiguous strides of `sizes`, when they are all constants.
-std::optional<std::vector<int64_t>> contiguous(const SymShape& sizes) {
-  std::vector<int64_t> s(sizes.size());
-  int64_t step = 1;
-  for (size_t d = sizes.size(); d-- > 0;) {
-    auto n = sizes[d].constant();
-    if (!n) return std::nullopt;
-    s[d] = step;
-    step *= *n;
-  }
-  return s;
-}
 
 // Constant divisors k of floor divisions and modulos of loop variable `var` in `e`.
 void divisors(const SymInt& e, const std::string& var, std::set<int64_t>& out) {
@@ -80,17 +68,16 @@ std::optional<Digits> split_digits(const loop::LoopKernel& copy, const SymInt& f
   return d;
 }
 
-// The view of `copy`'s destination that holds element (i0, i1, ...) of `source` (contiguous,
-// `sizes`), when `copy` moves every element of the source, unchanged, through a permutation of
+// The view of `copy`'s destination that holds element (i0, i1, ...) of `source` (`sizes`,
+// contiguous `strides`), when `copy` moves every element of the source, unchanged, through a permutation of
 // its dims; else nullopt.
-std::optional<loop::View> destination_view(const loop::LoopKernel& copy, int source, const SymShape& sizes) {
+std::optional<loop::View> destination_view(const loop::LoopKernel& copy, int source, const SymShape& sizes, const SymShape& strides) {
   if (!copy.reductions.empty() || !copy.inner.empty() || copy.stores.size() != 1) return std::nullopt;
   const loop::StoreStep& st = copy.stores[0];
   const loop::ExprRef& v = st.value;
   if (st.dynamic || v->kind() != Expr::Kind::load || v->buffer() != source || v->dynamic()) return std::nullopt;
-  auto strides = contiguous(sizes);
   auto digits = split_digits(copy, v->offset(), st.offset);
-  if (!strides || !digits) return std::nullopt;
+  if (!digits) return std::nullopt;
   std::map<std::string, SymInt> zero;
   for (const auto& [u, extent] : digits->vars) zero[u] = SymInt(0);
   if (substitute(digits->from, zero) != SymInt(0)) return std::nullopt;
@@ -102,7 +89,7 @@ std::optional<loop::View> destination_view(const loop::LoopKernel& copy, int sou
     if (!from || !to) return std::nullopt;
     bool found = false;
     for (size_t d = 0; d < sizes.size() && !found; ++d) {
-      if (matched[d] || (*strides)[d] != *from || sizes[d].constant() != extent) continue;
+      if (matched[d] || strides[d] != SymInt(*from) || sizes[d].constant() != extent) continue;
       matched[d] = found = true;
       out.strides[d] = SymInt(*to);
     }
@@ -122,7 +109,7 @@ loop::Program attention_writes_copies(const loop::Program& program) {
     if (!call || call->kind != loop::ExternKind::attention || call->output_view) continue;
     const int result = call->output;
     const loop::Buffer& t = p.buffers[static_cast<size_t>(result)];
-    if (t.role != loop::Buffer::Role::temporary || t.offset != SymInt(0)) continue;
+    if (t.role != loop::Buffer::Role::temporary || t.offset != SymInt(0) || t.strides != contiguous_strides(t.sizes)) continue;
     // Its one reader, after it; the copy's destination written by nothing else and read by
     // nothing before the copy.
     std::vector<size_t> readers;
@@ -131,7 +118,7 @@ loop::Program attention_writes_copies(const loop::Program& program) {
     if (readers.size() != 1) continue;
     const auto* copy = std::get_if<loop::LoopKernel>(&p.kernels[readers[0]]);
     if (!copy) continue;
-    auto view = destination_view(*copy, result, t.sizes);
+    auto view = destination_view(*copy, result, t.sizes, t.strides);
     if (!view || p.buffers[static_cast<size_t>(view->buffer)].dtype != t.dtype) continue;
     bool alone = true;
     for (size_t j = 0; j < p.kernels.size() && alone; ++j) {

@@ -217,6 +217,8 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   else
     s += "    const int64_t bh = tile / TILES_Q;\n    const int q0 = static_cast<int>(tile % TILES_Q) * BM;\n";
   s += batch_offset(q, "qb") + batch_offset(k, "kb") + batch_offset(v, "vb") + batch_offset(o, "ob");
+  // wgmma tiles: where element `col` (a multiple of 8) of row `row` of `tile` goes.
+  auto swizzled = [](const std::string& tile) { return "&" + tile + "[row * HD + (((col >> 3) ^ (row & 7)) << 3)]"; };
   s += fmt::format(
       "    auto load_kv = [&](int k0, int buf) {{\n"
       "      for (int i = threadIdx.x; i < BN * HD / 8; i += blockDim.x) {{\n"
@@ -229,8 +231,7 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
       "      asm volatile(\"cp.async.commit_group;\\n\" ::);\n"
       "    }};\n",
       fmt::arg("n", hp), fmt::arg("kb", k.buffer), fmt::arg("ks", stride(k, 2)), fmt::arg("vb", v.buffer), fmt::arg("vs", stride(v, 2)),
-      fmt::arg("kd", wg ? "&Ks[buf][row * HD + (((col >> 3) ^ (row & 7)) << 3)]" : "&Ks[buf][row][col]"),
-      fmt::arg("vd", wg ? "&Vs[buf][row * HD + (((col >> 3) ^ (row & 7)) << 3)]" : "&Vs[buf][row][col]"));
+      fmt::arg("kd", wg ? swizzled("Ks[buf]") : "&Ks[buf][row][col]"), fmt::arg("vd", wg ? swizzled("Vs[buf]") : "&Vs[buf][row][col]"));
   // The warp's rows: MT tiles of 16, row0[m] and row0[m] + 8 of tile m for this lane.
   s += "    const int wrow = q0 + warp * 16 * MT;\n";
   s += "    int row0[MT];\n";
@@ -240,8 +241,8 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
     s += "    for (int i = threadIdx.x; i < BM * HD / 8; i += blockDim.x) {\n";
     s += "      const int row = i / (HD / 8), col = (i % (HD / 8)) * 8;\n";
     s += "      const bool inside = q0 + row < L;\n";
-    s += fmt::format("      {n}_row8(&Qs[row * HD + (((col >> 3) ^ (row & 7)) << 3)], b{qb} + qb + (inside ? q0 + row : 0) * int64_t({qs}) + col, inside, vec);\n",
-                     fmt::arg("n", hp), fmt::arg("qb", q.buffer), fmt::arg("qs", stride(q, 2)));
+    s += fmt::format("      {n}_row8({qd}, b{qb} + qb + (inside ? q0 + row : 0) * int64_t({qs}) + col, inside, vec);\n", fmt::arg("n", hp),
+                     fmt::arg("qd", swizzled("Qs")), fmt::arg("qb", q.buffer), fmt::arg("qs", stride(q, 2)));
     s += "    }\n";
   } else {
     // The warp's query rows as A fragments, straight from global memory.
@@ -275,8 +276,6 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   // What cp.async wrote is read by wgmma through the async proxy.
   if (wg) s += "      asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");\n";
   s += "      __syncthreads();\n";
-  // Scores: 16 * MT rows x BN keys per warp; each ldmatrix of two key tiles' B fragments serves
-  // all MT row tiles.
   // wgmma: a fence, one product per 16-element step kk (of `steps`), their commit, and the wait
   // for them.
   auto wgmma_batch = [&](const char* steps, const std::string& product) {
@@ -285,22 +284,31 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
     s += "      asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\");\n";
     s += "      asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");\n";
   };
+  // Row tile m's probabilities for keys [16 kk, 16 kk + 16) as an A fragment `dest` (two adjacent
+  // score tiles, packed to 16 bits).
+  auto pack_probabilities = [&](const std::string& dest, const std::string& m, const std::string& in) {
+    s += fmt::format("{in}{d}[0] = {n}_pack(sc[{m}][2 * kk][0], sc[{m}][2 * kk][1]);\n{in}{d}[1] = {n}_pack(sc[{m}][2 * kk][2], sc[{m}][2 * kk][3]);\n"
+                     "{in}{d}[2] = {n}_pack(sc[{m}][2 * kk + 1][0], sc[{m}][2 * kk + 1][1]);\n{in}{d}[3] = {n}_pack(sc[{m}][2 * kk + 1][2], sc[{m}][2 * kk + 1][3]);\n",
+                     fmt::arg("in", in), fmt::arg("d", dest), fmt::arg("m", m), fmt::arg("n", hp));
+  };
   s += "      float sc[MT][BN / 8][4];\n";
   if (wg) {
     // S = Q K^T for the block's 64 rows: one m64n64k16 wgmma per 16 of the head's elements, the
     // first overwriting the accumulator.
     wgmma_batch("HD / 16", fmt::format("{n}_wg_ss(&sc[0][0][0], {n}_desc(&Qs[kk * 16]), {n}_desc(&Ks[buf][kk * 16]), kk > 0)", fmt::arg("n", hp)));
   } else {
-  s += "      #pragma unroll\n      for (int m = 0; m < MT; ++m)\n";
-  s += "        #pragma unroll\n        for (int nt = 0; nt < BN / 8; ++nt) sc[m][nt][0] = sc[m][nt][1] = sc[m][nt][2] = sc[m][nt][3] = 0.f;\n";
-  s += "      #pragma unroll\n      for (int kk = 0; kk < HD / 16; ++kk) {\n";
-  s += "        #pragma unroll\n        for (int nt = 0; nt < BN / 8; nt += 2) {\n";
-  s += "          uint32_t b[4];\n";
-  s += fmt::format("          {}_ldm<false>(b, &Ks[buf][(nt + (lane >> 4)) * 8 + (lane & 7)][kk * 16 + ((lane >> 3) & 1) * 8]);\n", hp);
-  s += "          #pragma unroll\n          for (int m = 0; m < MT; ++m) {\n";
-  s += fmt::format("            {n}_mma(sc[m][nt], qf[m][kk], b[0], b[1]);\n            {n}_mma(sc[m][nt + 1], qf[m][kk], b[2], b[3]);\n",
-                   fmt::arg("n", hp));
-  s += "          }\n        }\n      }\n";
+    // Scores: 16 * MT rows x BN keys per warp; each ldmatrix of two key tiles' B fragments serves
+    // all MT row tiles.
+    s += "      #pragma unroll\n      for (int m = 0; m < MT; ++m)\n";
+    s += "        #pragma unroll\n        for (int nt = 0; nt < BN / 8; ++nt) sc[m][nt][0] = sc[m][nt][1] = sc[m][nt][2] = sc[m][nt][3] = 0.f;\n";
+    s += "      #pragma unroll\n      for (int kk = 0; kk < HD / 16; ++kk) {\n";
+    s += "        #pragma unroll\n        for (int nt = 0; nt < BN / 8; nt += 2) {\n";
+    s += "          uint32_t b[4];\n";
+    s += fmt::format("          {}_ldm<false>(b, &Ks[buf][(nt + (lane >> 4)) * 8 + (lane & 7)][kk * 16 + ((lane >> 3) & 1) * 8]);\n", hp);
+    s += "          #pragma unroll\n          for (int m = 0; m < MT; ++m) {\n";
+    s += fmt::format("            {n}_mma(sc[m][nt], qf[m][kk], b[0], b[1]);\n            {n}_mma(sc[m][nt + 1], qf[m][kk], b[2], b[3]);\n",
+                     fmt::arg("n", hp));
+    s += "          }\n        }\n      }\n";
   }
   // Mask, then the row max over the quad that shares a row, on the raw scores: with a positive
   // scale the scaled max is the max scaled, and scaling folds into exp2's argument (one FFMA).
@@ -345,34 +353,27 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   s += "        #pragma unroll\n        for (int d = 0; d < HD / 8; ++d) {\n";
   s += "          o[m][d][0] *= a0;\n          o[m][d][1] *= a0;\n          o[m][d][2] *= a1;\n          o[m][d][3] *= a1;\n";
   s += "        }\n      }\n";
-  // O += P V: two adjacent score tiles are one A fragment; V's B fragments by transposed
-  // ldmatrix, each serving all MT row tiles.
   if (wg) {
     // O += P V: P from registers (all of it packed first: one fence), V (keys x head, the head
     // contiguous) read transposed.
     s += "      uint32_t pw[BN / 16][4];\n";
     s += "      #pragma unroll\n      for (int kk = 0; kk < BN / 16; ++kk) {\n";
-    s += fmt::format("        pw[kk][0] = {n}_pack(sc[0][2 * kk][0], sc[0][2 * kk][1]);\n        pw[kk][1] = {n}_pack(sc[0][2 * kk][2], sc[0][2 * kk][3]);\n"
-                     "        pw[kk][2] = {n}_pack(sc[0][2 * kk + 1][0], sc[0][2 * kk + 1][1]);\n        pw[kk][3] = {n}_pack(sc[0][2 * kk + 1][2], sc[0][2 * kk + 1][3]);\n",
-                     fmt::arg("n", hp));
+    pack_probabilities("pw[kk]", "0", "        ");
     s += "      }\n";
     wgmma_batch("BN / 16", fmt::format("{n}_wg_rs(&o[0][0][0], pw[kk], {n}_desc(&Vs[buf][kk * 16 * HD]))", fmt::arg("n", hp)));
   } else {
-  s += "      #pragma unroll\n      for (int kk = 0; kk < BN / 16; ++kk) {\n";
-  s += "        uint32_t pa[MT][4];\n";
-  s += "        #pragma unroll\n        for (int m = 0; m < MT; ++m) {\n";
-  s += fmt::format("          pa[m][0] = {n}_pack(sc[m][2 * kk][0], sc[m][2 * kk][1]);\n          pa[m][1] = {n}_pack(sc[m][2 * kk][2], sc[m][2 * kk][3]);\n"
-                   "          pa[m][2] = {n}_pack(sc[m][2 * kk + 1][0], sc[m][2 * kk + 1][1]);\n          pa[m][3] = {n}_pack(sc[m][2 * kk + 1][2], sc[m][2 * kk + 1][3]);\n",
-                   fmt::arg("n", hp));
-  s += "        }\n";
-  {
+    // O += P V: V's B fragments by transposed ldmatrix, each serving all MT row tiles.
+    s += "      #pragma unroll\n      for (int kk = 0; kk < BN / 16; ++kk) {\n";
+    s += "        uint32_t pa[MT][4];\n";
+    s += "        #pragma unroll\n        for (int m = 0; m < MT; ++m) {\n";
+    pack_probabilities("pa[m]", "m", "          ");
+    s += "        }\n";
     s += "        #pragma unroll\n        for (int d = 0; d < HD / 8; d += 2) {\n";
     s += "          uint32_t b[4];\n";
     s += fmt::format("          {}_ldm<true>(b, &Vs[buf][kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)][(d + (lane >> 4)) * 8]);\n", hp);
     s += "          #pragma unroll\n          for (int m = 0; m < MT; ++m) {\n";
     s += fmt::format("            {n}_mma(o[m][d], pa[m], b[0], b[1]);\n            {n}_mma(o[m][d + 1], pa[m], b[2], b[3]);\n", fmt::arg("n", hp));
     s += "          }\n        }\n      }\n";
-  }
   }
   s += "      __syncthreads();\n";
   s += "    }\n";

@@ -245,9 +245,8 @@ void CudaEmitter::keep_carried(size_t pass, const std::string& indent, std::vect
 
 // After a row's steps [first, end) are combined: the reciprocals later divisions multiply by.
 void CudaEmitter::emit_reciprocals(size_t first, size_t end, const std::string& indent) {
-  std::set<int> slots = reciprocal_slots(k_);
   for (size_t i = first; i < end; ++i) {
-    if (!slots.count(static_cast<int>(i))) continue;
+    if (!reciprocal_slots_.count(static_cast<int>(i))) continue;
     std::string name = "inv" + std::to_string(i);
     out("{}const float {} = 1.0f / {};", indent, name, printer_->reduced.at(static_cast<int>(i)));
     printer_->reciprocals[static_cast<int>(i)] = name;
@@ -467,6 +466,7 @@ void CudaEmitter::reduction_passes(const std::string& indent, const std::string&
 
 void CudaEmitter::row() {
   const int tpr = config_.threads_per_row, rows_per_block = config_.block / tpr;
+  reciprocal_slots_ = reciprocal_slots(k_);
   if (tpr > device_.warp_size)
     out("  __shared__ __align__(16) unsigned char scratch[{}];", static_cast<int64_t>(config_.block / device_.warp_size) * kLargestPartial);
   else
@@ -497,8 +497,6 @@ void CudaEmitter::row() {
   }
   reduction_passes("    ", "active", false);
   printer_->load_hook = nullptr;
-  printer_->carried.clear();
-  printer_->reciprocals.clear();
   out("  }}");
 }
 

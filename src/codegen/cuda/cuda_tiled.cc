@@ -20,11 +20,16 @@ namespace coil::codegen {
 
 namespace {
 
-// Whether an access of unit stride along `var` moves as aligned pairs: the offset is even at
-// even values of `var` and `extent` (a constant) is even, so a pair is either whole or out.
-bool moves_in_pairs(const SymInt& offset, const std::string& var, const SymInt& extent) {
+// A constant, even extent: a pair of adjacent positions along it is either whole or out.
+bool even(const SymInt& extent) {
   auto e = extent.constant();
-  return e && *e % 2 == 0 && affine_stride(offset, var) == 1 && multiple_of(substitute(offset, {{var, SymInt(0)}}), 2);
+  return e && *e % 2 == 0;
+}
+
+// Whether an access of unit stride along `var` moves as aligned pairs: the offset is even at
+// even values of `var`, whose extent is even.
+bool moves_in_pairs(const SymInt& offset, const std::string& var, const SymInt& extent) {
+  return even(extent) && affine_stride(offset, var) == 1 && multiple_of(substitute(offset, {{var, SymInt(0)}}), 2);
 }
 
 }  // namespace
@@ -67,7 +72,7 @@ void CudaEmitter::tiled() {
   // then `body` per element (left out when empty), then `after` (the pair's whole stores).
   using Emit = std::function<void(const std::string&)>;
   auto phase = [&](bool along_a, const Emit& whole, const Emit& body, const Emit& after) {
-    const bool in_pairs = pairs && (along_a ? extent_a : extent_b).constant() && *(along_a ? extent_a : extent_b).constant() % 2 == 0;
+    const bool in_pairs = pairs && even(along_a ? extent_a : extent_b);
     auto position = [&](const std::string& in, const std::string& column) {
       out("{}const idx_t {} = ta * {} + {};", in, a, t, along_a ? column : "yy");
       out("{}const idx_t {} = tb * {} + {};", in, b, t, along_a ? "yy" : column);
@@ -134,7 +139,7 @@ void CudaEmitter::tiled() {
   // Along b: staged operands from the tile; the pair's direct loads and stores of unit stride
   // along b as whole pairs (V<n>, W<n>), the rest per element.
   std::vector<Staged> direct_loads, direct_stores;
-  if (pairs && extent_b.constant() && *extent_b.constant() % 2 == 0) {
+  if (pairs && even(extent_b)) {
     std::vector<loop::ExprRef> all;
     for (const auto& s : k_.stores) collect_loads(s.value, all);
     for (const auto& l : all) {
@@ -166,20 +171,17 @@ void CudaEmitter::tiled() {
         std::vector<std::string> lines;
         printer_->reset();
         for (const auto& s : k_.stores) {
+          auto same = [&](const Staged& x) { return x.buffer == s.buffer && x.offset == s.offset; };
+          auto st = std::find_if(stores.begin(), stores.end(), same);
+          auto ds = std::find_if(direct_stores.begin(), direct_stores.end(), same);
+          if (st == stores.end() && ds == direct_stores.end()) {
+            store(s, in, lines);
+            continue;
+          }
           std::string value = stored(s.value, dtype(s.buffer), lines, in);
           flush(lines);
-          auto st = std::find_if(stores.begin(), stores.end(), [&](const Staged& x) { return x.buffer == s.buffer && x.offset == s.offset; });
-          auto ds = std::find_if(direct_stores.begin(), direct_stores.end(),
-                                 [&](const Staged& x) { return x.buffer == s.buffer && x.offset == s.offset; });
-          if (st != stores.end()) {
-            out("{}{} = {};", in, cell(st->name, "xx", "yy"), value);
-          } else if (ds != direct_stores.end()) {
-            out("{}{}.v[q] = {};", in, ds->name, value);
-          } else {
-            std::string dynamic = s.dynamic ? " + " + printer_->emit(s.dynamic, lines, in) : "";
-            flush(lines);
-            out("{}b{}[{}{}] = {};", in, s.buffer, idx(s.offset), dynamic, value);
-          }
+          if (st != stores.end()) out("{}{} = {};", in, cell(st->name, "xx", "yy"), value);
+          else out("{}{}.v[q] = {};", in, ds->name, value);
         }
       },
       [&](const std::string& in) {

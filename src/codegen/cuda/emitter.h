@@ -92,7 +92,8 @@ class CudaEmitter {
   bool split_pass_ = false;  // the row loop being opened is this block's share of a split row
   bool store_pass_ = false;  // the row loop being opened runs the inner stores
   std::vector<Staged> row_vec_loads_, row_vec_stores_;  // vectorized rows: unit-stride accesses
-  std::vector<CarriedValue> carried_;
+  std::vector<CarriedValue> carried_;  // persistent rows
+  std::set<int> reciprocal_slots_;      // row reductions: reduced values later divisions multiply by the reciprocal of
   std::string mask_;  // the warp's member mask for shuffles
   std::unique_ptr<ExprPrinter> printer_;
   std::string text_;

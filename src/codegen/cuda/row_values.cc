@@ -72,12 +72,6 @@ class AnyBelow {
   std::unordered_map<const Expr*, bool> memo_;
 };
 
-bool mentions_row_var(const SymInt& offset) {
-  std::vector<std::string> syms;
-  offset.collect_symbols(syms);
-  return std::any_of(syms.begin(), syms.end(), [](const std::string& s) { return s[0] == 'r'; });
-}
-
 // Every node of `e`, each once.
 void collect_nodes(const ExprRef& e, std::unordered_set<const Expr*>& seen, std::vector<ExprRef>& out) {
   if (!seen.insert(e.get()).second) return;
@@ -96,10 +90,7 @@ const ExprRef* find_same(const std::vector<ExprRef>& nodes, const ExprRef& e) {
 std::vector<CarriedValue> carried_values(const loop::LoopKernel& k, size_t max_values) {
   std::vector<CarriedValue> out;
   if (max_values == 0) return out;
-  AnyBelow per_element([](const ExprRef& e) {
-    if (e->kind() == Expr::Kind::load) return reads_row(e);
-    return e->kind() == Expr::Kind::index && mentions_row_var(e->offset());
-  });
+  AnyBelow per_element([](const ExprRef& e) { return (e->kind() == Expr::Kind::load || e->kind() == Expr::Kind::index) && reads_row(e); });
   AnyBelow costly([](const ExprRef& e) { return e->kind() == Expr::Kind::op && dear(e->op()); });
   auto carried = [&](const ExprRef& e) {
     return std::any_of(out.begin(), out.end(), [&](const CarriedValue& c) { return c.value->hash() == e->hash() && loop::same(c.value, e); });
