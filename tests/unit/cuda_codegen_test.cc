@@ -153,11 +153,13 @@ TEST(CudaCodegen, AWarpOf64ChangesTheCode) {
   EXPECT_EQ(k64.launch.block_x, 256);
   EXPECT_NE(g32.cuda.bodies[0].find("128, 32, 0xffffffffu, scratch"), std::string::npos) << g32.cuda.bodies[0];
   EXPECT_NE(g64.cuda.bodies[0].find("128, 64, "), std::string::npos) << g64.cuda.bodies[0];
-  // Grids cover the device's SMs: twice the resident blocks.
-  EXPECT_EQ(k32.launch.max_blocks, 132 * (2048 / 128) * 2);
+  // A row a block, however many; pointwise grids stop at 8 waves of the device's resident blocks.
+  EXPECT_EQ(k32.launch.max_blocks, codegen::kMaxGrid);
+  const char* pointwise = "  %x = input() : f32[4096, 1024]\n  %y = relu(%x)\n  return %y\n";
+  EXPECT_EQ(cuda_code(pointwise, d32).cuda.kernels.at(0).launch.max_blocks, 132 * (2048 / 128) * 8);
   auto fewer = d32;
   fewer.sm_count = 10;
-  EXPECT_EQ(cuda_code(kSoftmax, fewer).cuda.kernels.at(0).launch.max_blocks, 10 * (2048 / 128) * 2);
+  EXPECT_EQ(cuda_code(pointwise, fewer).cuda.kernels.at(0).launch.max_blocks, 10 * (2048 / 128) * 8);
 }
 
 // Every candidate configuration of every kernel of these graphs, in one unit, for both targets.

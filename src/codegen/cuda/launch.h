@@ -1,7 +1,7 @@
 // Launch heuristics for CUDA kernels, in the spirit of Inductor's pointwise / reduction /
 // persistent-reduction heuristics, with every device number read from DeviceInfo: a kernel's
 // form follows from its structure, its block size from its element count, threads per row from
-// the row length, and the grid covers a few waves of the SMs. candidate_configs gives up to 8
+// the row length; a block per unit of work, pointwise grids up to 8 waves of the SMs. candidate_configs gives up to 8
 // configurations, the heuristic's choice first; the autotuner measures them.
 #pragma once
 #include <algorithm>
@@ -15,6 +15,8 @@
 namespace coil::codegen {
 
 inline constexpr size_t kMaxCandidates = 8;
+// gridDim.x's limit on every architecture since compute capability 3.0.
+inline constexpr int64_t kMaxGrid = (int64_t{1} << 31) - 1;
 // The largest partial a thread carries between threads: Welford's (mean, M2, count) in double.
 inline constexpr int64_t kLargestPartial = 24;
 
