@@ -52,7 +52,7 @@ struct CudaLaunch {
   SymInt units = 1;
   int64_t per_block = 1;
   int64_t max_blocks = 1;
-  int64_t scratch_bytes = 0;  // zeroed device scratch passed after the status word (split partials)
+  int64_t scratch_bytes = 0;  // split partials and tickets, after the status word; tickets start and end at zero
 };
 
 struct CudaKernel {

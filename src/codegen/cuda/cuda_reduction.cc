@@ -333,7 +333,8 @@ std::pair<std::string, std::string> CudaEmitter::partial_type(size_t i) const {
 }
 
 // A split row (or column tile): this block's partials go to scratch; the last block of the
-// unit to arrive merges all of them, and only it goes on to the stores. Ends with the merged
+// unit to arrive merges all of them, sets the unit's ticket back to zero (the runtime zeroes a
+// stream's scratch once, not before every launch) and alone goes on to the stores. Ends with the merged
 // results combined across the block, as `combine` leaves them.
 void CudaEmitter::merge_splits(const std::string& in, bool column_form) {
   SplitLayout layout = split_layout(k_, config_);

@@ -93,6 +93,20 @@ GpuPlan::~GpuPlan() {
   }
   if (!allocator) return;
   for (const auto& [host, p] : device_weights_) allocator->free(p, nullptr);
+  for (const auto& [stream, region] : split_scratch_) allocator->free(region.first, stream);
+}
+
+cuda::DevicePtr GpuPlan::split_scratch(size_t bytes, cuda::Stream stream) const {
+  std::lock_guard<std::mutex> lock(scratch_mutex_);
+  auto& region = split_scratch_[stream];
+  if (region.second < bytes) {  // the first split kernel on this stream, or a larger one
+    if (region.first) allocator->free(region.first, stream);
+    region = {0, 0};
+    cuda::DevicePtr p = allocator->allocate(bytes, stream);
+    context->fill_zero(p, bytes, stream);
+    region = {p, bytes};
+  }
+  return region.first;
 }
 
 void GpuPlan::defer_status(cuda::DevicePtr status, size_t bytes, cuda::Stream stream) const {
@@ -275,14 +289,9 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
       }
       if (functions[k]) {
         const codegen::CudaKernel& info = kernels[k];
-        cuda::DevicePtr scratch = 0;
-        if (info.launch.scratch_bytes > 0) {
-          scratch = allocator->allocate(static_cast<size_t>(info.launch.scratch_bytes), stream);
-          ctx.fill_zero(scratch, static_cast<size_t>(info.launch.scratch_bytes), stream);
-        }
+        cuda::DevicePtr scratch = info.launch.scratch_bytes > 0 ? split_scratch(static_cast<size_t>(info.launch.scratch_bytes), stream) : 0;
         launch_loop_kernel(ctx, functions[k], info, ptrs, symbol_values, symbols, status ? status + k * 3 * sizeof(int64_t) : 0,
                            scratch, stream);
-        if (scratch) allocator->free(scratch, stream);
       } else {
         const auto& call = std::get<loop::ExternCall>(lowered.program.kernels[k]);
         cuda::GemmProblem g = gemm_problem(call, lowered.program, symbols, tf32);

@@ -59,6 +59,13 @@ struct GpuPlan {
   mutable std::vector<Pending> pending_;     // runs whose status words are on their way
   mutable std::vector<Pending> free_slots_;  // for reuse
 
+  // Split reductions' scratch, one region a stream, zeroed when made: the last block of a split
+  // row or column tile sets its ticket back to zero, so the runs on a stream, which it orders,
+  // share it without a fill before every launch.
+  cuda::DevicePtr split_scratch(size_t bytes, cuda::Stream stream) const;
+  mutable std::mutex scratch_mutex_;
+  mutable std::map<cuda::Stream, std::pair<cuda::DevicePtr, size_t>> split_scratch_;
+
   mutable std::mutex weights_mutex_;
   mutable std::map<std::pair<const void*, size_t>, cuda::DevicePtr> device_weights_;  // by (host data, buffer)
 
@@ -67,7 +74,7 @@ struct GpuPlan {
 };
 
 // Launches loop kernel `info` (a CUfunction) over device buffers indexed by buffer id, with the
-// graph's symbol values, its status slot and its scratch (zeroed, launch.scratch_bytes; 0 when
+// graph's symbol values, its status slot and its scratch (launch.scratch_bytes, its tickets zero; 0 when
 // it needs none). Does nothing when the kernel has no work for these sizes.
 void launch_loop_kernel(const cuda::Context& ctx, void* function, const codegen::CudaKernel& info, const std::vector<cuda::DevicePtr>& ptrs,
                         const std::vector<int64_t>& symbol_values, const std::map<std::string, int64_t>& symbols, cuda::DevicePtr status,
