@@ -179,11 +179,15 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
       "  if (vec) return *reinterpret_cast<const uint32_t*>(src);\n"
       "  return static_cast<uint32_t>(src[0]) | (static_cast<uint32_t>(src[1]) << 16);\n"
       "}}\n"
+      // 16 bytes into shared memory at `dst` (a shared-space address), zeros when outside.
+      "static __device__ __forceinline__ void {n}_cp16(unsigned dst, const uint16_t* src, bool inside) {{\n"
+      "  asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\\n\" :: \"r\"(dst), \"l\"(src), \"r\"(inside ? 16 : 0));\n"
+      "}}\n"
       // Eight adjacent elements of a row into shared memory: cp.async when aligned (zero-filled
       // outside), else element by element.
       "static __device__ __forceinline__ void {n}_row8(uint16_t* dst, const uint16_t* src, bool inside, bool vec) {{\n"
       "  if (vec) {{\n"
-      "    asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\\n\" :: \"r\"({n}_smem(dst)), \"l\"(src), \"r\"(inside ? 16 : 0));\n"
+      "    {n}_cp16({n}_smem(dst), src, inside);\n"
       "  }} else {{\n"
       "    for (int q = 0; q < 8; ++q) dst[q] = inside ? src[q] : uint16_t(0);\n"
       "  }}\n"
@@ -193,7 +197,7 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   if (wg) s += wgmma_helpers(hp, half ? "f16" : "bf16");
   s += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", kWarps * warp, n, fmt::join(params, ", "));
   s += "  (void)E;\n";
-  s += fmt::format("  constexpr int MT = {}, BM = {}, BN = {}, HD = {}, PAD = 8;\n", mt, rows, bn, E);
+  s += fmt::format("  constexpr int MT = {}, BM = {}, BN = {}, HD = {}, PAD = 8, THREADS = {};\n", mt, rows, bn, E, kWarps * warp);
   s += fmt::format("  constexpr int64_t L = {}, S = {}, TILES_Q = {};\n", L, S, (L + rows - 1) / rows);
   // Key and value tiles, double-buffered: the next tile loads while this one is used.
   if (wg) {
@@ -209,6 +213,9 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   // Buffer bases are kBufferAlignment-aligned, so row starts that are multiples of 8 elements are too.
   s += fmt::format("  constexpr bool vec = {};\n", vec ? "true" : "false");
   s += "  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;\n";
+  // Tiles move in 16-byte pieces, piece i of a tile by thread i % THREADS: this thread's first
+  // piece (row, column), the others THREADS / (HD / 8) rows further each (constant offsets).
+  s += "  const int piece_row = static_cast<int>(threadIdx.x) / (HD / 8), piece_col = static_cast<int>(threadIdx.x) % (HD / 8) * 8;\n";
   s += fmt::format("  for (int64_t tile = blockIdx.x; tile < {}; tile += gridDim.x) {{\n", tiles);
   // Causal: the longest query tiles (the last ones) of every head first, so the short ones
   // fill the tail.
@@ -217,32 +224,47 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   else
     s += "    const int64_t bh = tile / TILES_Q;\n    const int q0 = static_cast<int>(tile % TILES_Q) * BM;\n";
   s += batch_offset(q, "qb") + batch_offset(k, "kb") + batch_offset(v, "vb") + batch_offset(o, "ob");
-  // wgmma tiles: where element `col` (a multiple of 8) of row `row` of `tile` goes.
-  auto swizzled = [](const std::string& tile) { return "&" + tile + "[row * HD + (((col >> 3) ^ (row & 7)) << 3)]"; };
+  // wgmma tiles: the shared-memory address of element `col` (a multiple of 8) of row `row` of
+  // a tile at `base` (32-bit arithmetic from one conversion of the tile's address).
+  auto swizzled = [](const std::string& base) { return base + " + 2u * (row * HD + (((col >> 3) ^ (row & 7)) << 3))"; };
+  // One 16-byte piece of a K or V row into its tile: straight cp.async into the swizzled wgmma
+  // tile, else through row8 (its padded tile, or element by element).
+  auto piece = [&](const std::string& tile, const std::string& src) {
+    if (wg) return fmt::format("{}_cp16({}, {}, inside);", hp, swizzled(tile + "0"), src);
+    return fmt::format("{}_row8(&{}[buf][row][col], {}, inside, vec);", hp, tile, src);
+  };
   s += fmt::format(
       "    auto load_kv = [&](int k0, int buf) {{\n"
-      "      for (int i = threadIdx.x; i < BN * HD / 8; i += blockDim.x) {{\n"
-      "        const int row = i / (HD / 8), col = (i % (HD / 8)) * 8;\n"
-      "        const bool inside = k0 + row < S;\n"
-      "        const int64_t at = inside ? k0 + row : S - 1;\n"
-      "        {n}_row8({kd}, b{kb} + kb + at * int64_t({ks}) + col, inside, vec);\n"
-      "        {n}_row8({vd}, b{vb} + vb + at * int64_t({vs}) + col, inside, vec);\n"
+      "      const uint16_t* const kp = b{kb} + kb + (k0 + piece_row) * int64_t({ks}) + piece_col;\n"
+      "      const uint16_t* const vp = b{vb} + vb + (k0 + piece_row) * int64_t({vs}) + piece_col;\n"
+      "{tiles}"
+      "      #pragma unroll\n"
+      "      for (int i0 = 0; i0 < BN * HD / 8; i0 += THREADS) {{\n"
+      "        if ((BN * HD / 8) % THREADS != 0 && i0 + static_cast<int>(threadIdx.x) >= BN * HD / 8) break;\n"
+      "        const int step = i0 / (HD / 8), row = piece_row + step, col = piece_col;\n"
+      "        const bool inside = S % BN == 0 || k0 + row < S;\n"
+      "        const int64_t back = inside ? 0 : k0 + row - (S - 1);  // past the end: the last row, not read\n"
+      "        {kpiece}\n"
+      "        {vpiece}\n"
       "      }}\n"
       "      asm volatile(\"cp.async.commit_group;\\n\" ::);\n"
       "    }};\n",
-      fmt::arg("n", hp), fmt::arg("kb", k.buffer), fmt::arg("ks", stride(k, 2)), fmt::arg("vb", v.buffer), fmt::arg("vs", stride(v, 2)),
-      fmt::arg("kd", wg ? swizzled("Ks[buf]") : "&Ks[buf][row][col]"), fmt::arg("vd", wg ? swizzled("Vs[buf]") : "&Vs[buf][row][col]"));
+      fmt::arg("kb", k.buffer), fmt::arg("ks", stride(k, 2)), fmt::arg("vb", v.buffer), fmt::arg("vs", stride(v, 2)),
+      fmt::arg("tiles", wg ? fmt::format("      const unsigned Ks0 = {n}_smem(Ks[buf]), Vs0 = {n}_smem(Vs[buf]);\n", fmt::arg("n", hp)) : ""),
+      fmt::arg("kpiece", piece("Ks", fmt::format("kp + (step - back) * int64_t({})", stride(k, 2)))),
+      fmt::arg("vpiece", piece("Vs", fmt::format("vp + (step - back) * int64_t({})", stride(v, 2)))));
   // The warp's rows: MT tiles of 16, row0[m] and row0[m] + 8 of tile m for this lane.
   s += "    const int wrow = q0 + warp * 16 * MT;\n";
   s += "    int row0[MT];\n";
   s += "    #pragma unroll\n    for (int m = 0; m < MT; ++m) row0[m] = wrow + m * 16 + g;\n";
   if (wg) {
     // The block's query rows into shared memory (zeros past the end), with the first key tile.
-    s += "    for (int i = threadIdx.x; i < BM * HD / 8; i += blockDim.x) {\n";
-    s += "      const int row = i / (HD / 8), col = (i % (HD / 8)) * 8;\n";
-    s += "      const bool inside = q0 + row < L;\n";
-    s += fmt::format("      {n}_row8({qd}, b{qb} + qb + (inside ? q0 + row : 0) * int64_t({qs}) + col, inside, vec);\n", fmt::arg("n", hp),
-                     fmt::arg("qd", swizzled("Qs")), fmt::arg("qb", q.buffer), fmt::arg("qs", stride(q, 2)));
+    s += "    #pragma unroll\n    for (int i0 = 0; i0 < BM * HD / 8; i0 += THREADS) {\n";
+    s += "      if ((BM * HD / 8) % THREADS != 0 && i0 + static_cast<int>(threadIdx.x) >= BM * HD / 8) break;\n";
+    s += "      const int row = piece_row + i0 / (HD / 8), col = piece_col;\n";
+    s += "      const bool inside = L % BM == 0 || q0 + row < L;\n";
+    s += fmt::format("      {n}_cp16({qd}, b{qb} + qb + (inside ? q0 + row : 0) * int64_t({qs}) + col, inside);\n", fmt::arg("n", hp),
+                     fmt::arg("qd", swizzled(hp + "_smem(Qs)")), fmt::arg("qb", q.buffer), fmt::arg("qs", stride(q, 2)));
     s += "    }\n";
   } else {
     // The warp's query rows as A fragments, straight from global memory.
