@@ -63,6 +63,38 @@ size_t count(const std::string& text, const std::string& needle) {
   return n;
 }
 
+// Transposes take wide tiles first: 16-byte groups, 256 bytes along the staged accesses' dim and
+// 128 along the other (128x64 for 16-bit elements, 64x32 for f32); whole groups move as one access
+// where the extent and the offset allow, element by element (in the same tile) elsewhere.
+TEST(CudaCodegen, TransposesTakeWideTilesFirst) {
+  auto d = cuda::preset_device("sm_90a");
+  auto tiled = [&](const std::string& type, int rows, int cols) {
+    return cuda_code(fmt::format("  %x = input() : {0}[{1}, {2}]\n  %y = input() : {0}[{2}, {1}]\n  %t = permute(%y, [1, 0])\n"
+                                 "  %z = add.Tensor(%x, %t)\n  return %z\n",
+                                 type, rows, cols),
+                     d);
+  };
+  auto bf16 = tiled("bf16", 256, 512);
+  const auto& c = bf16.cuda.kernels.at(0).config;
+  EXPECT_EQ(c.form, codegen::CudaConfig::Form::tiled);
+  EXPECT_EQ(c.vector, 8);
+  EXPECT_EQ(c.tile_a, 128);
+  EXPECT_EQ(c.tile_b, 64);
+  EXPECT_EQ(bf16.cuda.kernels.at(0).launch.units.constant(), (256 / 128) * (512 / 64));
+  const std::string& body = bf16.cuda.bodies.at(0);
+  EXPECT_NE(body.find("uint16_t tl0[64][128]"), std::string::npos) << body;
+  EXPECT_EQ(count(body, "coil_rt::Vec<uint16_t, 8> V0[4]"), 1u) << body;  // the direct loads, all passes first
+  EXPECT_NE(body.find("*reinterpret_cast<coil_rt::Vec<uint16_t, 8>*>(&tl0[yy]"), std::string::npos) << body;
+  auto f32 = tiled("f32", 64, 96).cuda.kernels.at(0).config;
+  EXPECT_EQ(f32.vector, 4);
+  EXPECT_EQ(f32.tile_a, 64);
+  EXPECT_EQ(f32.tile_b, 32);
+  // Extents the group does not divide: no whole-group access, the same wide tile.
+  auto odd = tiled("bf16", 67, 129);
+  EXPECT_EQ(odd.cuda.kernels.at(0).config.tile_a, 128);
+  EXPECT_EQ(odd.cuda.bodies.at(0).find("Vec<uint16_t, 8>"), std::string::npos) << odd.cuda.bodies.at(0);
+}
+
 // A persistent softmax row computes exp(x - max) once, in the sum's pass, keeps it in registers
 // for the stores, and multiplies by the sum's reciprocal; its bf16 result is rounded once.
 // log_softmax's later passes repeat only cheap arithmetic, so nothing is carried.

@@ -65,6 +65,13 @@ const char* kGraphs[] = {
     "  %x = input() : bf16[64, 131]\n  %s = slice.Tensor(%x, 1, 1, 131)\n  %y = input() : bf16[130, 64]\n  %t = permute(%y, [1, 0])\n"
     "  %z = mul.Tensor(%s, %t)\n  return %z\n",
     "  %x = input() : f16[67, 129]\n  %y = input() : f16[129, 67]\n  %t = permute(%y, [1, 0])\n  %z = sub.Tensor(%x, %t)\n  return %z\n",
+    // wide tiles with whole 16-byte groups: staged loads, direct loads of two operands, staged
+    // stores written back in groups; partial tiles at both ends
+    "  %x = input() : f32[2, 96, 160]\n  %y = input() : f32[2, 160, 96]\n  %b = input() : f32[2, 96, 160]\n"
+    "  %t = permute(%y, [0, 2, 1])\n  %s = add.Tensor(%x, %t)\n  %z = mul.Tensor(%s, %b)\n  %w = permute(%z, [0, 2, 1])\n"
+    "  %c = clone(%w, memory_format=contiguous_format)\n  return %z, %c\n",
+    "  %x = input() : bf16[136, 200]\n  %y = input() : bf16[200, 136]\n  %t = permute(%y, [1, 0])\n  %z = sub.Tensor(%x, %t)\n"
+    "  return %z\n",
     // transposes of 8-byte and 1-byte elements (tile rows padded by 1 and 4 elements)
     "  %x = input() : f64[130, 97]\n  %t = permute(%x, [1, 0])\n  %y = add.Tensor(%t, %t)\n  return %y\n",
     "  %x = input() : i8[200, 77]\n  %y = input() : i8[77, 200]\n  %t = permute(%y, [1, 0])\n  %z = add.Tensor(%x, %t)\n"

@@ -60,6 +60,7 @@ std::string to_string(const CudaConfig& c) {
   if (c.vector > 1) s += fmt::format(" vector={}", c.vector);
   if (c.persistent) s += fmt::format(" persistent={}", c.persistent);
   if (c.splits > 1) s += fmt::format(" splits={}", c.splits);
+  if (c.tile_a) s += fmt::format(" tile={}x{}", c.tile_a, c.tile_b);
   return s;
 }
 

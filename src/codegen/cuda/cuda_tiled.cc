@@ -12,6 +12,8 @@
 // still spreads both a row's pairs and a column's elements over distinct banks.
 #include <fmt/ranges.h>
 
+#include <array>
+
 #include "codegen/cuda/emitter.h"
 #include "codegen/cuda/launch.h"
 #include "support/check.h"
@@ -20,16 +22,23 @@ namespace coil::codegen {
 
 namespace {
 
-// A constant, even extent: a pair of adjacent positions along it is either whole or out.
-bool even(const SymInt& extent) {
+// A constant extent that `group` divides: a group of adjacent positions along it is either
+// whole or out.
+bool divides(const SymInt& extent, int group) {
   auto e = extent.constant();
-  return e && *e % 2 == 0;
+  return e && *e % group == 0;
 }
 
-// Whether an access of unit stride along `var` moves as aligned pairs: the offset is even at
-// even values of `var`, whose extent is even.
-bool moves_in_pairs(const SymInt& offset, const std::string& var, const SymInt& extent) {
-  return even(extent) && affine_stride(offset, var) == 1 && multiple_of(substitute(offset, {{var, SymInt(0)}}), 2);
+// Whether an access of unit stride along `var` moves in aligned groups of `group` elements: the
+// offset is a multiple of it at multiples of it along `var`, whose extent it divides.
+bool moves_in_groups(const SymInt& offset, const std::string& var, const SymInt& extent, int group) {
+  return divides(extent, group) && affine_stride(offset, var) == 1 && multiple_of(substitute(offset, {{var, SymInt(0)}}), group);
+}
+
+int log2_exact(int v) {
+  int l = 0;
+  while ((1 << l) < v) ++l;
+  return l;
 }
 
 }  // namespace
@@ -37,6 +46,10 @@ bool moves_in_pairs(const SymInt& offset, const std::string& var, const SymInt& 
 void CudaEmitter::tiled() {
   const size_t m = k_.outer.size();
   const int t = tile_side(config_);
+  // Wide tiles: 16-byte groups of `vector` elements in a tile of ta x tb (a, b), threads
+  // numbered across the block, each phase's rows taken `per_row` threads a row.
+  const bool wide = config_.tile_a > 0;
+  const int ta_side = tile_extent_a(config_), tb_side = tile_extent_b(config_);
   std::vector<std::string> vars = outer_vars(m);
   const std::string a = vars[m - 2], b = vars[m - 1];
   const SymInt& extent_a = k_.outer[m - 2];
@@ -46,14 +59,24 @@ void CudaEmitter::tiled() {
   auto dtype = [&](int buffer) { return p_.buffers[static_cast<size_t>(buffer)].dtype; };
   for (const auto& l : staged.loads) loads.push_back({l.buffer, l.offset, "tl" + std::to_string(loads.size())});
   for (const auto& s : staged.stores) stores.push_back({s.buffer, s.offset, "ts" + std::to_string(stores.size())});
-  bool pairs = config_.vector == 2;
+  bool pairs = !wide && config_.vector == 2;
   for (const auto* group : {&loads, &stores})
     for (const auto& s : *group) pairs = pairs && dtype_size(dtype(s.buffer)) == 2;
-  for (const auto* group : {&loads, &stores})
-    for (const auto& s : *group)
-      out("  __shared__ __align__(16) {} {}[{}][{}];", storage_type(dtype(s.buffer)), s.name, t, pairs ? t : t + tile_pad(dtype(s.buffer)));
-  // A tile element (row, column) in shared memory.
+  // Accesses that move whole move `group` adjacent elements at a time.
+  const bool grouped = pairs || wide;
+  const int group = wide ? config_.vector : 2;
+  for (const auto* staged_group : {&loads, &stores})
+    for (const auto& s : *staged_group)
+      out("  __shared__ __align__(16) {} {}[{}][{}];", storage_type(dtype(s.buffer)), s.name, tb_side,
+          grouped ? ta_side : t + tile_pad(dtype(s.buffer)));
+  // A tile element (row, column) in shared memory. Wide tiles swizzle whole groups: group g of
+  // row r at g ^ ((r / group) % 8), so a warp reading a column across 8 groups' rows hits 8
+  // distinct 16-byte bank groups, and one writing a row's groups stays conflict-free.
+  const int lg = log2_exact(group), swizzle = std::min(ta_side / group, 8) - 1;
   auto cell = [&](const std::string& name, const std::string& row, const std::string& column) {
+    if (wide)
+      return fmt::format("{}[{}][((({}) >> {}) ^ ((({}) >> {}) & {})) << {} | (({}) & {})]", name, row, column, lg, row, lg, swizzle, lg,
+                         column, group - 1);
     if (!pairs) return fmt::format("{}[{}][{}]", name, row, column);
     return fmt::format("{}[{}][({}) ^ ({} & {})]", name, row, column, row, t - 2);
   };
@@ -62,8 +85,10 @@ void CudaEmitter::tiled() {
   std::vector<SymInt> tile_extents(k_.outer.begin(), k_.outer.end() - 2);
   tile_vars.push_back("ta");
   tile_vars.push_back("tb");
-  for (size_t d = m - 2; d < m; ++d) tile_extents.push_back(floordiv(k_.outer[d] + SymInt(t - 1), SymInt(t)));
+  tile_extents.push_back(floordiv(extent_a + SymInt(ta_side - 1), SymInt(ta_side)));
+  tile_extents.push_back(floordiv(extent_b + SymInt(tb_side - 1), SymInt(tb_side)));
   std::string ea = idx(extent_a), eb = idx(extent_b);
+  if (wide) out("  const int tid = static_cast<int>(threadIdx.y) * {} + static_cast<int>(threadIdx.x);", config_.block);
   out("  const idx_t tiles = {};", idx(product(tile_extents)));
   out("  for (idx_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {{");
   decompose("tile", tile_vars, tile_extents, "    ");
@@ -71,37 +96,76 @@ void CudaEmitter::tiled() {
   // pair's accesses that move whole come first (`whole`, with a and b at its first column xx0),
   // then `body` per element (left out when empty), then `after` (the pair's whole stores).
   using Emit = std::function<void(const std::string&)>;
-  auto phase = [&](bool along_a, const Emit& whole, const Emit& body, const Emit& after) {
-    const bool in_pairs = pairs && even(along_a ? extent_a : extent_b);
-    auto position = [&](const std::string& in, const std::string& column) {
-      out("{}const idx_t {} = ta * {} + {};", in, a, t, along_a ? column : "yy");
-      out("{}const idx_t {} = tb * {} + {};", in, b, t, along_a ? "yy" : column);
-    };
+  // Wide tiles: a phase's rows (along b when moving along a, and the reverse) per_row threads a
+  // row, rows_per_pass at a time.
+  auto wide_passes = [&](bool along_a) {
+    const int columns = along_a ? ta_side : tb_side, rows = along_a ? tb_side : ta_side;
+    const int per_row = columns / group, rows_per_pass = config_.block * config_.block_y / per_row;
+    return std::array<int, 3>{per_row, rows_per_pass, rows / rows_per_pass};
+  };
+  auto position = [&](const std::string& in, const std::string& column, bool along_a) {
+    out("{}const idx_t {} = ta * {} + {};", in, a, ta_side, along_a ? column : "yy");
+    out("{}const idx_t {} = tb * {} + {};", in, b, tb_side, along_a ? "yy" : column);
+  };
+  // `prefetch` (wide tiles only): the whole groups' loads of every pass first, in a loop of their
+  // own, so they are in flight together (the compiler does not move a pass's loads above the
+  // previous pass's stores).
+  auto phase = [&](bool along_a, const Emit& whole, const Emit& body, const Emit& after, const Emit& prefetch = {}) {
+    const bool in_groups = grouped && divides(along_a ? extent_a : extent_b, group);
+    auto position_at = [&](const std::string& in, const std::string& column) { position(in, column, along_a); };
+    if (wide && in_groups && prefetch) {
+      auto [per_row, rows_per_pass, passes] = wide_passes(along_a);
+      out("    #pragma unroll");
+      out("    for (int i = 0; i < {}; ++i) {{", passes);
+      out("      const int yy = tid / {} + i * {};", per_row, rows_per_pass);
+      out("      const int xx0 = tid % {} * {};", per_row, group);
+      position_at("      ", "xx0");
+      out("      if ({} < {} && {} < {}) {{", a, ea, b, eb);
+      prefetch("        ");
+      out("      }}");
+      out("    }}");
+    }
     out("    #pragma unroll");
-    out("    for (int i = 0; i < {}; ++i) {{", t / config_.block_y);
-    out("      const int yy = static_cast<int>(threadIdx.y) + i * {};", config_.block_y);
-    if (in_pairs) {
-      out("      const int xx0 = static_cast<int>(threadIdx.x) * 2;");
+    if (wide) {
+      auto [per_row, rows_per_pass, passes] = wide_passes(along_a);
+      out("    for (int i = 0; i < {}; ++i) {{", passes);
+      out("      const int yy = tid / {} + i * {};", per_row, rows_per_pass);
+      out("      const int xx0 = tid % {} * {};", per_row, group);
+    } else {
+      out("    for (int i = 0; i < {}; ++i) {{", t / config_.block_y);
+      out("      const int yy = static_cast<int>(threadIdx.y) + i * {};", config_.block_y);
+      if (in_groups) out("      const int xx0 = static_cast<int>(threadIdx.x) * 2;");
+    }
+    if (in_groups) {
       out("      {{");
-      position("        ", "xx0");
+      position_at("        ", "xx0");
       out("        if ({} < {} && {} < {}) {{", a, ea, b, eb);
       whole("          ");
       if (body) {
         out("          #pragma unroll");
-        out("          for (int q = 0; q < 2; ++q) {{");
+        out("          for (int q = 0; q < {}; ++q) {{", group);
         out("            const int xx = xx0 + q;");
-        position("            ", "xx");
+        position_at("            ", "xx");
         body("            ");
         out("          }}");
       }
       after("          ");
       out("        }}");
       out("      }}");
+    } else if (wide) {  // an extent the group does not divide: the group's elements one by one
+      out("      #pragma unroll");
+      out("      for (int q = 0; q < {}; ++q) {{", group);
+      out("        const int xx = xx0 + q;");
+      position_at("        ", "xx");
+      out("        if ({} < {} && {} < {}) {{", a, ea, b, eb);
+      if (body) body("          ");
+      out("        }}");
+      out("      }}");
     } else {
       out("      #pragma unroll");
       out("      for (int q = 0; q < {}; ++q) {{", std::max(1, config_.vector));
       out("        const int xx = {};", pairs ? "static_cast<int>(threadIdx.x) * 2 + q" : fmt::format("static_cast<int>(threadIdx.x) + q * {}", config_.block));
-      position("        ", "xx");
+      position_at("        ", "xx");
       out("        if ({} < {} && {} < {}) {{", a, ea, b, eb);
       if (body) body("          ");
       out("        }}");
@@ -109,15 +173,15 @@ void CudaEmitter::tiled() {
     }
     out("    }}");
   };
-  auto vec_type = [&](int buffer) { return fmt::format("coil_rt::Vec<{}, 2>", storage_type(dtype(buffer))); };
+  auto vec_type = [&](int buffer) { return fmt::format("coil_rt::Vec<{}, {}>", storage_type(dtype(buffer)), group); };
   auto whole_along = [&](const Staged& s, const std::string& var, const SymInt& extent) {
-    return pairs && moves_in_pairs(s.offset, var, extent);
+    return grouped && moves_in_groups(s.offset, var, extent, group);
   };
   const Emit none = [](const std::string&) {};
   // Along a, the per-element part copies the staged accesses that do not move whole: none when
   // all do.
-  auto per_element_unless_whole = [&](const std::vector<Staged>& group, Emit e) {
-    bool all_whole = std::all_of(group.begin(), group.end(), [&](const Staged& s) { return whole_along(s, a, extent_a); });
+  auto per_element_unless_whole = [&](const std::vector<Staged>& accesses, Emit e) {
+    bool all_whole = std::all_of(accesses.begin(), accesses.end(), [&](const Staged& s) { return whole_along(s, a, extent_a); });
     return all_whole ? Emit{} : e;
   };
   if (!loads.empty()) {
@@ -139,7 +203,7 @@ void CudaEmitter::tiled() {
   // Along b: staged operands from the tile; the pair's direct loads and stores of unit stride
   // along b as whole pairs (V<n>, W<n>), the rest per element.
   std::vector<Staged> direct_loads, direct_stores;
-  if (pairs && even(extent_b)) {
+  if (grouped && divides(extent_b, group)) {
     std::vector<loop::ExprRef> all;
     for (const auto& s : k_.stores) collect_loads(s.value, all);
     for (const auto& l : all) {
@@ -151,20 +215,33 @@ void CudaEmitter::tiled() {
       if (!s.dynamic && whole_along(d, b, extent_b)) direct_stores.push_back(d);
     }
   }
+  const bool prefetched = wide && !direct_loads.empty();
   printer_->load_hook = [&](const loop::ExprRef& e) -> std::string {
     if (e->dynamic()) return "";
     for (const auto& l : loads)
       if (l.buffer == e->buffer() && l.offset == e->offset()) return cell(l.name, "xx", "yy");
     for (const auto& l : direct_loads)
-      if (l.buffer == e->buffer() && l.offset == e->offset()) return l.name + ".v[q]";
+      if (l.buffer == e->buffer() && l.offset == e->offset()) return l.name + (prefetched ? "[i].v[q]" : ".v[q]");
     return "";
   };
+  // Wide tiles load every pass's direct groups first (arrays V<n>[pass]).
+  if (prefetched) {
+    const int passes = wide_passes(false)[2];
+    for (const auto& l : direct_loads) out("    {} {}[{}];", vec_type(l.buffer), l.name, passes);
+  }
+  Emit prefetch;
+  if (prefetched)
+    prefetch = [&](const std::string& in) {
+      for (const auto& l : direct_loads)
+        out("{}{}[i] = *reinterpret_cast<const {}*>(b{} + ({}));", in, l.name, vec_type(l.buffer), l.buffer, idx(l.offset));
+    };
   phase(
       false,
       [&](const std::string& in) {
-        for (const auto& l : direct_loads)
-          out("{}const {} {} = *reinterpret_cast<const {}*>(b{} + ({}));", in, vec_type(l.buffer), l.name, vec_type(l.buffer), l.buffer,
-              idx(l.offset));
+        if (!prefetched)
+          for (const auto& l : direct_loads)
+            out("{}const {} {} = *reinterpret_cast<const {}*>(b{} + ({}));", in, vec_type(l.buffer), l.name, vec_type(l.buffer), l.buffer,
+                idx(l.offset));
         for (const auto& s : direct_stores) out("{}{} {};", in, vec_type(s.buffer), s.name);
       },
       [&](const std::string& in) {
@@ -187,7 +264,8 @@ void CudaEmitter::tiled() {
       [&](const std::string& in) {
         for (const auto& s : direct_stores)
           out("{}*reinterpret_cast<{}*>(b{} + ({})) = {};", in, vec_type(s.buffer), s.buffer, idx(s.offset), s.name);
-      });
+      },
+      prefetch);
   printer_->load_hook = nullptr;
   if (!stores.empty()) {
     out("    __syncthreads();");

@@ -251,6 +251,25 @@ std::vector<CudaConfig> candidate_configs(const loop::Program& p, const loop::Lo
     };
     c.form = CudaConfig::Form::tiled;
     c.block = warp;
+    // Wide tiles first: every staged access moves in 16-byte groups, the tile 256 bytes along
+    // the staged accesses' dim and 128 along the other, 8 rows of threads (bf16 x + yT
+    // 16384x8192: 128x64 tiles 0.273 ms against 0.280 for 64x64 pairs, on an H100).
+    std::set<size_t> sizes;
+    for (const auto* group : {&staged.loads, &staged.stores})
+      for (const auto& a : *group) sizes.insert(dtype_size(p.buffers[static_cast<size_t>(a.buffer)].dtype));
+    if (sizes.size() == 1 && *sizes.begin() <= 8) {
+      CudaConfig w = c;
+      const int s = static_cast<int>(*sizes.begin()), threads = 8 * warp;
+      w.block_y = 8;
+      w.vector = 16 / s;
+      w.tile_a = 256 / s;
+      w.tile_b = 128 / s;
+      const int per_row_a = w.tile_a / w.vector, per_row_b = w.tile_b / w.vector;
+      bool fits = threads % per_row_a == 0 && threads % per_row_b == 0 && w.tile_b % (threads / per_row_a) == 0 &&
+                  w.tile_a % (threads / per_row_b) == 0 && threads <= d.max_threads_per_block;
+      int64_t bytes = int64_t{w.tile_a} * w.tile_b * s * static_cast<int64_t>(staged.loads.size() + staged.stores.size());
+      if (fits && bytes <= d.shared_per_block) out.push_back(w);
+    }
     for (int rows : {warp / 4, warp / 8})
       for (int columns : {2, 1}) {
         c.block_y = std::max(1, rows);
@@ -297,7 +316,8 @@ CudaLaunch launch_for(const loop::LoopKernel& k, const CudaConfig& c, const cuda
       size_t m = k.outer.size();
       SymInt tiles = 1;
       for (size_t i = 0; i + 2 < m; ++i) tiles = tiles * k.outer[i];
-      for (size_t i = m - 2; i < m; ++i) tiles = tiles * floordiv(k.outer[i] + SymInt(tile_side(c) - 1), SymInt(tile_side(c)));
+      tiles = tiles * floordiv(k.outer[m - 2] + SymInt(tile_extent_a(c) - 1), SymInt(tile_extent_a(c)));
+      tiles = tiles * floordiv(k.outer[m - 1] + SymInt(tile_extent_b(c) - 1), SymInt(tile_extent_b(c)));
       l.units = tiles;
       break;
     }

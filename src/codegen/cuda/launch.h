@@ -24,6 +24,9 @@ inline constexpr int64_t kLargestPartial = 24;
 inline int column_width(const CudaConfig& c) { return c.block * c.vector; }
 // A tiled transpose's square tile: block threads along x, each taking `vector` columns.
 inline int tile_side(const CudaConfig& c) { return c.block * std::max(1, c.vector); }
+// A tiled kernel's tile extents along its two dims (a, then b): wide tiles' own, else square.
+inline int tile_extent_a(const CudaConfig& c) { return c.tile_a ? c.tile_a : tile_side(c); }
+inline int tile_extent_b(const CudaConfig& c) { return c.tile_b ? c.tile_b : tile_side(c); }
 // Padding of a tile's shared-memory rows (elements) that puts a column's elements in distinct
 // banks: an odd number of 4-byte words per row.
 inline int tile_pad(DType t) { return std::max<int>(1, 4 / static_cast<int>(dtype_size(t))); }
