@@ -10,6 +10,10 @@
 // where aligned (a warp's request then covers 128 bytes, not 64), in a tile swizzled instead of
 // padded: element (r, c) sits at column c ^ (r & (side - 2)), which keeps a pair together and
 // still spreads both a row's pairs and a column's elements over distinct banks.
+//
+// Wide tiles (CudaConfig::tile_a, the tuner's first candidate) are rectangular: 16-byte groups
+// moved as one access, 256 bytes along a and 128 along b, groups swizzled by row; threads are
+// numbered across the block and a phase's rows taken (tile extent / group) threads each.
 #include <fmt/ranges.h>
 
 #include <array>
@@ -113,25 +117,26 @@ void CudaEmitter::tiled() {
   auto phase = [&](bool along_a, const Emit& whole, const Emit& body, const Emit& after, const Emit& prefetch = {}) {
     const bool in_groups = grouped && divides(along_a ? extent_a : extent_b, group);
     auto position_at = [&](const std::string& in, const std::string& column) { position(in, column, along_a); };
-    if (wide && in_groups && prefetch) {
+    // Opens a wide tile's loop over the passes, yy the row and xx0 the group's first column.
+    auto open_wide_passes = [&] {
       auto [per_row, rows_per_pass, passes] = wide_passes(along_a);
       out("    #pragma unroll");
       out("    for (int i = 0; i < {}; ++i) {{", passes);
       out("      const int yy = tid / {} + i * {};", per_row, rows_per_pass);
       out("      const int xx0 = tid % {} * {};", per_row, group);
+    };
+    if (wide && in_groups && prefetch) {
+      open_wide_passes();
       position_at("      ", "xx0");
       out("      if ({} < {} && {} < {}) {{", a, ea, b, eb);
       prefetch("        ");
       out("      }}");
       out("    }}");
     }
-    out("    #pragma unroll");
     if (wide) {
-      auto [per_row, rows_per_pass, passes] = wide_passes(along_a);
-      out("    for (int i = 0; i < {}; ++i) {{", passes);
-      out("      const int yy = tid / {} + i * {};", per_row, rows_per_pass);
-      out("      const int xx0 = tid % {} * {};", per_row, group);
+      open_wide_passes();
     } else {
+      out("    #pragma unroll");
       out("    for (int i = 0; i < {}; ++i) {{", t / config_.block_y);
       out("      const int yy = static_cast<int>(threadIdx.y) + i * {};", config_.block_y);
       if (in_groups) out("      const int xx0 = static_cast<int>(threadIdx.x) * 2;");
