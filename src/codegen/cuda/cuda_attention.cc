@@ -233,14 +233,18 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
     if (wg) return fmt::format("{}_cp16({}, {}, inside);", hp, swizzled(tile + "0"), src);
     return fmt::format("{}_row8(&{}[buf][row][col], {}, inside, vec);", hp, tile, src);
   };
+  // Opens the unrolled loop over the 16-byte pieces of a tile of `tile_rows` rows, i0 the first
+  // piece of the pass (the thread's is i0 + threadIdx.x).
+  auto open_pieces = [](const std::string& indent, const char* tile_rows) {
+    return fmt::format("{0}#pragma unroll\n{0}for (int i0 = 0; i0 < {1} * HD / 8; i0 += THREADS) {{\n"
+                       "{0}  if (({1} * HD / 8) % THREADS != 0 && i0 + static_cast<int>(threadIdx.x) >= {1} * HD / 8) break;\n",
+                       indent, tile_rows);
+  };
   s += fmt::format(
       "    auto load_kv = [&](int k0, int buf) {{\n"
       "      const uint16_t* const kp = b{kb} + kb + (k0 + piece_row) * int64_t({ks}) + piece_col;\n"
       "      const uint16_t* const vp = b{vb} + vb + (k0 + piece_row) * int64_t({vs}) + piece_col;\n"
-      "{tiles}"
-      "      #pragma unroll\n"
-      "      for (int i0 = 0; i0 < BN * HD / 8; i0 += THREADS) {{\n"
-      "        if ((BN * HD / 8) % THREADS != 0 && i0 + static_cast<int>(threadIdx.x) >= BN * HD / 8) break;\n"
+      "{tiles}{pieces}"
       "        const int step = i0 / (HD / 8), row = piece_row + step, col = piece_col;\n"
       "        const bool inside = S % BN == 0 || k0 + row < S;\n"
       "        const int64_t back = inside ? 0 : k0 + row - (S - 1);  // past the end: the last row, not read\n"
@@ -249,7 +253,7 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
       "      }}\n"
       "      asm volatile(\"cp.async.commit_group;\\n\" ::);\n"
       "    }};\n",
-      fmt::arg("kb", k.buffer), fmt::arg("ks", stride(k, 2)), fmt::arg("vb", v.buffer), fmt::arg("vs", stride(v, 2)),
+      fmt::arg("pieces", open_pieces("      ", "BN")), fmt::arg("kb", k.buffer), fmt::arg("ks", stride(k, 2)), fmt::arg("vb", v.buffer), fmt::arg("vs", stride(v, 2)),
       fmt::arg("tiles", wg ? fmt::format("      const unsigned Ks0 = {n}_smem(Ks[buf]), Vs0 = {n}_smem(Vs[buf]);\n", fmt::arg("n", hp)) : ""),
       fmt::arg("kpiece", piece("Ks", fmt::format("kp + (step - back) * int64_t({})", stride(k, 2)))),
       fmt::arg("vpiece", piece("Vs", fmt::format("vp + (step - back) * int64_t({})", stride(v, 2)))));
@@ -259,8 +263,7 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   s += "    #pragma unroll\n    for (int m = 0; m < MT; ++m) row0[m] = wrow + m * 16 + g;\n";
   if (wg) {
     // The block's query rows into shared memory (zeros past the end), with the first key tile.
-    s += "    #pragma unroll\n    for (int i0 = 0; i0 < BM * HD / 8; i0 += THREADS) {\n";
-    s += "      if ((BM * HD / 8) % THREADS != 0 && i0 + static_cast<int>(threadIdx.x) >= BM * HD / 8) break;\n";
+    s += open_pieces("    ", "BM");
     s += "      const int row = piece_row + i0 / (HD / 8), col = piece_col;\n";
     s += "      const bool inside = L % BM == 0 || q0 + row < L;\n";
     s += fmt::format("      {n}_cp16({qd}, b{qb} + qb + (inside ? q0 + row : 0) * int64_t({qs}) + col, inside);\n", fmt::arg("n", hp),

@@ -96,9 +96,10 @@ void CudaEmitter::tiled() {
   out("  const idx_t tiles = {};", idx(product(tile_extents)));
   out("  for (idx_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {{");
   decompose("tile", tile_vars, tile_extents, "    ");
-  // One phase: yy the tile row, xx the tile column of this thread's element. In pairs, the
-  // pair's accesses that move whole come first (`whole`, with a and b at its first column xx0),
-  // then `body` per element (left out when empty), then `after` (the pair's whole stores).
+  // One phase: yy the tile row, xx the tile column of this thread's element. In groups (pairs or
+  // wide tiles), the group's accesses that move whole come first (`whole`, with a and b at its
+  // first column xx0), then `body` per element (left out when empty), then `after` (the group's
+  // whole stores).
   using Emit = std::function<void(const std::string&)>;
   // Wide tiles: a phase's rows (along b when moving along a, and the reverse) per_row threads a
   // row, rows_per_pass at a time.
@@ -157,19 +158,13 @@ void CudaEmitter::tiled() {
       after("          ");
       out("        }}");
       out("      }}");
-    } else if (wide) {  // an extent the group does not divide: the group's elements one by one
-      out("      #pragma unroll");
-      out("      for (int q = 0; q < {}; ++q) {{", group);
-      out("        const int xx = xx0 + q;");
-      position_at("        ", "xx");
-      out("        if ({} < {} && {} < {}) {{", a, ea, b, eb);
-      if (body) body("          ");
-      out("        }}");
-      out("      }}");
-    } else {
+    } else {  // element by element (wide tiles and pairs: an extent the group does not divide)
+      std::string column = wide    ? "xx0 + q"
+                           : pairs ? "static_cast<int>(threadIdx.x) * 2 + q"
+                                   : fmt::format("static_cast<int>(threadIdx.x) + q * {}", config_.block);
       out("      #pragma unroll");
       out("      for (int q = 0; q < {}; ++q) {{", std::max(1, config_.vector));
-      out("        const int xx = {};", pairs ? "static_cast<int>(threadIdx.x) * 2 + q" : fmt::format("static_cast<int>(threadIdx.x) + q * {}", config_.block));
+      out("        const int xx = {};", column);
       position_at("        ", "xx");
       out("        if ({} < {} && {} < {}) {{", a, ea, b, eb);
       if (body) body("          ");
