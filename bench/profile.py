@@ -1,4 +1,5 @@
-"""Per-kernel profiles (Nsight Compute) of one call of each workload, for coil and Inductor: the
+"""Per-kernel profiles (Nsight Compute) of one call of each workload, for coil and Inductor (each
+mode measured): the
 kernels launched, their time, the DRAM bytes they moved against the bytes the workload needs,
 and achieved occupancy. Runs on the caches the measuring processes filled (no compiling inside
 the profiled range). Nsight Compute locks clocks to base, so times read slower than the table's."""
@@ -51,7 +52,8 @@ def summarize(mode, kernels, needed_bytes):
 
 
 def run(args, names, caches, needed_bytes):
-    """{workload: {"lines": [...], mode: [kernels]}} for coil and Inductor (default); needed_bytes:
+    """{workload: {"lines": [...], mode: [kernels]}} for coil and Inductor (default and max-autotune,
+    where measured); needed_bytes:
     {workload: bytes an ideal implementation moves} for the memory-bound ones."""
     ncu = _ncu()
     if ncu is None:
@@ -60,7 +62,7 @@ def run(args, names, caches, needed_bytes):
     profiles = {}
     for name in names:
         entry = {"lines": []}
-        for mode in ("coil", "inductor"):
+        for mode in ("coil", "inductor", "max-autotune"):
             if mode not in caches:
                 continue
             cmd = [ncu, "--profile-from-start", "off", "--csv", "--metrics", ",".join(METRICS), sys.executable, "-m",

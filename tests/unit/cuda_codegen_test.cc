@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <tuple>
 
 #include <cmath>
 #include <cstdlib>
@@ -85,6 +86,15 @@ TEST(CudaCodegen, TransposesTakeWideTilesFirst) {
   EXPECT_NE(body.find("uint16_t tl0[64][128]"), std::string::npos) << body;
   EXPECT_EQ(count(body, "coil_rt::Vec<uint16_t, 8> V0[4]"), 1u) << body;  // the direct loads, all passes first
   EXPECT_NE(body.find("*reinterpret_cast<coil_rt::Vec<uint16_t, 8>*>(&tl0[yy]"), std::string::npos) << body;
+  // Both loads ask L2 to keep their lines over the output's (evict_last).
+  EXPECT_EQ(count(body, "coil_rt::load_keep(reinterpret_cast<const coil_rt::Vec<uint16_t, 8>*>(b"), 2u) << body;
+  // The other wide candidates: 256 bytes a side, 16 and 8 rows of threads.
+  std::vector<std::tuple<int, int, int>> wide;
+  for (const auto& k : bf16.lowered.program.kernels)
+    if (const auto* loop = std::get_if<loop::LoopKernel>(&k))
+      for (const auto& config : codegen::candidate_configs(bf16.lowered.program, *loop, d))
+        if (config.tile_a) wide.emplace_back(config.tile_a, config.tile_b, config.block_y);
+  EXPECT_EQ(wide, (std::vector<std::tuple<int, int, int>>{{128, 64, 8}, {128, 128, 16}, {128, 128, 8}}));
   auto f32 = tiled("f32", 64, 96).cuda.kernels.at(0).config;
   EXPECT_EQ(f32.vector, 4);
   EXPECT_EQ(f32.tile_a, 64);
@@ -93,6 +103,29 @@ TEST(CudaCodegen, TransposesTakeWideTilesFirst) {
   auto odd = tiled("bf16", 67, 129);
   EXPECT_EQ(odd.cuda.kernels.at(0).config.tile_a, 128);
   EXPECT_EQ(odd.cuda.bodies.at(0).find("Vec<uint16_t, 8>"), std::string::npos) << odd.cuda.bodies.at(0);
+}
+
+// A column split over few tiles takes 4 rows of threads with half the widest vector (8-byte
+// loads of bf16), half a wave of splits, and a trip count the compiler sees whole (the split's
+// share of rows over the rows of threads); its loads carry no L2 hint, a row's do.
+TEST(CudaCodegen, ColumnSplitsTakeNarrowVectorsAndWholeTripCounts) {
+  auto d = cuda::preset_device("sm_90a");
+  auto gen = cuda_code("  %x = input() : bf16[16384, 8192]\n  %s = sum.dim_IntList(%x, [0])\n  return %s\n", d);
+  const auto& c = gen.cuda.kernels.at(0).config;
+  EXPECT_EQ(c.form, codegen::CudaConfig::Form::column);
+  EXPECT_EQ(c.block_y, 4);
+  EXPECT_EQ(c.vector, 4);
+  EXPECT_EQ(c.splits, 16);  // 132 SMs x 16 blocks of 128 threads over 64 tiles: 33 fill a wave
+  const std::string& body = gen.cuda.bodies.at(0);
+  EXPECT_NE(body.find("trips = active ? 256 : 0;"), std::string::npos) << body;  // 16384 / 16 / 4
+  EXPECT_NE(body.find("L0 = *reinterpret_cast<const coil_rt::Vec<uint16_t, 4>*>(b0 + "), std::string::npos) << body;
+  EXPECT_EQ(body.find("load_keep"), std::string::npos) << body;
+  // Rows a split share does not divide evenly keep the per-thread count.
+  auto odd = cuda_code("  %x = input() : bf16[16381, 8192]\n  %s = sum.dim_IntList(%x, [0])\n  return %s\n", d);
+  EXPECT_EQ(odd.cuda.bodies.at(0).find("trips = active ? "), std::string::npos) << odd.cuda.bodies.at(0);
+  auto norm = cuda_code("  %x = input() : bf16[N, 4096]\n  %y, %m, %r = native_layer_norm(%x, [4096], none, none, 1e-05)\n  return %y\n", d);
+  EXPECT_NE(norm.cuda.bodies.at(0).find("coil_rt::load_keep(reinterpret_cast<const coil_rt::Vec<uint16_t, 8>*>(b0 + "), std::string::npos)
+      << norm.cuda.bodies.at(0);
 }
 
 // A persistent softmax row computes exp(x - max) once, in the sum's pass, keeps it in registers

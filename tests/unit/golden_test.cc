@@ -104,9 +104,9 @@ extern "C" __global__ void __launch_bounds__(128) k0_y(const uint16_t* __restric
     const idx_t x0 = x0_rest;
     const idx_t x1 = x1q * 8;
     coil_rt::Vec<uint16_t, 8> L0;
-    L0 = *reinterpret_cast<const coil_rt::Vec<uint16_t, 8>*>(b0 + (x1 + (64 * x0)));
+    L0 = coil_rt::load_keep(reinterpret_cast<const coil_rt::Vec<uint16_t, 8>*>(b0 + (x1 + (64 * x0))));
     coil_rt::Vec<uint16_t, 8> L1;
-    L1 = *reinterpret_cast<const coil_rt::Vec<uint16_t, 8>*>(b1 + (x1));
+    L1 = coil_rt::load_keep(reinterpret_cast<const coil_rt::Vec<uint16_t, 8>*>(b1 + (x1)));
     coil_rt::Vec<uint16_t, 8> S0;
     #pragma unroll
     for (int x2 = 0; x2 < 8; ++x2) {

@@ -104,6 +104,10 @@ bool CudaEmitter::is_narrow() const {
 
 std::string CudaEmitter::idx(const SymInt& e) const { return index_expr(e, printer_->style); }
 
+std::string CudaEmitter::whole_load(const std::string& vec, int buffer, const std::string& index) {
+  return fmt::format("coil_rt::load_keep(reinterpret_cast<const {}*>(b{} + ({})))", vec, buffer, index);
+}
+
 void CudaEmitter::flush(std::vector<std::string>& lines) {
   for (const auto& l : lines) text_ += l + "\n";
   lines.clear();

@@ -57,7 +57,7 @@ void CudaEmitter::pointwise() {
       const char* t = storage_type(p_.buffers[static_cast<size_t>(l.buffer)].dtype);
       std::string at = idx(substitute(l.offset, {{lane, SymInt(0)}}));
       out("{}coil_rt::Vec<{}, {}> {};", in, t, v, l.name);
-      out("{}{} = *reinterpret_cast<const coil_rt::Vec<{}, {}>*>(b{} + ({}));", in, l.name, t, v, l.buffer, at);
+      out("{}{} = {};", in, l.name, whole_load(fmt::format("coil_rt::Vec<{}, {}>", t, v), l.buffer, at));
     }
     for (const auto& s : vstores)
       out("{}coil_rt::Vec<{}, {}> {};", in, storage_type(p_.buffers[static_cast<size_t>(s.buffer)].dtype), v, s.name);

@@ -190,8 +190,8 @@ void CudaEmitter::tiled() {
         [&](const std::string& in) {
           for (const auto& l : loads)
             if (whole_along(l, a, extent_a))
-              out("{}*reinterpret_cast<{}*>(&{}) = *reinterpret_cast<const {}*>(b{} + ({}));", in, vec_type(l.buffer), cell(l.name, "yy", "xx0"),
-                  vec_type(l.buffer), l.buffer, idx(l.offset));
+              out("{}*reinterpret_cast<{}*>(&{}) = {};", in, vec_type(l.buffer), cell(l.name, "yy", "xx0"),
+                  whole_load(vec_type(l.buffer), l.buffer, idx(l.offset)));
         },
         per_element_unless_whole(loads, [&](const std::string& in) {
           for (const auto& l : loads)
@@ -233,15 +233,14 @@ void CudaEmitter::tiled() {
   if (prefetched)
     prefetch = [&](const std::string& in) {
       for (const auto& l : direct_loads)
-        out("{}{}[i] = *reinterpret_cast<const {}*>(b{} + ({}));", in, l.name, vec_type(l.buffer), l.buffer, idx(l.offset));
+        out("{}{}[i] = {};", in, l.name, whole_load(vec_type(l.buffer), l.buffer, idx(l.offset)));
     };
   phase(
       false,
       [&](const std::string& in) {
         if (!prefetched)
           for (const auto& l : direct_loads)
-            out("{}const {} {} = *reinterpret_cast<const {}*>(b{} + ({}));", in, vec_type(l.buffer), l.name, vec_type(l.buffer), l.buffer,
-                idx(l.offset));
+            out("{}const {} {} = {};", in, vec_type(l.buffer), l.name, whole_load(vec_type(l.buffer), l.buffer, idx(l.offset)));
         for (const auto& s : direct_stores) out("{}{} {};", in, vec_type(s.buffer), s.name);
       },
       [&](const std::string& in) {

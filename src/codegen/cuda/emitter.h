@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -31,6 +32,9 @@ class CudaEmitter {
   void add_range(const std::string& var, const SymInt& extent);
   bool is_narrow() const;
   std::string idx(const SymInt& e) const;
+  // One aligned access of `vec` (a Vec type) at element `index` of buffer b<buffer>, kept in L2
+  // over the outputs (coil_rt::load_keep).
+  static std::string whole_load(const std::string& vec, int buffer, const std::string& index);
   void flush(std::vector<std::string>& lines);
   void decompose(const std::string& linear, const std::vector<std::string>& vars, const std::vector<SymInt>& extents,
                  const std::string& indent);
@@ -53,7 +57,7 @@ class CudaEmitter {
   void two_pass_moments(size_t i, const std::string& indent, const std::string& active);
   std::string row_loop_open(const std::string& indent, const std::string& active);
   void counted_loop(const std::string& indent, const std::string& var, const std::string& start, const std::string& active,
-                    const std::string& end, int64_t step);
+                    const std::string& end, int64_t step, std::optional<int64_t> end_value);
   void row_loop_close(const std::string& indent);
   void cache_row_loads(const std::string& indent, const std::string& active);
   // Persistent rows: per-element values carried from one pass to later ones (row_values.h).
