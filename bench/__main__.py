@@ -8,7 +8,10 @@ Every workload (bench/workloads.py) is one PyTorch function; each mode calls it,
 torch.compile(backend="coil"). Each mode runs in processes of its own: a "cold" one on empty
 caches (coil's, Inductor's and Triton's, made for this run) times every first call, then a
 "warm" one on the caches it filled times every first call again and the steady state. Eager
-runs in one process, which also measures the ceilings. Results go to bench/results/ as
+runs in one process, which also measures the ceilings. Then one process times the steady
+state again with the modes taking turns (a few calls each, round after round), since a GPU's
+clocks drift with its power draw between one mode's process and the next; the tables report
+those medians (each mode's own process's are kept as ms_alone). Results go to bench/results/ as
 markdown, JSON and a PNG chart, named by device and date.
 """
 import argparse
@@ -32,8 +35,8 @@ def run_child(mode, phase, names, args, env, timeout_s=1500):
     """Runs bench.child, restarting it past a workload that killed it; {workload: record}."""
     got, remaining = {}, list(names)
     while remaining:
-        cmd = [sys.executable, "-m", "bench.child", "--mode", mode, "--phase", phase, "--device", args.device,
-               "--names", ",".join(remaining)] + (["--quick"] if args.quick else [])
+        cmd = [sys.executable, "-m", "bench.child", "--modes" if phase == "turns" else "--mode", mode, "--phase", phase,
+               "--device", args.device, "--names", ",".join(remaining)] + (["--quick"] if args.quick else [])
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         killer = threading.Timer(timeout_s, proc.kill)
         killer.start()
@@ -74,6 +77,16 @@ def measure_all(args, names):
         caches[mode] = env = dict(base, COIL_CACHE_DIR=f"{root}/coil", TORCHINDUCTOR_CACHE_DIR=f"{root}/inductor",
                                   TRITON_CACHE_DIR=f"{root}/triton")
         results[mode] = {phase: run_child(mode, phase, names, args, env) for phase in ("cold", "warm")}
+    # The steady state again, every competing mode and coil in one process taking turns, on the
+    # caches their processes filled (Inductor's and Triton's of max-autotune where it ran: the
+    # default mode's few kernels compile again there).
+    taking = [m for m in args.modes if m in report.OTHERS or m == "coil"]
+    if len(taking) > 1:
+        cache_of = lambda m: caches.get(m, {})  # noqa: E731
+        inductor = cache_of("max-autotune") or cache_of("inductor")
+        env = dict(base, **{k: v for k, v in inductor.items() if k in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")},
+                   **{k: v for k, v in cache_of("coil").items() if k == "COIL_CACHE_DIR"})
+        results["_turns"] = run_child(",".join(taking), "turns", names, args, env)
     return results, caches
 
 

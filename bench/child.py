@@ -1,11 +1,13 @@
 """One measuring process: one mode, one phase, a list of workloads; one JSON line per result.
 
     python -m bench.child --mode coil --phase cold|warm|eager --device cuda --names a,b [--quick]
+    python -m bench.child --phase turns --modes eager,inductor,coil --device cuda --names a,b
 
 Phases: "eager" measures the ceilings and eager; "cold" runs each workload's first call on the
 empty caches the parent made for this mode; "warm" runs the first call again in a new process
-on the caches "cold" filled, then times the steady state; "profile" runs one call inside
-cudaProfilerStart/Stop for Nsight Compute. Before the workloads, each process
+on the caches "cold" filled, then times the steady state; "turns" times the steady state of
+several modes in one process, taking turns (measure.interleaved_ms); "profile" runs one call
+inside cudaProfilerStart/Stop for Nsight Compute. Before the workloads, each process
 compiles a tiny function once ("startup": imports and one-time set-up a user pays once per
 process, reported apart) and times its per-call cost.
 """
@@ -148,15 +150,51 @@ def one(w, mode, phase, device, compile_fn, coil_seconds):
     return record
 
 
+def turns(w, compile_fns, device):
+    """The steady state of every mode of `compile_fns` ({mode: torch.compile for it, or None for
+    eager}) on one workload, taking turns: {workload, turns: {mode: ms}}."""
+    want = w.fn(*w.inputs)
+    fns, record = {}, {"workload": w.name, "turns": {}}
+    for mode, compile_fn in compile_fns.items():
+        try:
+            fn = compile_fn(w.fn) if compile_fn else w.fn
+            got = fn(*w.inputs)  # compiled here from the caches the mode's processes filled
+            measure.sync(device)
+            if measure.rel_error(got, want) > 0.05:
+                record.setdefault("skipped", {})[mode] = "its result differs from eager's"
+                continue
+            fns[mode] = fn
+        except Exception as e:  # the other modes still take their turns
+            record.setdefault("skipped", {})[mode] = f"{type(e).__name__}: {str(e).strip()[:200]}"
+    sets = measure.input_sets(w.inputs, device)
+    if fns:
+        record["turns"] = measure.interleaved_ms(fns, sets, device)
+    return record
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--mode", choices=sorted(MODES), required=True)
-    p.add_argument("--phase", choices=["eager", "cold", "warm", "profile"], required=True)
+    p.add_argument("--mode", choices=sorted(MODES))
+    p.add_argument("--modes", default="", help="phase turns: the modes taking turns")
+    p.add_argument("--phase", choices=["eager", "cold", "warm", "profile", "turns"], required=True)
     p.add_argument("--device", choices=["cuda", "cpu"], required=True)
     p.add_argument("--names", required=True)
     p.add_argument("--quick", action="store_true")
     a = p.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 stays fp32 (PyTorch's default)
+    if a.phase == "turns":
+        compile_fns = {m: None if m == "eager" else compiler(m)[0] for m in a.modes.split(",") if m}
+        with torch.no_grad():
+            for name in a.names.split(","):
+                try:
+                    emit(turns(workloads.build([name], a.device, a.quick)[0], compile_fns, a.device))
+                except Exception as e:  # the other workloads still run
+                    emit({"workload": name, "error": f"{type(e).__name__}: {str(e).strip()[:300]}"})
+                if a.device == "cuda":
+                    torch.cuda.empty_cache()
+        return 0
+    if a.mode is None:
+        p.error("--mode is required for this phase")
     compile_fn, coil_seconds = compiler(a.mode)
     with torch.no_grad():
         if a.phase == "eager":

@@ -1,5 +1,6 @@
 """How the yardstick measures: per-call medians (CUDA events on the GPU, the wall clock on the
-CPU), rotating input sets when a workload's inputs would stay in the last-level cache, the two
+CPU), alone and with the modes taking turns in one process, rotating input sets when a
+workload's inputs would stay in the last-level cache, the two
 ceilings (a large device copy, a large GEMM), work counted per workload, and errors against eager.
 """
 import math
@@ -64,6 +65,52 @@ def median_ms(fn, sets, device, budget_s=0.5, min_reps=10, max_reps=200):
         e.record()
     torch.cuda.synchronize()
     return statistics.median(s.elapsed_time(e) for s, e in events), reps
+
+
+def interleaved_ms(fns, sets, device, rounds=9, round_s=0.05, max_calls=8):
+    """{mode: median ms of one call}, the modes taking turns: `rounds` rounds in which each mode
+    (the first one rotating) makes one unmeasured call, then times up to `max_calls` calls
+    (about `round_s` of them; CUDA events around each call, no synchronisation between calls or
+    modes). A GPU's clocks follow its power draw over tens of milliseconds (on the H100, a bf16
+    SwiGLU ran 3.19 ms a call in its first 60 ms, 3.40 ms a call 150 ms later), so modes timed one
+    after another see different states; taking turns gives each mode the same mix of them."""
+    names = list(fns)
+    turn = {n: 0 for n in names}
+
+    def call(n):
+        fns[n](*sets[turn[n] % len(sets)])
+        turn[n] += 1
+
+    cost = {}
+    for n in names:  # warm-up, and the cost of a call that sets the calls per round
+        for _ in range(2):
+            call(n)
+        sync(device)
+        start = time.perf_counter()
+        call(n)
+        sync(device)
+        cost[n] = time.perf_counter() - start
+    calls = {n: max(1, min(max_calls, int(round_s / max(cost[n], 1e-6)))) for n in names}
+    times = {n: [] for n in names}
+    pending = []
+    for r in range(rounds):
+        for n in names[r % len(names):] + names[:r % len(names)]:
+            call(n)
+            for _ in range(calls[n]):
+                if device == "cuda":
+                    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    s.record()
+                    call(n)
+                    e.record()
+                    pending.append((n, s, e))
+                else:
+                    t = time.perf_counter()
+                    call(n)
+                    times[n].append((time.perf_counter() - t) * 1e3)
+    sync(device)
+    for n, s, e in pending:
+        times[n].append(s.elapsed_time(e))
+    return {n: statistics.median(t) for n, t in times.items()}
 
 
 def per_call_us(fn, device, calls=2000):

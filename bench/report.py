@@ -16,6 +16,9 @@ OTHERS = ["eager", "inductor", "max-autotune"]
 def brief(record):
     if "error" in record:
         return "error: " + record["error"][:160]
+    if "turns" in record:
+        return " ".join(f"{mode}={ms:.4g}" for mode, ms in record["turns"].items()) + \
+            "".join(f" ({mode} skipped: {why[:80]})" for mode, why in record.get("skipped", {}).items())
     parts = [f"{k}={record[k]:.4g}" for k in ("ms", "first_s", "coil_compile_s", "rel_err", "startup_s", "overhead_us",
                                                "copy_gbs", "gemm_tflops") if isinstance(record.get(k), (int, float))]
     return " ".join(parts)
@@ -80,6 +83,10 @@ def _cell(warm, cold, kind, work, ceilings):
 
 
 def collect(args, names, results, wall_s):
+    """The run's data; where the modes took turns in one process (results["_turns"]), their medians
+    there are each cell's "ms", its own process's "ms_alone"."""
+    results = dict(results)
+    turns = results.pop("_turns", {})
     eager = results["eager"]["warm"]
     ceilings = eager.get("_ceilings", {"copy_gbs": math.nan, "gemm_tflops": math.nan})
     rows = []
@@ -89,9 +96,14 @@ def collect(args, names, results, wall_s):
         work = base.get("bytes") or base.get("flops") or 0
         row = {"name": name, "kind": kind, "note": base.get("note", ""), "bytes": base.get("bytes"), "flops": base.get("flops"),
                "modes": {}}
+        if turns.get(name, {}).get("skipped"):
+            row["turns_skipped"] = turns[name]["skipped"]
+        taken = turns.get(name, {}).get("turns", {})
         for mode, phases in results.items():
-            row["modes"][mode] = _cell(phases["warm"].get(name, {"error": "not measured"}), phases.get("cold", {}).get(name, {}),
-                                       kind, work, ceilings)
+            warm = phases["warm"].get(name, {"error": "not measured"})
+            if mode in taken and "ms" in warm:
+                warm = dict(warm, ms=taken[mode], ms_alone=warm["ms"])
+            row["modes"][mode] = _cell(warm, phases.get("cold", {}).get(name, {}), kind, work, ceilings)
         others = [(row["modes"][m]["ms"], m) for m in OTHERS if "ms" in row["modes"].get(m, {})]
         coil = row["modes"].get("coil", {})
         if others and "ms" in coil:
@@ -170,7 +182,8 @@ def markdown(data):
     lines += [f"- {line}" for line in summary_lines(data)]
     lines += ["", "## Speed", "",
               "Median ms per call (" + ("CUDA events around each call, queue kept full" if gpu else "wall clock per call") +
-              "; rotating input sets when the inputs fit "
+              "; the modes taking turns in one process, a few calls each round after round, where more than one was "
+              "measured — each mode's own process's median is ms_alone in the JSON; rotating input sets when the inputs fit "
               "in the last-level cache), effective GB/s (memory-bound: inputs read and outputs written once) or TFLOP/s "
               "(matrix flops as torch.utils.flop_counter counts them; causal attention counted as full), and % of the ceiling.", "",
               "| workload | " + " | ".join(modes) + " | coil vs best other |", "|---" * (len(modes) + 2) + "|"]
