@@ -69,11 +69,13 @@ def median_ms(fn, sets, device, budget_s=0.5, min_reps=10, max_reps=200):
 
 def interleaved_ms(fns, sets, device, rounds=9, round_s=0.05, max_calls=8):
     """{mode: median ms of one call}, the modes taking turns: `rounds` rounds in which each mode
-    (the first one rotating) makes one unmeasured call, then times up to `max_calls` calls
-    (about `round_s` of them; CUDA events around each call, no synchronisation between calls or
-    modes). A GPU's clocks follow its power draw over tens of milliseconds (on the H100, a bf16
-    SwiGLU ran 3.19 ms a call in its first 60 ms, 3.40 ms a call 150 ms later), so modes timed one
-    after another see different states; taking turns gives each mode the same mix of them."""
+    (the first one rotating) makes one unmeasured call, then a burst of up to `max_calls` calls
+    (about `round_s` of them) between one pair of CUDA events made beforehand (no
+    synchronisation between calls or modes); a round's time per call is the burst's over its
+    calls, and a mode's result the median over rounds. A GPU's clocks follow its power draw over
+    tens of milliseconds (on the H100, a bf16 SwiGLU ran 3.19 ms a call in its first 60 ms, 3.40
+    ms a call 150 ms later), so modes timed one after another see different states; taking turns
+    gives each mode the same mix of them."""
     names = list(fns)
     turn = {n: 0 for n in names}
 
@@ -91,26 +93,26 @@ def interleaved_ms(fns, sets, device, rounds=9, round_s=0.05, max_calls=8):
         sync(device)
         cost[n] = time.perf_counter() - start
     calls = {n: max(1, min(max_calls, int(round_s / max(cost[n], 1e-6)))) for n in names}
-    times = {n: [] for n in names}
-    pending = []
+    gpu = device == "cuda"
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(rounds * len(names))] if gpu else []
+    bursts = {n: [] for n in names}
     for r in range(rounds):
-        for n in names[r % len(names):] + names[:r % len(names)]:
+        for i, n in enumerate(names[r % len(names):] + names[:r % len(names)]):
             call(n)
-            for _ in range(calls[n]):
-                if device == "cuda":
-                    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    s.record()
+            if gpu:
+                s, e = events[r * len(names) + i]
+                s.record()
+                for _ in range(calls[n]):
                     call(n)
-                    e.record()
-                    pending.append((n, s, e))
-                else:
-                    t = time.perf_counter()
+                e.record()
+                bursts[n].append((s, e))
+            else:
+                t = time.perf_counter()
+                for _ in range(calls[n]):
                     call(n)
-                    times[n].append((time.perf_counter() - t) * 1e3)
+                bursts[n].append((time.perf_counter() - t) * 1e3)
     sync(device)
-    for n, s, e in pending:
-        times[n].append(s.elapsed_time(e))
-    return {n: statistics.median(t) for n, t in times.items()}
+    return {n: statistics.median((b[0].elapsed_time(b[1]) if gpu else b) / calls[n] for b in bursts[n]) for n in names}
 
 
 def per_call_us(fn, device, calls=2000):
