@@ -9,6 +9,7 @@
 #include <set>
 #include <tuple>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -126,6 +127,27 @@ TEST(CudaCodegen, ColumnSplitsTakeNarrowVectorsAndWholeTripCounts) {
   auto norm = cuda_code("  %x = input() : bf16[N, 4096]\n  %y, %m, %r = native_layer_norm(%x, [4096], none, none, 1e-05)\n  return %y\n", d);
   EXPECT_NE(norm.cuda.bodies.at(0).find("coil_rt::load_keep(reinterpret_cast<const coil_rt::Vec<uint16_t, 8>*>(b0 + "), std::string::npos)
       << norm.cuda.bodies.at(0);
+}
+
+// Where vectors are possible, rows and pointwise kernels get no scalar candidates (slower in every
+// tuning, and an NVRTC build each); where they are not, the scalar forms remain.
+TEST(CudaCodegen, NoScalarTwinsWhereVectorsArePossible) {
+  auto d = cuda::preset_device("sm_90a");
+  auto vectors = [&](const std::string& body) {
+    Generated gen = cuda_code(body, d);
+    std::vector<int> out;
+    for (const auto& kernel : gen.lowered.program.kernels)
+      if (const auto* k = std::get_if<loop::LoopKernel>(&kernel))
+        for (const auto& config : codegen::candidate_configs(gen.lowered.program, *k, d)) out.push_back(config.vector);
+    return out;
+  };
+  auto norm = vectors("  %x = input() : bf16[N, 4096]\n  %y, %m, %r = native_layer_norm(%x, [4096], none, none, 1e-05)\n  return %y\n");
+  EXPECT_GE(norm.size(), 4u);
+  EXPECT_TRUE(std::all_of(norm.begin(), norm.end(), [](int v) { return v == 8; }));
+  auto gelu = vectors("  %x = input() : bf16[N, 64]\n  %y = gelu(%x)\n  return %y\n");
+  EXPECT_EQ(gelu, (std::vector<int>{8, 8, 8}));  // 4, 8 and 16 warps
+  auto odd = vectors("  %x = input() : f32[N, 63]\n  %y = exp(%x)\n  return %y\n");
+  EXPECT_EQ(odd, (std::vector<int>{1, 1, 1}));
 }
 
 // A persistent softmax row computes exp(x - max) once, in the sum's pass, keeps it in registers
