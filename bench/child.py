@@ -168,7 +168,9 @@ def turns(w, compile_fns, device):
             record.setdefault("skipped", {})[mode] = f"{type(e).__name__}: {str(e).strip()[:200]}"
     sets = measure.input_sets(w.inputs, device)
     if fns:
-        record["turns"] = measure.interleaved_ms(fns, sets, device)
+        taken = measure.interleaved_ms(fns, sets, device)
+        record["turns"] = {mode: ms for mode, (ms, _, _) in taken.items()}
+        record["quartiles"] = {mode: [q1, q3] for mode, (_, q1, q3) in taken.items()}
     return record
 
 

@@ -68,7 +68,7 @@ def median_ms(fn, sets, device, budget_s=0.5, min_reps=10, max_reps=200):
 
 
 def interleaved_ms(fns, sets, device, rounds=9, round_s=0.05, max_calls=8):
-    """{mode: median ms of one call}, the modes taking turns: `rounds` rounds in which each mode
+    """{mode: (median, first quartile, third quartile) of the rounds' ms a call}, the modes taking turns: `rounds` rounds in which each mode
     (the first one rotating) makes one unmeasured call, then a burst of up to `max_calls` calls
     (about `round_s` of them) between one pair of CUDA events made beforehand (no
     synchronisation between calls or modes); a round's time per call is the burst's over its
@@ -112,7 +112,12 @@ def interleaved_ms(fns, sets, device, rounds=9, round_s=0.05, max_calls=8):
                     call(n)
                 bursts[n].append((time.perf_counter() - t) * 1e3)
     sync(device)
-    return {n: statistics.median((b[0].elapsed_time(b[1]) if gpu else b) / calls[n] for b in bursts[n]) for n in names}
+    out = {}
+    for n in names:
+        per_call = [(b[0].elapsed_time(b[1]) if gpu else b) / calls[n] for b in bursts[n]]
+        q1, _, q3 = statistics.quantiles(per_call, n=4) if len(per_call) > 1 else per_call * 3
+        out[n] = (statistics.median(per_call), q1, q3)
+    return out
 
 
 def per_call_us(fn, device, calls=2000):

@@ -102,7 +102,7 @@ def collect(args, names, results, wall_s):
         for mode, phases in results.items():
             warm = phases["warm"].get(name, {"error": "not measured"})
             if mode in taken and "ms" in warm:
-                warm = dict(warm, ms=taken[mode], ms_alone=warm["ms"])
+                warm = dict(warm, ms=taken[mode], ms_alone=warm["ms"], ms_quartiles=turns[name].get("quartiles", {}).get(mode))
             row["modes"][mode] = _cell(warm, phases.get("cold", {}).get(name, {}), kind, work, ceilings)
         others = [(row["modes"][m]["ms"], m) for m in OTHERS if "ms" in row["modes"].get(m, {})]
         coil = row["modes"].get("coil", {})
@@ -123,12 +123,23 @@ def _geomean(values):
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan
 
 
+def _overlap(row):
+    """Whether coil's rounds and the best other mode's overlap (their quartile ranges meet)."""
+    coil, best = row["modes"].get("coil", {}), row["modes"].get(row.get("best_other"), {})
+    if not coil.get("ms_quartiles") or not best.get("ms_quartiles"):
+        return False
+    return coil["ms_quartiles"][0] <= best["ms_quartiles"][1] and best["ms_quartiles"][0] <= coil["ms_quartiles"][1]
+
+
 def summary_lines(data):
     rows = [r for r in data["workloads"] if "coil_speedup" in r]
     slower = [r["name"] for r in rows if r["coil_speedup"] < 1]
+    close = [r["name"] for r in rows if r["coil_speedup"] < 1 and _overlap(r)]
     failed = [r["name"] for r in data["workloads"] if "coil_speedup" not in r]
     lines = [f"coil vs the best other mode (median time; >1 means coil is faster): geomean {_geomean([r['coil_speedup'] for r in rows]):.2f}x "
              f"over {len(rows)} workloads; coil slower on {len(slower)}" + (f" ({', '.join(slower)})" if slower else "")
+             + (f", {len(close)} of them with quartile ranges overlapping the best other's in the turns ({', '.join(close)})"
+                if close else "")
              + (f"; no comparison for {', '.join(failed)}" if failed else "")]
     for other in ("inductor", "max-autotune", "capture"):
         for phase in ("cold", "warm"):

@@ -25,6 +25,8 @@ def test_bench_runs_end_to_end_on_the_cpu(tmp_path):
         assert coil["ms"] > 0 and coil["cold_first_s"] > 0 and coil["warm_first_s"] > 0
         # the steady state taken again with eager and coil taking turns in one process
         assert coil["ms_alone"] > 0 and r["modes"]["eager"]["ms_alone"] > 0 and "ms_alone" not in r["modes"]["capture"], r
+        q1, q3 = coil["ms_quartiles"]
+        assert 0 < q1 <= coil["ms"] <= q3, r
         assert 0 < coil["pct"] and math.isfinite(r["coil_speedup"])
         capture = r["modes"]["capture"]  # the floor: Dynamo + AOTAutograd, the captured graph run as it is
         assert capture["rel_err"] < 1e-5 and capture["cold_first_s"] > 0 and r["best_other"] == "eager", r
@@ -56,6 +58,19 @@ def test_summary_counts_slower_workloads_and_geomeans():
     lines = report.summary_lines(data)
     assert "geomean 1.00x over 2 workloads; coil slower on 1 (b); no comparison for c" in lines[0]
     assert "inductor / coil: geomean 6.00x over 2 workloads" in lines[1]  # sqrt(4 * 9)
+
+
+def test_summary_names_the_slower_workloads_whose_turns_overlap():
+    def cell(ms, q1, q3):
+        return dict(_cell(ms), ms_quartiles=[q1, q3])
+    data = {"workloads": [
+        {"name": "tie", "modes": {"eager": cell(1.0, 0.99, 1.01), "coil": cell(1.002, 1.0, 1.004)}, "best_other": "eager",
+         "coil_speedup": 1.0 / 1.002},
+        {"name": "behind", "modes": {"eager": cell(1.0, 0.99, 1.01), "coil": cell(1.1, 1.09, 1.11)}, "best_other": "eager",
+         "coil_speedup": 1.0 / 1.1},
+    ]}
+    line = report.summary_lines(data)[0]
+    assert "coil slower on 2 (tie, behind), 1 of them with quartile ranges overlapping the best other's in the turns (tie)" in line
 
 
 def test_every_workload_builds_and_only_the_named_ones():
