@@ -152,7 +152,8 @@ def one(w, mode, phase, device, compile_fn, coil_seconds):
 
 def turns(w, compile_fns, device):
     """The steady state of every mode of `compile_fns` ({mode: torch.compile for it, or None for
-    eager}) on one workload, taking turns: {workload, turns: {mode: ms}}."""
+    eager}) on one workload, taking turns: {workload, turns: {mode: ms}, quartiles: {mode: [q1, q3]}},
+    with the modes left out (an error, or a result off eager's) under "skipped"."""
     want = w.fn(*w.inputs)
     fns, record = {}, {"workload": w.name, "turns": {}}
     for mode, compile_fn in compile_fns.items():
