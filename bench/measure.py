@@ -68,14 +68,14 @@ def median_ms(fn, sets, device, budget_s=0.5, min_reps=10, max_reps=200):
 
 
 def interleaved_ms(fns, sets, device, rounds=9, round_s=0.05, max_calls=8):
-    """{mode: (median, first quartile, third quartile) of the rounds' ms a call}, the modes taking turns: `rounds` rounds in which each mode
-    (the first one rotating) makes one unmeasured call, then a burst of up to `max_calls` calls
-    (about `round_s` of them) between one pair of CUDA events made beforehand (no
-    synchronisation between calls or modes); a round's time per call is the burst's over its
-    calls, and a mode's result the median over rounds. A GPU's clocks follow its power draw over
-    tens of milliseconds (on the H100, a bf16 SwiGLU ran 3.19 ms a call in its first 60 ms, 3.40
-    ms a call 150 ms later), so modes timed one after another see different states; taking turns
-    gives each mode the same mix of them."""
+    """{mode: (median, first quartile, third quartile) of the rounds' ms a call}, the modes taking
+    turns: `rounds` rounds in which each mode (the first one rotating) makes one unmeasured call,
+    then a burst of up to `max_calls` calls (about `round_s` of them) between one pair of CUDA
+    events made beforehand (no synchronisation between calls or modes; the wall clock on the
+    CPU); a round's time per call is the burst's over its calls. A GPU's clocks follow its power
+    draw over tens of milliseconds (on the H100, a bf16 SwiGLU ran 3.19 ms a call in its first
+    60 ms, 3.40 ms a call 150 ms later), so modes timed one after another see different states;
+    taking turns gives each mode the same mix of them."""
     names = list(fns)
     turn = {n: 0 for n in names}
 
@@ -94,23 +94,20 @@ def interleaved_ms(fns, sets, device, rounds=9, round_s=0.05, max_calls=8):
         cost[n] = time.perf_counter() - start
     calls = {n: max(1, min(max_calls, int(round_s / max(cost[n], 1e-6)))) for n in names}
     gpu = device == "cuda"
+    bursts = {n: [] for n in names}  # (start, end) events on the GPU, ms on the CPU
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(rounds * len(names))] if gpu else []
-    bursts = {n: [] for n in names}
     for r in range(rounds):
-        for i, n in enumerate(names[r % len(names):] + names[:r % len(names)]):
+        for n in names[r % len(names):] + names[:r % len(names)]:
             call(n)
+            pair = events.pop() if gpu else None
             if gpu:
-                s, e = events[r * len(names) + i]
-                s.record()
-                for _ in range(calls[n]):
-                    call(n)
-                e.record()
-                bursts[n].append((s, e))
-            else:
-                t = time.perf_counter()
-                for _ in range(calls[n]):
-                    call(n)
-                bursts[n].append((time.perf_counter() - t) * 1e3)
+                pair[0].record()
+            t = time.perf_counter()
+            for _ in range(calls[n]):
+                call(n)
+            if gpu:
+                pair[1].record()
+            bursts[n].append(pair if gpu else (time.perf_counter() - t) * 1e3)
     sync(device)
     out = {}
     for n in names:

@@ -124,6 +124,8 @@ TEST(CudaCodegen, ColumnSplitsTakeNarrowVectorsAndWholeTripCounts) {
   // Rows a split share does not divide evenly keep the per-thread count.
   auto odd = cuda_code("  %x = input() : bf16[16381, 8192]\n  %s = sum.dim_IntList(%x, [0])\n  return %s\n", d);
   EXPECT_EQ(odd.cuda.bodies.at(0).find("trips = active ? "), std::string::npos) << odd.cuda.bodies.at(0);
+  EXPECT_NE(odd.cuda.bodies.at(0).find("trips = active && static_cast<idx_t>(threadIdx.y) < coil_rt::imin("), std::string::npos)
+      << odd.cuda.bodies.at(0);
   auto norm = cuda_code("  %x = input() : bf16[N, 4096]\n  %y, %m, %r = native_layer_norm(%x, [4096], none, none, 1e-05)\n  return %y\n", d);
   EXPECT_NE(norm.cuda.bodies.at(0).find("coil_rt::load_keep(reinterpret_cast<const coil_rt::Vec<uint16_t, 8>*>(b0 + "), std::string::npos)
       << norm.cuda.bodies.at(0);
