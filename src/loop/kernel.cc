@@ -56,6 +56,7 @@ std::string extern_str(const ExternCall& e) {
     ins.push_back(s);
   }
   std::string epilogue = e.activation == Activation::none ? "" : fmt::format(" epilogue={}", activation_name(e.activation));
+  if (e.residual) epilogue += fmt::format(" residual=buf{}{} strides={}", e.residual->buffer, shape_str(e.residual->sizes), shape_str(e.residual->strides));
   std::string view = e.output_view ? " strides=" + shape_str(e.output_view->strides) : "";
   if (e.output_view && e.output_view->offset != SymInt(0)) view += " offset=" + e.output_view->offset.str();
   return fmt::format("extern {} {}({}) -> buf{}{} params=[{}]{}  # from {}\n", e.name, extern_name(e.kind), fmt::join(ins, ", "),
@@ -100,6 +101,7 @@ Access access(const Kernel& k) {
   Access a;
   if (const auto* e = std::get_if<ExternCall>(&k)) {
     for (const auto& v : e->inputs) a.reads.insert(v.buffer);
+    if (e->residual) a.reads.insert(e->residual->buffer);
     a.writes.insert(e->output);
     return a;
   }
@@ -181,6 +183,9 @@ void verify(const Program& p) {
       COIL_CHECK(!e->output_view || (e->output_view->buffer == e->output && e->kind == ExternKind::attention))
           << e->name << ": an output view is for attention, into its output buffer";
       COIL_CHECK(e->activation == Activation::none || is_product(e->kind)) << e->name << ": an epilogue on a " << extern_name(e->kind);
+      COIL_CHECK(!e->residual || ((e->kind == ExternKind::mm || e->kind == ExternKind::addmm) && e->activation == Activation::none &&
+                                  e->residual->buffer >= 0 && static_cast<size_t>(e->residual->buffer) < p.buffers.size()))
+          << e->name << ": a residual is for an mm or addmm without an activation";
       continue;
     }
     const auto& k = std::get<LoopKernel>(kernel);

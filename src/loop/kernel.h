@@ -78,6 +78,9 @@ struct ExternCall {
   // Applied to each element of the result before it is stored (mm, bmm, addmm): a GEMM
   // epilogue the scheduler found after the product.
   Activation activation = Activation::none;
+  // mm, addmm: a tensor added to the product before the store (cuBLASLt's C with beta 1: D = A @ B
+  // (+ bias) + residual), viewed in the product's logical sizes; schedule/fuse_gemm_epilogues.h.
+  std::optional<View> residual;
   std::vector<std::string> origins;
 };
 

@@ -265,7 +265,7 @@ void fill_scaled(const Tensor& out, const Tensor& b, double beta) {
 void run_extern_cpu(const loop::ExternCall& call, const loop::Program& p, const std::vector<void*>& buffers,
                     const std::map<std::string, int64_t>& symbols) {
   // The CPU target fuses no GEMM epilogues (a generated kernel applies them faster).
-  COIL_CHECK(call.activation == loop::Activation::none) << call.name << ": a GEMM epilogue on the CPU";
+  COIL_CHECK(call.activation == loop::Activation::none && !call.residual) << call.name << ": a GEMM epilogue on the CPU";
   const loop::Buffer& ob = p.buffers[static_cast<size_t>(call.output)];
   loop::View out_view{call.output, ob.sizes, ob.strides, ob.offset};
   Tensor out = bind_view(out_view, p, buffers, symbols);

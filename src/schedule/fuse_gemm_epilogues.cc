@@ -20,6 +20,7 @@ class Rewriter {
  public:
   Rewriter(int buffer, DType dtype, Activation act) : buffer_(buffer), dtype_(dtype), act_(act) {}
 
+  void begin_kernel() { matched_ = false; }
   bool failed() const { return failed_; }
   bool matched() const { return matched_; }
 
@@ -61,11 +62,68 @@ class Rewriter {
   bool matched_ = false;
 };
 
+// Reads of the product as R + P in its dtype — cast<half>(cast<f32>(R) + cast<f32>(P)) for a
+// half product — with R another buffer of the product's dtype read at the same offset, the same
+// R in every read: they then load the product, which holds R + P (cuBLASLt's C, beta 1). Any
+// other read of the product makes the rewrite fail.
+class ResidualRewriter {
+ public:
+  ResidualRewriter(int buffer, DType dtype) : buffer_(buffer), dtype_(dtype) {}
+
+  void begin_kernel() { matched_ = false; }
+  bool failed() const { return failed_; }
+  bool matched() const { return matched_; }
+  std::optional<int> residual() const { return residual_; }
+
+  ExprRef operator()(const ExprRef& e) {
+    if (auto load = match(e)) {
+      matched_ = true;
+      return load;
+    }
+    if (e->kind() == Expr::Kind::load && e->buffer() == buffer_) failed_ = true;
+    return loop::map_operands(e, [this](const ExprRef& o) { return (*this)(o); });
+  }
+
+ private:
+  // The load of the product's dtype under the cast a half operand takes to f32, or nullptr.
+  ExprRef operand_load(const ExprRef& x) const {
+    ExprRef l = x;
+    if (is_half(dtype_)) {
+      if (x->kind() != Expr::Kind::cast || x->dtype() != DType::f32) return nullptr;
+      l = x->operands()[0];
+    }
+    return l->kind() == Expr::Kind::load && !l->dynamic() && l->dtype() == dtype_ ? l : nullptr;
+  }
+
+  ExprRef match(const ExprRef& e) {
+    ExprRef body = e;
+    if (is_half(dtype_)) {
+      if (e->kind() != Expr::Kind::cast || e->dtype() != dtype_) return nullptr;
+      body = e->operands()[0];
+    }
+    if (body->kind() != Expr::Kind::op || body->op() != loop::LoopOp::Add) return nullptr;
+    ExprRef p = operand_load(body->operands()[0]), r = operand_load(body->operands()[1]);
+    if (!p || !r) return nullptr;
+    if (r->buffer() == buffer_) std::swap(p, r);
+    if (p->buffer() != buffer_ || r->buffer() == buffer_ || !(p->offset() == r->offset())) return nullptr;
+    if (residual_ && *residual_ != r->buffer()) return nullptr;
+    residual_ = r->buffer();
+    return p;
+  }
+
+  int buffer_;
+  DType dtype_;
+  bool failed_ = false;
+  bool matched_ = false;
+  std::optional<int> residual_;
+};
+
 bool reads(const loop::Kernel& k, int buffer) { return loop::access(k).reads.count(buffer) > 0; }
 
-// The kernels after `at` with every read of the product rewritten, or nothing when a read is
-// not through `act` (or an extern reads it).
-std::optional<std::vector<loop::Kernel>> rewrite_readers(const loop::Program& p, size_t at, int buffer, Activation act) {
+// The kernels after `at` with every read of the product rewritten by `rw`, or nothing when a
+// read does not match (or an extern reads it).
+template <typename Rewrite>
+std::optional<std::vector<loop::Kernel>> rewrite_readers(const loop::Program& p, size_t at, int buffer, Rewrite& rw) {
   std::vector<loop::Kernel> out;
   bool any = false;
   for (size_t i = at + 1; i < p.kernels.size(); ++i) {
@@ -76,7 +134,7 @@ std::optional<std::vector<loop::Kernel>> rewrite_readers(const loop::Program& p,
     }
     const auto* lk = std::get_if<LoopKernel>(&k);
     if (!lk) return std::nullopt;
-    Rewriter rw(buffer, p.buffers[static_cast<size_t>(buffer)].dtype, act);
+    rw.begin_kernel();
     LoopKernel n = *lk;
     for (auto& r : n.reductions) r.value = rw(r.value);
     for (auto& s : n.stores) {
@@ -93,6 +151,29 @@ std::optional<std::vector<loop::Kernel>> rewrite_readers(const loop::Program& p,
 
 bool same_layout(const loop::Buffer& a, const loop::Buffer& b) {
   return a.dtype == b.dtype && a.sizes == b.sizes && a.strides == b.strides && a.offset == b.offset;
+}
+
+bool row_major(const loop::Buffer& b) {
+  SymInt stride = 1;
+  for (size_t d = b.sizes.size(); d-- > 0;) {
+    if (!(b.strides[d] == stride)) return false;
+    stride = stride * b.sizes[d];
+  }
+  return true;
+}
+
+SymInt numel(const loop::Buffer& b) {
+  SymInt n = 1;
+  for (const auto& s : b.sizes) n = n * s;
+  return n;
+}
+
+// The same elements at the same offsets: equal layouts, or both row-major with as many elements
+// and the second with at least the first's dims (its leading ones then merge into the rows).
+bool same_elements(const loop::Buffer& product, const loop::Buffer& other) {
+  if (same_layout(product, other)) return true;
+  return product.dtype == other.dtype && product.offset == other.offset && other.sizes.size() >= product.sizes.size() &&
+         row_major(product) && row_major(other) && numel(product) == numel(other);
 }
 
 // After the rewrite a pointwise kernel may only copy the product into a buffer of the same
@@ -122,7 +203,7 @@ void elide_copy(loop::Program& p, loop::ExternCall& call, std::vector<loop::Kern
     int target = st.buffer;
     const loop::Buffer& tb = p.buffers[static_cast<size_t>(target)];
     bool writable = tb.role == loop::Buffer::Role::temporary || tb.role == loop::Buffer::Role::output;
-    if (!copy || !writable || !same_layout(tb, p.buffers[static_cast<size_t>(product)])) return;
+    if (!copy || !writable || !same_elements(p.buffers[static_cast<size_t>(product)], tb)) return;
     // Nothing between the call and the copy may touch the target, and the call must not read it.
     for (size_t j = 0; j < i; ++j) {
       auto a = loop::access(later[j]);
@@ -130,11 +211,35 @@ void elide_copy(loop::Program& p, loop::ExternCall& call, std::vector<loop::Kern
     }
     for (const auto& v : call.inputs)
       if (v.buffer == target) return;
+    if (call.residual && call.residual->buffer == target) return;
     call.output = target;
     lk->stores.erase(lk->stores.begin() + static_cast<std::ptrdiff_t>(found));
     if (lk->stores.empty()) later.erase(later.begin() + static_cast<std::ptrdiff_t>(i));
     return;
   }
+}
+
+// R + P with R complete before the product and the same elements as it: the product adds R
+// itself (its C), and the add kernel, now a copy, goes where the result has the product's
+// elements.
+void fuse_residual(loop::Program& p, size_t at) {
+  auto& call = std::get<loop::ExternCall>(p.kernels[at]);
+  const loop::Buffer product = p.buffers[static_cast<size_t>(call.output)];
+  ResidualRewriter rw(call.output, product.dtype);
+  auto later = rewrite_readers(p, at, call.output, rw);
+  if (!later || !rw.residual()) return;
+  const int r = *rw.residual();
+  const loop::Buffer& rb = p.buffers[static_cast<size_t>(r)];
+  if (!same_elements(product, rb) && !same_elements(rb, product)) return;
+  for (size_t j = at; j < p.kernels.size(); ++j)
+    if (loop::access(p.kernels[j]).writes.count(r)) return;
+  loop::ExternCall fused = call;
+  elide_copy(p, fused, *later);
+  const loop::Buffer& ob = p.buffers[static_cast<size_t>(fused.output)];
+  fused.residual = loop::View{r, ob.sizes, ob.strides, 0};
+  p.kernels.resize(at);
+  p.kernels.push_back(std::move(fused));
+  for (auto& k : *later) p.kernels.push_back(std::move(k));
 }
 
 }  // namespace
@@ -146,8 +251,10 @@ loop::Program fuse_gemm_epilogues(const loop::Program& program) {
     if (!call || call->activation != Activation::none || !loop::is_product(call->kind)) continue;
     const loop::Buffer& out = p.buffers[static_cast<size_t>(call->output)];
     if (out.role != loop::Buffer::Role::temporary || (!is_half(out.dtype) && out.dtype != DType::f32)) continue;
+    bool fused_activation = false;
     for (Activation act : {Activation::relu, Activation::gelu_tanh}) {
-      auto later = rewrite_readers(p, i, call->output, act);
+      Rewriter rw(call->output, out.dtype, act);
+      auto later = rewrite_readers(p, i, call->output, rw);
       if (!later) continue;
       loop::ExternCall fused = *call;
       fused.activation = act;
@@ -155,8 +262,10 @@ loop::Program fuse_gemm_epilogues(const loop::Program& program) {
       p.kernels.resize(i);
       p.kernels.push_back(std::move(fused));
       for (auto& k : *later) p.kernels.push_back(std::move(k));
+      fused_activation = true;
       break;
     }
+    if (!fused_activation && (call->kind == loop::ExternKind::mm || call->kind == loop::ExternKind::addmm)) fuse_residual(p, i);
   }
   loop::verify(p);
   return p;

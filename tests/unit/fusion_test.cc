@@ -193,6 +193,48 @@ TEST(GemmEpilogue, OtherReadsOfTheProductBlockIt) {
   }
 }
 
+// A residual added to a product (x + linear(h), GPT-2's skip connections) becomes the product's
+// C: the add kernel goes, the next product's residual can be the first one's result, and a half
+// product's rounding is read through.
+TEST(GemmEpilogue, ResidualAddsBecomeTheProductsC) {
+  auto p = gemm_fused(
+      "  %x = input() : bf16[N, 8]\n  %w = input() : bf16[8, 8]\n  %b = input() : bf16[8]\n  %v = input() : bf16[8, 8]\n"
+      "  %h = addmm(%b, %x, %w)\n  %a = add.Tensor(%x, %h)\n  %g = mm(%a, %v)\n  %y = add.Tensor(%g, %a)\n  return %y\n");
+  EXPECT_EQ(loop_kernels(p), 0) << loop::to_string(p);
+  std::vector<const loop::ExternCall*> calls;
+  for (const auto& k : p.kernels) calls.push_back(&std::get<loop::ExternCall>(k));
+  ASSERT_EQ(calls.size(), 2u);
+  ASSERT_TRUE(calls[0]->residual && calls[1]->residual) << loop::to_string(p);
+  EXPECT_EQ(calls[0]->residual->buffer, calls[0]->inputs[1].buffer);  // x
+  EXPECT_EQ(calls[1]->residual->buffer, calls[0]->output);            // x + h
+  EXPECT_EQ(p.buffers[static_cast<size_t>(calls[1]->output)].role, loop::Buffer::Role::output);
+  EXPECT_NE(loop::to_string(p).find(" residual=buf"), std::string::npos);
+}
+
+TEST(GemmEpilogue, ResidualsNeedOneTensorOfTheProductsElements) {
+  const char* cases[] = {
+      // a broadcast row is no residual of the product's elements
+      "  %x = input() : f32[N, 8]\n  %w = input() : f32[8, 6]\n  %r = input() : f32[6]\n  %h = mm(%x, %w)\n  %y = add.Tensor(%h, %r)\n"
+      "  return %y\n",
+      // a transposed addend
+      "  %x = input() : f32[6, 8]\n  %w = input() : f32[8, 6]\n  %r = input() : f32[6, 6]\n  %t = permute(%r, [1, 0])\n  %h = mm(%x, %w)\n"
+      "  %y = add.Tensor(%h, %t)\n  return %y\n",
+      // the product read raw as well
+      "  %x = input() : f32[N, 8]\n  %w = input() : f32[8, 6]\n  %r = input() : f32[N, 6]\n  %h = mm(%x, %w)\n  %y = add.Tensor(%h, %r)\n"
+      "  return %y, %h\n",
+      // after an activation
+      "  %x = input() : f32[N, 8]\n  %w = input() : f32[8, 6]\n  %r = input() : f32[N, 6]\n  %h = mm(%x, %w)\n  %g = relu(%h)\n"
+      "  %y = add.Tensor(%g, %r)\n  return %y\n",
+      // batched products keep theirs
+      "  %x = input() : f32[2, 4, 8]\n  %w = input() : f32[2, 8, 6]\n  %r = input() : f32[2, 4, 6]\n  %h = bmm(%x, %w)\n"
+      "  %y = add.Tensor(%h, %r)\n  return %y\n",
+  };
+  for (const char* body : cases) {
+    auto p = gemm_fused(body);
+    EXPECT_FALSE(first_extern(p).residual) << body << loop::to_string(p);
+  }
+}
+
 TEST(InlinePointwise, ConvolutionOutputKernelAndReluAreOne) {
   Graph g = parse_graph(
       "graph t {\n  %x = input() : f32[2, 3, 8, 8]\n  %w = input() : f32[4, 3, 3, 3]\n  %b = input() : f32[4]\n"

@@ -51,6 +51,14 @@ cuda::GemmProblem gemm_problem(const loop::ExternCall& call, const loop::Program
   g.d_rs = ostrides[r - 2], g.d_cs = ostrides[r - 1], g.d_bs = r == 3 ? ostrides[0] : 0;
   g.tf32 = tf32;
   if (addmm) g.alpha = call.params[1];
+  if (call.residual) {
+    // The residual's view has the logical sizes of the output before any row padding: its
+    // leading dims merge into the rows the same way.
+    auto cs = eval_all(call.residual->strides, symbols);
+    cs.erase(cs.begin(), cs.end() - static_cast<std::ptrdiff_t>(r));
+    g.beta = 1;
+    g.c_rs = cs[r - 2], g.c_cs = cs[r - 1], g.c_bs = r == 3 ? cs[0] : 0;
+  }
   switch (call.activation) {
     case loop::Activation::none: g.epilogue = addmm ? cuda::Epilogue::bias : cuda::Epilogue::none; break;
     case loop::Activation::relu: g.epilogue = addmm ? cuda::Epilogue::bias_relu : cuda::Epilogue::relu; break;
@@ -304,7 +312,8 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
         COIL_CHECK(g.k > 0) << "cublas_takes admits only products over a non-empty dim";
         {
           if (!workspace) workspace = allocator->allocate(kGemmWorkspace, stream);
-          cublas->gemm(g, view_ptr(call.inputs[addmm ? 1 : 0]), view_ptr(call.inputs[addmm ? 2 : 1]), nullptr, d,
+          cublas->gemm(g, view_ptr(call.inputs[addmm ? 1 : 0]), view_ptr(call.inputs[addmm ? 2 : 1]),
+                       call.residual ? view_ptr(*call.residual) : nullptr, d,
                        addmm ? view_ptr(call.inputs[0]) : nullptr, reinterpret_cast<void*>(workspace), kGemmWorkspace, stream);
         }
       }
