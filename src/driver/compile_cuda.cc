@@ -43,11 +43,15 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
   std::set<size_t> tuned;
   for (const auto& t : tuning) tuned.insert(t.kernel);
   std::vector<std::string> bodies, names;
+  std::vector<int> shared;    // dynamic shared memory per body
   std::vector<size_t> plain;  // CudaSource::kernels index per untuned body
+  auto add = [&](const std::string& body, const codegen::CudaKernel& k) {
+    bodies.push_back(body), names.push_back(k.name), shared.push_back(k.launch.shared_bytes);
+  };
   for (size_t i = 0; i < gen.cuda.kernels.size(); ++i)
-    if (!tuned.count(i)) plain.push_back(i), bodies.push_back(gen.cuda.bodies[i]), names.push_back(gen.cuda.kernels[i].name);
+    if (!tuned.count(i)) plain.push_back(i), add(gen.cuda.bodies[i], gen.cuda.kernels[i]);
   for (const auto& t : tuning)
-    for (size_t c = 0; c < t.bodies.size(); ++c) bodies.push_back(t.bodies[c]), names.push_back(t.candidates[c].name);
+    for (size_t c = 0; c < t.bodies.size(); ++c) add(t.bodies[c], t.candidates[c]);
   // Each distinct body is built once; a repeat uses the function of its first occurrence.
   std::vector<size_t> first_of(bodies.size());
   std::vector<std::string> distinct;
@@ -83,6 +87,7 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
     UnitBuild report{{}, stats[u].total_seconds * 1e3, stats[u].cache_hit};
     for (size_t b : units[u]) {
       function_of[b] = context->function(*module, names[b]);
+      if (shared[b] > 0) context->allow_shared(function_of[b], shared[b]);
       report.kernels.push_back(names[b]);
     }
     gpu->modules.push_back(std::move(module));

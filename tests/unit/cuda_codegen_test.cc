@@ -346,6 +346,44 @@ TEST(CudaCodegen, FusedAttentionWhereItAppliesAndBuildsWithNvrtc) {
   if (!nvrtc) GTEST_SKIP() << "NVRTC is not available here: where attention fuses was checked, the builds were not";
 }
 
+// On sm_90a, 64-wide heads take the wgmma kernel: its three key/value stages and the query tile
+// live in dynamic shared memory past the default 48 KiB (the launch asks for it), both products
+// are wgmma and none is mma.sync; each step waits for its scores with the previous output
+// product still in flight (wait_group 1). It builds with NVRTC.
+TEST(CudaCodegen, HopperAttentionRunsWgmmaOverAStageRing) {
+  const char* cases[] = {
+      "  %q = input() : bf16[2, 3, 130, 64]\n  %a = scaled_dot_product_attention(%q, %q, %q, is_causal=true)\n  return %a\n",
+      "  %q = input() : f16[3, 70, 64]\n  %k = input() : f16[3, 150, 64]\n  %v = input() : f16[3, 150, 64]\n"
+      "  %a = scaled_dot_product_attention(%q, %k, %v, scale=-0.3)\n  return %a\n",
+  };
+  std::shared_ptr<const build::Nvrtc> nvrtc;
+  try {
+    nvrtc = build::Nvrtc::load();
+  } catch (const Error&) {
+  }
+  auto d = cuda::preset_device("sm_90a");
+  for (const char* body : cases) {
+    Generated gen = cuda_code(body, d);
+    ASSERT_EQ(gen.cuda.kernels.size(), 1u) << body;
+    const codegen::CudaKernel& k = gen.cuda.kernels[0];
+    EXPECT_EQ(k.config.form, codegen::CudaConfig::Form::attention);
+    EXPECT_EQ(k.launch.block_x, 128);
+    EXPECT_EQ(k.launch.shared_bytes, (64 + 2 * 3 * 64) * 64 * 2);
+    EXPECT_GT(k.launch.shared_bytes, d.shared_per_block);
+    EXPECT_LE(k.launch.shared_bytes, d.shared_per_block_optin);
+    const std::string& code = gen.cuda.bodies[0];
+    EXPECT_NE(code.find("extern __shared__ __align__(1024)"), std::string::npos);
+    EXPECT_NE(code.find("wgmma.mma_async.sync.aligned.m64n64k16.f32"), std::string::npos);
+    EXPECT_NE(code.find("_wg_wait<1>()"), std::string::npos);
+    const std::string kernel = code.substr(code.find("__global__"));
+    EXPECT_EQ(kernel.find("_mma("), std::string::npos);  // the shared helpers define it, the kernel does not use it
+    if (!nvrtc) continue;
+    build::CudaBuildOptions options{.cache = build::ArtifactCache(testing::TempDir() + "/cuda_attention_wgmma"), .nvrtc = nvrtc, .arch = "sm_90a"};
+    EXPECT_FALSE(build::compile_cubin(gen.cuda.code(), options).empty()) << body;
+  }
+  if (!nvrtc) GTEST_SKIP() << "NVRTC is not available here: the kernels were checked, not built";
+}
+
 std::string temp_cache() { return testing::TempDir() + "/coil_cuda_codegen_cache"; }
 
 void expect_close(const Tensor& got, const Tensor& want, const std::string& what) {

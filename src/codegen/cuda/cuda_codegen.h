@@ -55,6 +55,7 @@ struct CudaLaunch {
   int64_t per_block = 1;
   int64_t max_blocks = 1;
   int64_t scratch_bytes = 0;  // split partials and tickets, after the status word; tickets start and end at zero
+  int shared_bytes = 0;       // dynamic shared memory a block (the attention's tile ring)
 };
 
 struct CudaKernel {

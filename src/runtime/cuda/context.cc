@@ -28,6 +28,7 @@ struct Context::Api {
   int (*module_load)(void**, const void*) = nullptr;
   int (*module_unload)(void*) = nullptr;
   int (*module_function)(void**, void*, const char*) = nullptr;
+  int (*func_set_attribute)(void*, int, int) = nullptr;
   int (*launch)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, Stream, void**, void**) = nullptr;
   int (*event_create)(void**, unsigned) = nullptr;
   int (*event_record)(void*, Stream) = nullptr;
@@ -75,6 +76,7 @@ std::shared_ptr<Context> Context::open(int ordinal) {
   resolve("cuModuleLoadData", a.module_load);
   resolve("cuModuleUnload", a.module_unload);
   resolve("cuModuleGetFunction", a.module_function);
+  resolve("cuFuncSetAttribute", a.func_set_attribute);
   resolve("cuLaunchKernel", a.launch);
   resolve("cuEventCreate", a.event_create);
   resolve("cuEventRecord", a.event_record);
@@ -158,6 +160,11 @@ void* Context::function(const Module& m, const std::string& name) const {
   void* f = nullptr;
   driver_->check(api_->module_function(&f, m.handle(), name.c_str()), ("cuModuleGetFunction(" + name + ")").c_str());
   return f;
+}
+
+void Context::allow_shared(void* function, int bytes) const {
+  constexpr int kMaxDynamicSharedSizeBytes = 8;  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+  driver_->check(api_->func_set_attribute(function, kMaxDynamicSharedSizeBytes, bytes), "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
 }
 
 void Context::launch(void* function, Dim3 grid, Dim3 block, unsigned shared_bytes, Stream s, void** params) const {

@@ -46,6 +46,9 @@ class Context : public std::enable_shared_from_this<Context> {
   class Module;
   std::shared_ptr<Module> load_module(const std::string& cubin) const;
   void* function(const Module& m, const std::string& name) const;  // a CUfunction
+  // Lets `function` launch with `bytes` of dynamic shared memory (past the default 48 KiB, up to
+  // the device's opt-in maximum).
+  void allow_shared(void* function, int bytes) const;
   void launch(void* function, Dim3 grid, Dim3 block, unsigned shared_bytes, Stream s, void** params) const;
 
   // Page-locked host memory (asynchronous copies to it overlap with the host).

@@ -86,7 +86,8 @@ void launch_loop_kernel(const cuda::Context& ctx, void* function, const codegen:
   for (int s : info.symbols) values.push_back(symbol_values[static_cast<size_t>(s)]);
   for (auto& v : values) params.push_back(&v);
   for (size_t i = info.buffers.size(); i < param_ptrs.size(); ++i) params.push_back(&param_ptrs[i]);
-  ctx.launch(function, {static_cast<unsigned>(grid)}, {static_cast<unsigned>(info.launch.block_x), static_cast<unsigned>(info.launch.block_y)}, 0,
+  ctx.launch(function, {static_cast<unsigned>(grid)}, {static_cast<unsigned>(info.launch.block_x), static_cast<unsigned>(info.launch.block_y)},
+             static_cast<unsigned>(info.launch.shared_bytes),
              stream, params.data());
 }
 

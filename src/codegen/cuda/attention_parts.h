@@ -1,0 +1,36 @@
+// Pieces the two fused attention generators share (cuda_attention.cc defines them): sizes read
+// as constants, a view's offset for one (batch, head), the unrolled loop over a tile's 16-byte
+// pieces, the swizzled address of a piece in a wgmma tile, and the geometry of one call.
+#pragma once
+#include <string>
+
+#include "codegen/cuda/cuda_codegen.h"
+
+namespace coil::codegen::attention {
+
+int64_t constant(const SymInt& s, const char* what);
+// C++ that sets `name` to the view's offset for the flattened batch index `bh`.
+std::string batch_offset(const loop::View& v, const std::string& name);
+// A view's row stride (from_end 2) or element stride (from_end 1).
+int64_t stride(const loop::View& v, size_t from_end);
+// Opens the unrolled loop over the 16-byte pieces of a tile of `tile_rows` rows, i0 the first
+// piece of the pass (the thread's is i0 + threadIdx.x); THREADS and HD are the kernel's constants.
+std::string open_pieces(const std::string& indent, const char* tile_rows);
+// The shared-memory address of element `col` (a multiple of 8) of row `row` of a 128-byte
+// swizzled tile at `base` (16-byte piece c of row r at c ^ (r % 8)).
+std::string swizzled(const std::string& base);
+
+// What every attention kernel needs to know about its call.
+struct Shape {
+  loop::View q, k, v, o;
+  int64_t batch = 1, L = 0, S = 0, E = 0;
+  bool causal = false, half = false;
+  double scale_log2 = 0;  // the scale times log2(e)
+};
+Shape shape_of(const loop::Program& p, const loop::ExternCall& call);
+
+// The Hopper kernel (sm_90a, 64-wide heads whose rows move in 16-byte pieces): after the shared
+// helpers `hp`_* that cuda_attention.cc emits.
+std::string emit_wgmma_attention(const Shape& a, const loop::ExternCall& call, const std::string& hp, CudaKernel& info);
+
+}  // namespace coil::codegen::attention
