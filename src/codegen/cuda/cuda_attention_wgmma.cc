@@ -224,10 +224,11 @@ std::string emit_wgmma_attention(const Shape& a, const loop::ExternCall& call, c
   s += "      }\n";
   s += "    };\n";
   // Step j issues tile j's scores and tile j - 1's output product, then waits for the scores
-  // only; no product sits in a branch (ptxas would serialize them).
-  s += fmt::format("    tile_ready(0);\n    {0}_wg_fence();\n    scores(0);\n    {0}_wg_wait<0>();\n    {0}_hold<BN / 2>(&sc[0][0]);\n    softmax(0);\n", hp);
-  s += "    for (int j = 1; j < n; ++j) {\n";
-  s += fmt::format("      tile_ready(j);\n      {0}_wg_fence();\n      scores(j);\n      outputs(j - 1);\n      {0}_wg_wait<1>();\n      {0}_hold<BN / 2>(&sc[0][0]);\n      softmax(j);\n", hp);
+  // only. No product sits in a branch (ptxas would serialize them), so step 0 runs the same
+  // code: its output product adds zero probabilities times tile 0's values.
+  s += "    #pragma unroll\n    for (int kk = 0; kk < BN / 16; ++kk) pw[kk][0] = pw[kk][1] = pw[kk][2] = pw[kk][3] = 0u;\n";
+  s += "    for (int j = 0; j < n; ++j) {\n";
+  s += fmt::format("      tile_ready(j);\n      {0}_wg_fence();\n      scores(j);\n      outputs(j > 0 ? j - 1 : 0);\n      {0}_wg_wait<1>();\n      {0}_hold<BN / 2>(&sc[0][0]);\n      softmax(j);\n", hp);
   s += "    }\n";
   s += fmt::format("    {0}_wg_fence();\n    outputs(n - 1);\n    {0}_wg_wait<0>();\n    {0}_hold<HD / 2>(&o[0][0]);\n", hp);
   // The row sums over the quad; rows nothing was visible to give 0.
