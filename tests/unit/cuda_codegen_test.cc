@@ -144,12 +144,35 @@ TEST(CudaCodegen, NoScalarTwinsWhereVectorsArePossible) {
     return out;
   };
   auto norm = vectors("  %x = input() : bf16[N, 4096]\n  %y, %m, %r = native_layer_norm(%x, [4096], none, none, 1e-05)\n  return %y\n");
-  EXPECT_GE(norm.size(), 4u);
+  EXPECT_EQ(norm.size(), 3u);  // persistent rows only: the row fits in registers
   EXPECT_TRUE(std::all_of(norm.begin(), norm.end(), [](int v) { return v == 8; }));
   auto gelu = vectors("  %x = input() : bf16[N, 64]\n  %y = gelu(%x)\n  return %y\n");
   EXPECT_EQ(gelu, (std::vector<int>{8, 8, 8}));  // 4, 8 and 16 warps
   auto odd = vectors("  %x = input() : f32[N, 63]\n  %y = exp(%x)\n  return %y\n");
   EXPECT_EQ(odd, (std::vector<int>{1, 1, 1}));
+}
+
+// Rows that fit in registers get persistent candidates only (1, 1/2 and 1/4 of the threads per
+// row); rows too long for them get looped ones.
+TEST(CudaCodegen, LoopedRowsOnlyWhereNoPersistentRowFits) {
+  auto d = cuda::preset_device("sm_90a");
+  auto configs = [&](const std::string& body) {
+    Generated gen = cuda_code(body, d);
+    std::vector<codegen::CudaConfig> out;
+    for (const auto& kernel : gen.lowered.program.kernels)
+      if (const auto* k = std::get_if<loop::LoopKernel>(&kernel))
+        for (const auto& c : codegen::candidate_configs(gen.lowered.program, *k, d)) out.push_back(c);
+    return out;
+  };
+  auto fits = configs("  %x = input() : bf16[N, 768]\n  %y, %m, %r = native_layer_norm(%x, [768], none, none, 1e-05)\n  return %y\n");
+  ASSERT_EQ(fits.size(), 3u);
+  for (size_t i = 0; i < fits.size(); ++i) {
+    EXPECT_GT(fits[i].persistent, 0) << i;
+    EXPECT_EQ(fits[i].threads_per_row, 128 >> i) << i;
+  }
+  auto long_rows = configs("  %x = input() : f32[N, 1048576]\n  %y = _softmax(%x, -1, false)\n  return %y\n");
+  ASSERT_FALSE(long_rows.empty());
+  EXPECT_TRUE(std::none_of(long_rows.begin(), long_rows.end(), [](const codegen::CudaConfig& c) { return c.persistent > 0; }));
 }
 
 // A persistent softmax row computes exp(x - max) once, in the sum's pass, keeps it in registers
