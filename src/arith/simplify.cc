@@ -81,6 +81,39 @@ SymInt simplify_mod(const SymInt& a, const SymInt& b, const RangeEnv& env) {
   return mod(r, *k);
 }
 
+// A term as (coefficient, the rest): c*x -> (c, x), x -> (1, x).
+std::pair<int64_t, SymInt> scaled(const SymInt& term) {
+  if (term.kind() == SymInt::Kind::mul && term.operands().size() == 2 && term.operands()[0].is_constant())
+    return {*term.operands()[0].constant(), term.operands()[1]};
+  return {1, term};
+}
+
+// Undoes a split variable in a sum: c*(x % n) + c*n*(x // n) -> c*x (x == n*(x // n) + x % n),
+// which a reshape's index map leaves behind when its dims merge back (a copy through a view of
+// [B, T, C] as [B*T, C] reads x1 + C*(x0 % T) + T*C*(x0 // T), that is x1 + C*x0).
+SymInt recombine(const SymInt& sum) {
+  std::vector<SymInt> terms = sum.operands();
+  bool changed = false;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    auto [c, m] = scaled(terms[i]);
+    if (m.kind() != SymInt::Kind::mod || !m.operands()[1].is_constant()) continue;
+    const SymInt& x = m.operands()[0];
+    const int64_t n = *m.operands()[1].constant();
+    for (size_t j = 0; j < terms.size(); ++j) {
+      auto [cj, d] = scaled(terms[j]);
+      if (j == i || cj != c * n || d != floordiv(x, n)) continue;
+      terms[i] = x * c;
+      terms.erase(terms.begin() + static_cast<std::ptrdiff_t>(j));
+      changed = true;
+      break;
+    }
+  }
+  if (!changed) return sum;
+  SymInt out = 0;
+  for (const auto& t : terms) out = out + t;
+  return out.kind() == SymInt::Kind::add ? recombine(out) : out;
+}
+
 }  // namespace
 
 SymInt simplify(const SymInt& e, const RangeEnv& env) {
@@ -97,6 +130,10 @@ SymInt simplify(const SymInt& e, const RangeEnv& env) {
       if (x.hi <= y.lo) return is_min ? ops[0] : ops[1];
       if (y.hi <= x.lo) return is_min ? ops[1] : ops[0];
       return is_min ? min(ops[0], ops[1]) : max(ops[0], ops[1]);
+    }
+    case SymInt::Kind::add: {
+      SymInt sum = with_operands(e, ops);
+      return sum.kind() == SymInt::Kind::add ? recombine(sum) : sum;
     }
     default: return with_operands(e, ops);
   }

@@ -38,6 +38,18 @@ TEST(Simplify, DivisionByAMultipleOfTheStride) {
   EXPECT_EQ(simplify(floordiv(lin, 98304), wide), floordiv(x1 + x0 * 128, 1536));
 }
 
+// A split variable merged back: a copy through a view of [B, T, C] as [B*T, C] reads
+// x1 + C*(x0 % T) + T*C*(x0 // T), which is x1 + C*x0 (the GPT-2 block's gelu output, a copy
+// kernel before this rule); nested splits recombine too, unmatched parts stay.
+TEST(Simplify, SplitVariablesRecombine) {
+  SymInt x0 = SymInt::symbol("x0"), x1 = SymInt::symbol("x1");
+  RangeEnv env = {{"x0", {0, 8191}}, {"x1", {0, 3071}}};
+  EXPECT_EQ(simplify(x1 + mod(x0, 1024) * 3072 + floordiv(x0, 1024) * 3145728, env), x1 + x0 * 3072);
+  EXPECT_EQ(simplify(mod(x0, 8) + floordiv(x0, 8) * 8, env), x0);
+  EXPECT_EQ(simplify(mod(mod(x0, 64), 8) + floordiv(mod(x0, 64), 8) * 8 + floordiv(x0, 64) * 64, env), x0);
+  EXPECT_EQ(simplify(mod(x0, 8) + floordiv(x0, 8) * 16, env), mod(x0, 8) + floordiv(x0, 8) * 16);
+}
+
 TEST(Simplify, RandomExpressionsKeepTheirValue) {
   std::mt19937_64 rng(42);
   const std::vector<std::string> names = {"i", "j", "k"};
