@@ -13,19 +13,20 @@ using loop::LoopKernel;
 
 bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
 
-// Rewrites expressions so that `act` of the product's value reads the product instead, which
-// then holds the activation's result (rounded to its dtype). Any other read of the product
-// makes the rewrite fail.
-class Rewriter {
+// The scan both rewrites share: every place `Self::match` accepts becomes the load it returns
+// (the product's, which then holds what the place computed); any other read of the product makes
+// the rewrite fail.
+template <class Self>
+class ProductReads {
  public:
-  Rewriter(int buffer, DType dtype, Activation act) : buffer_(buffer), dtype_(dtype), act_(act) {}
+  ProductReads(int buffer, DType dtype) : buffer_(buffer), dtype_(dtype) {}
 
   void begin_kernel() { matched_ = false; }
   bool failed() const { return failed_; }
   bool matched() const { return matched_; }
 
   ExprRef operator()(const ExprRef& e) {
-    if (auto load = match(e)) {
+    if (auto load = static_cast<Self&>(*this).match(e)) {
       matched_ = true;
       return load;
     }
@@ -33,21 +34,38 @@ class Rewriter {
     return loop::map_operands(e, [this](const ExprRef& o) { return (*this)(o); });
   }
 
+ protected:
+  // A half product's value is rounded to its dtype: the expression under that cast, or nullptr.
+  ExprRef under_rounding(const ExprRef& e) const {
+    if (!is_half(dtype_)) return e;
+    return e->kind() == Expr::Kind::cast && e->dtype() == dtype_ ? e->operands()[0] : nullptr;
+  }
+
+  int buffer_;
+  DType dtype_;
+
  private:
-  // For a half product the activation runs in f32 and its result is rounded to the product's
-  // dtype: cast<bf16>(act(cast<f32>(load))) is what the product now holds.
+  bool failed_ = false;
+  bool matched_ = false;
+};
+
+// `act` of the product's value reads the product instead, which then holds the activation's
+// result. For a half product the activation runs in f32 and its result is rounded to the
+// product's dtype: cast<bf16>(act(cast<f32>(load))) is what the product now holds.
+class Rewriter : public ProductReads<Rewriter> {
+ public:
+  Rewriter(int buffer, DType dtype, Activation act) : ProductReads(buffer, dtype), act_(act) {}
+
   ExprRef match(const ExprRef& e) const {
-    ExprRef body = e;
-    if (is_half(dtype_)) {
-      if (e->kind() != Expr::Kind::cast || e->dtype() != dtype_) return nullptr;
-      body = e->operands()[0];
-    }
+    ExprRef body = under_rounding(e);
+    if (!body) return nullptr;
     ExprRef load = first_load(body);
     if (!load || load->dynamic()) return nullptr;
     ExprRef x = is_half(dtype_) ? Expr::cast(load, DType::f32) : load;
     return loop::same(body, loop::activation_expr(act_, x)) ? load : nullptr;
   }
 
+ private:
   ExprRef first_load(const ExprRef& e) const {
     if (e->kind() == Expr::Kind::load && e->buffer() == buffer_) return e;
     for (const auto& o : e->operands())
@@ -55,33 +73,27 @@ class Rewriter {
     return nullptr;
   }
 
-  int buffer_;
-  DType dtype_;
   Activation act_;
-  bool failed_ = false;
-  bool matched_ = false;
 };
 
 // Reads of the product as R + P in its dtype — cast<half>(cast<f32>(R) + cast<f32>(P)) for a
 // half product — with R another buffer of the product's dtype read at the same offset, the same
-// R in every read: they then load the product, which holds R + P (cuBLASLt's C, beta 1). Any
-// other read of the product makes the rewrite fail.
-class ResidualRewriter {
+// R in every read: they then load the product, which holds R + P (cuBLASLt's C, beta 1).
+class ResidualRewriter : public ProductReads<ResidualRewriter> {
  public:
-  ResidualRewriter(int buffer, DType dtype) : buffer_(buffer), dtype_(dtype) {}
-
-  void begin_kernel() { matched_ = false; }
-  bool failed() const { return failed_; }
-  bool matched() const { return matched_; }
+  ResidualRewriter(int buffer, DType dtype) : ProductReads(buffer, dtype) {}
   std::optional<int> residual() const { return residual_; }
 
-  ExprRef operator()(const ExprRef& e) {
-    if (auto load = match(e)) {
-      matched_ = true;
-      return load;
-    }
-    if (e->kind() == Expr::Kind::load && e->buffer() == buffer_) failed_ = true;
-    return loop::map_operands(e, [this](const ExprRef& o) { return (*this)(o); });
+  ExprRef match(const ExprRef& e) {
+    ExprRef body = under_rounding(e);
+    if (!body || body->kind() != Expr::Kind::op || body->op() != loop::LoopOp::Add) return nullptr;
+    ExprRef p = operand_load(body->operands()[0]), r = operand_load(body->operands()[1]);
+    if (!p || !r) return nullptr;
+    if (r->buffer() == buffer_) std::swap(p, r);
+    if (p->buffer() != buffer_ || r->buffer() == buffer_ || !(p->offset() == r->offset())) return nullptr;
+    if (residual_ && *residual_ != r->buffer()) return nullptr;
+    residual_ = r->buffer();
+    return p;
   }
 
  private:
@@ -95,26 +107,6 @@ class ResidualRewriter {
     return l->kind() == Expr::Kind::load && !l->dynamic() && l->dtype() == dtype_ ? l : nullptr;
   }
 
-  ExprRef match(const ExprRef& e) {
-    ExprRef body = e;
-    if (is_half(dtype_)) {
-      if (e->kind() != Expr::Kind::cast || e->dtype() != dtype_) return nullptr;
-      body = e->operands()[0];
-    }
-    if (body->kind() != Expr::Kind::op || body->op() != loop::LoopOp::Add) return nullptr;
-    ExprRef p = operand_load(body->operands()[0]), r = operand_load(body->operands()[1]);
-    if (!p || !r) return nullptr;
-    if (r->buffer() == buffer_) std::swap(p, r);
-    if (p->buffer() != buffer_ || r->buffer() == buffer_ || !(p->offset() == r->offset())) return nullptr;
-    if (residual_ && *residual_ != r->buffer()) return nullptr;
-    residual_ = r->buffer();
-    return p;
-  }
-
-  int buffer_;
-  DType dtype_;
-  bool failed_ = false;
-  bool matched_ = false;
   std::optional<int> residual_;
 };
 

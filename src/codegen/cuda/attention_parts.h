@@ -20,6 +20,16 @@ std::string open_pieces(const std::string& indent, const char* tile_rows);
 // swizzled tile at `base` (16-byte piece c of row r at c ^ (r % 8)).
 std::string swizzled(const std::string& base);
 
+// The online softmax of one row tile's scores `sc` ([BN / 8][4]: rows g and g + 8 of a quad's
+// columns), base 2: each row's max over the quad (the raw max times `exp_scale`, then the running
+// max `mr`), the running values' scale a0 / a1 (declared), exp2 of the scores in place, their
+// sums folded into `lr`. `in` indents each line.
+std::string online_softmax(const std::string& in, const std::string& sc, const std::string& mr, const std::string& lr, const std::string& hp,
+                           double exp_scale);
+// The probabilities of keys [16 kk, 16 kk + 16) of `sc` as an A fragment `dest` (two adjacent
+// score tiles, packed to 16 bits).
+std::string pack_probabilities(const std::string& in, const std::string& dest, const std::string& sc, const std::string& hp);
+
 // What every attention kernel needs to know about its call.
 struct Shape {
   loop::View q, k, v, o;

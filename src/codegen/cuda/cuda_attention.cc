@@ -50,6 +50,36 @@ std::string open_pieces(const std::string& indent, const char* tile_rows) {
 
 std::string swizzled(const std::string& base) { return base + " + 2u * (row * HD + (((col >> 3) ^ (row & 7)) << 3))"; }
 
+std::string online_softmax(const std::string& in, const std::string& sc, const std::string& mr, const std::string& lr, const std::string& hp,
+                           double exp_scale) {
+  std::string s = in + "float mx0 = -coil_rt::inf<float>(), mx1 = -coil_rt::inf<float>();\n";
+  s += fmt::format("{in}#pragma unroll\n{in}for (int nt = 0; nt < BN / 8; ++nt) {{\n", fmt::arg("in", in));
+  s += fmt::format("{in}  mx0 = fmaxf(mx0, fmaxf({sc}[nt][0], {sc}[nt][1]));\n{in}  mx1 = fmaxf(mx1, fmaxf({sc}[nt][2], {sc}[nt][3]));\n{in}}}\n",
+                   fmt::arg("in", in), fmt::arg("sc", sc));
+  s += fmt::format("{in}mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));\n{in}mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));\n"
+                   "{in}mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));\n{in}mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));\n",
+                   fmt::arg("in", in));
+  s += fmt::format("{in}mx0 = fmaxf({mr}[0], mx0 * {e:.9e}f);\n{in}mx1 = fmaxf({mr}[1], mx1 * {e:.9e}f);\n", fmt::arg("in", in), fmt::arg("mr", mr),
+                   fmt::arg("e", exp_scale));
+  // A row with nothing visible yet keeps 0 as its reference, so no inf - inf.
+  s += in + "const float ref0 = mx0 == -coil_rt::inf<float>() ? 0.f : mx0, ref1 = mx1 == -coil_rt::inf<float>() ? 0.f : mx1;\n";
+  s += fmt::format("{in}const float a0 = {n}_exp2({mr}[0] - ref0), a1 = {n}_exp2({mr}[1] - ref1);\n", fmt::arg("in", in), fmt::arg("n", hp), fmt::arg("mr", mr));
+  s += fmt::format("{in}{mr}[0] = mx0;\n{in}{mr}[1] = mx1;\n{in}float rs0 = 0.f, rs1 = 0.f;\n", fmt::arg("in", in), fmt::arg("mr", mr));
+  s += fmt::format("{in}#pragma unroll\n{in}for (int nt = 0; nt < BN / 8; ++nt) {{\n", fmt::arg("in", in));
+  for (int c = 0; c < 4; ++c)
+    s += fmt::format("{in}  {sc}[nt][{c}] = {n}_exp2(fmaf({sc}[nt][{c}], {e:.9e}f, -ref{r}));\n", fmt::arg("in", in), fmt::arg("sc", sc), fmt::arg("c", c),
+                     fmt::arg("n", hp), fmt::arg("e", exp_scale), fmt::arg("r", c / 2));
+  s += fmt::format("{in}  rs0 += {sc}[nt][0] + {sc}[nt][1];\n{in}  rs1 += {sc}[nt][2] + {sc}[nt][3];\n{in}}}\n", fmt::arg("in", in), fmt::arg("sc", sc));
+  s += fmt::format("{in}{lr}[0] = {lr}[0] * a0 + rs0;\n{in}{lr}[1] = {lr}[1] * a1 + rs1;\n", fmt::arg("in", in), fmt::arg("lr", lr));
+  return s;
+}
+
+std::string pack_probabilities(const std::string& in, const std::string& dest, const std::string& sc, const std::string& hp) {
+  return fmt::format("{in}{d}[0] = {n}_pack({sc}[2 * kk][0], {sc}[2 * kk][1]);\n{in}{d}[1] = {n}_pack({sc}[2 * kk][2], {sc}[2 * kk][3]);\n"
+                     "{in}{d}[2] = {n}_pack({sc}[2 * kk + 1][0], {sc}[2 * kk + 1][1]);\n{in}{d}[3] = {n}_pack({sc}[2 * kk + 1][2], {sc}[2 * kk + 1][3]);\n",
+                     fmt::arg("in", in), fmt::arg("d", dest), fmt::arg("sc", sc), fmt::arg("n", hp));
+}
+
 Shape shape_of(const loop::Program& p, const loop::ExternCall& call) {
   COIL_CHECK(call.kind == loop::ExternKind::attention && call.inputs.size() == 3) << call.name;
   Shape a{.q = call.inputs[0], .k = call.inputs[1], .v = call.inputs[2]};
@@ -251,13 +281,6 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   s += "        asm volatile(\"cp.async.wait_group 0;\\n\" ::);\n";
   s += "      }\n";
   s += "      __syncthreads();\n";
-  // Row tile m's probabilities for keys [16 kk, 16 kk + 16) as an A fragment `dest` (two adjacent
-  // score tiles, packed to 16 bits).
-  auto pack_probabilities = [&](const std::string& dest, const std::string& m, const std::string& in) {
-    s += fmt::format("{in}{d}[0] = {n}_pack(sc[{m}][2 * kk][0], sc[{m}][2 * kk][1]);\n{in}{d}[1] = {n}_pack(sc[{m}][2 * kk][2], sc[{m}][2 * kk][3]);\n"
-                     "{in}{d}[2] = {n}_pack(sc[{m}][2 * kk + 1][0], sc[{m}][2 * kk + 1][1]);\n{in}{d}[3] = {n}_pack(sc[{m}][2 * kk + 1][2], sc[{m}][2 * kk + 1][3]);\n",
-                     fmt::arg("in", in), fmt::arg("d", dest), fmt::arg("m", m), fmt::arg("n", hp));
-  };
   s += "      float sc[MT][BN / 8][4];\n";
   // Scores: 16 * MT rows x BN keys per warp; each ldmatrix of two key tiles' B fragments serves
   // all MT row tiles.
@@ -291,26 +314,7 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   s += "            }\n";
   s += "      }\n";
   s += "      #pragma unroll\n      for (int m = 0; m < MT; ++m) {\n";
-  s += "        float mx0 = -coil_rt::inf<float>(), mx1 = -coil_rt::inf<float>();\n";
-  s += "        #pragma unroll\n        for (int nt = 0; nt < BN / 8; ++nt) {\n";
-  s += "          mx0 = fmaxf(mx0, fmaxf(sc[m][nt][0], sc[m][nt][1]));\n          mx1 = fmaxf(mx1, fmaxf(sc[m][nt][2], sc[m][nt][3]));\n";
-  s += "        }\n";
-  s += "        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));\n        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));\n";
-  s += "        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));\n        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));\n";
-  s += fmt::format("        mx0 = fmaxf(mr[m][0], mx0 * {sc:.9e}f);\n        mx1 = fmaxf(mr[m][1], mx1 * {sc:.9e}f);\n", fmt::arg("sc", exp_scale));
-  // A row with nothing visible yet keeps 0 as its reference, so no inf - inf.
-  s += "        const float ref0 = mx0 == -coil_rt::inf<float>() ? 0.f : mx0, ref1 = mx1 == -coil_rt::inf<float>() ? 0.f : mx1;\n";
-  s += fmt::format("        const float a0 = {n}_exp2(mr[m][0] - ref0), a1 = {n}_exp2(mr[m][1] - ref1);\n", fmt::arg("n", hp));
-  s += "        mr[m][0] = mx0;\n        mr[m][1] = mx1;\n";
-  s += "        float rs0 = 0.f, rs1 = 0.f;\n";
-  s += "        #pragma unroll\n        for (int nt = 0; nt < BN / 8; ++nt) {\n";
-  s += fmt::format(
-      "          sc[m][nt][0] = {n}_exp2(fmaf(sc[m][nt][0], {sc:.9e}f, -ref0));\n          sc[m][nt][1] = {n}_exp2(fmaf(sc[m][nt][1], {sc:.9e}f, -ref0));\n"
-      "          sc[m][nt][2] = {n}_exp2(fmaf(sc[m][nt][2], {sc:.9e}f, -ref1));\n          sc[m][nt][3] = {n}_exp2(fmaf(sc[m][nt][3], {sc:.9e}f, -ref1));\n",
-      fmt::arg("n", hp), fmt::arg("sc", exp_scale));
-  s += "          rs0 += sc[m][nt][0] + sc[m][nt][1];\n          rs1 += sc[m][nt][2] + sc[m][nt][3];\n";
-  s += "        }\n";
-  s += "        lr[m][0] = lr[m][0] * a0 + rs0;\n        lr[m][1] = lr[m][1] * a1 + rs1;\n";
+  s += online_softmax("        ", "sc[m]", "mr[m]", "lr[m]", hp, exp_scale);
   s += "        #pragma unroll\n        for (int d = 0; d < HD / 8; ++d) {\n";
   s += "          o[m][d][0] *= a0;\n          o[m][d][1] *= a0;\n          o[m][d][2] *= a1;\n          o[m][d][3] *= a1;\n";
   s += "        }\n      }\n";
@@ -318,7 +322,7 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   s += "      #pragma unroll\n      for (int kk = 0; kk < BN / 16; ++kk) {\n";
   s += "        uint32_t pa[MT][4];\n";
   s += "        #pragma unroll\n        for (int m = 0; m < MT; ++m) {\n";
-  pack_probabilities("pa[m]", "m", "          ");
+  s += pack_probabilities("          ", "pa[m]", "sc[m]", hp);
   s += "        }\n";
   s += "        #pragma unroll\n        for (int d = 0; d < HD / 8; d += 2) {\n";
   s += "          uint32_t b[4];\n";

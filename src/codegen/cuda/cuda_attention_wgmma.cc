@@ -191,26 +191,7 @@ std::string emit_wgmma_attention(const Shape& a, const loop::ExternCall& call, c
   s += "            const int key = k0 + nt * 8 + t * 2 + (c & 1);\n";
   s += fmt::format("            if (key >= S{}) sc[nt][c] = -coil_rt::inf<float>();\n", a.causal ? " || key > row0 + (c < 2 ? 0 : 8)" : "");
   s += "          }\n      }\n";
-  s += "      float mx0 = -coil_rt::inf<float>(), mx1 = -coil_rt::inf<float>();\n";
-  s += "      #pragma unroll\n      for (int nt = 0; nt < BN / 8; ++nt) {\n";
-  s += "        mx0 = fmaxf(mx0, fmaxf(sc[nt][0], sc[nt][1]));\n        mx1 = fmaxf(mx1, fmaxf(sc[nt][2], sc[nt][3]));\n";
-  s += "      }\n";
-  s += "      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));\n      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));\n";
-  s += "      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));\n      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));\n";
-  s += fmt::format("      mx0 = fmaxf(mr[0], mx0 * {sc:.9e}f);\n      mx1 = fmaxf(mr[1], mx1 * {sc:.9e}f);\n", fmt::arg("sc", exp_scale));
-  // A row with nothing visible yet keeps 0 as its reference, so no inf - inf.
-  s += "      const float ref0 = mx0 == -coil_rt::inf<float>() ? 0.f : mx0, ref1 = mx1 == -coil_rt::inf<float>() ? 0.f : mx1;\n";
-  s += fmt::format("      const float a0 = {n}_exp2(mr[0] - ref0), a1 = {n}_exp2(mr[1] - ref1);\n", fmt::arg("n", hp));
-  s += "      mr[0] = mx0;\n      mr[1] = mx1;\n";
-  s += "      float rs0 = 0.f, rs1 = 0.f;\n";
-  s += "      #pragma unroll\n      for (int nt = 0; nt < BN / 8; ++nt) {\n";
-  s += fmt::format(
-      "        sc[nt][0] = {n}_exp2(fmaf(sc[nt][0], {sc:.9e}f, -ref0));\n        sc[nt][1] = {n}_exp2(fmaf(sc[nt][1], {sc:.9e}f, -ref0));\n"
-      "        sc[nt][2] = {n}_exp2(fmaf(sc[nt][2], {sc:.9e}f, -ref1));\n        sc[nt][3] = {n}_exp2(fmaf(sc[nt][3], {sc:.9e}f, -ref1));\n",
-      fmt::arg("n", hp), fmt::arg("sc", exp_scale));
-  s += "        rs0 += sc[nt][0] + sc[nt][1];\n        rs1 += sc[nt][2] + sc[nt][3];\n";
-  s += "      }\n";
-  s += "      lr[0] = lr[0] * a0 + rs0;\n      lr[1] = lr[1] * a1 + rs1;\n";
+  s += online_softmax("      ", "sc", "mr", "lr", hp, exp_scale);
   // The previous tile's output product is done: rescale, and pack this tile's probabilities (two
   // adjacent score tiles a 16-key A fragment) for the next product.
   s += fmt::format("      {0}_wg_wait<0>();\n      {0}_hold<HD / 2>(&o[0][0]);\n", hp);
@@ -218,9 +199,7 @@ std::string emit_wgmma_attention(const Shape& a, const loop::ExternCall& call, c
   s += "        o[d][0] *= a0;\n        o[d][1] *= a0;\n        o[d][2] *= a1;\n        o[d][3] *= a1;\n";
   s += "      }\n";
   s += "      #pragma unroll\n      for (int kk = 0; kk < BN / 16; ++kk) {\n";
-  s += fmt::format("        pw[kk][0] = {n}_pack(sc[2 * kk][0], sc[2 * kk][1]);\n        pw[kk][1] = {n}_pack(sc[2 * kk][2], sc[2 * kk][3]);\n"
-                   "        pw[kk][2] = {n}_pack(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);\n        pw[kk][3] = {n}_pack(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);\n",
-                   fmt::arg("n", hp));
+  s += pack_probabilities("        ", "pw[kk]", "sc", hp);
   s += "      }\n";
   s += "    };\n";
   // Step j issues tile j's scores and tile j - 1's output product, then waits for the scores
