@@ -2,6 +2,8 @@
 
 #include <optional>
 
+#include "coil/graph.h"
+
 namespace coil::schedule {
 
 namespace {
@@ -145,27 +147,14 @@ bool same_layout(const loop::Buffer& a, const loop::Buffer& b) {
   return a.dtype == b.dtype && a.sizes == b.sizes && a.strides == b.strides && a.offset == b.offset;
 }
 
-bool row_major(const loop::Buffer& b) {
-  SymInt stride = 1;
-  for (size_t d = b.sizes.size(); d-- > 0;) {
-    if (!(b.strides[d] == stride)) return false;
-    stride = stride * b.sizes[d];
-  }
-  return true;
-}
-
-SymInt numel(const loop::Buffer& b) {
-  SymInt n = 1;
-  for (const auto& s : b.sizes) n = n * s;
-  return n;
-}
+bool row_major(const loop::Buffer& b) { return b.strides == contiguous_strides(b.sizes); }
 
 // The same elements at the same offsets: equal layouts, or both row-major with as many elements
 // and the second with at least the first's dims (its leading ones then merge into the rows).
 bool same_elements(const loop::Buffer& product, const loop::Buffer& other) {
   if (same_layout(product, other)) return true;
   return product.dtype == other.dtype && product.offset == other.offset && other.sizes.size() >= product.sizes.size() &&
-         row_major(product) && row_major(other) && numel(product) == numel(other);
+         row_major(product) && row_major(other) && coil::product(product.sizes) == coil::product(other.sizes);
 }
 
 // After the rewrite a pointwise kernel may only copy the product into a buffer of the same
@@ -211,6 +200,13 @@ void elide_copy(loop::Program& p, loop::ExternCall& call, std::vector<loop::Kern
   }
 }
 
+// The program's kernels from `at` on become the fused call and the rewritten kernels after it.
+void replace_from(loop::Program& p, size_t at, loop::ExternCall fused, std::vector<loop::Kernel> later) {
+  p.kernels.resize(at);
+  p.kernels.push_back(std::move(fused));
+  for (auto& k : later) p.kernels.push_back(std::move(k));
+}
+
 // R + P with R complete before the product and the same elements as it: the product adds R
 // itself (its C), and the add kernel, now a copy, goes where the result has the product's
 // elements.
@@ -229,9 +225,7 @@ void fuse_residual(loop::Program& p, size_t at) {
   elide_copy(p, fused, *later);
   const loop::Buffer& ob = p.buffers[static_cast<size_t>(fused.output)];
   fused.residual = loop::View{r, ob.sizes, ob.strides, 0};
-  p.kernels.resize(at);
-  p.kernels.push_back(std::move(fused));
-  for (auto& k : *later) p.kernels.push_back(std::move(k));
+  replace_from(p, at, std::move(fused), std::move(*later));
 }
 
 }  // namespace
@@ -251,9 +245,7 @@ loop::Program fuse_gemm_epilogues(const loop::Program& program) {
       loop::ExternCall fused = *call;
       fused.activation = act;
       elide_copy(p, fused, *later);
-      p.kernels.resize(i);
-      p.kernels.push_back(std::move(fused));
-      for (auto& k : *later) p.kernels.push_back(std::move(k));
+      replace_from(p, i, std::move(fused), std::move(*later));
       fused_activation = true;
       break;
     }

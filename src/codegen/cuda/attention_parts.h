@@ -36,6 +36,10 @@ struct Shape {
   int64_t batch = 1, L = 0, S = 0, E = 0;
   bool causal = false, half = false;
   double scale_log2 = 0;  // the scale times log2(e)
+  // A positive scale is applied inside exp2's argument (an FFMA per score, the max taken on the
+  // raw scores); any other multiplies the scores first (prescale) and exp2's factor is 1.
+  bool prescale() const { return !(scale_log2 > 0); }
+  double exp_scale() const { return prescale() ? 1.0 : scale_log2; }
 };
 Shape shape_of(const loop::Program& p, const loop::ExternCall& call);
 

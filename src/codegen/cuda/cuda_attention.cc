@@ -123,11 +123,6 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   const loop::View &q = a.q, &k = a.k, &v = a.v, &o = a.o;
   const int64_t L = a.L, S = a.S, E = a.E, batch = a.batch;
   const bool causal = a.causal, half = a.half;
-  const double scale_log2 = a.scale_log2;
-  // A positive scale is applied inside exp2's argument (an FFMA per score, the max taken on the
-  // raw scores); any other multiplies the scores first.
-  const bool prescale = !(scale_log2 > 0);
-  const double exp_scale = prescale ? 1.0 : scale_log2;
   const bool vec = vectorizable(q) && vectorizable(k) && vectorizable(v);
   const int warp = device.warp_size;
   COIL_CHECK(warp == 32) << "the attention kernel's mma fragments assume 32-lane warps";
@@ -298,10 +293,10 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   // scale the scaled max is the max scaled, and scaling folds into exp2's argument (one FFMA).
   // Only a tile past the keys' end or across the diagonal needs the mask.
   s += fmt::format("      const bool masked = k0 + BN > S{};\n", causal ? " || k0 + BN > wrow" : "");
-  if (prescale) {  // before the mask, which sets -inf
+  if (a.prescale()) {  // before the mask, which sets -inf
     s += "      #pragma unroll\n      for (int m = 0; m < MT; ++m)\n";
     s += "        #pragma unroll\n        for (int nt = 0; nt < BN / 8; ++nt)\n";
-    s += fmt::format("          #pragma unroll\n          for (int c = 0; c < 4; ++c) sc[m][nt][c] *= {:.9e}f;\n", scale_log2);
+    s += fmt::format("          #pragma unroll\n          for (int c = 0; c < 4; ++c) sc[m][nt][c] *= {:.9e}f;\n", a.scale_log2);
   }
   // One branch for all row tiles, so that the rest of the tile is one block of straight-line
   // code the compiler can interleave (one row tile's softmax with the other's products).
@@ -314,7 +309,7 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   s += "            }\n";
   s += "      }\n";
   s += "      #pragma unroll\n      for (int m = 0; m < MT; ++m) {\n";
-  s += online_softmax("        ", "sc[m]", "mr[m]", "lr[m]", hp, exp_scale);
+  s += online_softmax("        ", "sc[m]", "mr[m]", "lr[m]", hp, a.exp_scale());
   s += "        #pragma unroll\n        for (int d = 0; d < HD / 8; ++d) {\n";
   s += "          o[m][d][0] *= a0;\n          o[m][d][1] *= a0;\n          o[m][d][2] *= a1;\n          o[m][d][3] *= a1;\n";
   s += "        }\n      }\n";

@@ -85,8 +85,6 @@ std::string helpers(const std::string& hp, const char* type, int n_scores, int n
 std::string emit_wgmma_attention(const Shape& a, const loop::ExternCall& call, const std::string& hp, CudaKernel& info) {
   COIL_CHECK(a.E == 64) << call.name << ": the wgmma attention takes 64-wide heads";
   const int64_t tiles_q = (a.L + kRows - 1) / kRows, tiles = a.batch * tiles_q;
-  const bool prescale = !(a.scale_log2 > 0);
-  const double exp_scale = prescale ? 1.0 : a.scale_log2;
   info.config.form = CudaConfig::Form::attention;
   info.config.block = kThreads;
   info.launch.block_x = kThreads;
@@ -184,7 +182,7 @@ std::string emit_wgmma_attention(const Shape& a, const loop::ExternCall& call, c
   // that shares a row, on the raw scores when the scale is positive (it folds into exp2's
   // argument).
   s += "      const int k0 = j * BN;\n";
-  if (prescale)
+  if (a.prescale())
     s += fmt::format("      #pragma unroll\n      for (int i = 0; i < BN / 2; ++i) (&sc[0][0])[i] *= {:.9e}f;\n", a.scale_log2);
   s += fmt::format("      if (k0 + BN > S{}) {{\n", a.causal ? " || k0 + BN > wrow" : "");
   s += "        #pragma unroll\n        for (int nt = 0; nt < BN / 8; ++nt)\n";
@@ -192,7 +190,7 @@ std::string emit_wgmma_attention(const Shape& a, const loop::ExternCall& call, c
   s += "            const int key = k0 + nt * 8 + t * 2 + (c & 1);\n";
   s += fmt::format("            if (key >= S{}) sc[nt][c] = -coil_rt::inf<float>();\n", a.causal ? " || key > row0 + (c < 2 ? 0 : 8)" : "");
   s += "          }\n      }\n";
-  s += online_softmax("      ", "sc", "mr", "lr", hp, exp_scale);
+  s += online_softmax("      ", "sc", "mr", "lr", hp, a.exp_scale());
   // The previous tile's output product is done: rescale, and pack this tile's probabilities (two
   // adjacent score tiles a 16-key A fragment) for the next product.
   s += fmt::format("      {0}_wg_wait<0>();\n      {0}_hold<HD / 2>(&o[0][0]);\n", hp);
