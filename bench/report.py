@@ -194,8 +194,8 @@ def markdown(data):
     lines += ["", "## Speed", "",
               "Median ms per call (" + ("CUDA events around each call, queue kept full" if gpu else "wall clock per call") +
               "; the modes taking turns in one process, a few calls each round after round, where more than one was "
-              "measured — each mode's own process's median is ms_alone in the JSON; rotating input sets when the inputs fit "
-              "in the last-level cache), effective GB/s (memory-bound: inputs read and outputs written once) or TFLOP/s "
+              "measured — each mode's own process's median is ms_alone in the JSON; each call taking the next of at least "
+              "two input sets, enough for 3x the last-level cache where the inputs are smaller), effective GB/s (memory-bound: inputs read and outputs written once) or TFLOP/s "
               "(matrix flops as torch.utils.flop_counter counts them; causal attention counted as full), and % of the ceiling.", "",
               "| workload | " + " | ".join(modes) + " | coil vs best other |", "|---" * (len(modes) + 2) + "|"]
     for r in data["workloads"]:
