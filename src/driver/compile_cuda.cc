@@ -1,7 +1,8 @@
 // The CUDA half of the pipeline's end: generate for the GPU at hand, build the kernels with
 // NVRTC (untuned kernels and every candidate of the tuned ones spread over units compiled in
-// parallel, cached by content), measure the candidates the tuning cache does not know, load the
-// modules into the primary context and assemble the GPU plan. Kernels that differ only in
+// parallel, cached by content), measure the candidates (and cuBLASLt's algorithms for the matrix
+// products) the tuning cache does not know, load the modules into the primary context and
+// assemble the GPU plan. Kernels that differ only in
 // their names and which buffers they take (a model's repeated layers) compile and tune once.
 #include <fmt/format.h>
 
@@ -13,6 +14,7 @@
 
 #include "build/nvrtc.h"
 #include "driver/autotune.h"
+#include "driver/autotune_gemm.h"
 #include "driver/compile.h"
 #include "runtime/cuda/gpu_plan.h"
 
@@ -129,12 +131,24 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
     codegen::CudaKernel ignored;
     chosen_bodies[unit.kernel] = codegen::emit_cuda_kernel(gen.lowered.program, lk, symbols, context->device(), k.config, ignored);
   }
+  if (nk > gen.cuda.kernels.size()) gpu->cublas = cuda::CublasLt::load();
+  gpu->gemm_algos.assign(nk, std::nullopt);
+  if (gpu->cublas && options.autotune && symbols.empty()) {
+    for (auto& t : tune_gemms(gen.lowered.program, options.allow_tf32, *gpu->cublas, *context, cache)) {
+      gpu->gemm_algos[t.kernel] = t.winner;
+      if (t.measured) {
+        ++exe.stats.tuned_kernels;
+        exe.stats.tuning.push_back(tuning_report(t));
+      } else {
+        ++exe.stats.tuning_cache_hits;
+      }
+    }
+  }
   exe.stats.tune_ms = exe.stats.tuned_kernels ? ms_since(tune0) : 0;
   exe.stats.cache_hit = std::all_of(stats.begin(), stats.end(), [](const build::BuildStats& s) { return s.cache_hit; });
   exe.stats.translation_units = static_cast<int>(sources.size());
   exe.stats.loop_kernels = static_cast<int>(gen.cuda.kernels.size());
   exe.stats.extern_calls = static_cast<int>(nk - gen.cuda.kernels.size());
-  if (exe.stats.extern_calls > 0) gpu->cublas = cuda::CublasLt::load();
   exe.stats.build_ms = ms_since(t0);
 
   gpu->context = context;

@@ -123,9 +123,17 @@ int cublasLtMatmulAlgoGetHeuristic(void*, void*, void*, void*, void*, void*, voi
   if (failing("no algorithm")) { *found = 0; return 0; }
   auto* x = static_cast<Pref*>(pref);
   std::lock_guard l(mu);
+  // The first is numbered by the query; the others (up to 3 in all, while every pointer is
+  // 256-byte aligned) are 2001, 2002, the same in every query.
   results[0] = Result{};
   results[0].algo.data[0] = 1000 + ++heuristics;
   *found = 1;
+  bool aligned = x->align[0] == 256 && x->align[1] == 256 && x->align[2] == 256 && x->align[3] == 256;
+  for (int i = 1; aligned && i < requested && i < 3; ++i) {
+    results[i] = Result{};
+    results[i].algo.data[0] = 2000 + i;
+    *found = i + 1;
+  }
   log_text += "heuristic requested " + std::to_string(requested) + " workspace " + std::to_string(x->workspace) +
               " align " + std::to_string(x->align[0]) + " " + std::to_string(x->align[1]) + " " +
               std::to_string(x->align[2]) + " " + std::to_string(x->align[3]) + "\n";
@@ -311,6 +319,58 @@ TEST_F(FakeCublasLt, HeuristicIsCachedPerProblemAlignmentAndWorkspace) {
   lt_->gemm(p, at(0x1000), at(0x2000), at(0x3000), at(0x4000), nullptr, nullptr, 0, nullptr);
   EXPECT_NE(log().find("algo 1004"), std::string::npos);
   EXPECT_EQ(lt_->cached_algorithms(), 4u);
+}
+
+// algorithms lists what the heuristic offers; gemm runs a preferred one when the heuristic
+// offers it for the call's pointers (asking for kOffered), else the heuristic's first; each
+// preference is cached apart. Products that gemm splits in two calls list nothing.
+TEST_F(FakeCublasLt, PreferredAlgorithmWhenOffered) {
+  GemmProblem p = contiguous(DType::bf16, 64, 64, 64);
+  auto algos = lt_->algorithms(p, at(0x1000), at(0x2000), nullptr, at(0x4000), nullptr, 4096);
+  ASSERT_EQ(algos.size(), 3u);
+  EXPECT_EQ(algos[0].data[0], 1001u);
+  EXPECT_EQ(algos[2].data[0], 2002u);
+  EXPECT_EQ(log(), "heuristic requested 8 workspace 4096 align 256 256 256 256\n");
+  auto run = [&](uintptr_t a, const GemmAlgo* prefer) {
+    lt_->gemm(p, at(a), at(0x2000), nullptr, at(0x4000), nullptr, at(0x9000), 4096, nullptr, prefer);
+  };
+  run(0x1000, &algos[2]);
+  std::string text = log();
+  EXPECT_NE(text.find("heuristic requested 8 "), std::string::npos) << text;
+  EXPECT_NE(text.find("| algo 2002 |"), std::string::npos) << text;
+  run(0x1000, &algos[2]);  // cached
+  text = log();
+  EXPECT_EQ(text.find("heuristic"), std::string::npos) << text;
+  EXPECT_NE(text.find("| algo 2002 |"), std::string::npos) << text;
+  run(0x1000, nullptr);  // no preference: the heuristic's first, asked for alone
+  text = log();
+  EXPECT_NE(text.find("heuristic requested 1 "), std::string::npos) << text;
+  EXPECT_NE(text.find("| algo 1003 |"), std::string::npos) << text;
+  run(0x1010, &algos[2]);  // A 16-byte aligned: not offered, the first runs
+  text = log();
+  EXPECT_NE(text.find("| algo 1004 |"), std::string::npos) << text;
+  GemmAlgo unknown;
+  unknown.data[0] = 7;
+  run(0x1000, &unknown);
+  EXPECT_NE(log().find("| algo 1005 |"), std::string::npos);
+  EXPECT_EQ(lt_->cached_algorithms(), 4u);
+
+  GemmProblem split = linear(DType::bf16, 64, 1001, 32);
+  split.d_rs = 1008;
+  EXPECT_TRUE(lt_->algorithms(split, at(0x1000), at(0x2000), nullptr, at(0x4000), nullptr, 0).empty());
+  EXPECT_EQ(live(), 0);
+}
+
+TEST(GemmAlgo, HexRoundTrip) {
+  GemmAlgo algo;
+  for (size_t i = 0; i < algo.data.size(); ++i) algo.data[i] = 0x0123456789abcdefull * (i + 1);
+  std::string text = to_hex(algo);
+  EXPECT_EQ(text.size(), 128u);
+  EXPECT_EQ(text.substr(0, 16), "0123456789abcdef");
+  EXPECT_EQ(gemm_algo_from_hex(text), algo);
+  EXPECT_EQ(gemm_algo_from_hex("first"), std::nullopt);
+  EXPECT_EQ(gemm_algo_from_hex(text.substr(1)), std::nullopt);
+  EXPECT_EQ(gemm_algo_from_hex(std::string(127, '0') + "g"), std::nullopt);
 }
 
 TEST_F(FakeCublasLt, FailingCallsNameTheStatusAndFreeEverything) {

@@ -1,14 +1,16 @@
 // The CUDA backend on a GPU (scripts/gpu-check runs these; without a driver they skip): every
 // candidate configuration of every kernel against the interpreter, on sizes that make the
-// heuristics pick split reductions, persistent rows and tiled transposes; the autotuner and its
-// on-disk cache; device tensors in and out with errors reported asynchronously.
+// heuristics pick split reductions, persistent rows and tiled transposes; the autotuner (loop
+// kernels and cuBLASLt's algorithms) and its on-disk cache; device tensors in and out with errors reported asynchronously.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
 
 #include "coil/coil.h"
+#include "runtime/cuda/cublaslt.h"
 #include "runtime/cuda/gpu_plan.h"
 #include "runtime/plan.h"
 #include "test_util.h"
@@ -189,6 +191,35 @@ TEST(CudaGpu, AutotuneMeasuresOnceThenReadsTheCache) {
   }
 }
 
+// Matrix products of enough work have cuBLASLt's offered algorithms timed at the first compile
+// (the report names them), and a later compile reads the choice from the tuning cache; both run
+// right. A product whose residual joins it as C is tuned with its C.
+TEST(CudaGpu, GemmAlgorithmsTunedOnceThenReadFromTheCache) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  std::string cache = fresh_cache("gemm_tune");
+  Graph g = parse(
+      "  %x = input() : bf16[2048, 768]\n  %w = input() : bf16[3072, 768]\n  %r = input() : bf16[2048, 3072]\n"
+      "  %wt = permute(%w, [1, 0])\n  %h = mm(%x, %wt)\n  %y = add.Tensor(%h, %r)\n  return %y\n");
+  TensorMap inputs = random_inputs(g, 11);
+  auto want = evaluate_reference(g, inputs);
+  auto gemm_lines = [](const Executable& exe) {
+    int n = 0;
+    for (const auto& line : exe.stats.tuning) n += line.find("(cuBLASLt)") != std::string::npos;
+    return n;
+  };
+  Executable cold = compile(g, {.cache_dir = cache, .device = "cuda"});
+  EXPECT_EQ(gemm_lines(cold), 1) << fmt::format("{}", fmt::join(cold.stats.tuning, "\n"));
+  EXPECT_EQ(cold.stats.loop_kernels, 0);  // the add is the product's C
+  Executable warm = compile(g, {.cache_dir = cache, .device = "cuda"});
+  EXPECT_EQ(warm.stats.tuned_kernels, 0);
+  EXPECT_EQ(warm.stats.tuning_cache_hits, cold.stats.tuned_kernels);
+  EXPECT_EQ(warm.gpu_plan->gemm_algos, cold.gpu_plan->gemm_algos);
+  for (const Executable* exe : {&cold, &warm}) {
+    auto got = exe->run(inputs);
+    expect_close(got[0], want[0], "tuned product");
+  }
+}
+
 // Repeated layers compile once and tune once: three softmax layers build and tune exactly what
 // two do (the same distinct kernels), and each layer still computes its own buffers.
 TEST(CudaGpu, RepeatedLayersBuildAndTuneOnce) {
@@ -237,6 +268,34 @@ struct OnDevice {
     for (auto p : owned) ctx.release(p);
   }
 };
+
+// Every algorithm cuBLASLt offers for a product computes it: each one's result against the
+// heuristic's first.
+TEST(CudaGpu, EveryOfferedGemmAlgorithmComputesTheProduct) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  auto ctx = cuda::Context::open(0);
+  auto lt = cuda::CublasLt::load();
+  const int64_t m = 1000, n = 1536, k = 512;
+  cuda::GemmProblem p{.dtype = DType::bf16, .m = m, .n = n, .k = k, .a_rs = k, .a_cs = 1, .b_rs = 1, .b_cs = k,
+                      .d_rs = n, .d_cs = 1, .epilogue = cuda::Epilogue::bias_gelu};
+  Graph g = parse("  %a = input() : bf16[1000, 512]\n  %b = input() : bf16[1536, 512]\n  %c = input() : bf16[1536]\n  return %a\n");
+  TensorMap host = random_inputs(g, 4);
+  OnDevice dev{*ctx, {}};
+  Tensor a = dev.put(host.at("a")), b = dev.put(host.at("b")), bias = dev.put(host.at("c"));
+  Tensor d = dev.put(Tensor::zeros(DType::bf16, {m, n}));
+  cuda::DevicePtr workspace = ctx->allocate(kGemmWorkspace);
+  auto algos = lt->algorithms(p, a.data(), b.data(), nullptr, d.data(), bias.data(), kGemmWorkspace);
+  ASSERT_FALSE(algos.empty());
+  Tensor first;
+  for (size_t i = 0; i < algos.size(); ++i) {
+    lt->gemm(p, a.data(), b.data(), nullptr, d.data(), bias.data(), reinterpret_cast<void*>(workspace), kGemmWorkspace, nullptr,
+             &algos[i]);
+    Tensor got = dev.get(d);
+    if (i == 0) first = got;
+    expect_close(got, first, fmt::format("algorithm #{} of {}", i, algos.size()));
+  }
+  ctx->release(workspace);
+}
 
 TEST(CudaGpu, DeviceTensorsInAndOut) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";

@@ -40,19 +40,20 @@ struct CublasLt::Api {
 
 namespace {
 
-// Everything the heuristic's choice depends on: the problem, the pointers' alignments (cuBLASLt
-// picks kernels by them) and the workspace it may use. Doubles are kept as bits, so that NaN
-// still orders.
+// Everything the choice depends on: the problem, the pointers' alignments (cuBLASLt picks
+// kernels by them), the workspace it may use and the caller's preference. Doubles are kept as
+// bits, so that NaN still orders.
 struct AlgoKey {
   GemmProblem p;
   uint64_t alpha_bits = 0, beta_bits = 0;
   uint32_t align_a = 0, align_b = 0, align_c = 0, align_d = 0, align_bias = 0;
   size_t workspace_bytes = 0;
+  GemmAlgo prefer;  // all zero: none
 
   auto fields() const {
     return std::tie(p.dtype, p.batch, p.m, p.n, p.k, p.a_rs, p.a_cs, p.a_bs, p.b_rs, p.b_cs, p.b_bs, p.c_rs, p.c_cs,
                     p.c_bs, p.d_rs, p.d_cs, p.d_bs, alpha_bits, beta_bits, p.epilogue, p.tf32, align_a, align_b,
-                    align_c, align_d, align_bias, workspace_bytes);
+                    align_c, align_d, align_bias, workspace_bytes, prefer);
   }
   bool operator<(const AlgoKey& o) const { return fields() < o.fields(); }
 };
@@ -191,6 +192,27 @@ std::string str(const GemmProblem& p) {
       p.tf32 && p.dtype == DType::f32 ? ", tf32" : "");
 }
 
+std::string to_hex(const GemmAlgo& algo) {
+  std::string out;
+  for (uint64_t word : algo.data) out += fmt::format("{:016x}", word);
+  return out;
+}
+
+std::optional<GemmAlgo> gemm_algo_from_hex(std::string_view text) {
+  GemmAlgo algo;
+  if (text.size() != 16 * algo.data.size()) return std::nullopt;
+  for (size_t w = 0; w < algo.data.size(); ++w) {
+    uint64_t word = 0;
+    for (char ch : text.substr(16 * w, 16)) {
+      int digit = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+      if (digit < 0) return std::nullopt;
+      word = word << 4 | static_cast<uint64_t>(digit);
+    }
+    algo.data[w] = word;
+  }
+  return algo;
+}
+
 std::optional<std::string> gemm_unsupported_reason(const GemmProblem& p) {
   if (empty(p) && p.batch >= 0 && p.m >= 0 && p.n >= 0 && p.k >= 0) return std::nullopt;
   LtOperands ops;
@@ -277,34 +299,62 @@ size_t CublasLt::cached_algorithms() const {
   return cache_->algos.size();
 }
 
-void CublasLt::gemm(const GemmProblem& p, const void* a, const void* b, const void* c, void* d, const void* bias,
-                    void* workspace, size_t workspace_bytes, void* stream) const {
-  if (auto why = gemm_unsupported_reason(p)) fail("cuBLASLt cannot take the {}: {}", str(p), *why);
-  if (empty(p)) return;
+int64_t CublasLt::split_columns(const GemmProblem& p) {
   // cuBLASLt runs its fast kernels only when n (its m) is a multiple of 16 bytes as well as
   // the leading dimensions (seen: [8192, 768] x [768, 50257] bf16 took 6.6 ms with any ld, 1 ms
   // split as below). With D's rows aligned, the aligned columns go first and the last few after.
   const auto size = static_cast<int64_t>(dtype_size(p.dtype));
   const int64_t per_vector = 16 / size;
-  if (const int64_t main_n = p.n / per_vector * per_vector;
-      main_n > 0 && main_n < p.n && p.d_cs == 1 && (p.d_rs * size) % 16 == 0 && (p.beta == 0 || p.c_cs == 1)) {
+  const int64_t main_n = p.n / per_vector * per_vector;
+  if (main_n > 0 && main_n < p.n && p.d_cs == 1 && (p.d_rs * size) % 16 == 0 && (p.beta == 0 || p.c_cs == 1)) return main_n;
+  return 0;
+}
+
+void CublasLt::gemm(const GemmProblem& p, const void* a, const void* b, const void* c, void* d, const void* bias,
+                    void* workspace, size_t workspace_bytes, void* stream, const GemmAlgo* prefer) const {
+  if (auto why = gemm_unsupported_reason(p)) fail("cuBLASLt cannot take the {}: {}", str(p), *why);
+  if (empty(p)) return;
+  if (const int64_t main_n = split_columns(p)) {
+    const auto size = static_cast<int64_t>(dtype_size(p.dtype));
     GemmProblem first = p, rest = p;
     first.n = main_n;
     rest.n = p.n - main_n;
     auto shift = [&](const void* ptr, int64_t elements) {
       return ptr ? static_cast<const char*>(ptr) + elements * size : nullptr;
     };
-    gemm_columns(first, a, b, c, d, bias, workspace, workspace_bytes, stream);
+    gemm_columns(first, a, b, c, d, bias, workspace, workspace_bytes, stream, nullptr);
     gemm_columns(rest, a, shift(b, main_n * p.b_cs), shift(c, main_n * p.c_cs),
                  const_cast<char*>(shift(d, main_n * p.d_cs)), epilogue_has_bias(p.epilogue) ? shift(bias, main_n) : nullptr,
-                 workspace, workspace_bytes, stream);
+                 workspace, workspace_bytes, stream, nullptr);
     return;
   }
-  gemm_columns(p, a, b, c, d, bias, workspace, workspace_bytes, stream);
+  gemm_columns(p, a, b, c, d, bias, workspace, workspace_bytes, stream, prefer);
 }
 
-void CublasLt::gemm_columns(const GemmProblem& p, const void* a, const void* b, const void* c, void* d, const void* bias,
-                            void* workspace, size_t workspace_bytes, void* stream) const {
+namespace {
+
+// One cuBLASLt call described: the descriptors (destroyed with it) and the key of its
+// algorithm.
+struct LtCall {
+  explicit LtCall(const CublasLt::Api& x)
+      : desc(x.desc_destroy), layout_a(x.layout_destroy), layout_b(x.layout_destroy), layout_c(x.layout_destroy),
+        layout_d(x.layout_destroy) {}
+  Owned desc, layout_a, layout_b, layout_c, layout_d;
+  const void* c_data = nullptr;  // C, or D where cuBLASLt reads no C (beta == 0)
+  void* c_layout = nullptr;
+  AlgoKey key;
+};
+
+GemmAlgo as_algo(const lt::MatmulAlgo& algo) {
+  GemmAlgo out;
+  std::copy(std::begin(algo.data), std::end(algo.data), out.data.begin());
+  return out;
+}
+
+// The descriptors of `p`'s one call; `check(status, call name)` reports a failed cuBLASLt call.
+template <typename Check>
+void describe(const CublasLt::Api& x, const GemmProblem& p, const void* a, const void* b, const void* c, const void* d,
+              const void* bias, size_t workspace_bytes, LtCall& call, Check&& check) {
   LtOperands ops = to_column_major(p);
   bool has_bias = epilogue_has_bias(p.epilogue);
   if (!a || !b || !d || (has_bias && !bias) || (p.beta != 0 && !c))
@@ -313,88 +363,121 @@ void CublasLt::gemm_columns(const GemmProblem& p, const void* a, const void* b, 
                   : (p.beta != 0 ? "A, B, C and D" : "A, B and D"));
   if (p.beta != 0 && c == d && !(ops.c == ops.d))
     fail("the {} updates C in place with different layouts for C and D; cuBLASLt needs them equal", str(p));
-  const Api& x = *api_;
-  auto set = [&](Api::SetAttribute fn, void* object, int attribute, const auto& value, const char* call) {
-    check(fn(object, attribute, &value, sizeof(value)), call, p);
+  auto set = [&](CublasLt::Api::SetAttribute fn, void* object, int attribute, const auto& value, const char* name) {
+    check(fn(object, attribute, &value, sizeof(value)), name);
   };
-
   bool f64 = p.dtype == DType::f64;
-  Owned desc(x.desc_destroy);
-  check(x.desc_create(&desc.p, compute_type(p), f64 ? lt::kR64F : lt::kR32F), "cublasLtMatmulDescCreate", p);
+  check(x.desc_create(&call.desc.p, compute_type(p), f64 ? lt::kR64F : lt::kR32F), "cublasLtMatmulDescCreate");
   int32_t trans_a = ops.a.transpose ? lt::kOpT : lt::kOpN, trans_b = ops.b.transpose ? lt::kOpT : lt::kOpN;
-  set(x.desc_set, desc.p, lt::kDescTransA, trans_a, "cublasLtMatmulDescSetAttribute");
-  set(x.desc_set, desc.p, lt::kDescTransB, trans_b, "cublasLtMatmulDescSetAttribute");
+  set(x.desc_set, call.desc.p, lt::kDescTransA, trans_a, "cublasLtMatmulDescSetAttribute");
+  set(x.desc_set, call.desc.p, lt::kDescTransB, trans_b, "cublasLtMatmulDescSetAttribute");
   if (p.epilogue != Epilogue::none) {
     uint32_t epilogue = cublas_epilogue(p.epilogue);
-    set(x.desc_set, desc.p, lt::kDescEpilogue, epilogue, "cublasLtMatmulDescSetAttribute");
+    set(x.desc_set, call.desc.p, lt::kDescEpilogue, epilogue, "cublasLtMatmulDescSetAttribute");
   }
   if (has_bias) {
     int32_t bias_type = data_type(p.dtype);
-    set(x.desc_set, desc.p, lt::kDescBiasPointer, bias, "cublasLtMatmulDescSetAttribute");
-    set(x.desc_set, desc.p, lt::kDescBiasDataType, bias_type, "cublasLtMatmulDescSetAttribute");
+    set(x.desc_set, call.desc.p, lt::kDescBiasPointer, bias, "cublasLtMatmulDescSetAttribute");
+    set(x.desc_set, call.desc.p, lt::kDescBiasDataType, bias_type, "cublasLtMatmulDescSetAttribute");
   }
-
   auto make_layout = [&](Owned& layout, const LtMatrix& m) {
-    check(x.layout_create(&layout.p, data_type(p.dtype), static_cast<uint64_t>(m.rows), static_cast<uint64_t>(m.cols),
-                          m.ld),
-          "cublasLtMatrixLayoutCreate", p);
+    check(x.layout_create(&layout.p, data_type(p.dtype), static_cast<uint64_t>(m.rows), static_cast<uint64_t>(m.cols), m.ld),
+          "cublasLtMatrixLayoutCreate");
     if (ops.batch == 1) return;
     set(x.layout_set, layout.p, lt::kLayoutBatchCount, ops.batch, "cublasLtMatrixLayoutSetAttribute");
     set(x.layout_set, layout.p, lt::kLayoutStridedBatchOffset, m.batch_stride, "cublasLtMatrixLayoutSetAttribute");
   };
-  Owned layout_a(x.layout_destroy), layout_b(x.layout_destroy), layout_c(x.layout_destroy), layout_d(x.layout_destroy);
-  make_layout(layout_a, ops.a);
-  make_layout(layout_b, ops.b);
-  make_layout(layout_d, ops.d);
+  make_layout(call.layout_a, ops.a);
+  make_layout(call.layout_b, ops.b);
+  make_layout(call.layout_d, ops.d);
   // cuBLASLt reads no C when beta == 0; D and its layout stand in for it.
-  const void* c_data = p.beta != 0 ? c : d;
-  if (p.beta != 0) make_layout(layout_c, ops.c);
-  void* c_layout = p.beta != 0 ? layout_c.p : layout_d.p;
-
+  call.c_data = p.beta != 0 ? c : d;
+  if (p.beta != 0) make_layout(call.layout_c, ops.c);
+  call.c_layout = p.beta != 0 ? call.layout_c.p : call.layout_d.p;
   // cuBLASLt's A is our B and its B our A.
-  AlgoKey key{.p = p,
-              .alpha_bits = std::bit_cast<uint64_t>(p.alpha),
-              .beta_bits = std::bit_cast<uint64_t>(p.beta),
-              .align_a = alignment(b),
-              .align_b = alignment(a),
-              .align_c = alignment(c_data),
-              .align_d = alignment(d),
-              .align_bias = has_bias ? alignment(bias) : 0,
-              .workspace_bytes = workspace_bytes};
+  call.key = AlgoKey{.p = p,
+                     .alpha_bits = std::bit_cast<uint64_t>(p.alpha),
+                     .beta_bits = std::bit_cast<uint64_t>(p.beta),
+                     .align_a = alignment(b),
+                     .align_b = alignment(a),
+                     .align_c = alignment(call.c_data),
+                     .align_d = alignment(d),
+                     .align_bias = has_bias ? alignment(bias) : 0,
+                     .workspace_bytes = workspace_bytes,
+                     .prefer = {}};
+}
+
+// The heuristic's first `count` algorithms for `call` (at least one, or it throws).
+template <typename Check>
+std::vector<lt::HeuristicResult> offered(const CublasLt::Api& x, void* handle, const GemmProblem& p, const LtCall& call,
+                                         int count, Check&& check_call) {
+  Owned pref(x.pref_destroy);
+  check_call(x.pref_create(&pref.p), "cublasLtMatmulPreferenceCreate");
+  auto set = [&](int attribute, const auto& value) {
+    check_call(x.pref_set(pref.p, attribute, &value, sizeof(value)), "cublasLtMatmulPreferenceSetAttribute");
+  };
+  uint64_t max_workspace = call.key.workspace_bytes;
+  set(lt::kPrefMaxWorkspaceBytes, max_workspace);
+  set(lt::kPrefMinAlignmentA, call.key.align_a);
+  set(lt::kPrefMinAlignmentB, call.key.align_b);
+  set(lt::kPrefMinAlignmentC, call.key.align_c);
+  set(lt::kPrefMinAlignmentD, call.key.align_d);
+  std::vector<lt::HeuristicResult> results(static_cast<size_t>(std::max(count, 1)));
+  int found = 0;
+  check_call(x.heuristic(handle, call.desc.p, call.layout_a.p, call.layout_b.p, call.c_layout, call.layout_d.p, pref.p,
+                         static_cast<int>(results.size()), results.data(), &found),
+             "cublasLtMatmulAlgoGetHeuristic");
+  if (found == 0) fail("cublasLtMatmulAlgoGetHeuristic found no algorithm for the {}", str(p));
+  results.resize(static_cast<size_t>(found));
+  for (const auto& r : results) check_call(r.state, "cublasLtMatmulAlgoGetHeuristic (its result)");
+  return results;
+}
+
+}  // namespace
+
+std::vector<GemmAlgo> CublasLt::algorithms(const GemmProblem& p, const void* a, const void* b, const void* c, const void* d,
+                                           const void* bias, size_t workspace_bytes, int count) const {
+  if (auto why = gemm_unsupported_reason(p)) fail("cuBLASLt cannot take the {}: {}", str(p), *why);
+  if (empty(p) || split_columns(p)) return {};
+  auto check_call = [&](int status, const char* name) { check(status, name, p); };
+  LtCall call(*api_);
+  describe(*api_, p, a, b, c, d, bias, workspace_bytes, call, check_call);
+  std::vector<GemmAlgo> out;
+  for (const auto& r : offered(*api_, handle_, p, call, count, check_call)) out.push_back(as_algo(r.algo));
+  return out;
+}
+
+void CublasLt::gemm_columns(const GemmProblem& p, const void* a, const void* b, const void* c, void* d, const void* bias,
+                            void* workspace, size_t workspace_bytes, void* stream, const GemmAlgo* prefer) const {
+  const Api& x = *api_;
+  auto check_call = [&](int status, const char* name) { check(status, name, p); };
+  LtCall call(x);
+  describe(x, p, a, b, c, d, bias, workspace_bytes, call, check_call);
+  if (prefer) call.key.prefer = *prefer;
   lt::MatmulAlgo algo{};
   bool cached = false;
   {
     std::lock_guard lock(cache_->mutex);
-    if (auto it = cache_->algos.find(key); it != cache_->algos.end()) {
+    if (auto it = cache_->algos.find(call.key); it != cache_->algos.end()) {
       algo = it->second;
       cached = true;
     }
   }
   if (!cached) {
-    Owned pref(x.pref_destroy);
-    check(x.pref_create(&pref.p), "cublasLtMatmulPreferenceCreate", p);
-    uint64_t max_workspace = workspace_bytes;
-    set(x.pref_set, pref.p, lt::kPrefMaxWorkspaceBytes, max_workspace, "cublasLtMatmulPreferenceSetAttribute");
-    set(x.pref_set, pref.p, lt::kPrefMinAlignmentA, key.align_a, "cublasLtMatmulPreferenceSetAttribute");
-    set(x.pref_set, pref.p, lt::kPrefMinAlignmentB, key.align_b, "cublasLtMatmulPreferenceSetAttribute");
-    set(x.pref_set, pref.p, lt::kPrefMinAlignmentC, key.align_c, "cublasLtMatmulPreferenceSetAttribute");
-    set(x.pref_set, pref.p, lt::kPrefMinAlignmentD, key.align_d, "cublasLtMatmulPreferenceSetAttribute");
-    lt::HeuristicResult result{};
-    int found = 0;
-    check(x.heuristic(handle_, desc.p, layout_a.p, layout_b.p, c_layout, layout_d.p, pref.p, 1, &result, &found),
-          "cublasLtMatmulAlgoGetHeuristic", p);
-    if (found == 0) fail("cublasLtMatmulAlgoGetHeuristic found no algorithm for the {}", str(p));
-    check(result.state, "cublasLtMatmulAlgoGetHeuristic (its result)", p);
-    algo = result.algo;
+    auto results = offered(x, handle_, p, call, prefer ? kOffered : 1, check_call);
+    algo = results.front().algo;
+    for (const auto& r : results)
+      if (prefer && as_algo(r.algo) == *prefer) algo = r.algo;
     std::lock_guard lock(cache_->mutex);
-    cache_->algos.emplace(key, algo);
+    cache_->algos.emplace(call.key, algo);
   }
 
+  bool f64 = p.dtype == DType::f64;
   float alpha32 = static_cast<float>(p.alpha), beta32 = static_cast<float>(p.beta);
   const void* alpha = f64 ? static_cast<const void*>(&p.alpha) : &alpha32;
   const void* beta = f64 ? static_cast<const void*>(&p.beta) : &beta32;
-  check(x.matmul(handle_, desc.p, alpha, b, layout_a.p, a, layout_b.p, beta, c_data, c_layout, d, layout_d.p, &algo,
-                 workspace, workspace_bytes, stream),
+  check(x.matmul(handle_, call.desc.p, alpha, b, call.layout_a.p, a, call.layout_b.p, beta, call.c_data, call.c_layout, d,
+                 call.layout_d.p, &algo, workspace, workspace_bytes, stream),
         "cublasLtMatmul", p);
 }
 

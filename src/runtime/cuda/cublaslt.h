@@ -3,17 +3,21 @@
 // coil's row-major terms with element strides; to_column_major maps it onto cuBLASLt's
 // column-major operands by computing D^T = B^T A^T (so cuBLASLt's A is our B and its B is our
 // A), each operand transposed or not as its strides say; CublasLt::gemm runs it with the
-// algorithm cuBLASLt's heuristic picks, cached per problem and pointer alignment, and fuses
+// algorithm cuBLASLt's heuristic picks (or one the caller measured faster and prefers), cached
+// per problem, pointer alignment and preference, and fuses
 // bias, ReLU and GELU through cuBLASLt's epilogues. A product whose D rows are 16-byte aligned
 // but whose n is not a multiple of 16 bytes runs as two calls, the aligned columns and the rest
 // (cuBLASLt's fast kernels want both aligned).
 #pragma once
+#include <array>
+#include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "coil/dtype.h"
 
@@ -75,6 +79,17 @@ struct LtOperands {
 // Throws coil::Error with gemm_unsupported_reason unless gemm_supported(p) and p is not empty.
 LtOperands to_column_major(const GemmProblem& p);
 
+// One of cuBLASLt's algorithms as its heuristic returns it (cublasLtMatmulAlgo_t, 64 opaque
+// bytes: the same bytes for the same choice within one library version), kept by the GEMM
+// tuner (driver/autotune_gemm.h) as hex text.
+struct GemmAlgo {
+  std::array<uint64_t, 8> data{};
+  bool operator==(const GemmAlgo&) const = default;
+  auto operator<=>(const GemmAlgo&) const = default;
+};
+std::string to_hex(const GemmAlgo& algo);                       // 128 hex digits
+std::optional<GemmAlgo> gemm_algo_from_hex(std::string_view text);  // nullopt unless 128 hex digits
+
 // The cuBLASLt library and one handle. Immutable once loaded apart from the algorithm cache,
 // which a mutex guards: gemm may be called from many threads at once. The caller makes the
 // GPU's context current; one CublasLt serves one kind of GPU (the cached algorithms were picked
@@ -99,9 +114,19 @@ class CublasLt {
   // cuBLASLt's larger kernels want 32 MiB or more on Hopper). `bias` is needed by the bias
   // epilogues, `c` when beta != 0. Throws coil::Error "<call> failed: <status name> (<number>)
   // for <problem>" when a cuBLASLt call fails, or why the problem is unsupported.
+  // With `prefer`, the product runs with that algorithm when the heuristic offers it among its
+  // first kOffered for these pointers (their alignments decide what it offers), else with the
+  // heuristic's first, as without.
   void gemm(const GemmProblem& p, const void* a, const void* b, const void* c, void* d, const void* bias,
-            void* workspace, size_t workspace_bytes, void* stream) const;
+            void* workspace, size_t workspace_bytes, void* stream, const GemmAlgo* prefer = nullptr) const;
   size_t cached_algorithms() const;  // problems whose algorithm has been chosen
+
+  // The heuristic's first `count` algorithms (at most) for `p` with these pointers, its best
+  // guess first: what gemm may be told to prefer. Empty when gemm runs `p` as two calls (its
+  // columns split, see above), or when `p` is empty.
+  static constexpr int kOffered = 8;
+  std::vector<GemmAlgo> algorithms(const GemmProblem& p, const void* a, const void* b, const void* c, const void* d,
+                                   const void* bias, size_t workspace_bytes, int count = kOffered) const;
 
   struct Api;
   struct Cache;
@@ -111,7 +136,9 @@ class CublasLt {
   void check(int status, const char* call, const GemmProblem& p) const;
   // One cuBLASLt call for the whole of `p` (gemm may split its columns in two calls).
   void gemm_columns(const GemmProblem& p, const void* a, const void* b, const void* c, void* d, const void* bias,
-                    void* workspace, size_t workspace_bytes, void* stream) const;
+                    void* workspace, size_t workspace_bytes, void* stream, const GemmAlgo* prefer) const;
+  // The column count of gemm's first call when it splits `p`'s columns, else 0.
+  static int64_t split_columns(const GemmProblem& p);
 
   void* library_ = nullptr;
   void* handle_ = nullptr;  // cublasLtHandle_t

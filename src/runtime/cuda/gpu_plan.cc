@@ -11,15 +11,12 @@ namespace coil {
 
 namespace {
 
-// cuBLASLt's larger kernels want a workspace of this size on Hopper.
-constexpr size_t kGemmWorkspace = size_t{32} << 20;
-
 cuda::DevicePtr at(cuda::DevicePtr base, const loop::Buffer& buf, int64_t offset) {
   return base + static_cast<cuda::DevicePtr>(offset * static_cast<int64_t>(dtype_size(buf.dtype)));
 }
 
-// A matrix product as cuBLASLt's problem: strides of the views (the last two dims are the
-// matrix, a leading one the batch).
+}  // namespace
+
 cuda::GemmProblem gemm_problem(const loop::ExternCall& call, const loop::Program& p, const std::map<std::string, int64_t>& symbols,
                                bool tf32) {
   const loop::Buffer& out = p.buffers[static_cast<size_t>(call.output)];
@@ -66,8 +63,6 @@ cuda::GemmProblem gemm_problem(const loop::ExternCall& call, const loop::Program
   }
   return g;
 }
-
-}  // namespace
 
 void launch_loop_kernel(const cuda::Context& ctx, void* function, const codegen::CudaKernel& info, const std::vector<cuda::DevicePtr>& ptrs,
                         const std::vector<int64_t>& symbol_values, const std::map<std::string, int64_t>& symbols, cuda::DevicePtr status,
@@ -315,7 +310,8 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
           if (!workspace) workspace = allocator->allocate(kGemmWorkspace, stream);
           cublas->gemm(g, view_ptr(call.inputs[addmm ? 1 : 0]), view_ptr(call.inputs[addmm ? 2 : 1]),
                        call.residual ? view_ptr(*call.residual) : nullptr, d,
-                       addmm ? view_ptr(call.inputs[0]) : nullptr, reinterpret_cast<void*>(workspace), kGemmWorkspace, stream);
+                       addmm ? view_ptr(call.inputs[0]) : nullptr, reinterpret_cast<void*>(workspace), kGemmWorkspace, stream,
+                       gemm_algos.size() > k && gemm_algos[k] ? &*gemm_algos[k] : nullptr);
         }
       }
       for (int b : memory.release_after[k]) {

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@ struct GpuPlan {
   std::vector<std::shared_ptr<cuda::Context::Module>> modules;
   std::vector<void*> functions;                // per program kernel; nullptr for extern calls
   std::vector<codegen::CudaKernel> kernels;    // per program kernel (launch descriptions)
+  std::vector<std::optional<cuda::GemmAlgo>> gemm_algos;  // per program kernel: the tuner's pick, if any
   bool tf32 = false;                           // f32 matrix products may use TF32
   bool status_words = true;                    // some kernel may report an error (loop::may_fail)
 
@@ -72,6 +74,15 @@ struct GpuPlan {
  public:
   ~GpuPlan();
 };
+
+// cuBLASLt's larger kernels want a workspace of this size on Hopper.
+inline constexpr size_t kGemmWorkspace = size_t{32} << 20;
+
+// Matrix product `call` as cuBLASLt's problem, with the graph's symbol values: strides of the
+// views (the last two dims are the matrix, a leading one the batch), C for a residual,
+// the epilogue for its activation and bias.
+cuda::GemmProblem gemm_problem(const loop::ExternCall& call, const loop::Program& p, const std::map<std::string, int64_t>& symbols,
+                               bool tf32);
 
 // Launches loop kernel `info` (a CUfunction) over device buffers indexed by buffer id, with the
 // graph's symbol values, its status slot and its scratch (launch.scratch_bytes, its tickets zero; 0 when

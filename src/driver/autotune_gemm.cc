@@ -1,0 +1,173 @@
+#include "driver/autotune_gemm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "runtime/cuda/gpu_plan.h"
+#include "runtime/plan.h"
+#include "support/check.h"
+
+namespace coil {
+
+namespace {
+
+// Products doing less are launch-bound: any algorithm does.
+constexpr double kMinTunedFlops = double{1 << 28};
+// Another algorithm replaces the heuristic's first only when at least this much faster: the
+// rounds' medians of one algorithm still move by about a percent between compiles.
+constexpr double kMargin = 0.02;
+// Each sample runs about this long (calls repeated); the algorithms take turns for kRounds.
+constexpr double kSampleMs = 0.3;
+constexpr int kRounds = 5;
+constexpr int kMaxRepeats = 32;
+
+// Device memory for one measurement, released however it ends.
+struct Scratch {
+  const cuda::Context& context;
+  std::vector<cuda::DevicePtr> owned;
+  cuda::DevicePtr take(size_t bytes) {
+    owned.push_back(context.allocate(std::max<size_t>(bytes, 16)));
+    return owned.back();
+  }
+  ~Scratch() {
+    for (auto p : owned) context.release(p);
+  }
+};
+
+// The largest power of two dividing the address, at most 256 (what cuBLASLt picks kernels by).
+uint32_t alignment(const void* ptr) {
+  auto address = reinterpret_cast<uintptr_t>(ptr);
+  if (address == 0) return 256;
+  return static_cast<uint32_t>(std::min<uintptr_t>(256, address & (~address + 1)));
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? std::numeric_limits<double>::infinity() : v[v.size() / 2];
+}
+
+// A product's operands on scratch device memory: each buffer it touches, filled with small
+// finite values (0x3c bytes), and the views' pointers into them.
+struct Operands {
+  const void *a = nullptr, *b = nullptr, *c = nullptr, *bias = nullptr;
+  void* d = nullptr;
+};
+
+Operands place(const loop::ExternCall& call, const loop::Program& program, const cuda::Context& context, Scratch& memory) {
+  std::map<int, cuda::DevicePtr> base;
+  auto buffer = [&](int b) {
+    if (auto it = base.find(b); it != base.end()) return it->second;
+    const loop::Buffer& buf = program.buffers[static_cast<size_t>(b)];
+    size_t bytes = static_cast<size_t>(buffer_elements(buf, {})) * dtype_size(buf.dtype);
+    cuda::DevicePtr p = memory.take(bytes);
+    context.fill_bytes(p, 0x3c, std::max<size_t>(bytes, 16), nullptr);
+    return base[b] = p;
+  };
+  auto view = [&](const loop::View& v) {
+    const loop::Buffer& buf = program.buffers[static_cast<size_t>(v.buffer)];
+    return reinterpret_cast<void*>(buffer(v.buffer) + static_cast<cuda::DevicePtr>(v.offset.eval({}) * static_cast<int64_t>(dtype_size(buf.dtype))));
+  };
+  bool addmm = call.kind == loop::ExternKind::addmm;
+  Operands ops;
+  ops.a = view(call.inputs[addmm ? 1 : 0]);
+  ops.b = view(call.inputs[addmm ? 2 : 1]);
+  if (addmm) ops.bias = view(call.inputs[0]);
+  if (call.residual) ops.c = view(*call.residual);
+  const loop::Buffer& out = program.buffers[static_cast<size_t>(call.output)];
+  ops.d = reinterpret_cast<void*>(buffer(call.output) + static_cast<cuda::DevicePtr>(out.offset.eval({}) * static_cast<int64_t>(dtype_size(out.dtype))));
+  return ops;
+}
+
+// Times each of `algos` on `ops`, the algorithms taking turns; fills t.ms.
+void measure(GemmTuning& t, const cuda::GemmProblem& g, const Operands& ops, const std::vector<cuda::GemmAlgo>& algos,
+             const cuda::CublasLt& cublas, const cuda::Context& context, Scratch& memory) {
+  cuda::Stream stream = nullptr;
+  auto workspace = reinterpret_cast<void*>(memory.take(kGemmWorkspace));
+  auto run = [&](size_t i, int times) {
+    for (int r = 0; r < times; ++r)
+      cublas.gemm(g, ops.a, ops.b, ops.c, ops.d, ops.bias, workspace, kGemmWorkspace, stream, &algos[i]);
+  };
+  std::vector<bool> usable(algos.size(), true);
+  for (size_t i = 0; i < algos.size(); ++i) {
+    try {
+      run(i, 1);  // the first use of each
+      context.synchronize(stream);
+    } catch (const Error&) {
+      if (i == 0) throw;  // the heuristic's first must run
+      usable[i] = false;
+    }
+  }
+  double once = context.time_ms(stream, [&] { run(0, 1); });
+  int repeats = static_cast<int>(std::clamp(kSampleMs / std::max(once, 1e-3), 1.0, double{kMaxRepeats}));
+  std::vector<std::vector<double>> samples(algos.size());
+  for (int round = 0; round < kRounds; ++round)
+    for (size_t i = 0; i < algos.size(); ++i)
+      if (usable[i]) samples[i].push_back(context.time_ms(stream, [&] { run(i, repeats); }) / repeats);
+  t.ms.clear();
+  for (size_t i = 0; i < algos.size(); ++i) t.ms.push_back(usable[i] ? median(samples[i]) : std::numeric_limits<double>::infinity());
+  t.measured = true;
+}
+
+}  // namespace
+
+size_t pick_algorithm(const std::vector<double>& ms, double margin) {
+  COIL_CHECK(!ms.empty()) << "no algorithm timed";
+  size_t best = static_cast<size_t>(std::min_element(ms.begin(), ms.end()) - ms.begin());
+  return ms[best] < ms[0] * (1 - margin) ? best : 0;
+}
+
+std::vector<GemmTuning> tune_gemms(const loop::Program& program, bool tf32, const cuda::CublasLt& cublas,
+                                   const cuda::Context& context, const build::ArtifactCache& cache) {
+  std::vector<GemmTuning> out;
+  std::map<std::string, std::optional<cuda::GemmAlgo>> done;  // key -> winner, for repeats in this graph
+  for (size_t k = 0; k < program.kernels.size(); ++k) {
+    const auto* call = std::get_if<loop::ExternCall>(&program.kernels[k]);
+    if (!call || !loop::is_product(call->kind)) continue;
+    cuda::GemmProblem g = gemm_problem(*call, program, {}, tf32);
+    if (2.0 * static_cast<double>(g.batch) * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k) < kMinTunedFlops)
+      continue;
+    Scratch memory{context, {}};
+    Operands ops = place(*call, program, context, memory);
+    GemmTuning t;
+    t.kernel = k;
+    t.name = call->name;
+    t.key = build::ArtifactCache::key(
+        {"coil-gemm-tune-1", cuda::str(g),
+         fmt::format("align {} {} {} {} {}", alignment(ops.a), alignment(ops.b), alignment(ops.c), alignment(ops.d), alignment(ops.bias)),
+         context.device().key(), cublas.version()});
+    if (auto it = done.find(t.key); it != done.end()) {
+      t.winner = it->second;
+      out.push_back(std::move(t));
+      continue;
+    }
+    if (auto cached = cache.read(t.key, "tune")) {
+      t.winner = cuda::gemm_algo_from_hex(*cached);  // "first": the heuristic's
+    } else {
+      auto algos = cublas.algorithms(g, ops.a, ops.b, ops.c, ops.d, ops.bias, kGemmWorkspace);
+      if (algos.size() > 1) {
+        measure(t, g, ops, algos, cublas, context, memory);
+        t.kept = pick_algorithm(t.ms, kMargin);
+        if (t.kept > 0) t.winner = algos[t.kept];
+      }
+      cache.store(t.key, "tune", t.winner ? cuda::to_hex(*t.winner) : "first");
+    }
+    done[t.key] = t.winner;
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::string tuning_report(const GemmTuning& t) {
+  std::vector<size_t> order(t.ms.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return t.ms[a] < t.ms[b]; });
+  std::string out = t.name + " (cuBLASLt):";
+  for (size_t i : order) out += fmt::format("{} {:.4f} ms #{}", i == order.front() ? "" : ",", t.ms[i], i);
+  return out + fmt::format("; kept #{}", t.kept);
+}
+
+}  // namespace coil
