@@ -50,8 +50,33 @@ double median(std::vector<double> v) {
   return v.empty() ? std::numeric_limits<double>::infinity() : v[v.size() / 2];
 }
 
-// A product's operands on scratch device memory: each buffer it touches, filled with small
-// finite values (0x3c bytes), and the views' pointers into them.
+// Pseudo-random values in [-1, 1), a block of up to 1 MiB repeated: the tensor cores' power
+// draw, and so the clocks, follow the data, and constant operands would time every algorithm
+// at clocks that real data does not get.
+void fill_random(const cuda::Context& context, cuda::DevicePtr p, size_t bytes, DType dtype) {
+  const size_t size = dtype_size(dtype);
+  const auto block = static_cast<int64_t>(std::min(bytes, size_t{1} << 20) / size);
+  if (!is_float(dtype) || block == 0) {
+    context.fill_bytes(p, 0, bytes, nullptr);
+    return;
+  }
+  Tensor host = Tensor::empty_strided(dtype, {block}, {1});
+  uint32_t state = 12345;
+  for (int64_t i = 0; i < block; ++i) {
+    state = state * 1664525u + 1013904223u;
+    host.store(i, (state >> 8) * (2.0 / 16777216.0) - 1.0);
+  }
+  size_t done = static_cast<size_t>(block) * size;
+  context.copy_to_device(p, host.data(), done, nullptr);
+  context.synchronize(nullptr);  // before `host` goes
+  for (size_t n = 0; done < bytes; done += n) {
+    n = std::min(done, bytes - done);
+    context.copy_on_device(p + done, p, n, nullptr);
+  }
+}
+
+// A product's operands on scratch device memory: each buffer it touches, filled by
+// fill_random, and the views' pointers into them.
 struct Operands {
   const void *a = nullptr, *b = nullptr, *c = nullptr, *bias = nullptr;
   void* d = nullptr;
@@ -64,7 +89,7 @@ Operands place(const loop::ExternCall& call, const loop::Program& program, const
     const loop::Buffer& buf = program.buffers[static_cast<size_t>(b)];
     size_t bytes = static_cast<size_t>(buffer_elements(buf, {})) * dtype_size(buf.dtype);
     cuda::DevicePtr p = memory.take(bytes);
-    context.fill_bytes(p, 0x3c, std::max<size_t>(bytes, 16), nullptr);
+    fill_random(context, p, bytes, buf.dtype);
     return base[b] = p;
   };
   auto view = [&](const loop::View& v) {
