@@ -75,15 +75,11 @@ void CudaEmitter::hook_staged(std::function<std::string(const Staged&)> name) {
 
 // `vector` elements of `buffer` from `offset` into `dest` (a Vec) as one access: the offset is a
 // multiple of `vector` (launch.cc's widest_vector) and buffer bases are kBufferAlignment-aligned.
-// Rows keep their loads in L2 over the outputs (whole_load); columns stream theirs with
-// evict-first hints (coil_rt::load_stream, for buffers the kernel does not write), since the
-// evict_last hint made a split column sum slower (bf16 16384x8192: 0.093 -> 0.112 ms) and
-// evict-first made it faster (0.0919 -> 0.0905 ms over two inputs taken in turns).
+// Rows keep their loads in L2 over the outputs (whole_load); columns load plainly, since the
+// evict_last hint made a split column sum slower (bf16 16384x8192: 0.093 -> 0.112 ms).
 void CudaEmitter::vector_load(const std::string& in, const std::string& dest, int buffer, const SymInt& offset) {
   const auto vec = fmt::format("coil_rt::Vec<{}, {}>", storage_type(p_.buffers[static_cast<size_t>(buffer)].dtype), config_.vector);
-  if (column_lanes() && !loop::access(k_).writes.count(buffer))
-    out("{}{} = coil_rt::load_stream(reinterpret_cast<const {}*>(b{} + ({})));", in, dest, vec, buffer, idx(offset));
-  else if (column_lanes())
+  if (column_lanes())
     out("{}{} = *reinterpret_cast<const {}*>(b{} + ({}));", in, dest, vec, buffer, idx(offset));
   else
     out("{}{} = {};", in, dest, whole_load(vec, buffer, idx(offset)));
