@@ -50,46 +50,57 @@ double median(std::vector<double> v) {
   return v.empty() ? std::numeric_limits<double>::infinity() : v[v.size() / 2];
 }
 
-// Pseudo-random values in [-1, 1), a block of up to 1 MiB repeated: the tensor cores' power
-// draw, and so the clocks, follow the data, and constant operands would time every algorithm
-// at clocks that real data does not get.
-void fill_random(const cuda::Context& context, cuda::DevicePtr p, size_t bytes, DType dtype) {
-  const size_t size = dtype_size(dtype);
-  const auto block = static_cast<int64_t>(std::min(bytes, size_t{1} << 20) / size);
-  if (!is_float(dtype) || block == 0) {
-    context.fill_bytes(p, 0, bytes, nullptr);
-    return;
+// Pseudo-random values in [-1, 1) of one dtype, 64 KiB of them, repeated over device buffers:
+// the tensor cores' power draw, and so the clocks, follow the data, and constant operands would
+// time every algorithm at clocks that real data does not get.
+class RandomFill {
+ public:
+  explicit RandomFill(const cuda::Context& context) : context_(context) {}
+  void operator()(cuda::DevicePtr p, size_t bytes, DType dtype) {
+    const size_t size = dtype_size(dtype);
+    if (!is_float(dtype) || bytes < size) {
+      context_.fill_bytes(p, 0, bytes, nullptr);
+      return;
+    }
+    auto [it, fresh] = blocks_.try_emplace(dtype);
+    if (fresh) {
+      const auto count = static_cast<int64_t>((size_t{64} << 10) / size);
+      it->second = Tensor::empty_strided(dtype, {count}, {1});
+      uint32_t state = 12345;
+      for (int64_t i = 0; i < count; ++i) {
+        state = state * 1664525u + 1013904223u;
+        it->second.store(i, (state >> 8) * (2.0 / 16777216.0) - 1.0);
+      }
+    }
+    size_t done = std::min(bytes, static_cast<size_t>(it->second.numel()) * size);
+    context_.copy_to_device(p, it->second.data(), done, nullptr);
+    for (size_t n = 0; done < bytes; done += n) {
+      n = std::min(done, bytes - done);
+      context_.copy_on_device(p + done, p, n, nullptr);
+    }
   }
-  Tensor host = Tensor::empty_strided(dtype, {block}, {1});
-  uint32_t state = 12345;
-  for (int64_t i = 0; i < block; ++i) {
-    state = state * 1664525u + 1013904223u;
-    host.store(i, (state >> 8) * (2.0 / 16777216.0) - 1.0);
-  }
-  size_t done = static_cast<size_t>(block) * size;
-  context.copy_to_device(p, host.data(), done, nullptr);
-  context.synchronize(nullptr);  // before `host` goes
-  for (size_t n = 0; done < bytes; done += n) {
-    n = std::min(done, bytes - done);
-    context.copy_on_device(p + done, p, n, nullptr);
-  }
-}
+  ~RandomFill() { context_.synchronize(nullptr); }  // the copies from the blocks have run
 
-// A product's operands on scratch device memory: each buffer it touches, filled by
-// fill_random, and the views' pointers into them.
+ private:
+  const cuda::Context& context_;
+  std::map<DType, Tensor> blocks_;
+};
+
+// A product's operands on scratch device memory: each buffer it touches, filled by `fill`, and
+// the views' pointers into them.
 struct Operands {
   const void *a = nullptr, *b = nullptr, *c = nullptr, *bias = nullptr;
   void* d = nullptr;
 };
 
-Operands place(const loop::ExternCall& call, const loop::Program& program, const cuda::Context& context, Scratch& memory) {
+Operands place(const loop::ExternCall& call, const loop::Program& program, RandomFill& fill, Scratch& memory) {
   std::map<int, cuda::DevicePtr> base;
   auto buffer = [&](int b) {
     if (auto it = base.find(b); it != base.end()) return it->second;
     const loop::Buffer& buf = program.buffers[static_cast<size_t>(b)];
     size_t bytes = static_cast<size_t>(buffer_elements(buf, {})) * dtype_size(buf.dtype);
     cuda::DevicePtr p = memory.take(bytes);
-    fill_random(context, p, bytes, buf.dtype);
+    fill(p, bytes, buf.dtype);
     return base[b] = p;
   };
   auto view = [&](const loop::View& v) {
@@ -109,9 +120,8 @@ Operands place(const loop::ExternCall& call, const loop::Program& program, const
 
 // Times each of `algos` on `ops`, the algorithms taking turns; fills t.ms.
 void measure(GemmTuning& t, const cuda::GemmProblem& g, const Operands& ops, const std::vector<cuda::GemmAlgo>& algos,
-             const cuda::CublasLt& cublas, const cuda::Context& context, Scratch& memory) {
+             const cuda::CublasLt& cublas, const cuda::Context& context, void* workspace) {
   cuda::Stream stream = nullptr;
-  auto workspace = reinterpret_cast<void*>(memory.take(kGemmWorkspace));
   auto run = [&](size_t i, int times) {
     for (int r = 0; r < times; ++r)
       cublas.gemm(g, ops.a, ops.b, ops.c, ops.d, ops.bias, workspace, kGemmWorkspace, stream, &algos[i]);
@@ -147,8 +157,12 @@ size_t pick_algorithm(const std::vector<double>& ms, double margin) {
 
 std::vector<GemmTuning> tune_gemms(const loop::Program& program, bool tf32, const cuda::CublasLt& cublas,
                                    const cuda::Context& context, const build::ArtifactCache& cache) {
+  context.make_current();  // on this thread (compile_cuda runs the tuning beside NVRTC)
   std::vector<GemmTuning> out;
   std::map<std::string, std::optional<cuda::GemmAlgo>> done;  // key -> winner, for repeats in this graph
+  Scratch shared{context, {}};
+  cuda::DevicePtr workspace = 0;
+  RandomFill fill(context);
   for (size_t k = 0; k < program.kernels.size(); ++k) {
     const auto* call = std::get_if<loop::ExternCall>(&program.kernels[k]);
     if (!call || !loop::is_product(call->kind)) continue;
@@ -156,7 +170,7 @@ std::vector<GemmTuning> tune_gemms(const loop::Program& program, bool tf32, cons
     if (2.0 * static_cast<double>(g.batch) * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k) < kMinTunedFlops)
       continue;
     Scratch memory{context, {}};
-    Operands ops = place(*call, program, context, memory);
+    Operands ops = place(*call, program, fill, memory);
     GemmTuning t;
     t.kernel = k;
     t.name = call->name;
@@ -174,7 +188,8 @@ std::vector<GemmTuning> tune_gemms(const loop::Program& program, bool tf32, cons
     } else {
       auto algos = cublas.algorithms(g, ops.a, ops.b, ops.c, ops.d, ops.bias, kGemmWorkspace);
       if (algos.size() > 1) {
-        measure(t, g, ops, algos, cublas, context, memory);
+        if (!workspace) workspace = shared.take(kGemmWorkspace);
+        measure(t, g, ops, algos, cublas, context, reinterpret_cast<void*>(workspace));
         t.kept = pick_algorithm(t.ms, kMargin);
         if (t.kept > 0) t.winner = algos[t.kept];
       }
