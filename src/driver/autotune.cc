@@ -22,18 +22,6 @@ constexpr double kSampleMs = 0.5;
 constexpr int kSamples = 3;
 constexpr int kMaxRepeats = 64;
 
-// Device memory for one measurement, released however it ends.
-struct Buffers {
-  const cuda::Context& context;
-  std::vector<cuda::DevicePtr> owned;
-  cuda::DevicePtr take(size_t bytes) {
-    owned.push_back(context.allocate(std::max<size_t>(bytes, 16)));
-    return owned.back();
-  }
-  ~Buffers() {
-    for (auto p : owned) context.release(p);
-  }
-};
 
 }  // namespace
 
@@ -82,7 +70,7 @@ std::vector<TuningUnit> tuning_units(const loop::Program& program, const codegen
 int measure_candidates(TuningUnit& unit, const std::vector<void*>& functions, const loop::Program& program,
                        const cuda::Context& context, const build::ArtifactCache& cache) {
   cuda::Stream stream = nullptr;
-  Buffers memory{context, {}};
+  cuda::DeviceScratch memory(context);
   std::vector<cuda::DevicePtr> ptrs(program.buffers.size(), 0);
   for (int b : unit.candidates.front().buffers) {
     const loop::Buffer& buf = program.buffers[static_cast<size_t>(b)];

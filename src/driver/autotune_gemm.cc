@@ -25,25 +25,6 @@ constexpr double kSampleMs = 0.3;
 constexpr int kRounds = 5;
 constexpr int kMaxRepeats = 32;
 
-// Device memory for one measurement, released however it ends.
-struct Scratch {
-  const cuda::Context& context;
-  std::vector<cuda::DevicePtr> owned;
-  cuda::DevicePtr take(size_t bytes) {
-    owned.push_back(context.allocate(std::max<size_t>(bytes, 16)));
-    return owned.back();
-  }
-  ~Scratch() {
-    for (auto p : owned) context.release(p);
-  }
-};
-
-// The largest power of two dividing the address, at most 256 (what cuBLASLt picks kernels by).
-uint32_t alignment(const void* ptr) {
-  auto address = reinterpret_cast<uintptr_t>(ptr);
-  if (address == 0) return 256;
-  return static_cast<uint32_t>(std::min<uintptr_t>(256, address & (~address + 1)));
-}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -93,7 +74,7 @@ struct Operands {
   void* d = nullptr;
 };
 
-Operands place(const loop::ExternCall& call, const loop::Program& program, RandomFill& fill, Scratch& memory) {
+Operands place(const loop::ExternCall& call, const loop::Program& program, RandomFill& fill, cuda::DeviceScratch& memory) {
   std::map<int, cuda::DevicePtr> base;
   auto buffer = [&](int b) {
     if (auto it = base.find(b); it != base.end()) return it->second;
@@ -103,18 +84,19 @@ Operands place(const loop::ExternCall& call, const loop::Program& program, Rando
     fill(p, bytes, buf.dtype);
     return base[b] = p;
   };
-  auto view = [&](const loop::View& v) {
-    const loop::Buffer& buf = program.buffers[static_cast<size_t>(v.buffer)];
-    return reinterpret_cast<void*>(buffer(v.buffer) + static_cast<cuda::DevicePtr>(v.offset.eval({}) * static_cast<int64_t>(dtype_size(buf.dtype))));
+  // Element `offset` of buffer b.
+  auto at = [&](int b, const SymInt& offset) {
+    const auto size = static_cast<int64_t>(dtype_size(program.buffers[static_cast<size_t>(b)].dtype));
+    return reinterpret_cast<void*>(buffer(b) + static_cast<cuda::DevicePtr>(offset.eval({}) * size));
   };
+  auto view = [&](const loop::View& v) { return at(v.buffer, v.offset); };
   bool addmm = call.kind == loop::ExternKind::addmm;
   Operands ops;
   ops.a = view(call.inputs[addmm ? 1 : 0]);
   ops.b = view(call.inputs[addmm ? 2 : 1]);
   if (addmm) ops.bias = view(call.inputs[0]);
   if (call.residual) ops.c = view(*call.residual);
-  const loop::Buffer& out = program.buffers[static_cast<size_t>(call.output)];
-  ops.d = reinterpret_cast<void*>(buffer(call.output) + static_cast<cuda::DevicePtr>(out.offset.eval({}) * static_cast<int64_t>(dtype_size(out.dtype))));
+  ops.d = at(call.output, program.buffers[static_cast<size_t>(call.output)].offset);
   return ops;
 }
 
@@ -143,7 +125,8 @@ void measure(GemmTuning& t, const cuda::GemmProblem& g, const Operands& ops, con
     for (size_t i = 0; i < algos.size(); ++i)
       if (usable[i]) samples[i].push_back(context.time_ms(stream, [&] { run(i, repeats); }) / repeats);
   t.ms.clear();
-  for (size_t i = 0; i < algos.size(); ++i) t.ms.push_back(usable[i] ? median(samples[i]) : std::numeric_limits<double>::infinity());
+  for (size_t i = 0; i < algos.size(); ++i)
+    t.ms.push_back(usable[i] ? median(samples[i]) : std::numeric_limits<double>::infinity());
   t.measured = true;
 }
 
@@ -160,23 +143,25 @@ std::vector<GemmTuning> tune_gemms(const loop::Program& program, bool tf32, cons
   context.make_current();  // on this thread (compile_cuda runs the tuning beside NVRTC)
   std::vector<GemmTuning> out;
   std::map<std::string, std::optional<cuda::GemmAlgo>> done;  // key -> winner, for repeats in this graph
-  Scratch shared{context, {}};
+  cuda::DeviceScratch shared(context);
   cuda::DevicePtr workspace = 0;
   RandomFill fill(context);
   for (size_t k = 0; k < program.kernels.size(); ++k) {
     const auto* call = std::get_if<loop::ExternCall>(&program.kernels[k]);
     if (!call || !loop::is_product(call->kind)) continue;
     cuda::GemmProblem g = gemm_problem(*call, program, {}, tf32);
-    if (2.0 * static_cast<double>(g.batch) * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k) < kMinTunedFlops)
-      continue;
-    Scratch memory{context, {}};
+    const double flops = 2.0 * static_cast<double>(g.batch) * static_cast<double>(g.m) * static_cast<double>(g.n) *
+                         static_cast<double>(g.k);
+    if (flops < kMinTunedFlops) continue;
+    cuda::DeviceScratch memory(context);
     Operands ops = place(*call, program, fill, memory);
     GemmTuning t;
     t.kernel = k;
     t.name = call->name;
     t.key = build::ArtifactCache::key(
         {"coil-gemm-tune-1", cuda::str(g),
-         fmt::format("align {} {} {} {} {}", alignment(ops.a), alignment(ops.b), alignment(ops.c), alignment(ops.d), alignment(ops.bias)),
+         fmt::format("align {} {} {} {} {}", cuda::pointer_alignment(ops.a), cuda::pointer_alignment(ops.b),
+                     cuda::pointer_alignment(ops.c), cuda::pointer_alignment(ops.d), cuda::pointer_alignment(ops.bias)),
          context.device().key(), cublas.version()});
     if (auto it = done.find(t.key); it != done.end()) {
       t.winner = it->second;

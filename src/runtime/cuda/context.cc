@@ -1,5 +1,7 @@
 #include "runtime/cuda/context.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include <functional>
@@ -235,6 +237,15 @@ double Context::time_ms(Stream s, const std::function<void()>& work) const {
   api_->event_destroy(start);
   api_->event_destroy(stop);
   return ms;
+}
+
+DeviceScratch::~DeviceScratch() {
+  for (DevicePtr p : owned_) context_.release(p);
+}
+
+DevicePtr DeviceScratch::take(size_t bytes) {
+  owned_.push_back(context_.allocate(std::max<size_t>(bytes, 16)));
+  return owned_.back();
 }
 
 }  // namespace coil::cuda

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/cuda/driver.h"
 
@@ -73,6 +74,21 @@ class Context : public std::enable_shared_from_this<Context> {
   DeviceInfo info_;
   int device_ = 0;
   void* context_ = nullptr;  // CUcontext
+};
+
+// Raw device allocations (Context::allocate) released together when it goes: scratch for a
+// measurement, freed however the measurement ends.
+class DeviceScratch {
+ public:
+  explicit DeviceScratch(const Context& context) : context_(context) {}
+  ~DeviceScratch();
+  DeviceScratch(const DeviceScratch&) = delete;
+  DeviceScratch& operator=(const DeviceScratch&) = delete;
+  DevicePtr take(size_t bytes);  // at least 16 bytes
+
+ private:
+  const Context& context_;
+  std::vector<DevicePtr> owned_;
 };
 
 }  // namespace coil::cuda

@@ -158,13 +158,6 @@ uint32_t cublas_epilogue(Epilogue e) {
   return lt::kEpilogueDefault;
 }
 
-// The largest power of two dividing the address, at most 256 (cuBLASLt's default assumption).
-uint32_t alignment(const void* ptr) {
-  auto address = reinterpret_cast<uintptr_t>(ptr);
-  if (address == 0) return 256;
-  return static_cast<uint32_t>(std::min<uintptr_t>(256, address & (~address + 1)));
-}
-
 }  // namespace
 
 std::string_view epilogue_name(Epilogue e) {
@@ -190,6 +183,12 @@ std::string str(const GemmProblem& p) {
       dtype_name(p.dtype), p.batch, p.m, p.n, p.k, p.a_bs, p.a_rs, p.a_cs, p.b_bs, p.b_rs, p.b_cs, p.c_bs, p.c_rs,
       p.c_cs, p.d_bs, p.d_rs, p.d_cs, p.alpha, p.beta, epilogue_name(p.epilogue),
       p.tf32 && p.dtype == DType::f32 ? ", tf32" : "");
+}
+
+uint32_t pointer_alignment(const void* ptr) {
+  auto address = reinterpret_cast<uintptr_t>(ptr);
+  if (address == 0) return 256;
+  return static_cast<uint32_t>(std::min<uintptr_t>(256, address & (~address + 1)));
 }
 
 std::string to_hex(const GemmAlgo& algo) {
@@ -398,11 +397,11 @@ void describe(const CublasLt::Api& x, const GemmProblem& p, const void* a, const
   call.key = AlgoKey{.p = p,
                      .alpha_bits = std::bit_cast<uint64_t>(p.alpha),
                      .beta_bits = std::bit_cast<uint64_t>(p.beta),
-                     .align_a = alignment(b),
-                     .align_b = alignment(a),
-                     .align_c = alignment(call.c_data),
-                     .align_d = alignment(d),
-                     .align_bias = has_bias ? alignment(bias) : 0,
+                     .align_a = pointer_alignment(b),
+                     .align_b = pointer_alignment(a),
+                     .align_c = pointer_alignment(call.c_data),
+                     .align_d = pointer_alignment(d),
+                     .align_bias = has_bias ? pointer_alignment(bias) : 0,
                      .workspace_bytes = workspace_bytes,
                      .prefer = {}};
 }

@@ -79,6 +79,10 @@ struct LtOperands {
 // Throws coil::Error with gemm_unsupported_reason unless gemm_supported(p) and p is not empty.
 LtOperands to_column_major(const GemmProblem& p);
 
+// The largest power of two dividing the address, at most 256: what cuBLASLt picks kernels by
+// (256 for a null pointer, cuBLASLt's default assumption).
+uint32_t pointer_alignment(const void* ptr);
+
 // One of cuBLASLt's algorithms as its heuristic returns it (cublasLtMatmulAlgo_t, 64 opaque
 // bytes: the same bytes for the same choice within one library version), kept by the GEMM
 // tuner (driver/autotune_gemm.h) as hex text.
