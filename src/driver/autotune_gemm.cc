@@ -25,7 +25,6 @@ constexpr double kSampleMs = 0.3;
 constexpr int kRounds = 5;
 constexpr int kMaxRepeats = 32;
 
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? std::numeric_limits<double>::infinity() : v[v.size() / 2];
@@ -67,37 +66,58 @@ class RandomFill {
   std::map<DType, Tensor> blocks_;
 };
 
+// Where a product's operands lie: a buffer and a byte offset into it each (buffer -1: absent).
+struct Place {
+  int buffer = -1;
+  int64_t byte_offset = 0;
+};
+struct Places {
+  Place a, b, c, d, bias;
+};
+
+Places places(const loop::ExternCall& call, const loop::Program& program) {
+  auto at = [&](int b, const SymInt& offset) {
+    return Place{b, offset.eval({}) * static_cast<int64_t>(dtype_size(program.buffers[static_cast<size_t>(b)].dtype))};
+  };
+  auto view = [&](const loop::View& v) { return at(v.buffer, v.offset); };
+  bool addmm = call.kind == loop::ExternKind::addmm;
+  Places out;
+  out.a = view(call.inputs[addmm ? 1 : 0]);
+  out.b = view(call.inputs[addmm ? 2 : 1]);
+  if (addmm) out.bias = view(call.inputs[0]);
+  if (call.residual) out.c = view(*call.residual);
+  out.d = at(call.output, program.buffers[static_cast<size_t>(call.output)].offset);
+  return out;
+}
+
+// The alignment cuBLASLt will see for an operand on scratch memory (whose bases are at least
+// 256-byte aligned), 256 for an absent one as for a null pointer.
+uint32_t alignment(const Place& p) {
+  if (p.buffer < 0) return cuda::pointer_alignment(nullptr);
+  return cuda::pointer_alignment(reinterpret_cast<const void*>(uintptr_t{256} + static_cast<uintptr_t>(p.byte_offset)));
+}
+
 // A product's operands on scratch device memory: each buffer it touches, filled by `fill`, and
-// the views' pointers into them.
+// the pointers into them.
 struct Operands {
   const void *a = nullptr, *b = nullptr, *c = nullptr, *bias = nullptr;
   void* d = nullptr;
 };
 
-Operands place(const loop::ExternCall& call, const loop::Program& program, RandomFill& fill, cuda::DeviceScratch& memory) {
+Operands place(const Places& where, const loop::Program& program, RandomFill& fill, cuda::DeviceScratch& memory) {
   std::map<int, cuda::DevicePtr> base;
-  auto buffer = [&](int b) {
-    if (auto it = base.find(b); it != base.end()) return it->second;
-    const loop::Buffer& buf = program.buffers[static_cast<size_t>(b)];
-    size_t bytes = static_cast<size_t>(buffer_elements(buf, {})) * dtype_size(buf.dtype);
-    cuda::DevicePtr p = memory.take(bytes);
-    fill(p, bytes, buf.dtype);
-    return base[b] = p;
+  auto at = [&](const Place& p) -> void* {
+    if (p.buffer < 0) return nullptr;
+    auto [it, fresh] = base.try_emplace(p.buffer);
+    if (fresh) {
+      const loop::Buffer& buf = program.buffers[static_cast<size_t>(p.buffer)];
+      size_t bytes = static_cast<size_t>(buffer_elements(buf, {})) * dtype_size(buf.dtype);
+      it->second = memory.take(bytes);
+      fill(it->second, bytes, buf.dtype);
+    }
+    return reinterpret_cast<void*>(it->second + static_cast<cuda::DevicePtr>(p.byte_offset));
   };
-  // Element `offset` of buffer b.
-  auto at = [&](int b, const SymInt& offset) {
-    const auto size = static_cast<int64_t>(dtype_size(program.buffers[static_cast<size_t>(b)].dtype));
-    return reinterpret_cast<void*>(buffer(b) + static_cast<cuda::DevicePtr>(offset.eval({}) * size));
-  };
-  auto view = [&](const loop::View& v) { return at(v.buffer, v.offset); };
-  bool addmm = call.kind == loop::ExternKind::addmm;
-  Operands ops;
-  ops.a = view(call.inputs[addmm ? 1 : 0]);
-  ops.b = view(call.inputs[addmm ? 2 : 1]);
-  if (addmm) ops.bias = view(call.inputs[0]);
-  if (call.residual) ops.c = view(*call.residual);
-  ops.d = at(call.output, program.buffers[static_cast<size_t>(call.output)].offset);
-  return ops;
+  return Operands{.a = at(where.a), .b = at(where.b), .c = at(where.c), .bias = at(where.bias), .d = at(where.d)};
 }
 
 // Times each of `algos` on `ops`, the algorithms taking turns; fills t.ms.
@@ -153,15 +173,14 @@ std::vector<GemmTuning> tune_gemms(const loop::Program& program, bool tf32, cons
     const double flops = 2.0 * static_cast<double>(g.batch) * static_cast<double>(g.m) * static_cast<double>(g.n) *
                          static_cast<double>(g.k);
     if (flops < kMinTunedFlops) continue;
-    cuda::DeviceScratch memory(context);
-    Operands ops = place(*call, program, fill, memory);
+    const Places where = places(*call, program);
     GemmTuning t;
     t.kernel = k;
     t.name = call->name;
     t.key = build::ArtifactCache::key(
         {"coil-gemm-tune-1", cuda::str(g),
-         fmt::format("align {} {} {} {} {}", cuda::pointer_alignment(ops.a), cuda::pointer_alignment(ops.b),
-                     cuda::pointer_alignment(ops.c), cuda::pointer_alignment(ops.d), cuda::pointer_alignment(ops.bias)),
+         fmt::format("align {} {} {} {} {}", alignment(where.a), alignment(where.b), alignment(where.c), alignment(where.d),
+                     alignment(where.bias)),
          context.device().key(), cublas.version()});
     if (auto it = done.find(t.key); it != done.end()) {
       t.winner = it->second;
@@ -171,6 +190,8 @@ std::vector<GemmTuning> tune_gemms(const loop::Program& program, bool tf32, cons
     if (auto cached = cache.read(t.key, "tune")) {
       t.winner = cuda::gemm_algo_from_hex(*cached);  // "first": the heuristic's
     } else {
+      cuda::DeviceScratch memory(context);
+      Operands ops = place(where, program, fill, memory);
       auto algos = cublas.algorithms(g, ops.a, ops.b, ops.c, ops.d, ops.bias, kGemmWorkspace);
       if (algos.size() > 1) {
         if (!workspace) workspace = shared.take(kGemmWorkspace);
