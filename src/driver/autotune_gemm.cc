@@ -79,15 +79,13 @@ Places places(const loop::ExternCall& call, const loop::Program& program) {
   auto at = [&](int b, const SymInt& offset) {
     return Place{b, offset.eval({}) * static_cast<int64_t>(dtype_size(program.buffers[static_cast<size_t>(b)].dtype))};
   };
-  auto view = [&](const loop::View& v) { return at(v.buffer, v.offset); };
-  bool addmm = call.kind == loop::ExternKind::addmm;
-  Places out;
-  out.a = view(call.inputs[addmm ? 1 : 0]);
-  out.b = view(call.inputs[addmm ? 2 : 1]);
-  if (addmm) out.bias = view(call.inputs[0]);
-  if (call.residual) out.c = view(*call.residual);
-  out.d = at(call.output, program.buffers[static_cast<size_t>(call.output)].offset);
-  return out;
+  auto view = [&](const loop::View* v) { return v ? at(v->buffer, v->offset) : Place{}; };
+  const GemmViews views = gemm_views(call);
+  return Places{.a = view(views.a),
+                .b = view(views.b),
+                .c = view(views.c),
+                .d = at(call.output, program.buffers[static_cast<size_t>(call.output)].offset),
+                .bias = view(views.bias)};
 }
 
 // The alignment cuBLASLt will see for an operand on scratch memory (whose bases are at least

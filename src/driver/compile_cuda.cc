@@ -94,9 +94,9 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
     });
   std::vector<build::BuildStats> stats;
   auto cubins = build::compile_cubins(sources, build_options, &stats);
-  auto gemm_tune_ms = std::chrono::steady_clock::now();
+  auto gemm_wait = std::chrono::steady_clock::now();
   std::vector<GemmTuning> gemm_tunings = gemm_tuning.valid() ? gemm_tuning.get() : std::vector<GemmTuning>{};
-  const double gemm_wait_ms = ms_since(gemm_tune_ms);
+  const double gemm_wait_ms = ms_since(gemm_wait);
   std::vector<void*> function_of(bodies.size(), nullptr);
   for (size_t u = 0; u < units.size(); ++u) {
     auto module = context->load_module(cubins[u]);

@@ -26,6 +26,9 @@ std::string swizzled(const std::string& base);
 // sums folded into `lr`. `in` indents each line.
 std::string online_softmax(const std::string& in, const std::string& sc, const std::string& mr, const std::string& lr, const std::string& hp,
                            double exp_scale);
+// The running output's fragments `frag` (over d < HD / 8, d the loop's variable) rescaled by
+// the online softmax's a0 (their first row) and a1 (their second).
+std::string rescale_output(const std::string& in, const std::string& frag);
 // The probabilities of keys [16 kk, 16 kk + 16) of `sc` as an A fragment `dest` (two adjacent
 // score tiles, packed to 16 bits).
 std::string pack_probabilities(const std::string& in, const std::string& dest, const std::string& sc, const std::string& hp);

@@ -74,6 +74,12 @@ std::string online_softmax(const std::string& in, const std::string& sc, const s
   return s;
 }
 
+std::string rescale_output(const std::string& in, const std::string& frag) {
+  return fmt::format("{in}#pragma unroll\n{in}for (int d = 0; d < HD / 8; ++d) {{\n"
+                     "{in}  {f}[0] *= a0;\n{in}  {f}[1] *= a0;\n{in}  {f}[2] *= a1;\n{in}  {f}[3] *= a1;\n{in}}}\n",
+                     fmt::arg("in", in), fmt::arg("f", frag));
+}
+
 std::string pack_probabilities(const std::string& in, const std::string& dest, const std::string& sc, const std::string& hp) {
   return fmt::format("{in}{d}[0] = {n}_pack({sc}[2 * kk][0], {sc}[2 * kk][1]);\n{in}{d}[1] = {n}_pack({sc}[2 * kk][2], {sc}[2 * kk][3]);\n"
                      "{in}{d}[2] = {n}_pack({sc}[2 * kk + 1][0], {sc}[2 * kk + 1][1]);\n{in}{d}[3] = {n}_pack({sc}[2 * kk + 1][2], {sc}[2 * kk + 1][3]);\n",
@@ -310,9 +316,8 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   s += "      }\n";
   s += "      #pragma unroll\n      for (int m = 0; m < MT; ++m) {\n";
   s += online_softmax("        ", "sc[m]", "mr[m]", "lr[m]", hp, a.exp_scale());
-  s += "        #pragma unroll\n        for (int d = 0; d < HD / 8; ++d) {\n";
-  s += "          o[m][d][0] *= a0;\n          o[m][d][1] *= a0;\n          o[m][d][2] *= a1;\n          o[m][d][3] *= a1;\n";
-  s += "        }\n      }\n";
+  s += rescale_output("        ", "o[m][d]");
+  s += "      }\n";
   // O += P V: V's B fragments by transposed ldmatrix, each serving all MT row tiles.
   s += "      #pragma unroll\n      for (int kk = 0; kk < BN / 16; ++kk) {\n";
   s += "        uint32_t pa[MT][4];\n";

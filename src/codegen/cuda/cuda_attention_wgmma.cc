@@ -194,9 +194,7 @@ std::string emit_wgmma_attention(const Shape& a, const loop::ExternCall& call, c
   // The previous tile's output product is done: rescale, and pack this tile's probabilities (two
   // adjacent score tiles a 16-key A fragment) for the next product.
   s += fmt::format("      {0}_wg_wait<0>();\n      {0}_hold<HD / 2>(&o[0][0]);\n", hp);
-  s += "      #pragma unroll\n      for (int d = 0; d < HD / 8; ++d) {\n";
-  s += "        o[d][0] *= a0;\n        o[d][1] *= a0;\n        o[d][2] *= a1;\n        o[d][3] *= a1;\n";
-  s += "      }\n";
+  s += rescale_output("      ", "o[d]");
   s += "      #pragma unroll\n      for (int kk = 0; kk < BN / 16; ++kk) {\n";
   s += pack_probabilities("        ", "pw[kk]", "sc", hp);
   s += "      }\n";

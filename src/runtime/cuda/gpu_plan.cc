@@ -17,12 +17,21 @@ cuda::DevicePtr at(cuda::DevicePtr base, const loop::Buffer& buf, int64_t offset
 
 }  // namespace
 
+GemmViews gemm_views(const loop::ExternCall& call) {
+  bool addmm = call.kind == loop::ExternKind::addmm;
+  return GemmViews{.a = &call.inputs[addmm ? 1 : 0],
+                   .b = &call.inputs[addmm ? 2 : 1],
+                   .bias = addmm ? &call.inputs[0] : nullptr,
+                   .c = call.residual ? &*call.residual : nullptr};
+}
+
 cuda::GemmProblem gemm_problem(const loop::ExternCall& call, const loop::Program& p, const std::map<std::string, int64_t>& symbols,
                                bool tf32) {
   const loop::Buffer& out = p.buffers[static_cast<size_t>(call.output)];
   bool addmm = call.kind == loop::ExternKind::addmm;
-  const loop::View& a = call.inputs[addmm ? 1 : 0];
-  const loop::View& b = call.inputs[addmm ? 2 : 1];
+  const GemmViews views = gemm_views(call);
+  const loop::View& a = *views.a;
+  const loop::View& b = *views.b;
   auto sizes = eval_all(out.sizes, symbols), ostrides = eval_all(out.strides, symbols);
   auto as = eval_all(a.strides, symbols), bs = eval_all(b.strides, symbols);
   auto asz = eval_all(a.sizes, symbols);
@@ -48,10 +57,10 @@ cuda::GemmProblem gemm_problem(const loop::ExternCall& call, const loop::Program
   g.d_rs = ostrides[r - 2], g.d_cs = ostrides[r - 1], g.d_bs = r == 3 ? ostrides[0] : 0;
   g.tf32 = tf32;
   if (addmm) g.alpha = call.params[1];
-  if (call.residual) {
+  if (views.c) {
     // The residual's view has the logical sizes of the output before any row padding: its
     // leading dims merge into the rows the same way.
-    auto cs = eval_all(call.residual->strides, symbols);
+    auto cs = eval_all(views.c->strides, symbols);
     cs.erase(cs.begin(), cs.end() - static_cast<std::ptrdiff_t>(r));
     g.beta = 1;
     g.c_rs = cs[r - 2], g.c_cs = cs[r - 1], g.c_bs = r == 3 ? cs[0] : 0;
@@ -299,19 +308,19 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
       } else {
         const auto& call = std::get<loop::ExternCall>(lowered.program.kernels[k]);
         cuda::GemmProblem g = gemm_problem(call, lowered.program, symbols, tf32);
-        bool addmm = call.kind == loop::ExternKind::addmm;
-        auto view_ptr = [&](const loop::View& v) {
-          return reinterpret_cast<const void*>(at(ptrs[static_cast<size_t>(v.buffer)], buffers[static_cast<size_t>(v.buffer)], v.offset.eval(symbols)));
+        const GemmViews views = gemm_views(call);
+        auto view_ptr = [&](const loop::View* v) -> const void* {
+          if (!v) return nullptr;
+          auto b = static_cast<size_t>(v->buffer);
+          return reinterpret_cast<const void*>(at(ptrs[b], buffers[b], v->offset.eval(symbols)));
         };
         const loop::Buffer& ob = buffers[static_cast<size_t>(call.output)];
         auto* d = reinterpret_cast<void*>(at(ptrs[static_cast<size_t>(call.output)], ob, ob.offset.eval(symbols)));
         COIL_CHECK(g.k > 0) << "cublas_takes admits only products over a non-empty dim";
         {
           if (!workspace) workspace = allocator->allocate(kGemmWorkspace, stream);
-          cublas->gemm(g, view_ptr(call.inputs[addmm ? 1 : 0]), view_ptr(call.inputs[addmm ? 2 : 1]),
-                       call.residual ? view_ptr(*call.residual) : nullptr, d,
-                       addmm ? view_ptr(call.inputs[0]) : nullptr, reinterpret_cast<void*>(workspace), kGemmWorkspace, stream,
-                       gemm_algos.size() > k && gemm_algos[k] ? &*gemm_algos[k] : nullptr);
+          cublas->gemm(g, view_ptr(views.a), view_ptr(views.b), view_ptr(views.c), d, view_ptr(views.bias),
+                       reinterpret_cast<void*>(workspace), kGemmWorkspace, stream, gemm_algos[k] ? &*gemm_algos[k] : nullptr);
         }
       }
       for (int b : memory.release_after[k]) {

@@ -78,6 +78,16 @@ struct GpuPlan {
 // cuBLASLt's larger kernels want a workspace of this size on Hopper.
 inline constexpr size_t kGemmWorkspace = size_t{32} << 20;
 
+// The views matrix product `call` reads, in cuBLASLt's roles: A and B, addmm's bias, and the
+// residual the scheduler joined to it as C (null where there is none).
+struct GemmViews {
+  const loop::View* a = nullptr;
+  const loop::View* b = nullptr;
+  const loop::View* bias = nullptr;
+  const loop::View* c = nullptr;
+};
+GemmViews gemm_views(const loop::ExternCall& call);
+
 // Matrix product `call` as cuBLASLt's problem, with the graph's symbol values: strides of the
 // views (the last two dims are the matrix, a leading one the batch), C for a residual,
 // the epilogue for its activation and bias.
