@@ -1,12 +1,11 @@
 #include "driver/autotune_gemm.h"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 #include <map>
 
 #include <fmt/format.h>
 
+#include "driver/tuning_timer.h"
 #include "runtime/cuda/gpu_plan.h"
 #include "runtime/plan.h"
 #include "support/check.h"
@@ -24,47 +23,6 @@ constexpr double kMargin = 0.02;
 constexpr double kSampleMs = 0.3;
 constexpr int kRounds = 5;
 constexpr int kMaxRepeats = 32;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? std::numeric_limits<double>::infinity() : v[v.size() / 2];
-}
-
-// Pseudo-random values in [-1, 1) of one dtype, 64 KiB of them, repeated over device buffers:
-// the tensor cores' power draw, and so the clocks, follow the data, and constant operands would
-// time every algorithm at clocks that real data does not get.
-class RandomFill {
- public:
-  explicit RandomFill(const cuda::Context& context) : context_(context) {}
-  void operator()(cuda::DevicePtr p, size_t bytes, DType dtype) {
-    const size_t size = dtype_size(dtype);
-    if (!is_float(dtype) || bytes < size) {
-      context_.fill_bytes(p, 0, bytes, nullptr);
-      return;
-    }
-    auto [it, fresh] = blocks_.try_emplace(dtype);
-    if (fresh) {
-      const auto count = static_cast<int64_t>((size_t{64} << 10) / size);
-      it->second = Tensor::empty_strided(dtype, {count}, {1});
-      uint32_t state = 12345;
-      for (int64_t i = 0; i < count; ++i) {
-        state = state * 1664525u + 1013904223u;
-        it->second.store(i, (state >> 8) * (2.0 / 16777216.0) - 1.0);
-      }
-    }
-    size_t done = std::min(bytes, static_cast<size_t>(it->second.numel()) * size);
-    context_.copy_to_device(p, it->second.data(), done, nullptr);
-    for (size_t n = 0; done < bytes; done += n) {
-      n = std::min(done, bytes - done);
-      context_.copy_on_device(p + done, p, n, nullptr);
-    }
-  }
-  ~RandomFill() { context_.synchronize(nullptr); }  // the copies from the blocks have run
-
- private:
-  const cuda::Context& context_;
-  std::map<DType, Tensor> blocks_;
-};
 
 // Where a product's operands lie: a buffer and a byte offset into it each (buffer -1: absent).
 struct Place {
@@ -121,30 +79,11 @@ Operands place(const Places& where, const loop::Program& program, RandomFill& fi
 // Times each of `algos` on `ops`, the algorithms taking turns; fills t.ms.
 void measure(GemmTuning& t, const cuda::GemmProblem& g, const Operands& ops, const std::vector<cuda::GemmAlgo>& algos,
              const cuda::CublasLt& cublas, const cuda::Context& context, void* workspace) {
-  cuda::Stream stream = nullptr;
   auto run = [&](size_t i, int times) {
     for (int r = 0; r < times; ++r)
-      cublas.gemm(g, ops.a, ops.b, ops.c, ops.d, ops.bias, workspace, kGemmWorkspace, stream, &algos[i]);
+      cublas.gemm(g, ops.a, ops.b, ops.c, ops.d, ops.bias, workspace, kGemmWorkspace, nullptr, &algos[i]);
   };
-  std::vector<bool> usable(algos.size(), true);
-  for (size_t i = 0; i < algos.size(); ++i) {
-    try {
-      run(i, 1);  // the first use of each
-      context.synchronize(stream);
-    } catch (const Error&) {
-      if (i == 0) throw;  // the heuristic's first must run
-      usable[i] = false;
-    }
-  }
-  double once = context.time_ms(stream, [&] { run(0, 1); });
-  int repeats = static_cast<int>(std::clamp(kSampleMs / std::max(once, 1e-3), 1.0, double{kMaxRepeats}));
-  std::vector<std::vector<double>> samples(algos.size());
-  for (int round = 0; round < kRounds; ++round)
-    for (size_t i = 0; i < algos.size(); ++i)
-      if (usable[i]) samples[i].push_back(context.time_ms(stream, [&] { run(i, repeats); }) / repeats);
-  t.ms.clear();
-  for (size_t i = 0; i < algos.size(); ++i)
-    t.ms.push_back(usable[i] ? median(samples[i]) : std::numeric_limits<double>::infinity());
+  t.ms = time_in_turns(context, algos.size(), run, {.sample_ms = kSampleMs, .rounds = kRounds, .max_repeats = kMaxRepeats});
   t.measured = true;
 }
 

@@ -108,7 +108,9 @@ TEST(CudaCodegen, TransposesTakeWideTilesFirst) {
 
 // A column split over few tiles takes 4 rows of threads with half the widest vector (8-byte
 // loads of bf16), half a wave of splits, and a trip count the compiler sees whole (the split's
-// share of rows over the rows of threads); its loads carry no L2 hint, a row's do.
+// share of rows over the rows of threads); its loads of an input larger than L2 stream with
+// evict-first hints, those of a smaller (or symbolic) one load plainly, a row's keep their lines
+// (evict-last).
 TEST(CudaCodegen, ColumnSplitsTakeNarrowVectorsAndWholeTripCounts) {
   auto d = cuda::preset_device("sm_90a");
   auto gen = cuda_code("  %x = input() : bf16[16384, 8192]\n  %s = sum.dim_IntList(%x, [0])\n  return %s\n", d);
@@ -119,8 +121,15 @@ TEST(CudaCodegen, ColumnSplitsTakeNarrowVectorsAndWholeTripCounts) {
   EXPECT_EQ(c.splits, 16);  // 132 SMs x 16 blocks of 128 threads over 64 tiles: 33 fill a wave
   const std::string& body = gen.cuda.bodies.at(0);
   EXPECT_NE(body.find("trips = active ? 256 : 0;"), std::string::npos) << body;  // 16384 / 16 / 4
-  EXPECT_NE(body.find("L0 = *reinterpret_cast<const coil_rt::Vec<uint16_t, 4>*>(b0 + "), std::string::npos) << body;
-  EXPECT_EQ(body.find("load_keep"), std::string::npos) << body;
+  EXPECT_NE(body.find("L0 = coil_rt::load_stream(reinterpret_cast<const coil_rt::Vec<uint16_t, 4>*>(b0 + "), std::string::npos) << body;
+  EXPECT_EQ(body.find("load_keep("), std::string::npos) << body;
+  for (const char* small : {"bf16[1024, 8192]", "bf16[N, 8192]"}) {
+    auto g = cuda_code(fmt::format("  %x = input() : {}\n  %s = sum.dim_IntList(%x, [0])\n  return %s\n", small), d);
+    ASSERT_EQ(g.cuda.kernels.at(0).config.form, codegen::CudaConfig::Form::column) << small;
+    const std::string& b = g.cuda.bodies.at(0);
+    EXPECT_EQ(b.find("load_stream("), std::string::npos) << small << "\n" << b;
+    EXPECT_NE(b.find("L0 = *reinterpret_cast<const coil_rt::Vec<uint16_t, "), std::string::npos) << small << "\n" << b;
+  }
   // Rows a split share does not divide evenly keep the per-thread count.
   auto odd = cuda_code("  %x = input() : bf16[16381, 8192]\n  %s = sum.dim_IntList(%x, [0])\n  return %s\n", d);
   EXPECT_EQ(odd.cuda.bodies.at(0).find("trips = active ? "), std::string::npos) << odd.cuda.bodies.at(0);

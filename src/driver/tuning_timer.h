@@ -1,0 +1,46 @@
+// How the tuners time work on the device (autotune.h's loop-kernel candidates, autotune_gemm.h's
+// cuBLASLt algorithms): operands filled with pseudo-random values, and the candidates taking
+// turns round after round, each keeping the median of its samples.
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <vector>
+
+#include "coil/tensor.h"
+#include "runtime/cuda/context.h"
+
+namespace coil {
+
+// Pseudo-random values in [-1, 1) of one dtype, 64 KiB of them, repeated over device buffers:
+// the GPU's power draw, and so its clocks, follow the data, and constant operands would time
+// every candidate at clocks that real data does not get. Integer buffers get zeros, a valid
+// index. The copies are queued on the null stream; the destructor waits for them.
+class RandomFill {
+ public:
+  explicit RandomFill(const cuda::Context& context) : context_(context) {}
+  ~RandomFill();
+  RandomFill(const RandomFill&) = delete;
+  RandomFill& operator=(const RandomFill&) = delete;
+  void operator()(cuda::DevicePtr p, size_t bytes, DType dtype);
+
+ private:
+  const cuda::Context& context_;
+  std::map<DType, Tensor> blocks_;
+};
+
+struct TurnsOptions {
+  double sample_ms = 0.3;  // each sample runs about this long (calls repeated)
+  int rounds = 5;          // the candidates take turns this many times
+  int max_repeats = 32;    // calls in one sample at most
+};
+
+// Times `count` candidates on the null stream: run(i, n) queues n calls of candidate i. Each
+// candidate is first called once (the first use of a function); one that throws there is left
+// out (infinity), except candidate 0, whose error propagates. The sample length comes from one
+// timed call of candidate 0. Returns each candidate's median milliseconds per call.
+std::vector<double> time_in_turns(const cuda::Context& context, size_t count,
+                                  const std::function<void(size_t candidate, int calls)>& run,
+                                  const TurnsOptions& options = {});
+
+}  // namespace coil
