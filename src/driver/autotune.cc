@@ -85,15 +85,16 @@ int measure_candidates(TuningUnit& unit, const std::vector<void*>& functions, co
   }
   cuda::DevicePtr status = memory.take(3 * sizeof(int64_t));
   context.fill_zero(status, 3 * sizeof(int64_t), nullptr);
-  int64_t scratch_bytes = 0;
-  for (const auto& c : unit.candidates) scratch_bytes = std::max(scratch_bytes, c.launch.scratch_bytes);
-  cuda::DevicePtr scratch = scratch_bytes ? memory.take(static_cast<size_t>(scratch_bytes)) : 0;
-  if (scratch) context.fill_zero(scratch, static_cast<size_t>(scratch_bytes), nullptr);
+  // Each candidate's scratch a region of its own (the candidates take turns, and one's partials
+  // must not lie where another keeps its tickets), zeroed once.
+  const SplitScratchLayout layout = split_scratch_layout(unit.candidates);
+  cuda::DevicePtr scratch = layout.bytes > 0 ? memory.take(static_cast<size_t>(layout.bytes)) : 0;
+  if (scratch) context.fill_zero(scratch, static_cast<size_t>(layout.bytes), nullptr);
 
   size_t launches = 0;
   auto run = [&](size_t c, int times) {
     const codegen::CudaKernel& info = unit.candidates[c];
-    cuda::DevicePtr own_scratch = info.launch.scratch_bytes ? scratch : 0;
+    cuda::DevicePtr own_scratch = layout.offsets[c] >= 0 ? scratch + static_cast<cuda::DevicePtr>(layout.offsets[c]) : 0;
     for (int i = 0; i < times; ++i)
       launch_loop_kernel(context, functions[c], info, sets[launches++ % kSets], {}, {}, status, own_scratch, nullptr);
   };

@@ -19,6 +19,7 @@
 #include "coil/coil.h"
 #include "driver/compile.h"
 #include "runtime/cuda/allocator.h"
+#include "runtime/cuda/gpu_plan.h"
 
 namespace coil {
 namespace {
@@ -108,9 +109,7 @@ TEST(CudaCodegen, TransposesTakeWideTilesFirst) {
 
 // A column split over few tiles takes 4 rows of threads with half the widest vector (8-byte
 // loads of bf16), half a wave of splits, and a trip count the compiler sees whole (the split's
-// share of rows over the rows of threads); its loads of an input larger than L2 stream with
-// evict-first hints, those of a smaller (or symbolic) one load plainly, a row's keep their lines
-// (evict-last).
+// share of rows over the rows of threads); its loads carry no L2 hint, a row's do.
 TEST(CudaCodegen, ColumnSplitsTakeNarrowVectorsAndWholeTripCounts) {
   auto d = cuda::preset_device("sm_90a");
   auto gen = cuda_code("  %x = input() : bf16[16384, 8192]\n  %s = sum.dim_IntList(%x, [0])\n  return %s\n", d);
@@ -121,15 +120,8 @@ TEST(CudaCodegen, ColumnSplitsTakeNarrowVectorsAndWholeTripCounts) {
   EXPECT_EQ(c.splits, 16);  // 132 SMs x 16 blocks of 128 threads over 64 tiles: 33 fill a wave
   const std::string& body = gen.cuda.bodies.at(0);
   EXPECT_NE(body.find("trips = active ? 256 : 0;"), std::string::npos) << body;  // 16384 / 16 / 4
-  EXPECT_NE(body.find("L0 = coil_rt::load_stream(reinterpret_cast<const coil_rt::Vec<uint16_t, 4>*>(b0 + "), std::string::npos) << body;
-  EXPECT_EQ(body.find("load_keep("), std::string::npos) << body;
-  for (const char* small : {"bf16[1024, 8192]", "bf16[N, 8192]"}) {
-    auto g = cuda_code(fmt::format("  %x = input() : {}\n  %s = sum.dim_IntList(%x, [0])\n  return %s\n", small), d);
-    ASSERT_EQ(g.cuda.kernels.at(0).config.form, codegen::CudaConfig::Form::column) << small;
-    const std::string& b = g.cuda.bodies.at(0);
-    EXPECT_EQ(b.find("load_stream("), std::string::npos) << small << "\n" << b;
-    EXPECT_NE(b.find("L0 = *reinterpret_cast<const coil_rt::Vec<uint16_t, "), std::string::npos) << small << "\n" << b;
-  }
+  EXPECT_NE(body.find("L0 = *reinterpret_cast<const coil_rt::Vec<uint16_t, 4>*>(b0 + "), std::string::npos) << body;
+  EXPECT_EQ(body.find("load_keep"), std::string::npos) << body;
   // Rows a split share does not divide evenly keep the per-thread count.
   auto odd = cuda_code("  %x = input() : bf16[16381, 8192]\n  %s = sum.dim_IntList(%x, [0])\n  return %s\n", d);
   EXPECT_EQ(odd.cuda.bodies.at(0).find("trips = active ? "), std::string::npos) << odd.cuda.bodies.at(0);
@@ -138,6 +130,34 @@ TEST(CudaCodegen, ColumnSplitsTakeNarrowVectorsAndWholeTripCounts) {
   auto norm = cuda_code("  %x = input() : bf16[N, 4096]\n  %y, %m, %r = native_layer_norm(%x, [4096], none, none, 1e-05)\n  return %y\n", d);
   EXPECT_NE(norm.cuda.bodies.at(0).find("coil_rt::load_keep(reinterpret_cast<const coil_rt::Vec<uint16_t, 8>*>(b0 + "), std::string::npos)
       << norm.cuda.bodies.at(0);
+}
+
+// The split kernels of a graph sharing a stream's scratch get regions of their own, 256-byte
+// aligned and apart; a kernel without scratch gets none (the regions as the GPU plan lays them
+// out: CudaGpu.SplitKernelsOfAGraphKeepTheirScratchApart runs it).
+TEST(CudaCodegen, SplitKernelsGetScratchOfTheirOwn) {
+  auto d = cuda::preset_device("sm_90a");
+  auto gen = cuda_code("  %x = input() : f32[16384, 1024]\n  %y = input() : f32[100, 65536]\n  %z = input() : f32[8, 8]\n"
+                       "  %a = sum.dim_IntList(%x, [0])\n  %b = sum.dim_IntList(%y, [1])\n  %c = exp(%z)\n  return %a, %b, %c\n",
+                       d);
+  const auto& kernels = gen.cuda.kernels;
+  ASSERT_EQ(kernels.size(), 3u);
+  SplitScratchLayout layout = split_scratch_layout(kernels);
+  ASSERT_EQ(layout.offsets.size(), 3u);
+  std::vector<std::pair<int64_t, int64_t>> regions;  // [begin, end) of each kernel with scratch
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    if (kernels[i].launch.scratch_bytes == 0) {
+      EXPECT_EQ(layout.offsets[i], -1) << i;
+      continue;
+    }
+    EXPECT_EQ(layout.offsets[i] % 256, 0) << i;
+    regions.emplace_back(layout.offsets[i], layout.offsets[i] + kernels[i].launch.scratch_bytes);
+  }
+  ASSERT_EQ(regions.size(), 2u);  // the column sum and the row sum split
+  std::sort(regions.begin(), regions.end());
+  EXPECT_LE(regions[0].second, regions[1].first);
+  EXPECT_LE(regions[1].second, layout.bytes);
+  EXPECT_EQ(split_scratch_layout({}).bytes, 0);
 }
 
 // Where vectors are possible, rows and pointwise kernels get no scalar candidates (slower in every

@@ -171,6 +171,26 @@ TEST(CudaGpu, SplitReductionsAreChosenForFewLongRows) {
   }
 }
 
+// Two split kernels of one graph: a column sum whose partials start at byte 256 of its scratch
+// and a row sum with tickets for 100 rows (bytes 0-400). Sharing one region, the row sum found
+// the column sum's partials where its tickets should be zero and merged no row past the 64th.
+TEST(CudaGpu, SplitKernelsOfAGraphKeepTheirScratchApart) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  Graph g = parse(
+      "  %x = input() : f32[16384, 1024]\n  %y = input() : f32[100, 65536]\n"
+      "  %a = sum.dim_IntList(%x, [0])\n  %b = sum.dim_IntList(%y, [1])\n  return %a, %b\n");
+  Executable exe = compile(g, {.cache_dir = fresh_cache("split_two"), .device = "cuda", .autotune = false});
+  EXPECT_NE(exe.source.find("column block=32x4 vector=2 splits="), std::string::npos) << exe.source;
+  EXPECT_NE(exe.source.find("row block=512 tpr=512 vector=4 splits="), std::string::npos) << exe.source;
+  for (uint64_t seed : {4, 5, 6}) {
+    TensorMap inputs = random_inputs(g, seed);
+    auto want = evaluate_reference(g, inputs);
+    auto got = exe.run(inputs);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) expect_close(got[i], want[i], fmt::format("run {} output {}", seed, i));
+  }
+}
+
 TEST(CudaGpu, AutotuneMeasuresOnceThenReadsTheCache) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   std::string cache = fresh_cache("tune");

@@ -73,33 +73,15 @@ void CudaEmitter::hook_staged(std::function<std::string(const Staged&)> name) {
   };
 }
 
-// A buffer the kernel only reads and that is larger than L2 (which could not keep it for a later
-// kernel anyway) streams through: evict-first, as Triton's column sums load, so the stream does
-// not push out what else L2 holds. On the H100, a bf16 16384x8192 column sum over two inputs
-// taken in turns: 0.0919 -> 0.0905 ms. A smaller one may be read again from L2 by the next
-// kernel, so its lines keep the default policy.
-bool CudaEmitter::streams(int buffer) const {
-  if (loop::access(k_).writes.count(buffer)) return false;
-  const loop::Buffer& buf = p_.buffers[static_cast<size_t>(buffer)];
-  double bytes = static_cast<double>(dtype_size(buf.dtype));
-  for (const SymInt& size : buf.sizes) {
-    auto n = size.constant();
-    if (!n) return false;
-    bytes *= static_cast<double>(*n);
-  }
-  return bytes > static_cast<double>(device_.l2_bytes);
-}
-
 // `vector` elements of `buffer` from `offset` into `dest` (a Vec) as one access: the offset is a
 // multiple of `vector` (launch.cc's widest_vector) and buffer bases are kBufferAlignment-aligned.
-// Rows keep their loads in L2 over the outputs (whole_load); columns load plainly or stream
-// (`streams`), since the evict_last hint made a split column sum slower (bf16 16384x8192: 0.093
-// -> 0.112 ms).
+// Rows keep their loads in L2 over the outputs (whole_load); columns load plainly, since either
+// hint made the split column sum slower (bf16 16384x8192 on the H100, two inputs taken in turns:
+// evict_last 0.093 -> 0.112 ms; evict-first 0.0922 -> 0.1087 for this configuration, though it
+// took 0.0958 -> 0.0942 for the 16-byte one).
 void CudaEmitter::vector_load(const std::string& in, const std::string& dest, int buffer, const SymInt& offset) {
   const auto vec = fmt::format("coil_rt::Vec<{}, {}>", storage_type(p_.buffers[static_cast<size_t>(buffer)].dtype), config_.vector);
-  if (column_lanes() && streams(buffer))
-    out("{}{} = coil_rt::load_stream(reinterpret_cast<const {}*>(b{} + ({})));", in, dest, vec, buffer, idx(offset));
-  else if (column_lanes())
+  if (column_lanes())
     out("{}{} = *reinterpret_cast<const {}*>(b{} + ({}));", in, dest, vec, buffer, idx(offset));
   else
     out("{}{} = {};", in, dest, whole_load(vec, buffer, idx(offset)));

@@ -81,8 +81,6 @@ class CudaEmitter {
   // Vectorized columns (column form, config_.vector > 1): a thread's `vector` adjacent outputs
   // are lanes (lane_var()) of arrays of partials, their loads staged as one access per row.
   bool column_lanes() const { return config_.form == CudaConfig::Form::column && config_.vector > 1; }
-  // Whether a column lane's loads of `buffer` stream through with evict-first hints.
-  bool streams(int buffer) const;
   std::string lane_var() const;
   std::string acc(size_t i) const;  // step i's partial: acc<i>, or acc<i>[lane]
   void lanes_open(const std::string& indent);

@@ -205,32 +205,4 @@ template <typename V> __forceinline__ V load_keep(const V* p) {
 #endif
 }
 
-// A whole-vector load of a read-only input larger than L2 that is read once (a column
-// reduction's stream): evict-first in L1 and L2, as Triton's column sums load, so the stream does
-// not push out what else L2 holds. Plain asm (no volatile, no memory clobber), so unrolled loads still issue
-// together: only for buffers the kernel does not write. Measured on an H100, bf16 16384x8192
-// column sum over two inputs taken in turns: 0.0919 -> 0.0905 ms.
-template <typename V> __forceinline__ V load_stream(const V* p) {
-#if __CUDA_ARCH__ >= 800
-  unsigned long long policy;
-  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  V r;
-  auto* w = reinterpret_cast<uint32_t*>(&r);
-  if constexpr (sizeof(V) == 16) {
-    asm("ld.global.L1::evict_first.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
-        : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "l"(p), "l"(policy));
-  } else if constexpr (sizeof(V) == 8) {
-    asm("ld.global.L1::evict_first.L2::cache_hint.v2.u32 {%0,%1}, [%2], %3;" : "=r"(w[0]), "=r"(w[1]) : "l"(p), "l"(policy));
-  } else if constexpr (sizeof(V) == 4) {
-    asm("ld.global.L1::evict_first.L2::cache_hint.u32 %0, [%1], %2;" : "=r"(w[0]) : "l"(p), "l"(policy));
-  } else {
-    (void)w, (void)policy;
-    r = *p;
-  }
-  return r;
-#else
-  return *p;
-#endif
-}
-
 }  // namespace coil_rt

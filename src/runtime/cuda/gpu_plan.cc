@@ -73,6 +73,16 @@ cuda::GemmProblem gemm_problem(const loop::ExternCall& call, const loop::Program
   return g;
 }
 
+SplitScratchLayout split_scratch_layout(const std::vector<codegen::CudaKernel>& kernels) {
+  SplitScratchLayout layout;
+  for (const codegen::CudaKernel& k : kernels) {
+    const int64_t bytes = k.launch.scratch_bytes;
+    layout.offsets.push_back(bytes > 0 ? layout.bytes : -1);
+    if (bytes > 0) layout.bytes += (bytes + 255) / 256 * 256;
+  }
+  return layout;
+}
+
 void launch_loop_kernel(const cuda::Context& ctx, void* function, const codegen::CudaKernel& info, const std::vector<cuda::DevicePtr>& ptrs,
                         const std::vector<int64_t>& symbol_values, const std::map<std::string, int64_t>& symbols, cuda::DevicePtr status,
                         cuda::DevicePtr scratch, cuda::Stream stream) {
@@ -290,6 +300,8 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
       status = allocator->allocate(status_bytes, stream);
       ctx.fill_zero(status, status_bytes, stream);
     }
+    const SplitScratchLayout scratch_layout = split_scratch_layout(kernels);
+    const cuda::DevicePtr scratch_base = scratch_layout.bytes > 0 ? split_scratch(static_cast<size_t>(scratch_layout.bytes), stream) : 0;
     for (size_t k = 0; k < nk; ++k) {
       for (size_t b : allocate_before[k]) {
         if (int a = memory.in_place_of[b]; a >= 0) {
@@ -302,7 +314,7 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
       }
       if (functions[k]) {
         const codegen::CudaKernel& info = kernels[k];
-        cuda::DevicePtr scratch = info.launch.scratch_bytes > 0 ? split_scratch(static_cast<size_t>(info.launch.scratch_bytes), stream) : 0;
+        cuda::DevicePtr scratch = info.launch.scratch_bytes > 0 ? scratch_base + static_cast<cuda::DevicePtr>(scratch_layout.offsets[k]) : 0;
         launch_loop_kernel(ctx, functions[k], info, ptrs, symbol_values, symbols, status ? status + k * 3 * sizeof(int64_t) : 0,
                            scratch, stream);
       } else {

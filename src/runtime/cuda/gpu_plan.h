@@ -61,9 +61,9 @@ struct GpuPlan {
   mutable std::vector<Pending> pending_;     // runs whose status words are on their way
   mutable std::vector<Pending> free_slots_;  // for reuse
 
-  // Split reductions' scratch, one region a stream, zeroed when made: the last block of a split
-  // row or column tile sets its ticket back to zero, so the runs on a stream, which it orders,
-  // share it without a fill before every launch.
+  // Split reductions' scratch, one region a stream (split_scratch_layout), zeroed when made: the
+  // last block of a split row or column tile sets its ticket back to zero, so the runs on a
+  // stream, which it orders, share it without a fill before every launch.
   cuda::DevicePtr split_scratch(size_t bytes, cuda::Stream stream) const;
   mutable std::mutex scratch_mutex_;
   mutable std::map<cuda::Stream, std::pair<cuda::DevicePtr, size_t>> split_scratch_;
@@ -93,6 +93,16 @@ GemmViews gemm_views(const loop::ExternCall& call);
 // the epilogue for its activation and bias.
 cuda::GemmProblem gemm_problem(const loop::ExternCall& call, const loop::Program& p, const std::map<std::string, int64_t>& symbols,
                                bool tf32);
+
+// Where split reductions' scratch lies for a list of kernels sharing one region: each kernel with
+// scratch (launch.scratch_bytes) gets bytes of its own, 256-byte aligned (offset -1: none), so
+// the partials one kernel leaves never lie where another keeps its tickets (a kernel finds its
+// tickets zero, as the last block of each tile leaves them, only in a region of its own).
+struct SplitScratchLayout {
+  std::vector<int64_t> offsets;  // per kernel
+  int64_t bytes = 0;             // the region's size
+};
+SplitScratchLayout split_scratch_layout(const std::vector<codegen::CudaKernel>& kernels);
 
 // Launches loop kernel `info` (a CUfunction) over device buffers indexed by buffer id, with the
 // graph's symbol values, its status slot and its scratch (launch.scratch_bytes, its tickets zero; 0 when
