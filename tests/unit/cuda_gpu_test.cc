@@ -155,6 +155,17 @@ TEST(CudaGpu, FusedAttentionMatchesTheReference) {
   }
 }
 
+// `exe` run once per seed on new random inputs, each run against the interpreter.
+void runs_match_reference(const Executable& exe, const Graph& g, std::initializer_list<uint64_t> seeds) {
+  for (uint64_t seed : seeds) {
+    TensorMap inputs = random_inputs(g, seed);
+    auto want = evaluate_reference(g, inputs);
+    auto got = exe.run(inputs);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) expect_close(got[i], want[i], fmt::format("run {} output {}", seed, i));
+  }
+}
+
 TEST(CudaGpu, SplitReductionsAreChosenForFewLongRows) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   Graph g = parse(kGraphs[0]);
@@ -162,13 +173,7 @@ TEST(CudaGpu, SplitReductionsAreChosenForFewLongRows) {
   EXPECT_NE(exe.source.find("splits="), std::string::npos) << exe.source;
   // The split kernels' tickets live in scratch zeroed once a stream: every run, on new inputs,
   // finds them back at zero (a ticket left over would skip or repeat a merge).
-  for (uint64_t seed : {1, 2, 3}) {
-    TensorMap inputs = random_inputs(g, seed);
-    auto want = evaluate_reference(g, inputs);
-    auto got = exe.run(inputs);
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < got.size(); ++i) expect_close(got[i], want[i], fmt::format("run {} output {}", seed, i));
-  }
+  runs_match_reference(exe, g, {1, 2, 3});
 }
 
 // Two split kernels of one graph: a column sum whose partials start at byte 256 of its scratch
@@ -182,13 +187,7 @@ TEST(CudaGpu, SplitKernelsOfAGraphKeepTheirScratchApart) {
   Executable exe = compile(g, {.cache_dir = fresh_cache("split_two"), .device = "cuda", .autotune = false});
   EXPECT_NE(exe.source.find("column block=32x4 vector=2 splits="), std::string::npos) << exe.source;
   EXPECT_NE(exe.source.find("row block=512 tpr=512 vector=4 splits="), std::string::npos) << exe.source;
-  for (uint64_t seed : {4, 5, 6}) {
-    TensorMap inputs = random_inputs(g, seed);
-    auto want = evaluate_reference(g, inputs);
-    auto got = exe.run(inputs);
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < got.size(); ++i) expect_close(got[i], want[i], fmt::format("run {} output {}", seed, i));
-  }
+  runs_match_reference(exe, g, {4, 5, 6});
 }
 
 TEST(CudaGpu, AutotuneMeasuresOnceThenReadsTheCache) {
