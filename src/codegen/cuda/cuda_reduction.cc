@@ -77,8 +77,8 @@ void CudaEmitter::hook_staged(std::function<std::string(const Staged&)> name) {
 // multiple of `vector` (launch.cc's widest_vector) and buffer bases are kBufferAlignment-aligned.
 // Rows keep their loads in L2 over the outputs (whole_load); columns load plainly, since either
 // hint made the split column sum slower (bf16 16384x8192 on the H100, two inputs taken in turns:
-// evict_last 0.093 -> 0.112 ms; evict-first 0.0922 -> 0.1087 for this configuration, though it
-// took 0.0958 -> 0.0942 for the 16-byte one).
+// evict_last 0.093 -> 0.112 ms; evict-first 0.0922 -> 0.1087 with the heuristic's 8-byte
+// loads, the fastest candidate, and 0.0958 -> 0.0942 only with the slower 16-byte ones).
 void CudaEmitter::vector_load(const std::string& in, const std::string& dest, int buffer, const SymInt& offset) {
   const auto vec = fmt::format("coil_rt::Vec<{}, {}>", storage_type(p_.buffers[static_cast<size_t>(buffer)].dtype), config_.vector);
   if (column_lanes())
