@@ -19,10 +19,8 @@ constexpr double kMinTunedFlops = double{1 << 28};
 // Another algorithm replaces the heuristic's first only when at least this much faster: the
 // rounds' medians of one algorithm still move by about a percent between compiles.
 constexpr double kMargin = 0.02;
-// Each sample runs about this long (calls repeated); the algorithms take turns for kRounds.
-constexpr double kSampleMs = 0.3;
-constexpr int kRounds = 5;
-constexpr int kMaxRepeats = 32;
+// Each sample runs about this long (calls repeated); the algorithms take turns.
+constexpr TurnsOptions kTurns{.sample_ms = 0.3, .rounds = 5, .max_repeats = 32};
 
 // Where a product's operands lie: a buffer and a byte offset into it each (buffer -1: absent).
 struct Place {
@@ -83,7 +81,7 @@ void measure(GemmTuning& t, const cuda::GemmProblem& g, const Operands& ops, con
     for (int r = 0; r < times; ++r)
       cublas.gemm(g, ops.a, ops.b, ops.c, ops.d, ops.bias, workspace, kGemmWorkspace, nullptr, &algos[i]);
   };
-  t.ms = time_in_turns(context, algos.size(), run, {.sample_ms = kSampleMs, .rounds = kRounds, .max_repeats = kMaxRepeats});
+  t.ms = time_in_turns(context, algos.size(), run, kTurns);
   t.measured = true;
 }
 

@@ -303,7 +303,8 @@ TEST(CudaGpu, EveryOfferedGemmAlgorithmComputesTheProduct) {
   OnDevice dev{*ctx, {}};
   Tensor a = dev.put(host.at("a")), b = dev.put(host.at("b")), bias = dev.put(host.at("c"));
   Tensor d = dev.put(Tensor::zeros(DType::bf16, {m, n}));
-  cuda::DevicePtr workspace = ctx->allocate(kGemmWorkspace);
+  cuda::DeviceScratch memory(*ctx);
+  cuda::DevicePtr workspace = memory.take(kGemmWorkspace);
   auto algos = lt->algorithms(p, a.data(), b.data(), nullptr, d.data(), bias.data(), kGemmWorkspace);
   ASSERT_FALSE(algos.empty());
   Tensor first;
@@ -314,7 +315,6 @@ TEST(CudaGpu, EveryOfferedGemmAlgorithmComputesTheProduct) {
     if (i == 0) first = got;
     expect_close(got, first, fmt::format("algorithm #{} of {}", i, algos.size()));
   }
-  ctx->release(workspace);
 }
 
 TEST(CudaGpu, DeviceTensorsInAndOut) {

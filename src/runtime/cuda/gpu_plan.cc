@@ -300,7 +300,7 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
       status = allocator->allocate(status_bytes, stream);
       ctx.fill_zero(status, status_bytes, stream);
     }
-    const SplitScratchLayout scratch_layout = split_scratch_layout(kernels);
+    COIL_CHECK(scratch_layout.offsets.size() == kernels.size()) << "the GPU plan's split scratch is not laid out";
     const cuda::DevicePtr scratch_base = scratch_layout.bytes > 0 ? split_scratch(static_cast<size_t>(scratch_layout.bytes), stream) : 0;
     for (size_t k = 0; k < nk; ++k) {
       for (size_t b : allocate_before[k]) {

@@ -23,6 +23,16 @@
 
 namespace coil {
 
+// Where split reductions' scratch lies for a list of kernels sharing one region: each kernel with
+// scratch (launch.scratch_bytes) gets bytes of its own, 256-byte aligned (offset -1: none), so
+// the partials one kernel leaves never lie where another keeps its tickets (a kernel finds its
+// tickets zero, as the last block of each tile leaves them, only in a region of its own).
+struct SplitScratchLayout {
+  std::vector<int64_t> offsets;  // per kernel
+  int64_t bytes = 0;             // the region's size
+};
+SplitScratchLayout split_scratch_layout(const std::vector<codegen::CudaKernel>& kernels);
+
 struct GpuPlan {
   Graph graph;
   LoweredGraph lowered;
@@ -36,6 +46,7 @@ struct GpuPlan {
   std::vector<std::optional<cuda::GemmAlgo>> gemm_algos;  // per program kernel: the tuner's pick, if any
   bool tf32 = false;                           // f32 matrix products may use TF32
   bool status_words = true;                    // some kernel may report an error (loop::may_fail)
+  SplitScratchLayout scratch_layout;           // of `kernels`, in each stream's split scratch
 
   // Host tensors in and out: inputs are copied to the device, outputs back, and errors (index,
   // division) are thrown here. Host weights are copied once and kept on the device (keyed by
@@ -93,16 +104,6 @@ GemmViews gemm_views(const loop::ExternCall& call);
 // the epilogue for its activation and bias.
 cuda::GemmProblem gemm_problem(const loop::ExternCall& call, const loop::Program& p, const std::map<std::string, int64_t>& symbols,
                                bool tf32);
-
-// Where split reductions' scratch lies for a list of kernels sharing one region: each kernel with
-// scratch (launch.scratch_bytes) gets bytes of its own, 256-byte aligned (offset -1: none), so
-// the partials one kernel leaves never lie where another keeps its tickets (a kernel finds its
-// tickets zero, as the last block of each tile leaves them, only in a region of its own).
-struct SplitScratchLayout {
-  std::vector<int64_t> offsets;  // per kernel
-  int64_t bytes = 0;             // the region's size
-};
-SplitScratchLayout split_scratch_layout(const std::vector<codegen::CudaKernel>& kernels);
 
 // Launches loop kernel `info` (a CUfunction) over device buffers indexed by buffer id, with the
 // graph's symbol values, its status slot and its scratch (launch.scratch_bytes, its tickets zero; 0 when
