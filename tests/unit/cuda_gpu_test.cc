@@ -57,9 +57,16 @@ const char* kGraphs[] = {
     "  %s = _softmax(%x, -1, false)\n  return %y, %s\n",
     "  %x = input() : f16[3, 300, 520]\n  %t = permute(%x, [0, 2, 1])\n  %y = mul.Tensor(%t, %t)\n  %z = exp(%x)\n  return %y, %z\n",
     "  %x = input() : f32[3000, 700]\n  %b = input() : f32[700]\n  %y = add.Tensor(%x, %b)\n  %g = gelu(%y)\n  return %g\n",
-    // vectorized columns (8 bf16 lanes) over few tiles: split, Welford and argmin partials per lane
+    // vectorized columns (8 bf16 lanes): Welford, argmin and max partials per lane, in two passes
     "  %x = input() : bf16[3000, 1000]\n  %s = sum.dim_IntList(%x, [0])\n  %v = var.correction(%x, [0], correction=1)\n"
     "  %i = argmin(%x, 0)\n  %m = amax(%x, [0], true)\n  return %s, %v, %i, %m\n",
+    // split column tiles of Welford partials (f32 in 8 lanes: the block's scratch takes 2 lanes a
+    // round; f64: one) and of argmin partials; f64 columns in two passes (Welford's, then the rest)
+    "  %x = input() : bf16[20000, 200]\n  %v = var.correction(%x, [0], correction=1)\n  return %v\n",
+    "  %x = input() : bf16[20000, 200]\n  %i = argmin(%x, 0)\n  return %i\n",
+    "  %x = input() : f64[20000, 70]\n  %v = var.correction(%x, [0], correction=1)\n  return %v\n",
+    "  %y = input() : f64[5000, 90]\n  %v = var.correction(%y, [0], correction=1)\n  %a = argmax(%y, 0)\n"
+    "  %s = sum.dim_IntList(%y, [0])\n  return %v, %a, %s\n",
     // 16-bit transposes in pairs: staged loads and stores and direct accesses as 32-bit pairs; an
     // operand at an odd offset (per element); odd extents (no whole pairs, the swizzled tile)
     "  %x = input() : bf16[2, 130, 66]\n  %y = input() : bf16[2, 66, 130]\n  %t = permute(%y, [0, 2, 1])\n  %z = add.Tensor(%x, %t)\n"

@@ -306,21 +306,22 @@ void CudaEmitter::accumulate(size_t i, const std::string& in, std::vector<std::s
 }
 
 // Combines the partials of steps [first, end) across the threads of each row; afterwards every
-// thread of the row holds the results (reduced values for the following passes and stores).
-void CudaEmitter::combine(size_t first, size_t end, const std::string& in, bool column_form, bool name_results) {
+// thread of the row holds the results.
+void CudaEmitter::combine(size_t first, size_t end, const std::string& in) {
+  if (config_.threads_per_row <= 1) return;
+  for (size_t i = first; i < end; ++i) {
+    if (k_.reductions[i].kind == ReduceKind::welford_m2) continue;
+    out("{}{} = coil_rt::group_allreduce({}, {}, {}, {}, {}, scratch);", in, acc(i), acc(i), combiner_of(i), config_.threads_per_row,
+        device_.warp_size, mask_);
+  }
+}
+
+// Names the combined results of steps [first, end) for the later passes and the stores.
+void CudaEmitter::name_reduced(size_t first, size_t end, const std::string& in) {
   for (size_t i = first; i < end; ++i) {
     const auto& r = k_.reductions[i];
     if (r.kind == ReduceKind::welford_m2) continue;
     std::string acc = this->acc(i);
-    if (column_form) {
-      if (column_lanes()) lanes_open(in);
-      out("{}{}{} = coil_rt::column_allreduce({}, {}, scratch);", in, column_lanes() ? "  " : "", acc, acc, combiner(r.kind));
-      if (column_lanes()) out("{}}}", in);
-    } else if (config_.threads_per_row > 1) {
-      out("{}{} = coil_rt::group_allreduce({}, {}, {}, {}, {}, scratch);", in, acc, acc, combiner(r.kind), config_.threads_per_row,
-          device_.warp_size, mask_);
-    }
-    if (!name_results) continue;
     std::string t = value_type(r.acc);
     if (r.kind == ReduceKind::argmax || r.kind == ReduceKind::argmin) {
       printer_->reduced[static_cast<int>(i)] = acc + ".i";
@@ -338,6 +339,8 @@ void CudaEmitter::combine(size_t first, size_t end, const std::string& in, bool 
   }
 }
 
+std::string CudaEmitter::combiner_of(size_t i) const { return combiner(k_.reductions[i].kind); }
+
 // The type of reduction step i's partial and its identity.
 std::pair<std::string, std::string> CudaEmitter::partial_type(size_t i) const {
   const auto& r = k_.reductions[i];
@@ -347,49 +350,31 @@ std::pair<std::string, std::string> CudaEmitter::partial_type(size_t i) const {
   return {t, reduce_init(r.kind, r.acc)};
 }
 
-// A split row (or column tile): this block's partials go to scratch; the last block of the
-// unit to arrive merges all of them, sets the unit's ticket back to zero (the runtime zeroes a
-// stream's scratch once, not before every launch) and alone goes on to the stores. Ends with the merged
-// results combined across the block, as `combine` leaves them.
-void CudaEmitter::merge_splits(const std::string& in, bool column_form) {
+// A split row: this block's partials go to scratch; the last block of the row to arrive merges
+// all of them, sets the row's ticket back to zero (the runtime zeroes a stream's scratch once,
+// not before every launch) and alone goes on to the stores. Ends with the merged results
+// combined across the block, as `combine` leaves them. (Column tiles: column_combine.)
+void CudaEmitter::merge_splits(const std::string& in) {
   SplitLayout layout = split_layout(k_, config_);
   const int splits = config_.splits;
-  std::string unit = column_form ? "tile" : "row";
-  const bool lanes = column_lanes();
-  std::string column = lanes ? fmt::format(" + threadIdx.x * {} + {}", config_.vector, lane_var()) : " + threadIdx.x";
-  std::string slot = fmt::format("({} * {} + split) * {}{}", unit, splits, layout.width, column_form ? column : "");
-  std::string writer = column_form ? "threadIdx.y == 0" : "lane == 0";
   std::vector<size_t> steps;
   for (size_t i = 0; i < k_.reductions.size(); ++i)
     if (layout.partial_offset[i] >= 0) steps.push_back(i);
-  out("{}if ({}) {{", in, writer);
-  if (lanes) lanes_open(in + "  ");
-  for (size_t i : steps)
-    out("{}  {}reinterpret_cast<{}*>(W + {})[{}] = {};", in, lanes ? "  " : "", partial_type(i).first, layout.partial_offset[i], slot, acc(i));
-  if (lanes) out("{}  }}", in);
+  auto partials = [&](size_t i) { return fmt::format("reinterpret_cast<{}*>(W + {})", partial_type(i).first, layout.partial_offset[i]); };
+  out("{}if (lane == 0) {{", in);
+  for (size_t i : steps) out("{}  {}[row * {} + split] = {};", in, partials(i), splits, acc(i));
   out("{}  __threadfence();", in);
   out("{}}}", in);
   out("{}__syncthreads();", in);
-  out("{}if (threadIdx.x == 0 && threadIdx.y == 0) last_split = atomicAdd(reinterpret_cast<unsigned*>(W) + {}, 1u) == {}u;", in, unit,
-      splits - 1);
+  out("{}if (threadIdx.x == 0) last_split = atomicAdd(reinterpret_cast<unsigned*>(W) + row, 1u) == {}u;", in, splits - 1);
   out("{}__syncthreads();", in);
   out("{}if (!last_split) continue;", in);
   out("{}__threadfence();", in);
-  std::string first = column_form ? "threadIdx.y" : "lane", step = column_form ? std::to_string(config_.block_y) : std::to_string(config_.threads_per_row);
-  std::string merge_in = in;
-  if (lanes) {
-    lanes_open(in);
-    merge_in += "  ";
-  }
-  for (size_t i : steps) out("{}{} = {};", merge_in, acc(i), partial_type(i).second);
-  out("{}for (int q = {}; q < {}; q += {}) {{", merge_in, first, splits, step);
-  std::string other = fmt::format("({} * {} + q) * {}{}", unit, splits, layout.width, column_form ? column : "");
-  for (size_t i : steps)
-    out("{}  {} = {}({}, reinterpret_cast<const {}*>(W + {})[{}]);", merge_in, acc(i), combiner(k_.reductions[i].kind), acc(i),
-        partial_type(i).first, layout.partial_offset[i], other);
-  out("{}}}", merge_in);
-  if (lanes) out("{}}}", in);
-  out("{}if (threadIdx.x == 0 && threadIdx.y == 0) reinterpret_cast<unsigned*>(W)[{}] = 0u;", in, unit);
+  for (size_t i : steps) out("{}{} = {};", in, acc(i), partial_type(i).second);
+  out("{}for (int q = lane; q < {}; q += {}) {{", in, splits, config_.threads_per_row);
+  for (size_t i : steps) out("{}  {} = {}({}, {}[row * {} + q]);", in, acc(i), combiner_of(i), acc(i), partials(i), splits);
+  out("{}}}", in);
+  out("{}if (threadIdx.x == 0) reinterpret_cast<unsigned*>(W)[row] = 0u;", in);
 }
 
 // A persistent row's mean and M2 in two passes over the registers (the sum, then the squared
@@ -447,12 +432,17 @@ void CudaEmitter::reduction_passes(const std::string& indent, const std::string&
     split_pass_ = false;
     for (size_t c = 0; c < carried_.size(); ++c)
       if (carried_[c].pass == first) printer_->carried.emplace_back(carried_[c].value, carried_name(c));
-    if (config_.splits > 1) {
-      COIL_CHECK(first == 0 && end == k_.reductions.size()) << "a split reduction has one pass";
-      combine(first, end, indent, column_form, false);
-      merge_splits(indent, column_form);
+    COIL_CHECK(config_.splits <= 1 || (first == 0 && end == k_.reductions.size())) << "a split reduction has one pass";
+    if (column_form) {
+      column_combine(first, end, indent);
+    } else {
+      if (config_.splits > 1) {
+        combine(first, end, indent);
+        merge_splits(indent);
+      }
+      combine(first, end, indent);
     }
-    combine(first, end, indent, column_form);
+    name_reduced(first, end, indent);
     if (!column_form) emit_reciprocals(first, end, indent);
     first = end;
   }
@@ -526,33 +516,6 @@ void CudaEmitter::row() {
   }
   reduction_passes("    ", "active", false);
   printer_->load_hook = nullptr;
-  out("  }}");
-}
-
-void CudaEmitter::column() {
-  const size_t m = k_.outer.size();
-  out("  __shared__ __align__(16) unsigned char scratch[{}];", static_cast<int64_t>(config_.block * config_.block_y) * kLargestPartial);
-  std::vector<std::string> vars = outer_vars(m);
-  std::string last = vars.back();
-  vars.back() = "tile_x";
-  std::vector<SymInt> extents(k_.outer.begin(), k_.outer.end());
-  const int width = column_width(config_);
-  extents.back() = floordiv(extents.back() + SymInt(width - 1), SymInt(width));
-  if (column_lanes()) find_column_vectors();
-  out("  const idx_t tiles = {};", idx(product(extents)));
-  if (config_.splits > 1) {
-    out("  __shared__ bool last_split;");
-    out("  for (idx_t unit = blockIdx.x; unit < tiles * {}; unit += gridDim.x) {{", config_.splits);
-    out("    const idx_t tile = unit / {};", config_.splits);
-    out("    const int split = static_cast<int>(unit % {});", config_.splits);
-  } else {
-    out("  for (idx_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {{");
-  }
-  decompose("tile", vars, extents, "    ");
-  out("    const idx_t {} = tile_x * {} + static_cast<idx_t>(threadIdx.x){};", last, width,
-      column_lanes() ? fmt::format(" * {}", config_.vector) : "");
-  out("    const bool active = {} < {};", last, idx(k_.outer.back()));
-  reduction_passes("    ", "active", true);
   out("  }}");
 }
 

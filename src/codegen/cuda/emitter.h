@@ -1,6 +1,6 @@
 // The CUDA kernel emitter, shared by its forms: cuda_codegen.cc (signature, index width,
-// helpers), cuda_pointwise.cc (pointwise, vectorized, tiled, serial) and cuda_reduction.cc (row,
-// column, scan). Internal to src/codegen/cuda.
+// helpers), cuda_pointwise.cc (pointwise, vectorized, tiled, serial), cuda_reduction.cc (row,
+// scan) and cuda_column.cc (column). Internal to src/codegen/cuda.
 #pragma once
 #include <fmt/format.h>
 
@@ -47,13 +47,20 @@ class CudaEmitter {
   void tiled();
   // cuda_reduction.cc
   void row();
-  void column();
   void scan();
   void reduction_passes(const std::string& indent, const std::string& active, bool column_form);
   void accumulate(size_t i, const std::string& indent, std::vector<std::string>& lines);
-  void combine(size_t first, size_t end, const std::string& indent, bool column_form, bool name_results = true);
+  void combine(size_t first, size_t end, const std::string& indent);
+  void name_reduced(size_t first, size_t end, const std::string& indent);
   std::pair<std::string, std::string> partial_type(size_t i) const;
-  void merge_splits(const std::string& indent, bool column_form);
+  std::string combiner_of(size_t i) const;  // the combining functor of step i's partials
+  void merge_splits(const std::string& indent);
+  // cuda_column.cc
+  void column();
+  int column_group(size_t i) const;
+  void column_round(size_t i, int g, const std::string& indent, const std::function<void(const std::string&)>& body);
+  void column_spread(size_t i, int g, const std::string& indent);
+  void column_combine(size_t first, size_t end, const std::string& indent);
   void two_pass_moments(size_t i, const std::string& indent, const std::string& active);
   std::string row_loop_open(const std::string& indent, const std::string& active);
   void counted_loop(const std::string& indent, const std::string& var, const std::string& start, const std::string& active,

@@ -19,6 +19,8 @@ inline constexpr size_t kMaxCandidates = 8;
 inline constexpr int64_t kMaxGrid = (int64_t{1} << 31) - 1;
 // The largest partial a thread carries between threads: Welford's (mean, M2, count) in double.
 inline constexpr int64_t kLargestPartial = 24;
+// Shared memory a column reduction's thread has for its partials in one round of combining.
+inline constexpr int64_t kColumnScratchPerThread = 32;
 
 // A column reduction's tile: a warp of threads, each taking `vector` adjacent outputs.
 inline int column_width(const CudaConfig& c) { return c.block * c.vector; }

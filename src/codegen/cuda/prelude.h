@@ -163,18 +163,6 @@ __forceinline__ T group_allreduce(T v, F f, int width, int warp, unsigned mask, 
   return r;
 }
 
-// Combines the partials of the threads that share threadIdx.x (a column reduction's rows of
-// threads, blockDim.y of them) in `scratch` (blockDim.x * blockDim.y of T); all get the result.
-template <typename T, typename F> __forceinline__ T column_allreduce(T v, F f, void* scratch) {
-  T* s = static_cast<T*>(scratch);
-  __syncthreads();
-  s[threadIdx.y * blockDim.x + threadIdx.x] = v;
-  __syncthreads();
-  T r = s[threadIdx.x];
-  for (unsigned y = 1; y < blockDim.y; ++y) r = f(r, s[y * blockDim.x + threadIdx.x]);
-  return r;
-}
-
 // `n` elements of T as one aligned access (16 bytes at most).
 template <typename T, int n> struct alignas(sizeof(T) * n) Vec { T v[n]; };
 

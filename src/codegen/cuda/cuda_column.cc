@@ -1,0 +1,161 @@
+// Column reductions on CUDA: a block takes a tile of adjacent outputs (threadIdx.x, times
+// `vector` lanes), its rows of threads (threadIdx.y) split the reduction, and a split column
+// tile's blocks meet in device scratch, the last to arrive merging their partials.
+#include "codegen/cuda/emitter.h"
+#include "codegen/cuda/launch.h"
+
+namespace coil::codegen {
+
+namespace {
+
+using loop::ReduceKind;
+
+int64_t value_bytes(DType t) {
+  switch (t) {
+    case DType::f64: case DType::i64: return 8;
+    case DType::f32: case DType::f16: case DType::bf16: case DType::i32: return 4;
+    case DType::i16: return 2;
+    case DType::i8: case DType::u8: case DType::b8: return 1;
+  }
+  return 8;
+}
+
+// The column in the tile of a round's column c: thread c / group's lane g * group + c % group.
+std::string column_of(int vector, int group, int g) {
+  if (group == vector) return "c";
+  return fmt::format("c / {} * {} + {} + c % {}", group, vector, g * group, group);
+}
+
+}  // namespace
+
+void CudaEmitter::column() {
+  const size_t m = k_.outer.size();
+  out("  __shared__ __align__(16) unsigned char scratch[{}];", static_cast<int64_t>(config_.block * config_.block_y) * kColumnScratchPerThread);
+  std::vector<std::string> vars = outer_vars(m);
+  std::string last = vars.back();
+  vars.back() = "tile_x";
+  std::vector<SymInt> extents(k_.outer.begin(), k_.outer.end());
+  const int width = column_width(config_);
+  extents.back() = floordiv(extents.back() + SymInt(width - 1), SymInt(width));
+  if (column_lanes()) find_column_vectors();
+  out("  const idx_t tiles = {};", idx(product(extents)));
+  if (config_.splits > 1) {
+    out("  __shared__ bool last_split;");
+    out("  for (idx_t unit = blockIdx.x; unit < tiles * {}; unit += gridDim.x) {{", config_.splits);
+    out("    const idx_t tile = unit / {};", config_.splits);
+    out("    const int split = static_cast<int>(unit % {});", config_.splits);
+  } else {
+    out("  for (idx_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {{");
+  }
+  decompose("tile", vars, extents, "    ");
+  out("    const idx_t {} = tile_x * {} + static_cast<idx_t>(threadIdx.x){};", last, width,
+      column_lanes() ? fmt::format(" * {}", config_.vector) : "");
+  out("    const bool active = {} < {};", last, idx(k_.outer.back()));
+  reduction_passes("    ", "active", true);
+  out("  }}");
+}
+
+// Lanes of step i's partial that one round through the block's scratch takes: as many as fit
+// kColumnScratchPerThread bytes a thread (all of a float sum's).
+int CudaEmitter::column_group(size_t i) const {
+  const auto& r = k_.reductions[i];
+  int64_t bytes = value_bytes(r.acc);
+  if (r.kind == ReduceKind::argmax || r.kind == ReduceKind::argmin) bytes = 16;
+  if (r.kind == ReduceKind::welford_mean) bytes = 2 * bytes + 8;
+  int g = config_.vector;
+  while (g > 1 && g * bytes > kColumnScratchPerThread) g /= 2;
+  return g;
+}
+
+// Step i's partials, lanes [g * group, (g + 1) * group), written to the block's scratch as
+// cs[threadIdx.y][threadIdx.x][lane], then a loop over the tile's columns of that group, each
+// column taken by one thread (`c`, at column column_of(...) of the tile) with `v` the column's
+// partials combined across the rows of threads; the caller's `body` uses them.
+void CudaEmitter::column_round(size_t i, int g, const std::string& in, const std::function<void(const std::string&)>& body) {
+  const int group = column_group(i), b = config_.block, threads = config_.block * config_.block_y;
+  const std::string type = partial_type(i).first, f = combiner_of(i);
+  out("{}__syncthreads();", in);
+  if (column_lanes()) {
+    out("{}#pragma unroll", in);
+    out("{}for (int q = 0; q < {}; ++q) cs{}[(threadIdx.y * {} + threadIdx.x) * {} + q] = acc{}[{} + q];", in, group, i, b, group, i,
+        g * group);
+  } else {
+    out("{}cs{}[threadIdx.y * {} + threadIdx.x] = acc{};", in, i, b, i);
+  }
+  out("{}__syncthreads();", in);
+  out("{}for (int c = threadIdx.y * {} + threadIdx.x; c < {}; c += {}) {{", in, b, b * group, threads);
+  out("{}  {} v = cs{}[c];", in, type, i);
+  out("{}  #pragma unroll", in);
+  out("{}  for (int y = 1; y < {}; ++y) v = {}(v, cs{}[y * {} + c]);", in, config_.block_y, f, i, b * group);
+  body(in + "  ");
+  out("{}}}", in);
+}
+
+// Every thread of the block gets step i's lanes of group g from cs[c] (the column's result).
+void CudaEmitter::column_spread(size_t i, int g, const std::string& in) {
+  const int group = column_group(i);
+  out("{}__syncthreads();", in);
+  if (column_lanes()) {
+    out("{}#pragma unroll", in);
+    out("{}for (int q = 0; q < {}; ++q) acc{}[{} + q] = cs{}[threadIdx.x * {} + q];", in, group, i, g * group, i, group);
+  } else {
+    out("{}acc{} = cs{}[threadIdx.x];", in, i, i);
+  }
+}
+
+// Combines the partials of steps [first, end) across the rows of threads: one round of the
+// block's scratch per group of lanes, where a round per lane and a second round to hand every
+// thread the result had cost eight barriers more for 4 lanes. A split tile's blocks write the
+// combined partials to device scratch; the last block to arrive merges them, sets the tile's
+// ticket back to zero (the runtime zeroes a stream's scratch once, not before every launch) and
+// alone goes on to the stores. Afterwards every thread holds the results, as later passes read
+// them. bf16 16384x8192 sum over dim 0, 16 splits of 32x4 threads, on an H100: 0.0921 -> 0.0908 ms.
+void CudaEmitter::column_combine(size_t first, size_t end, const std::string& in) {
+  std::vector<size_t> steps;
+  for (size_t i = first; i < end; ++i)
+    if (k_.reductions[i].kind != ReduceKind::welford_m2) steps.push_back(i);
+  for (size_t i : steps) out("{}{}* const cs{} = reinterpret_cast<{}*>(scratch);", in, partial_type(i).first, i, partial_type(i).first);
+  const int splits = config_.splits;
+  if (splits <= 1) {
+    for (size_t i : steps)
+      for (int g = 0; g < config_.vector / column_group(i); ++g) {
+        column_round(i, g, in, [&](const std::string& at) { out("{}cs{}[c] = v;", at, i); });
+        column_spread(i, g, in);
+      }
+    return;
+  }
+  SplitLayout layout = split_layout(k_, config_);
+  auto partials = [&](size_t i) {
+    return fmt::format("reinterpret_cast<{}*>(W + {})", partial_type(i).first, layout.partial_offset[i]);
+  };
+  for (size_t i : steps)
+    for (int g = 0; g < config_.vector / column_group(i); ++g)
+      column_round(i, g, in, [&](const std::string& at) {
+        out("{}{}[(tile * {} + split) * {} + {}] = v;", at, partials(i), splits, layout.width, column_of(config_.vector, column_group(i), g));
+      });
+  out("{}__threadfence();", in);
+  out("{}__syncthreads();", in);
+  out("{}if (threadIdx.x == 0 && threadIdx.y == 0) last_split = atomicAdd(reinterpret_cast<unsigned*>(W) + tile, 1u) == {}u;", in,
+      splits - 1);
+  out("{}__syncthreads();", in);
+  out("{}if (!last_split) continue;", in);
+  out("{}__threadfence();", in);
+  const int b = config_.block, threads = config_.block * config_.block_y;
+  for (size_t i : steps) {
+    const int group = column_group(i);
+    for (int g = 0; g < config_.vector / group; ++g) {
+      if (i != steps.front() || g > 0) out("{}__syncthreads();", in);  // the previous round's results are read
+      out("{}for (int c = threadIdx.y * {} + threadIdx.x; c < {}; c += {}) {{", in, b, b * group, threads);
+      out("{}  {} v = {};", in, partial_type(i).first, partial_type(i).second);
+      out("{}  #pragma unroll", in);
+      out("{}  for (int q = 0; q < {}; ++q) v = {}(v, {}[(tile * {} + q) * {} + {}]);", in, splits, combiner_of(i), partials(i), splits,
+          layout.width, column_of(config_.vector, group, g));
+      out("{}  cs{}[c] = v;", in, i);
+      out("{}}}", in);
+      column_spread(i, g, in);
+    }
+  }
+  out("{}if (threadIdx.x == 0 && threadIdx.y == 0) reinterpret_cast<unsigned*>(W)[tile] = 0u;", in);
+}
+
+}  // namespace coil::codegen
