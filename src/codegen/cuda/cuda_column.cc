@@ -72,7 +72,7 @@ int CudaEmitter::column_group(size_t i) const {
 // column taken by one thread (`c`, at column column_of(...) of the tile) with `v` the column's
 // partials combined across the rows of threads; the caller's `body` uses them.
 void CudaEmitter::column_round(size_t i, int g, const std::string& in, const std::function<void(const std::string&)>& body) {
-  const int group = column_group(i), b = config_.block, threads = config_.block * config_.block_y;
+  const int group = column_group(i), b = config_.block;
   const std::string type = partial_type(i).first, f = combiner_of(i);
   out("{}__syncthreads();", in);
   if (column_lanes()) {
@@ -83,11 +83,42 @@ void CudaEmitter::column_round(size_t i, int g, const std::string& in, const std
     out("{}cs{}[threadIdx.y * {} + threadIdx.x] = acc{};", in, i, b, i);
   }
   out("{}__syncthreads();", in);
-  out("{}for (int c = threadIdx.y * {} + threadIdx.x; c < {}; c += {}) {{", in, b, b * group, threads);
-  out("{}  {} v = cs{}[c];", in, type, i);
-  out("{}  #pragma unroll", in);
-  out("{}  for (int y = 1; y < {}; ++y) v = {}(v, cs{}[y * {} + c]);", in, config_.block_y, f, i, b * group);
-  body(in + "  ");
+  std::string at = columns_open(group, in);
+  out("{}{} v = cs{}[c];", at, type, i);
+  out("{}#pragma unroll", at);
+  out("{}for (int y = 1; y < {}; ++y) v = {}(v, cs{}[y * {} + c]);", at, config_.block_y, f, i, b * group);
+  body(at);
+  columns_close(group, in);
+}
+
+// Opens the code run for each column c of a round of `group` lanes (block * group columns over
+// the block's threads): straight-line code, or an unrolled loop of fixed trip count where a thread
+// takes more than one. A loop bounded by the column count instead (c += threads) had made a bf16
+// column sum 0.0910 -> 0.0977 ms on an H100. Returns the indent inside.
+std::string CudaEmitter::columns_open(int group, const std::string& in) {
+  const int columns = config_.block * group, threads = config_.block * config_.block_y;
+  const int per = (columns + threads - 1) / threads;
+  std::string at = in;
+  if (per > 1) {
+    out("{}#pragma unroll", at);
+    out("{}for (int k = 0; k < {}; ++k) {{", at, per);
+    at += "  ";
+  } else {
+    out("{}{{", at);
+    at += "  ";
+  }
+  out("{}const int c = threadIdx.y * {} + threadIdx.x{};", at, config_.block, per > 1 ? fmt::format(" + k * {}", threads) : "");
+  if (per * threads != columns) {
+    out("{}if (c < {}) {{", at, columns);
+    at += "  ";
+  }
+  return at;
+}
+
+void CudaEmitter::columns_close(int group, const std::string& in) {
+  const int columns = config_.block * group, threads = config_.block * config_.block_y;
+  const int per = (columns + threads - 1) / threads;
+  if (per * threads != columns) out("{}  }}", in);
   out("{}}}", in);
 }
 
@@ -140,18 +171,17 @@ void CudaEmitter::column_combine(size_t first, size_t end, const std::string& in
   out("{}__syncthreads();", in);
   out("{}if (!last_split) continue;", in);
   out("{}__threadfence();", in);
-  const int b = config_.block, threads = config_.block * config_.block_y;
   for (size_t i : steps) {
     const int group = column_group(i);
     for (int g = 0; g < config_.vector / group; ++g) {
       if (i != steps.front() || g > 0) out("{}__syncthreads();", in);  // the previous round's results are read
-      out("{}for (int c = threadIdx.y * {} + threadIdx.x; c < {}; c += {}) {{", in, b, b * group, threads);
-      out("{}  {} v = {};", in, partial_type(i).first, partial_type(i).second);
-      out("{}  #pragma unroll", in);
-      out("{}  for (int q = 0; q < {}; ++q) v = {}(v, {}[(tile * {} + q) * {} + {}]);", in, splits, combiner_of(i), partials(i), splits,
-          layout.width, column_of(config_.vector, group, g));
-      out("{}  cs{}[c] = v;", in, i);
-      out("{}}}", in);
+      std::string at = columns_open(group, in);
+      out("{}{} v = {};", at, partial_type(i).first, partial_type(i).second);
+      out("{}#pragma unroll", at);
+      out("{}for (int q = 0; q < {}; ++q) v = {}(v, coil_rt::load_l2({} + (tile * {} + q) * {} + {}));", at, splits, combiner_of(i),
+          partials(i), splits, layout.width, column_of(config_.vector, group, g));
+      out("{}cs{}[c] = v;", at, i);
+      columns_close(group, in);
       column_spread(i, g, in);
     }
   }

@@ -372,7 +372,7 @@ void CudaEmitter::merge_splits(const std::string& in) {
   out("{}__threadfence();", in);
   for (size_t i : steps) out("{}{} = {};", in, acc(i), partial_type(i).second);
   out("{}for (int q = lane; q < {}; q += {}) {{", in, splits, config_.threads_per_row);
-  for (size_t i : steps) out("{}  {} = {}({}, {}[row * {} + q]);", in, acc(i), combiner_of(i), acc(i), partials(i), splits);
+  for (size_t i : steps) out("{}  {} = {}({}, coil_rt::load_l2({} + row * {} + q));", in, acc(i), combiner_of(i), acc(i), partials(i), splits);
   out("{}}}", in);
   out("{}if (threadIdx.x == 0) reinterpret_cast<unsigned*>(W)[row] = 0u;", in);
 }

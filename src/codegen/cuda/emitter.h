@@ -60,6 +60,8 @@ class CudaEmitter {
   int column_group(size_t i) const;
   void column_round(size_t i, int g, const std::string& indent, const std::function<void(const std::string&)>& body);
   void column_spread(size_t i, int g, const std::string& indent);
+  std::string columns_open(int group, const std::string& indent);
+  void columns_close(int group, const std::string& indent);
   void column_combine(size_t first, size_t end, const std::string& indent);
   void two_pass_moments(size_t i, const std::string& indent, const std::string& active);
   std::string row_loop_open(const std::string& indent, const std::string& active);

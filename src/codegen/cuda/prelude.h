@@ -163,6 +163,27 @@ __forceinline__ T group_allreduce(T v, F f, int width, int warp, unsigned mask, 
   return r;
 }
 
+// A load through L2 only (ld.global.cg): partials other blocks wrote during this launch.
+template <typename T> __forceinline__ T load_l2(const T* p) {
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8, "a scalar partial");
+  union {
+    unsigned long long w8;
+    unsigned int w4;
+    unsigned short w2;
+    unsigned char w1;
+    T t;
+  } u;
+  if constexpr (sizeof(T) == 8) u.w8 = __ldcg(reinterpret_cast<const unsigned long long*>(p));
+  else if constexpr (sizeof(T) == 4) u.w4 = __ldcg(reinterpret_cast<const unsigned int*>(p));
+  else if constexpr (sizeof(T) == 2) u.w2 = __ldcg(reinterpret_cast<const unsigned short*>(p));
+  else u.w1 = __ldcg(reinterpret_cast<const unsigned char*>(p));
+  return u.t;
+}
+template <typename T> __forceinline__ Arg<T> load_l2(const Arg<T>* p) { return {load_l2(&p->v), load_l2(&p->i)}; }
+template <typename T> __forceinline__ Welford<T> load_l2(const Welford<T>* p) {
+  return {load_l2(&p->mean), load_l2(&p->m2), load_l2(&p->n)};
+}
+
 // `n` elements of T as one aligned access (16 bytes at most).
 template <typename T, int n> struct alignas(sizeof(T) * n) Vec { T v[n]; };
 
