@@ -132,6 +132,43 @@ TEST(CudaCodegen, ColumnSplitsTakeNarrowVectorsAndWholeTripCounts) {
       << norm.cuda.bodies.at(0);
 }
 
+// A column tile's partials meet in the block's scratch a group of lanes a round, each column
+// taken by one thread in straight-line code: a bf16 sum's 4 float lanes in one round (two
+// barriers, then the ticket's two and one to hand out the merged sums), split partials read back
+// through L2; Welford partials of 8 float lanes take 4 rounds of 2 (kColumnScratchPerThread).
+TEST(CudaCodegen, ColumnsCombineLanesInRoundsOfTheBlocksScratch) {
+  auto d = cuda::preset_device("sm_90a");
+  auto count = [](const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  auto sum = cuda_code("  %x = input() : bf16[16384, 8192]\n  %s = sum.dim_IntList(%x, [0])\n  return %s\n", d);
+  ASSERT_EQ(sum.cuda.kernels.at(0).config.splits, 16);
+  const std::string& body = sum.cuda.bodies.at(0);
+  EXPECT_EQ(count(body, "__syncthreads();"), 5u) << body;
+  EXPECT_NE(body.find("for (int q = 0; q < 4; ++q) cs0[(threadIdx.y * 32 + threadIdx.x) * 4 + q] = acc0[0 + q];"), std::string::npos) << body;
+  EXPECT_NE(body.find("const int c = threadIdx.y * 32 + threadIdx.x;"), std::string::npos) << body;
+  EXPECT_EQ(body.find("c += "), std::string::npos) << body;
+  EXPECT_NE(body.find("coil_rt::load_l2(reinterpret_cast<float*>(W + 256) + (tile * 16 + q) * 128 + c)"), std::string::npos) << body;
+  // Welford partials (16 bytes) of 8 lanes, split: rounds of 2 lanes, column c of the round at
+  // lane g * 2 + c % 2 of thread c / 2.
+  Target t;
+  t.cuda = true;
+  t.device = d;
+  t.cuda_candidate = 1;
+  auto var = generate(parse("  %x = input() : bf16[20000, 200]\n  %v = var.correction(%x, [0], correction=1)\n  return %v\n"), t);
+  const auto& c = var.cuda.kernels.at(0).config;
+  ASSERT_EQ(c.vector, 8);
+  ASSERT_GT(c.splits, 1);
+  const std::string& w = var.cuda.bodies.at(0);
+  for (int g = 0; g < 4; ++g) {
+    EXPECT_NE(w.find(fmt::format("acc0[{} + q] = cs0[threadIdx.x * 2 + q];", 2 * g)), std::string::npos) << g << w;
+    EXPECT_NE(w.find(fmt::format("c / 2 * 8 + {} + c % 2", 2 * g)), std::string::npos) << g << w;
+  }
+  EXPECT_NE(w.find("coil_rt::load_l2(reinterpret_cast<coil_rt::Welford<float>*>(W + "), std::string::npos) << w;
+}
+
 // The split kernels of a graph sharing a stream's scratch get regions of their own, 256-byte
 // aligned and apart; a kernel without scratch gets none (the regions as the GPU plan lays them
 // out: CudaGpu.SplitKernelsOfAGraphKeepTheirScratchApart runs it).
