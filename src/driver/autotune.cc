@@ -74,23 +74,39 @@ std::vector<TuningUnit> tuning_units(const loop::Program& program, const codegen
 int measure_candidates(TuningUnit& unit, const std::vector<void*>& functions, const loop::Program& program,
                        const cuda::Context& context, const build::ArtifactCache& cache) {
   cuda::DeviceScratch memory(context);
-  std::vector<std::vector<cuda::DevicePtr>> sets(kSets, std::vector<cuda::DevicePtr>(program.buffers.size(), 0));
+  // As many sets of the kernel's buffers as the device has room for, up to kSets: a model that
+  // holds most of the device's memory leaves less, and with no room for one set the heuristic's
+  // candidate stands, untuned and not cached, so that a compile with room tunes it.
+  auto bytes_of = [&](int b) {
+    const loop::Buffer& buf = program.buffers[static_cast<size_t>(b)];
+    return static_cast<size_t>(buffer_elements(buf, {})) * dtype_size(buf.dtype);
+  };
+  std::vector<std::vector<cuda::DevicePtr>> sets;
+  while (sets.size() < kSets) {
+    std::vector<cuda::DevicePtr> ptrs(program.buffers.size(), 0);
+    bool room = true;
+    for (int b : unit.candidates.front().buffers)
+      if (!(ptrs[static_cast<size_t>(b)] = memory.try_take(bytes_of(b)))) room = false;
+    if (!room) break;
+    sets.push_back(std::move(ptrs));
+  }
+  const SplitScratchLayout layout = split_scratch_layout(unit.candidates);
+  cuda::DevicePtr status = memory.try_take(3 * sizeof(int64_t));
+  cuda::DevicePtr scratch = layout.bytes > 0 ? memory.try_take(static_cast<size_t>(layout.bytes)) : 0;
+  if (sets.empty() || !status || (layout.bytes > 0 && !scratch)) {
+    unit.note = "not tuned: no device memory for its buffers";
+    unit.winner = 0;
+    return 0;
+  }
+  if (sets.size() < kSets) unit.note = fmt::format("on {} buffer set(s): no device memory for more", sets.size());
   {
     RandomFill fill(context);
     for (auto& ptrs : sets)
-      for (int b : unit.candidates.front().buffers) {
-        const loop::Buffer& buf = program.buffers[static_cast<size_t>(b)];
-        size_t bytes = static_cast<size_t>(buffer_elements(buf, {})) * dtype_size(buf.dtype);
-        ptrs[static_cast<size_t>(b)] = memory.take(bytes);
-        fill(ptrs[static_cast<size_t>(b)], bytes, buf.dtype);
-      }
+      for (int b : unit.candidates.front().buffers) fill(ptrs[static_cast<size_t>(b)], bytes_of(b), program.buffers[static_cast<size_t>(b)].dtype);
   }
-  cuda::DevicePtr status = memory.take(3 * sizeof(int64_t));
   context.fill_zero(status, 3 * sizeof(int64_t), nullptr);
   // Each candidate's scratch a region of its own (the candidates take turns, and one's partials
   // must not lie where another keeps its tickets), zeroed once.
-  const SplitScratchLayout layout = split_scratch_layout(unit.candidates);
-  cuda::DevicePtr scratch = layout.bytes > 0 ? memory.take(static_cast<size_t>(layout.bytes)) : 0;
   if (scratch) context.fill_zero(scratch, static_cast<size_t>(layout.bytes), nullptr);
 
   size_t launches = 0;
@@ -98,7 +114,7 @@ int measure_candidates(TuningUnit& unit, const std::vector<void*>& functions, co
     const codegen::CudaKernel& info = unit.candidates[c];
     cuda::DevicePtr own_scratch = layout.offsets[c] >= 0 ? scratch + static_cast<cuda::DevicePtr>(layout.offsets[c]) : 0;
     for (int i = 0; i < times; ++i)
-      launch_loop_kernel(context, functions[c], info, sets[launches++ % kSets], {}, {}, status, own_scratch, nullptr);
+      launch_loop_kernel(context, functions[c], info, sets[launches++ % sets.size()], {}, {}, status, own_scratch, nullptr);
   };
   // A candidate the device cannot launch (resources) is left out; the heuristic's must work.
   unit.ms = time_in_turns(context, unit.candidates.size(), run, kTurns);
@@ -111,13 +127,16 @@ int measure_candidates(TuningUnit& unit, const std::vector<void*>& functions, co
 }
 
 std::string tuning_report(const TuningUnit& unit) {
+  if (unit.ms.empty())
+    return fmt::format("{}: {}; the heuristic's {}", unit.candidates.front().name, unit.note,
+                       codegen::to_string(unit.candidates.front().config));
   std::vector<size_t> order(unit.ms.size());
   for (size_t c = 0; c < order.size(); ++c) order[c] = c;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return unit.ms[a] < unit.ms[b]; });
   std::string out = unit.candidates.front().name + ":";
   for (size_t c : order)
     out += fmt::format("{} {:.3f} ms {}", c == order.front() ? "" : ",", unit.ms[c], codegen::to_string(unit.candidates[c].config));
-  return out;
+  return unit.note.empty() ? out : out + "; " + unit.note;
 }
 
 }  // namespace coil

@@ -21,6 +21,7 @@ struct TuningUnit {
   std::string key;                  // the tuning cache's key
   int winner = -1;     // from the tuning cache, or once measured
   std::vector<double> ms;  // per candidate once measured (infinity: it did not launch)
+  std::string note;        // how the measurement fell short of the usual (device memory), if it did
 };
 // "k0_y: 0.120 ms column block=32x8 vector=8 splits=33, 0.131 ms ..." (fastest first).
 std::string tuning_report(const TuningUnit& unit);
@@ -32,7 +33,8 @@ std::vector<TuningUnit> tuning_units(const loop::Program& program, const codegen
                                      const build::ArtifactCache& cache);
 
 // Times every candidate of `unit` (functions[c] is candidate c's CUfunction) on scratch buffers
-// and returns the fastest's index; records it in the tuning cache.
+// and returns the fastest's index; records it in the tuning cache. Where the device has no memory
+// for the buffers, returns the heuristic's candidate (0) unmeasured and uncached (unit.note says so).
 int measure_candidates(TuningUnit& unit, const std::vector<void*>& functions, const loop::Program& program,
                        const cuda::Context& context, const build::ArtifactCache& cache);
 

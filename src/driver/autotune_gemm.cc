@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -58,20 +59,28 @@ struct Operands {
   void* d = nullptr;
 };
 
-Operands place(const Places& where, const loop::Program& program, RandomFill& fill, cuda::DeviceScratch& memory) {
+// Nothing where the device has no memory for the operands.
+std::optional<Operands> place(const Places& where, const loop::Program& program, RandomFill& fill, cuda::DeviceScratch& memory) {
   std::map<int, cuda::DevicePtr> base;
+  bool room = true;
   auto at = [&](const Place& p) -> void* {
-    if (p.buffer < 0) return nullptr;
+    if (p.buffer < 0 || !room) return nullptr;
     auto [it, fresh] = base.try_emplace(p.buffer);
     if (fresh) {
       const loop::Buffer& buf = program.buffers[static_cast<size_t>(p.buffer)];
       size_t bytes = static_cast<size_t>(buffer_elements(buf, {})) * dtype_size(buf.dtype);
-      it->second = memory.take(bytes);
+      it->second = memory.try_take(bytes);
+      if (!it->second) {
+        room = false;
+        return nullptr;
+      }
       fill(it->second, bytes, buf.dtype);
     }
     return reinterpret_cast<void*>(it->second + static_cast<cuda::DevicePtr>(p.byte_offset));
   };
-  return Operands{.a = at(where.a), .b = at(where.b), .c = at(where.c), .bias = at(where.bias), .d = at(where.d)};
+  Operands ops{.a = at(where.a), .b = at(where.b), .c = at(where.c), .bias = at(where.bias), .d = at(where.d)};
+  if (!room) return std::nullopt;
+  return ops;
 }
 
 // Times each of `algos` on `ops`, the algorithms taking turns; fills t.ms.
@@ -125,12 +134,20 @@ std::vector<GemmTuning> tune_gemms(const loop::Program& program, bool tf32, cons
     if (auto cached = cache.read(t.key, "tune")) {
       t.winner = cuda::gemm_algo_from_hex(*cached);  // "first": the heuristic's
     } else {
+      // Without device memory for the operands (and the workspace), the heuristic's algorithm
+      // stands, untuned and not cached.
       cuda::DeviceScratch memory(context);
-      Operands ops = place(where, program, fill, memory);
-      auto algos = cublas.algorithms(g, ops.a, ops.b, ops.c, ops.d, ops.bias, kGemmWorkspace);
+      std::optional<Operands> ops = place(where, program, fill, memory);
+      if (ops && !workspace) workspace = shared.try_take(kGemmWorkspace);
+      if (!ops || !workspace) {
+        t.note = "not tuned: no device memory for its operands";
+        done[t.key] = t.winner;
+        out.push_back(std::move(t));
+        continue;
+      }
+      auto algos = cublas.algorithms(g, ops->a, ops->b, ops->c, ops->d, ops->bias, kGemmWorkspace);
       if (algos.size() > 1) {
-        if (!workspace) workspace = shared.take(kGemmWorkspace);
-        measure(t, g, ops, algos, cublas, context, reinterpret_cast<void*>(workspace));
+        measure(t, g, *ops, algos, cublas, context, reinterpret_cast<void*>(workspace));
         t.kept = pick_algorithm(t.ms, kMargin);
         if (t.kept > 0) t.winner = algos[t.kept];
       }
@@ -143,6 +160,7 @@ std::vector<GemmTuning> tune_gemms(const loop::Program& program, bool tf32, cons
 }
 
 std::string tuning_report(const GemmTuning& t) {
+  if (!t.measured) return t.name + " (cuBLASLt): " + (t.note.empty() ? "from the tuning cache" : t.note);
   std::vector<size_t> order(t.ms.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return t.ms[a] < t.ms[b]; });

@@ -27,6 +27,7 @@ struct GemmTuning {
   bool measured = false;                 // in this compile (else from the cache or a repeat)
   std::vector<double> ms;                // per offered algorithm, once measured (infinity: it failed)
   size_t kept = 0;                       // once measured: the index of the winner in `ms`
+  std::string note;                      // why it was not measured, where the device had no memory
 };
 
 // The index of the algorithm to keep given each one's time: the fastest, unless it beats the

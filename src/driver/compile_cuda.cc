@@ -131,7 +131,7 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
     } else if (unit.winner < 0) {
       measure_candidates(unit, candidates, gen.lowered.program, *context, cache);
       measured[unit.key] = unit.winner;
-      ++exe.stats.tuned_kernels;
+      if (!unit.ms.empty()) ++exe.stats.tuned_kernels;
       exe.stats.tuning.push_back(tuning_report(unit));
     } else {
       ++exe.stats.tuning_cache_hits;
@@ -149,6 +149,8 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
     gpu->gemm_algos[t.kernel] = t.winner;
     if (t.measured) {
       ++exe.stats.tuned_kernels;
+      exe.stats.tuning.push_back(tuning_report(t));
+    } else if (!t.note.empty()) {
       exe.stats.tuning.push_back(tuning_report(t));
     } else {
       ++exe.stats.tuning_cache_hits;

@@ -1,7 +1,8 @@
 // The CUDA backend on a GPU (scripts/gpu-check runs these; without a driver they skip): every
 // candidate configuration of every kernel against the interpreter, on sizes that make the
 // heuristics pick split reductions, persistent rows and tiled transposes; the autotuner (loop
-// kernels and cuBLASLt's algorithms) and its on-disk cache; device tensors in and out with errors reported asynchronously.
+// kernels and cuBLASLt's algorithms) and its on-disk cache, tuning beside a model that holds most of
+// the device's memory; device tensors in and out with errors reported asynchronously.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
@@ -214,6 +215,62 @@ TEST(CudaGpu, AutotuneMeasuresOnceThenReadsTheCache) {
   for (const Executable* exe : {&cold, &warm}) {
     auto got = exe->run(inputs);
     for (size_t i = 0; i < got.size(); ++i) expect_close(got[i], want[i], "tuned output " + std::to_string(i));
+  }
+}
+
+// The device's memory all taken but `room` bytes (in 32 MiB pieces, the rest in 2 MiB ones),
+// given back when it goes: a model holding most of the GPU while coil compiles beside it.
+class DeviceFull {
+ public:
+  DeviceFull(const cuda::Context& ctx, size_t room) : ctx_(ctx) {
+    for (size_t piece : {size_t{32} << 20, size_t{2} << 20})
+      while (cuda::DevicePtr p = ctx_.try_allocate(piece)) (piece > (size_t{2} << 20) ? big_ : small_).push_back(p);
+    for (size_t freed = 0; freed < room && !big_.empty(); freed += size_t{32} << 20) {
+      ctx_.release(big_.back());
+      big_.pop_back();
+    }
+  }
+  ~DeviceFull() {
+    for (auto* v : {&big_, &small_})
+      for (cuda::DevicePtr p : *v) ctx_.release(p);
+  }
+
+ private:
+  const cuda::Context& ctx_;
+  std::vector<cuda::DevicePtr> big_, small_;
+};
+
+// The loop tuner does with the device memory a model leaves: with room for one set of a 64 MiB
+// column sum's buffers it times on that one (not two), with none it keeps the heuristic's
+// candidate, untuned and uncached, so that a compile with room tunes it; every result is right.
+TEST(CudaGpu, TuningDoesWithTheDeviceMemoryLeft) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  auto ctx = cuda::Context::open(0);
+  std::string cache = fresh_cache("tune_memory");
+  Graph g = parse("  %x = input() : bf16[4096, 8192]\n  %s = sum.dim_IntList(%x, [0])\n  return %s\n");
+  TensorMap inputs = random_inputs(g, 5);
+  auto want = evaluate_reference(g, inputs);
+  auto report = [](const Executable& exe) { return fmt::format("{}", fmt::join(exe.stats.tuning, "\n")); };
+  auto compile_in = [&](size_t room) {
+    DeviceFull full(*ctx, room);
+    return compile(g, {.cache_dir = fresh_cache(fmt::format("tune_memory_{}", room)), .device = "cuda"});
+  };
+  Executable one = compile_in(size_t{96} << 20);
+  EXPECT_EQ(one.stats.tuned_kernels, 1) << report(one);
+  EXPECT_NE(report(one).find("on 1 buffer set(s)"), std::string::npos) << report(one);
+  Executable none = [&] {
+    DeviceFull full(*ctx, size_t{32} << 20);
+    return compile(g, {.cache_dir = cache, .device = "cuda"});
+  }();
+  EXPECT_EQ(none.stats.tuned_kernels, 0) << report(none);
+  EXPECT_NE(report(none).find("not tuned: no device memory"), std::string::npos) << report(none);
+  Executable later = compile(g, {.cache_dir = cache, .device = "cuda"});
+  EXPECT_EQ(later.stats.tuned_kernels, 1) << report(later);
+  EXPECT_EQ(report(later).find("buffer set"), std::string::npos) << report(later);
+  for (const Executable* exe : {&one, &none, &later}) {
+    auto got = exe->run(inputs);
+    ASSERT_EQ(got.size(), 1u);
+    expect_close(got[0], want[0], "column sum");
   }
 }
 

@@ -100,13 +100,30 @@ Context::~Context() {
 
 void Context::make_current() const { driver_->check(api_->set_current(context_), "cuCtxSetCurrent"); }
 
-DevicePtr Context::allocate(size_t bytes) const {
+namespace {
+constexpr int kOutOfMemory = 2;  // CUDA_ERROR_OUT_OF_MEMORY
+}  // namespace
+
+DevicePtr Context::try_allocate(size_t bytes) const {
   make_current();
   DevicePtr p = 0;
   int rc = api_->mem_alloc(&p, bytes);
+  if (rc == kOutOfMemory) return 0;
   if (rc != 0) {
     try {
       driver_->check(rc, "cuMemAlloc");
+    } catch (const Error& e) {
+      fail("{} ({} bytes on {})", e.what(), bytes, info_.name);
+    }
+  }
+  return p;
+}
+
+DevicePtr Context::allocate(size_t bytes) const {
+  DevicePtr p = try_allocate(bytes);
+  if (!p && bytes > 0) {
+    try {
+      driver_->check(kOutOfMemory, "cuMemAlloc");
     } catch (const Error& e) {
       fail("{} ({} bytes on {})", e.what(), bytes, info_.name);
     }
@@ -246,6 +263,12 @@ DeviceScratch::~DeviceScratch() {
 DevicePtr DeviceScratch::take(size_t bytes) {
   owned_.push_back(context_.allocate(std::max<size_t>(bytes, 16)));
   return owned_.back();
+}
+
+DevicePtr DeviceScratch::try_take(size_t bytes) {
+  DevicePtr p = context_.try_allocate(std::max<size_t>(bytes, 16));
+  if (p) owned_.push_back(p);
+  return p;
 }
 
 }  // namespace coil::cuda

@@ -35,6 +35,7 @@ class Context : public std::enable_shared_from_this<Context> {
   void make_current() const;
 
   DevicePtr allocate(size_t bytes) const;  // raw cuMemAlloc; see DeviceAllocator for caching
+  DevicePtr try_allocate(size_t bytes) const;  // the same, or 0 where the device is out of memory
   void release(DevicePtr p) const;
   void copy_to_device(DevicePtr dst, const void* src, size_t bytes, Stream s) const;
   void copy_to_host(void* dst, DevicePtr src, size_t bytes, Stream s) const;
@@ -85,6 +86,7 @@ class DeviceScratch {
   DeviceScratch(const DeviceScratch&) = delete;
   DeviceScratch& operator=(const DeviceScratch&) = delete;
   DevicePtr take(size_t bytes);  // at least 16 bytes
+  DevicePtr try_take(size_t bytes);  // the same, or 0 where the device is out of memory
 
  private:
   const Context& context_;
