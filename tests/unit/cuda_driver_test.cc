@@ -1,6 +1,7 @@
 // The CUDA driver loader without a GPU: with no driver it says why (coil then runs on the CPU);
 // against a fake libcuda built here, it resolves every entry point through cuGetProcAddress,
-// reads DeviceInfo from device attributes, and turns failing calls into named errors.
+// reads DeviceInfo from device attributes, turns failing calls into named errors, and tells an
+// allocation that finds the device full from other failures.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -8,6 +9,7 @@
 #include <fstream>
 
 #include "coil/error.h"
+#include "runtime/cuda/context.h"
 #include "runtime/cuda/driver.h"
 
 namespace coil::cuda {
@@ -31,15 +33,40 @@ static int attribute(int* v, int which, int) {
   }
   return 1;
 }
-static int error_name(int rc, const char** s) { *s = rc == 101 ? "CUDA_ERROR_INVALID_DEVICE" : "CUDA_ERROR_INVALID_VALUE"; return 0; }
-static int error_string(int rc, const char** s) { *s = rc == 101 ? "invalid device ordinal" : "invalid argument"; return 0; }
+static int error_name(int rc, const char** s) {
+  *s = rc == 101 ? "CUDA_ERROR_INVALID_DEVICE" : rc == 2 ? "CUDA_ERROR_OUT_OF_MEMORY" : "CUDA_ERROR_INVALID_VALUE";
+  return 0;
+}
+static int error_string(int rc, const char** s) {
+  *s = rc == 101 ? "invalid device ordinal" : rc == 2 ? "out of memory" : "invalid argument";
+  return 0;
+}
 static int encode_tiled() { return 0; }
+// Contexts and 100 MiB of device memory (addresses from 4096 up, never reused).
+static int retain(void** c, int) { static int primary; *c = &primary; return 0; }
+static int noop() { return 0; }
+static uint64_t used = 0, next_address = 4096;
+static int mem_alloc(uint64_t* p, size_t bytes) {
+  if (bytes == 0) return 1;
+  if (used + bytes > (uint64_t{100} << 20)) return 2;
+  used += bytes;
+  *p = next_address;
+  next_address += bytes;
+  return 0;
+}
+static int mem_free(uint64_t) { used = 0; return 0; }  // the tests free their one allocation
 int cuGetProcAddress_v2(const char* symbol, void** fn, int, uint64_t, int* status) {
   struct { const char* name; void* fn; } table[] = {
     {"cuInit", (void*)init}, {"cuDeviceGetCount", (void*)count}, {"cuDeviceGet", (void*)get},
     {"cuDeviceGetName", (void*)name}, {"cuDeviceGetAttribute", (void*)attribute},
     {"cuGetErrorName", (void*)error_name}, {"cuGetErrorString", (void*)error_string},
-    {"cuTensorMapEncodeTiled", (void*)encode_tiled}};
+    {"cuTensorMapEncodeTiled", (void*)encode_tiled}, {"cuDevicePrimaryCtxRetain", (void*)retain},
+    {"cuMemAlloc", (void*)mem_alloc}, {"cuMemFree", (void*)mem_free}};
+  static const char* quiet[] = {"cuDevicePrimaryCtxRelease", "cuCtxSetCurrent", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync",
+    "cuMemcpyDtoDAsync", "cuMemsetD8Async", "cuStreamSynchronize", "cuModuleLoadData", "cuModuleUnload", "cuModuleGetFunction",
+    "cuFuncSetAttribute", "cuLaunchKernel", "cuEventCreate", "cuEventRecord", "cuEventSynchronize", "cuEventElapsedTime",
+    "cuEventDestroy", "cuEventQuery", "cuMemAllocHost", "cuMemFreeHost"};
+  for (const char* q : quiet) if (std::strcmp(q, symbol) == 0) { *fn = (void*)noop; if (status) *status = 0; return 0; }
   for (auto& e : table) if (std::strcmp(e.name, symbol) == 0) { *fn = e.fn; if (status) *status = 0; return 0; }
   *fn = nullptr;
   return 500;
@@ -89,6 +116,31 @@ TEST_F(FakeDriver, FailingCallsNameTheCallTheErrorAndItsMeaning) {
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "cuDeviceGet failed: CUDA_ERROR_INVALID_DEVICE (invalid device ordinal)");
   }
+}
+
+// Device memory runs out: try_allocate (and DeviceScratch::try_take) give 0, allocate names the
+// error; any other failing allocation is an error from both.
+TEST_F(FakeDriver, OutOfMemoryIsZeroForTheTryingAllocations) {
+  auto ctx = Context::open(0);
+  const size_t mib60 = size_t{60} << 20;
+  DevicePtr a = ctx->try_allocate(mib60);
+  EXPECT_NE(a, 0u);
+  EXPECT_EQ(ctx->try_allocate(mib60), 0u);
+  {
+    DeviceScratch scratch(*ctx);
+    EXPECT_EQ(scratch.try_take(mib60), 0u);
+  }
+  try {
+    ctx->allocate(mib60);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cuMemAlloc failed: CUDA_ERROR_OUT_OF_MEMORY (out of memory) (62914560 bytes on Fake H100)"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(ctx->try_allocate(0), Error);  // invalid, not out of memory
+  ctx->release(a);
+  EXPECT_NE(ctx->try_allocate(mib60), 0u);
 }
 
 TEST(CudaDriver, WithoutADriverTheErrorSaysWhy) {
