@@ -77,10 +77,7 @@ int measure_candidates(TuningUnit& unit, const std::vector<void*>& functions, co
   // As many sets of the kernel's buffers as the device has room for, up to kSets: a model that
   // holds most of the device's memory leaves less, and with no room for one set the heuristic's
   // candidate stands, untuned and not cached, so that a compile with room tunes it.
-  auto bytes_of = [&](int b) {
-    const loop::Buffer& buf = program.buffers[static_cast<size_t>(b)];
-    return static_cast<size_t>(buffer_elements(buf, {})) * dtype_size(buf.dtype);
-  };
+  auto bytes_of = [&](int b) { return buffer_bytes(program.buffers[static_cast<size_t>(b)], {}); };
   std::vector<std::vector<cuda::DevicePtr>> sets;
   while (sets.size() < kSets) {
     std::vector<cuda::DevicePtr> ptrs(program.buffers.size(), 0);

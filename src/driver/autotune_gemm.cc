@@ -68,7 +68,7 @@ std::optional<Operands> place(const Places& where, const loop::Program& program,
     auto [it, fresh] = base.try_emplace(p.buffer);
     if (fresh) {
       const loop::Buffer& buf = program.buffers[static_cast<size_t>(p.buffer)];
-      size_t bytes = static_cast<size_t>(buffer_elements(buf, {})) * dtype_size(buf.dtype);
+      size_t bytes = buffer_bytes(buf, {});
       it->second = memory.try_take(bytes);
       if (!it->second) {
         room = false;
@@ -141,17 +141,15 @@ std::vector<GemmTuning> tune_gemms(const loop::Program& program, bool tf32, cons
       if (ops && !workspace) workspace = shared.try_take(kGemmWorkspace);
       if (!ops || !workspace) {
         t.note = "not tuned: no device memory for its operands";
-        done[t.key] = t.winner;
-        out.push_back(std::move(t));
-        continue;
+      } else {
+        auto algos = cublas.algorithms(g, ops->a, ops->b, ops->c, ops->d, ops->bias, kGemmWorkspace);
+        if (algos.size() > 1) {
+          measure(t, g, *ops, algos, cublas, context, reinterpret_cast<void*>(workspace));
+          t.kept = pick_algorithm(t.ms, kMargin);
+          if (t.kept > 0) t.winner = algos[t.kept];
+        }
+        cache.store(t.key, "tune", t.winner ? cuda::to_hex(*t.winner) : "first");
       }
-      auto algos = cublas.algorithms(g, ops->a, ops->b, ops->c, ops->d, ops->bias, kGemmWorkspace);
-      if (algos.size() > 1) {
-        measure(t, g, *ops, algos, cublas, context, reinterpret_cast<void*>(workspace));
-        t.kept = pick_algorithm(t.ms, kMargin);
-        if (t.kept > 0) t.winner = algos[t.kept];
-      }
-      cache.store(t.key, "tune", t.winner ? cuda::to_hex(*t.winner) : "first");
     }
     done[t.key] = t.winner;
     out.push_back(std::move(t));

@@ -31,6 +31,10 @@ int64_t buffer_elements(const loop::Buffer& buf, const std::map<std::string, int
   return std::max<int64_t>(span_of(eval_all(buf.sizes, symbols), eval_all(buf.strides, symbols), buf.offset.eval(symbols)), 1);
 }
 
+size_t buffer_bytes(const loop::Buffer& buf, const std::map<std::string, int64_t>& symbols) {
+  return static_cast<size_t>(buffer_elements(buf, symbols)) * static_cast<size_t>(dtype_size(buf.dtype));
+}
+
 std::vector<Tensor> Plan::run(const TensorMap& inputs, const TensorMap& weights) const {
   auto symbols = bind_symbols(graph, inputs);
   std::vector<int64_t> symbol_values;

@@ -32,6 +32,8 @@ struct Plan {
 std::vector<int64_t> eval_all(const SymShape& s, const std::map<std::string, int64_t>& symbols);
 // Storage elements a buffer's layout addresses (at least one).
 int64_t buffer_elements(const loop::Buffer& buf, const std::map<std::string, int64_t>& symbols);
+// The bytes of those elements.
+size_t buffer_bytes(const loop::Buffer& buf, const std::map<std::string, int64_t>& symbols);
 // `t` checked against the buffer's dtype and shape, as a tensor in the buffer's layout (a
 // contiguous copy when it is not).
 Tensor bind_external(const Tensor& t, const loop::Buffer& b, const std::map<std::string, int64_t>& symbols, const std::string& what);

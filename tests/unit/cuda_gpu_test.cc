@@ -251,17 +251,14 @@ TEST(CudaGpu, TuningDoesWithTheDeviceMemoryLeft) {
   TensorMap inputs = random_inputs(g, 5);
   auto want = evaluate_reference(g, inputs);
   auto report = [](const Executable& exe) { return fmt::format("{}", fmt::join(exe.stats.tuning, "\n")); };
-  auto compile_in = [&](size_t room) {
+  auto compile_in = [&](size_t room, const std::string& cache_dir) {
     DeviceFull full(*ctx, room);
-    return compile(g, {.cache_dir = fresh_cache(fmt::format("tune_memory_{}", room)), .device = "cuda"});
+    return compile(g, {.cache_dir = cache_dir, .device = "cuda"});
   };
-  Executable one = compile_in(size_t{96} << 20);
+  Executable one = compile_in(size_t{96} << 20, fresh_cache("tune_memory_one"));
   EXPECT_EQ(one.stats.tuned_kernels, 1) << report(one);
   EXPECT_NE(report(one).find("on 1 buffer set(s)"), std::string::npos) << report(one);
-  Executable none = [&] {
-    DeviceFull full(*ctx, size_t{32} << 20);
-    return compile(g, {.cache_dir = cache, .device = "cuda"});
-  }();
+  Executable none = compile_in(size_t{32} << 20, cache);
   EXPECT_EQ(none.stats.tuned_kernels, 0) << report(none);
   EXPECT_NE(report(none).find("not tuned: no device memory"), std::string::npos) << report(none);
   Executable later = compile(g, {.cache_dir = cache, .device = "cuda"});

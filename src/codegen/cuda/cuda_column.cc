@@ -10,16 +10,6 @@ namespace {
 
 using loop::ReduceKind;
 
-int64_t value_bytes(DType t) {
-  switch (t) {
-    case DType::f64: case DType::i64: return 8;
-    case DType::f32: case DType::f16: case DType::bf16: case DType::i32: return 4;
-    case DType::i16: return 2;
-    case DType::i8: case DType::u8: case DType::b8: return 1;
-  }
-  return 8;
-}
-
 // The column in the tile of a round's column c: thread c / group's lane g * group + c % group.
 std::string column_of(int vector, int group, int g) {
   if (group == vector) return "c";
@@ -59,7 +49,8 @@ void CudaEmitter::column() {
 // kColumnScratchPerThread bytes a thread (all of a float sum's).
 int CudaEmitter::column_group(size_t i) const {
   const auto& r = k_.reductions[i];
-  int64_t bytes = value_bytes(r.acc);
+  // value_type's: 16-bit floats accumulate in float
+  int64_t bytes = r.acc == DType::f16 || r.acc == DType::bf16 ? 4 : dtype_size(r.acc);
   if (r.kind == ReduceKind::argmax || r.kind == ReduceKind::argmin) bytes = 16;
   if (r.kind == ReduceKind::welford_mean) bytes = 2 * bytes + 8;
   int g = config_.vector;
@@ -83,43 +74,33 @@ void CudaEmitter::column_round(size_t i, int g, const std::string& in, const std
     out("{}cs{}[threadIdx.y * {} + threadIdx.x] = acc{};", in, i, b, i);
   }
   out("{}__syncthreads();", in);
-  std::string at = columns_open(group, in);
-  out("{}{} v = cs{}[c];", at, type, i);
-  out("{}#pragma unroll", at);
-  out("{}for (int y = 1; y < {}; ++y) v = {}(v, cs{}[y * {} + c]);", at, config_.block_y, f, i, b * group);
-  body(at);
-  columns_close(group, in);
-}
-
-// Opens the code run for each column c of a round of `group` lanes (block * group columns over
-// the block's threads): straight-line code, or an unrolled loop of fixed trip count where a thread
-// takes more than one. A loop bounded by the column count instead (c += threads), with the split
-// partials read back by plain loads, had made a bf16 column sum 0.0910 -> 0.0977 ms on an H100
-// (the same loop with L2 reads: 0.0912). Returns the indent inside.
-std::string CudaEmitter::columns_open(int group, const std::string& in) {
-  const int columns = config_.block * group, threads = config_.block * config_.block_y;
-  const int per = (columns + threads - 1) / threads;
-  std::string at = in;
-  if (per > 1) {
+  each_column(group, in, [&](const std::string& at) {
+    out("{}{} v = cs{}[c];", at, type, i);
     out("{}#pragma unroll", at);
-    out("{}for (int k = 0; k < {}; ++k) {{", at, per);
-    at += "  ";
-  } else {
-    out("{}{{", at);
-    at += "  ";
-  }
-  out("{}const int c = threadIdx.y * {} + threadIdx.x{};", at, config_.block, per > 1 ? fmt::format(" + k * {}", threads) : "");
-  if (per * threads != columns) {
-    out("{}if (c < {}) {{", at, columns);
-    at += "  ";
-  }
-  return at;
+    out("{}for (int y = 1; y < {}; ++y) v = {}(v, cs{}[y * {} + c]);", at, config_.block_y, f, i, b * group);
+    body(at);
+  });
 }
 
-void CudaEmitter::columns_close(int group, const std::string& in) {
+// `body` (given its indent) for each column c of a round of `group` lanes (block * group columns
+// over the block's threads): straight-line code, or an unrolled loop of fixed trip count where a
+// thread takes more than one. A loop bounded by the column count instead (c += threads), with the
+// split partials read back by plain loads, had made a bf16 column sum 0.0910 -> 0.0977 ms on an
+// H100 (the same loop with L2 reads: 0.0912).
+void CudaEmitter::each_column(int group, const std::string& in, const std::function<void(const std::string&)>& body) {
   const int columns = config_.block * group, threads = config_.block * config_.block_y;
   const int per = (columns + threads - 1) / threads;
-  if (per * threads != columns) out("{}  }}", in);
+  const bool ragged = per * threads != columns;
+  if (per > 1) {
+    out("{}#pragma unroll", in);
+    out("{}for (int k = 0; k < {}; ++k) {{", in, per);
+  } else {
+    out("{}{{", in);
+  }
+  out("{}  const int c = threadIdx.y * {} + threadIdx.x{};", in, config_.block, per > 1 ? fmt::format(" + k * {}", threads) : "");
+  if (ragged) out("{}  if (c < {}) {{", in, columns);
+  body(in + (ragged ? "    " : "  "));
+  if (ragged) out("{}  }}", in);
   out("{}}}", in);
 }
 
@@ -157,13 +138,11 @@ void CudaEmitter::column_combine(size_t first, size_t end, const std::string& in
     return;
   }
   SplitLayout layout = split_layout(k_, config_);
-  auto partials = [&](size_t i) {
-    return fmt::format("reinterpret_cast<{}*>(W + {})", partial_type(i).first, layout.partial_offset[i]);
-  };
   for (size_t i : steps)
     for (int g = 0; g < config_.vector / column_group(i); ++g)
       column_round(i, g, in, [&](const std::string& at) {
-        out("{}{}[(tile * {} + split) * {} + {}] = v;", at, partials(i), splits, layout.width, column_of(config_.vector, column_group(i), g));
+        out("{}{}[(tile * {} + split) * {} + {}] = v;", at, split_partials(layout, i), splits, layout.width,
+            column_of(config_.vector, column_group(i), g));
       });
   out("{}__threadfence();", in);
   out("{}__syncthreads();", in);
@@ -176,13 +155,13 @@ void CudaEmitter::column_combine(size_t first, size_t end, const std::string& in
     const int group = column_group(i);
     for (int g = 0; g < config_.vector / group; ++g) {
       if (i != steps.front() || g > 0) out("{}__syncthreads();", in);  // the previous round's results are read
-      std::string at = columns_open(group, in);
-      out("{}{} v = {};", at, partial_type(i).first, partial_type(i).second);
-      out("{}#pragma unroll", at);
-      out("{}for (int q = 0; q < {}; ++q) v = {}(v, coil_rt::load_l2({} + (tile * {} + q) * {} + {}));", at, splits, combiner_of(i),
-          partials(i), splits, layout.width, column_of(config_.vector, group, g));
-      out("{}cs{}[c] = v;", at, i);
-      columns_close(group, in);
+      each_column(group, in, [&](const std::string& at) {
+        out("{}{} v = {};", at, partial_type(i).first, partial_type(i).second);
+        out("{}#pragma unroll", at);
+        out("{}for (int q = 0; q < {}; ++q) v = {}(v, coil_rt::load_l2({} + (tile * {} + q) * {} + {}));", at, splits, combiner_of(i),
+            split_partials(layout, i), splits, layout.width, column_of(config_.vector, group, g));
+        out("{}cs{}[c] = v;", at, i);
+      });
       column_spread(i, g, in);
     }
   }

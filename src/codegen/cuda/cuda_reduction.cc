@@ -343,6 +343,11 @@ void CudaEmitter::name_reduced(size_t first, size_t end, const std::string& in) 
 
 std::string CudaEmitter::combiner_of(size_t i) const { return combiner(k_.reductions[i].kind); }
 
+// Step i's partials in a split kernel's device scratch, as a typed pointer.
+std::string CudaEmitter::split_partials(const SplitLayout& layout, size_t i) const {
+  return fmt::format("reinterpret_cast<{}*>(W + {})", partial_type(i).first, layout.partial_offset[i]);
+}
+
 // The type of reduction step i's partial and its identity.
 std::pair<std::string, std::string> CudaEmitter::partial_type(size_t i) const {
   const auto& r = k_.reductions[i];
@@ -362,9 +367,8 @@ void CudaEmitter::merge_splits(const std::string& in) {
   std::vector<size_t> steps;
   for (size_t i = 0; i < k_.reductions.size(); ++i)
     if (layout.partial_offset[i] >= 0) steps.push_back(i);
-  auto partials = [&](size_t i) { return fmt::format("reinterpret_cast<{}*>(W + {})", partial_type(i).first, layout.partial_offset[i]); };
   out("{}if (lane == 0) {{", in);
-  for (size_t i : steps) out("{}  {}[row * {} + split] = {};", in, partials(i), splits, acc(i));
+  for (size_t i : steps) out("{}  {}[row * {} + split] = {};", in, split_partials(layout, i), splits, acc(i));
   out("{}  __threadfence();", in);
   out("{}}}", in);
   out("{}__syncthreads();", in);
@@ -374,7 +378,8 @@ void CudaEmitter::merge_splits(const std::string& in) {
   out("{}__threadfence();", in);
   for (size_t i : steps) out("{}{} = {};", in, acc(i), partial_type(i).second);
   out("{}for (int q = lane; q < {}; q += {}) {{", in, splits, config_.threads_per_row);
-  for (size_t i : steps) out("{}  {} = {}({}, coil_rt::load_l2({} + row * {} + q));", in, acc(i), combiner_of(i), acc(i), partials(i), splits);
+  for (size_t i : steps) out("{}  {} = {}({}, coil_rt::load_l2({} + row * {} + q));", in, acc(i), combiner_of(i), acc(i), split_partials(layout, i),
+                            splits);
   out("{}}}", in);
   out("{}if (threadIdx.x == 0) reinterpret_cast<unsigned*>(W)[row] = 0u;", in);
 }

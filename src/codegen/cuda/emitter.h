@@ -18,6 +18,8 @@
 
 namespace coil::codegen {
 
+struct SplitLayout;  // launch.h
+
 class CudaEmitter {
  public:
   CudaEmitter(const loop::Program& p, const loop::LoopKernel& k, const std::vector<std::string>& symbols,
@@ -54,14 +56,14 @@ class CudaEmitter {
   void name_reduced(size_t first, size_t end, const std::string& indent);
   std::pair<std::string, std::string> partial_type(size_t i) const;
   std::string combiner_of(size_t i) const;  // the combining functor of step i's partials
+  std::string split_partials(const SplitLayout& layout, size_t i) const;
   void merge_splits(const std::string& indent);
   // cuda_column.cc
   void column();
   int column_group(size_t i) const;
   void column_round(size_t i, int g, const std::string& indent, const std::function<void(const std::string&)>& body);
   void column_spread(size_t i, int g, const std::string& indent);
-  std::string columns_open(int group, const std::string& indent);
-  void columns_close(int group, const std::string& indent);
+  void each_column(int group, const std::string& indent, const std::function<void(const std::string&)>& body);
   void column_combine(size_t first, size_t end, const std::string& indent);
   void two_pass_moments(size_t i, const std::string& indent, const std::string& active);
   std::string row_loop_open(const std::string& indent, const std::string& active);

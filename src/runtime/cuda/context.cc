@@ -104,32 +104,24 @@ namespace {
 constexpr int kOutOfMemory = 2;  // CUDA_ERROR_OUT_OF_MEMORY
 }  // namespace
 
-DevicePtr Context::try_allocate(size_t bytes) const {
+// cuMemAlloc of `bytes`; where it fails, an error naming the size and device unless the device
+// is out of memory and `zero_when_full` (then 0).
+DevicePtr Context::mem_alloc(size_t bytes, bool zero_when_full) const {
   make_current();
   DevicePtr p = 0;
   int rc = api_->mem_alloc(&p, bytes);
-  if (rc == kOutOfMemory) return 0;
-  if (rc != 0) {
-    try {
-      driver_->check(rc, "cuMemAlloc");
-    } catch (const Error& e) {
-      fail("{} ({} bytes on {})", e.what(), bytes, info_.name);
-    }
+  if (rc == 0 || (rc == kOutOfMemory && zero_when_full)) return rc == 0 ? p : 0;
+  try {
+    driver_->check(rc, "cuMemAlloc");
+  } catch (const Error& e) {
+    fail("{} ({} bytes on {})", e.what(), bytes, info_.name);
   }
-  return p;
+  return 0;
 }
 
-DevicePtr Context::allocate(size_t bytes) const {
-  DevicePtr p = try_allocate(bytes);
-  if (!p && bytes > 0) {
-    try {
-      driver_->check(kOutOfMemory, "cuMemAlloc");
-    } catch (const Error& e) {
-      fail("{} ({} bytes on {})", e.what(), bytes, info_.name);
-    }
-  }
-  return p;
-}
+DevicePtr Context::allocate(size_t bytes) const { return mem_alloc(bytes, false); }
+
+DevicePtr Context::try_allocate(size_t bytes) const { return mem_alloc(bytes, true); }
 
 void Context::release(DevicePtr p) const {
   make_current();

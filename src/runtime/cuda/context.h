@@ -70,6 +70,7 @@ class Context : public std::enable_shared_from_this<Context> {
 
  private:
   Context() = default;
+  DevicePtr mem_alloc(size_t bytes, bool zero_when_full) const;
   std::shared_ptr<const Driver> driver_;
   std::unique_ptr<Api> api_;
   DeviceInfo info_;

@@ -224,9 +224,7 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
     for (size_t b = 0; b < nb; ++b)
       if (owned[b]) allocator->free(ptrs[b], stream), owned[b] = false;
   };
-  auto bytes_of = [&](const loop::Buffer& buf) {
-    return static_cast<size_t>(buffer_elements(buf, symbols)) * dtype_size(buf.dtype);
-  };
+  auto bytes_of = [&](const loop::Buffer& buf) { return buffer_bytes(buf, symbols); };
   auto take = [&](size_t b) {
     ptrs[b] = allocator->allocate(bytes_of(buffers[b]), stream);
     owned[b] = true;
