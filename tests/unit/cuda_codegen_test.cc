@@ -120,8 +120,26 @@ TEST(CudaCodegen, ColumnSplitsTakeNarrowVectorsAndWholeTripCounts) {
   EXPECT_EQ(c.splits, 16);  // 132 SMs x 16 blocks of 128 threads over 64 tiles: 33 fill a wave
   const std::string& body = gen.cuda.bodies.at(0);
   EXPECT_NE(body.find("trips = active ? 256 : 0;"), std::string::npos) << body;  // 16384 / 16 / 4
-  EXPECT_NE(body.find("L0 = *reinterpret_cast<const coil_rt::Vec<uint16_t, 4>*>(b0 + "), std::string::npos) << body;
+  // Rows read once, through a pointer from the thread's first row of its share, evict-first.
+  EXPECT_NE(body.find("const uint16_t* const pL0_1 = b0 + (x0) + (split * 1024 + static_cast<idx_t>(threadIdx.y)) * 8192;"),
+            std::string::npos)
+      << body;
+  EXPECT_NE(body.find("L0 = coil_rt::load_once(reinterpret_cast<const coil_rt::Vec<uint16_t, 4>*>(pL0_1 + it * 32768));"), std::string::npos)
+      << body;
   EXPECT_EQ(body.find("load_keep"), std::string::npos) << body;
+  // Rows read in several passes: each pass its own pointer from row threadIdx.y, plain loads.
+  auto passes = cuda_code("  %x = input() : bf16[3000, 1000]\n  %s = sum.dim_IntList(%x, [0])\n  %v = var.correction(%x, [0], correction=1)\n"
+                          "  %i = argmin(%x, 0)\n  return %s, %v, %i\n",
+                          d);
+  const std::string& three = passes.cuda.bodies.at(0);
+  EXPECT_NE(three.find("const uint16_t* const pL0_3 = b0 + (x0) + (static_cast<idx_t>(threadIdx.y)) * 1000;"), std::string::npos) << three;
+  EXPECT_NE(three.find("L0 = *reinterpret_cast<const coil_rt::Vec<uint16_t, 8>*>(pL0_3 + it * 8000);"), std::string::npos) << three;
+  EXPECT_EQ(three.find("load_once(reinterpret_cast"), std::string::npos) << three;
+  // Two reduction dims that do not merge: the index, recomputed each row.
+  auto two = cuda_code("  %x = input() : bf16[64, 256, 8192]\n  %t = permute(%x, [1, 0, 2])\n  %s = sum.dim_IntList(%t, [0, 1])\n  return %s\n", d);
+  EXPECT_NE(two.cuda.bodies.at(0).find("L0 = *reinterpret_cast<const coil_rt::Vec<uint16_t, 4>*>(b0 + (x0 + (8192 * r0) + (2097152 * r1)));"),
+            std::string::npos)
+      << two.cuda.bodies.at(0);
   // Rows a split share does not divide evenly keep the per-thread count.
   auto odd = cuda_code("  %x = input() : bf16[16381, 8192]\n  %s = sum.dim_IntList(%x, [0])\n  return %s\n", d);
   EXPECT_EQ(odd.cuda.bodies.at(0).find("trips = active ? "), std::string::npos) << odd.cuda.bodies.at(0);

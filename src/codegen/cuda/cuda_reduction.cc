@@ -75,12 +75,11 @@ void CudaEmitter::hook_staged(std::function<std::string(const Staged&)> name) {
 
 // `vector` elements of `buffer` from `offset` into `dest` (a Vec) as one access: the offset is a
 // multiple of `vector` (launch.cc's widest_vector) and buffer bases are kBufferAlignment-aligned.
-// Rows keep their loads in L2 over the outputs (whole_load); columns load plainly, since either
-// hint made the split column sum slower (bf16 16384x8192 on the H100, two inputs taken in turns:
-// evict_last 0.093 -> 0.112 ms; evict-first 0.0922 -> 0.1087 with the heuristic's 8-byte
-// loads, the fastest candidate, and 0.0958 -> 0.0942 only with the slower 16-byte ones; with
-// the column combine in rounds, 0.0910 -> 0.0966, where a hand-written kernel of the same shape
-// and epilogue whose loop advances a pointer ran 0.0907 plain and 0.0895 evict-first).
+// Rows keep their loads in L2 over the outputs (whole_load); columns load plainly here, since
+// either hint made the split column sum slower with the index recomputed each row (bf16
+// 16384x8192 on the H100, two inputs taken in turns: evict_last 0.093 -> 0.112 ms; evict-first
+// 0.0922 -> 0.1087, and 0.0910 -> 0.0966 with the column combine in rounds). Columns whose loads
+// step a constant per row read through pointers instead (cuda_column.cc), evict-first.
 void CudaEmitter::vector_load(const std::string& in, const std::string& dest, int buffer, const SymInt& offset) {
   const auto vec = fmt::format("coil_rt::Vec<{}, {}>", storage_type(p_.buffers[static_cast<size_t>(buffer)].dtype), config_.vector);
   if (column_lanes())
@@ -133,17 +132,22 @@ std::string CudaEmitter::row_loop_open(const std::string& indent, const std::str
   const int v = config_.form == CudaConfig::Form::row ? config_.vector : 1;
   std::string in = indent + "  ";
   if (config_.form == CudaConfig::Form::column) {
+    // A split takes a contiguous share of the rows (whole rows of threads), not every
+    // splits-th one: 40 instead of 44 registers, and a bf16 column sum of 16384x8192 0.1015 ->
+    // 0.1002 ms on an H100.
+    int64_t share = 0;
+    if (splits > 1) {
+      COIL_CHECK(length) << "split reductions need static sizes";
+      share = (*length + splits - 1) / splits;
+      share = (share + config_.block_y - 1) / config_.block_y * config_.block_y;
+    }
+    const std::string first_row = "static_cast<idx_t>(threadIdx.y)";
+    if (column_pointers()) open_column_pointers(indent, splits > 1 ? fmt::format("split * {} + {}", share, first_row) : first_row);
     out("{}#pragma unroll 4", indent);
     if (splits > 1) {
-      // A split takes a contiguous share of the rows (whole rows of threads), not every
-      // splits-th one: 40 instead of 44 registers, and a bf16 column sum of 16384x8192 0.1015 ->
-      // 0.1002 ms on an H100.
-      COIL_CHECK(length) << "split reductions need static sizes";
-      int64_t share = (*length + splits - 1) / splits;
-      share = (share + config_.block_y - 1) / config_.block_y * config_.block_y;
       const bool even = share * splits == *length;
       std::string end = even ? std::to_string(share) : fmt::format("coil_rt::imin(static_cast<idx_t>({} - split * {}), {})", r, share, share);
-      counted_loop(indent, "jq", "static_cast<idx_t>(threadIdx.y)", active, end, config_.block_y,
+      counted_loop(indent, "jq", first_row, active, end, config_.block_y,
                    even ? std::optional<int64_t>(share) : std::nullopt);
       out("{}  const idx_t j = split * {} + jq;", indent, share);
     } else {
@@ -185,7 +189,11 @@ std::string CudaEmitter::row_loop_open(const std::string& indent, const std::str
   decompose("j", inner_vars(), std::vector<SymInt>(k_.inner.begin(), k_.inner.end()), in);
   if (column_lanes()) {
     // This row's loads of the thread's adjacent columns, one access each, then the lanes.
-    for (const auto& l : row_vec_loads_) stage_load(in, l, substitute(l.offset, {{lane_var(), SymInt(0)}}));
+    if (column_pointers()) {
+      column_pointer_loads(in);
+    } else {
+      for (const auto& l : row_vec_loads_) stage_load(in, l, substitute(l.offset, {{lane_var(), SymInt(0)}}));
+    }
     lanes_open(in);
     in += "  ";
   }

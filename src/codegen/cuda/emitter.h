@@ -66,6 +66,9 @@ class CudaEmitter {
   void each_column(int group, const std::string& indent, const std::function<void(const std::string&)>& body);
   void column_combine(size_t first, size_t end, const std::string& indent);
   void two_pass_moments(size_t i, const std::string& indent, const std::string& active);
+  bool column_pointers() const;
+  void open_column_pointers(const std::string& indent, const std::string& first_row);
+  void column_pointer_loads(const std::string& indent);
   std::string row_loop_open(const std::string& indent, const std::string& active);
   void counted_loop(const std::string& indent, const std::string& var, const std::string& start, const std::string& active,
                     const std::string& end, int64_t step, std::optional<int64_t> end_value);
@@ -107,6 +110,7 @@ class CudaEmitter {
   bool split_pass_ = false;  // the row loop being opened is this block's share of a split row
   bool store_pass_ = false;  // the row loop being opened runs the inner stores
   std::vector<Staged> row_vec_loads_, row_vec_stores_;  // vectorized rows: unit-stride accesses
+  int column_loops_ = 0;  // column loops reading through pointers so far: numbers their pointers
   std::vector<CarriedValue> carried_;  // persistent rows
   std::set<int> reciprocal_slots_;      // row reductions: reduced values later divisions multiply by the reciprocal of
   std::string mask_;  // the warp's member mask for shuffles

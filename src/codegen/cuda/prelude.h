@@ -187,6 +187,22 @@ template <typename T> __forceinline__ Welford<T> load_l2(const Welford<T>* p) {
 // `n` elements of T as one aligned access (16 bytes at most).
 template <typename T, int n> struct alignas(sizeof(T) * n) Vec { T v[n]; };
 
+// One aligned access of V (4, 8 or 16 bytes; others plainly) by `ld`, an ld.global with an L2
+// cache_hint operand taking `policy`.
+#define COIL_HINTED_LOAD(ld)                                                                            \
+  V r;                                                                                                  \
+  auto* w = reinterpret_cast<uint32_t*>(&r);                                                            \
+  if constexpr (sizeof(V) == 16)                                                                        \
+    asm volatile(ld ".v4.u32 {%0,%1,%2,%3}, [%4], %5;" : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) \
+                 : "l"(p), "l"(policy));                                                                \
+  else if constexpr (sizeof(V) == 8)                                                                    \
+    asm volatile(ld ".v2.u32 {%0,%1}, [%2], %3;" : "=r"(w[0]), "=r"(w[1]) : "l"(p), "l"(policy));        \
+  else if constexpr (sizeof(V) == 4)                                                                    \
+    asm volatile(ld ".u32 %0, [%1], %2;" : "=r"(w[0]) : "l"(p), "l"(policy));                            \
+  else                                                                                                  \
+    (void)w, (void)policy, r = *p;                                                                      \
+  return r;
+
 // A whole-vector load that asks L2 to evict the line after others (evict_last), as Inductor's
 // loads of inputs do: in a streaming kernel the output's lines then leave L2 first (measured on
 // an H100: bf16 layer_norm 16384x8192 0.1834 -> 0.1822 ms, x + yT 0.2741 -> 0.2715 ms; the
@@ -195,23 +211,22 @@ template <typename V> __forceinline__ V load_keep(const V* p) {
 #if __CUDA_ARCH__ >= 800
   unsigned long long policy;
   asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
-  V r;
-  auto* w = reinterpret_cast<uint32_t*>(&r);
-  if constexpr (sizeof(V) == 16) {
-    asm volatile("ld.global.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
-                 : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "l"(p), "l"(policy));
-  } else if constexpr (sizeof(V) == 8) {
-    asm volatile("ld.global.L2::cache_hint.v2.u32 {%0,%1}, [%2], %3;" : "=r"(w[0]), "=r"(w[1]) : "l"(p), "l"(policy));
-  } else if constexpr (sizeof(V) == 4) {
-    asm volatile("ld.global.L2::cache_hint.u32 %0, [%1], %2;" : "=r"(w[0]) : "l"(p), "l"(policy));
-  } else {
-    (void)w, (void)policy;
-    r = *p;
-  }
-  return r;
+  COIL_HINTED_LOAD("ld.global.L2::cache_hint")
 #else
   return *p;
 #endif
 }
+
+// A whole-vector load of data read once (column reductions' rows): evict-first in L1 and L2.
+template <typename V> __forceinline__ V load_once(const V* p) {
+#if __CUDA_ARCH__ >= 800
+  unsigned long long policy;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  COIL_HINTED_LOAD("ld.global.L1::evict_first.L2::cache_hint")
+#else
+  return *p;
+#endif
+}
+#undef COIL_HINTED_LOAD
 
 }  // namespace coil_rt
