@@ -16,8 +16,11 @@ namespace {
 
 // Kernels moving less than this are launch-bound: any candidate does.
 constexpr int64_t kMinTunedBytes = int64_t{1} << 20;
-// Each timing sample runs about this long (launches repeated); the candidates take turns.
-constexpr TurnsOptions kTurns{.sample_ms = 0.3, .rounds = 5, .max_repeats = 64};
+// Each timing sample runs about this long (launches repeated); the candidates take turns. Those
+// within 3% of the fastest take turns again on samples of 2 ms: with one call a sample, x + yT
+// (bf16 16384x8192 on the H100) timed its 128x64 and 128x128 tiles alike (0.275 ms) and picked
+// either, while the yardstick, calls queued back to back, measured 0.2711 and 0.2694.
+constexpr TurnsOptions kTurns{.sample_ms = 0.3, .rounds = 5, .max_repeats = 64, .runoff_within = 0.03, .runoff_sample_ms = 2.0};
 // The candidates run on this many sets of the kernel's buffers, launch after launch, as a
 // model's calls take new inputs (and the yardstick's): a kernel reading more than L2 holds would
 // otherwise find the tail of its input still in L2 from its previous launch, which real inputs do

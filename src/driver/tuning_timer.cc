@@ -1,6 +1,7 @@
 #include "driver/tuning_timer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 
@@ -43,6 +44,17 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
+std::vector<size_t> runoff_candidates(const std::vector<double>& ms, double within) {
+  const double best = ms.empty() ? 0 : *std::min_element(ms.begin(), ms.end());
+  std::vector<size_t> taken;
+  if (!std::isfinite(best) || within <= 0) return taken;
+  for (size_t i = 0; i < ms.size(); ++i)
+    if (ms[i] <= best * (1 + within)) taken.push_back(i);
+  std::stable_sort(taken.begin(), taken.end(), [&](size_t a, size_t b) { return ms[a] < ms[b]; });
+  if (taken.size() < 2) taken.clear();
+  return taken;
+}
+
 std::vector<double> time_in_turns(const cuda::Context& context, size_t count,
                                   const std::function<void(size_t candidate, int calls)>& run,
                                   const TurnsOptions& options) {
@@ -58,14 +70,22 @@ std::vector<double> time_in_turns(const cuda::Context& context, size_t count,
       usable[i] = false;
     }
   }
-  double once = context.time_ms(stream, [&] { run(0, 1); });
-  int repeats = static_cast<int>(std::clamp(options.sample_ms / std::max(once, 1e-3), 1.0, double(options.max_repeats)));
-  std::vector<std::vector<double>> samples(count);
-  for (int round = 0; round < options.rounds; ++round)
-    for (size_t i = 0; i < count; ++i)
-      if (usable[i]) samples[i].push_back(context.time_ms(stream, [&] { run(i, repeats); }) / repeats);
-  std::vector<double> ms(count);
-  for (size_t i = 0; i < count; ++i) ms[i] = usable[i] ? median(samples[i]) : std::numeric_limits<double>::infinity();
+  const double once = std::max(context.time_ms(stream, [&] { run(0, 1); }), 1e-3);
+  std::vector<double> ms(count, std::numeric_limits<double>::infinity());
+  // The candidates `who` taking turns with samples of about `sample_ms`; their medians into ms.
+  auto turns = [&](const std::vector<size_t>& who, double sample_ms) {
+    const int repeats = static_cast<int>(std::clamp(sample_ms / once, 1.0, double(options.max_repeats)));
+    std::vector<std::vector<double>> samples(count);
+    for (int round = 0; round < options.rounds; ++round)
+      for (size_t i : who) samples[i].push_back(context.time_ms(stream, [&] { run(i, repeats); }) / repeats);
+    for (size_t i : who) ms[i] = median(samples[i]);
+  };
+  std::vector<size_t> all;
+  for (size_t i = 0; i < count; ++i)
+    if (usable[i]) all.push_back(i);
+  turns(all, options.sample_ms);
+  std::vector<size_t> close = runoff_candidates(ms, options.runoff_within);
+  if (!close.empty()) turns(close, options.runoff_sample_ms);
   return ms;
 }
 

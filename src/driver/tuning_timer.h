@@ -33,12 +33,22 @@ struct TurnsOptions {
   double sample_ms = 0.3;  // each sample runs about this long (calls repeated)
   int rounds = 5;          // the candidates take turns this many times
   int max_repeats = 32;    // calls in one sample at most
+  // The candidates within this fraction of the fastest take turns again (0: never), with samples
+  // of runoff_sample_ms: short samples of a long kernel hold one call each, and its launch and
+  // ramp hide differences that calls queued back to back show.
+  double runoff_within = 0;
+  double runoff_sample_ms = 2.0;
 };
+
+// The candidates a runoff takes: those whose median is within `within` (a fraction) of the
+// fastest finite one, fastest first; none when fewer than two are.
+std::vector<size_t> runoff_candidates(const std::vector<double>& ms, double within);
 
 // Times `count` candidates on the null stream: run(i, n) queues n calls of candidate i. Each
 // candidate is first called once (the first use of a function); one that throws there is left
 // out (infinity), except candidate 0, whose error propagates. The sample length comes from one
-// timed call of candidate 0. Returns each candidate's median milliseconds per call.
+// timed call of candidate 0. Returns each candidate's median milliseconds per call, from the
+// runoff for the candidates it took.
 std::vector<double> time_in_turns(const cuda::Context& context, size_t count,
                                   const std::function<void(size_t candidate, int calls)>& run,
                                   const TurnsOptions& options = {});

@@ -75,5 +75,40 @@ TEST(CudaGpu, TimeInTurnsLeavesOutACandidateThatFails) {
   EXPECT_THROW(time_in_turns(*ctx, 2, [&](size_t c, int n) { run(c == 0 ? 1 : 0, n); }), Error);
 }
 
+// The runoff takes the candidates within the fraction of the fastest finite median, fastest
+// first, and none when only one is that close.
+TEST(TuningTimer, RunoffTakesTheCandidatesCloseToTheFastest) {
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(runoff_candidates({0.277, 0.275, 0.322, 0.2751, inf}, 0.03), (std::vector<size_t>{1, 3, 0}));
+  EXPECT_EQ(runoff_candidates({0.100, 0.104, 0.2}, 0.03), std::vector<size_t>{});  // the fastest alone
+  EXPECT_EQ(runoff_candidates({0.1, 0.1}, 0), std::vector<size_t>{});                // runoff off
+  EXPECT_EQ(runoff_candidates({inf, inf}, 0.03), std::vector<size_t>{});            // none usable
+  EXPECT_EQ(runoff_candidates({}, 0.03), std::vector<size_t>{});
+}
+
+// Candidates timed alike on one call a sample take turns again on longer samples, many calls
+// each, and their medians come from that runoff; a clearly slower one is not timed again.
+TEST(CudaGpu, TimeInTurnsRunsOffTheCloseCandidates) {
+  auto ctx = gpu();
+  if (!ctx) GTEST_SKIP() << "no CUDA device";
+  const size_t bytes = size_t{64} << 20;
+  cuda::DeviceScratch memory(*ctx);
+  cuda::DevicePtr p = memory.take(4 * bytes);
+  std::vector<int> calls(3, 0), most(3, 0);
+  auto run = [&](size_t c, int n) {
+    calls[c] += n;
+    most[c] = std::max(most[c], n);
+    for (int r = 0; r < n; ++r) ctx->fill_bytes(p, 1, c == 2 ? 4 * bytes : bytes, nullptr);
+  };
+  const TurnsOptions options{.sample_ms = 0.01, .rounds = 5, .max_repeats = 64, .runoff_within = 0.5, .runoff_sample_ms = 1.0};
+  std::vector<double> ms = time_in_turns(*ctx, 3, run, options);
+  EXPECT_TRUE(std::isfinite(ms[0]) && std::isfinite(ms[1]) && ms[0] > 0) << ms[0] << " " << ms[1];
+  EXPECT_GT(ms[2], 2 * ms[0]) << ms[0] << " " << ms[2];  // four times the bytes
+  EXPECT_EQ(most[2], 1);  // the short samples only
+  EXPECT_GT(most[0], 1);  // samples of several calls in the runoff
+  EXPECT_EQ(most[1], most[0]);
+  EXPECT_EQ(calls[1] - 1, calls[0] - 2);  // the same samples as the first (which was probed once more)
+}
+
 }  // namespace
 }  // namespace coil
