@@ -104,6 +104,10 @@ bool CudaEmitter::is_narrow() const {
 
 std::string CudaEmitter::idx(const SymInt& e) const { return index_expr(e, printer_->style); }
 
+const char* CudaEmitter::element_type(int buffer) const { return storage_type(p_.buffers[static_cast<size_t>(buffer)].dtype); }
+
+std::string CudaEmitter::vec_type(int buffer, int n) const { return fmt::format("coil_rt::Vec<{}, {}>", element_type(buffer), n); }
+
 std::string CudaEmitter::whole_load(const std::string& vec, int buffer, const std::string& index) {
   return fmt::format("coil_rt::load_keep(reinterpret_cast<const {}*>(b{} + ({})))", vec, buffer, index);
 }

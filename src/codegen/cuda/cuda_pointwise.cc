@@ -54,13 +54,12 @@ void CudaEmitter::pointwise() {
   if (v > 1) {
     out("{}const idx_t {} = {}q * {};", in, last, last, v);
     for (const auto& l : loads) {
-      const char* t = storage_type(p_.buffers[static_cast<size_t>(l.buffer)].dtype);
       std::string at = idx(substitute(l.offset, {{lane, SymInt(0)}}));
-      out("{}coil_rt::Vec<{}, {}> {};", in, t, v, l.name);
-      out("{}{} = {};", in, l.name, whole_load(fmt::format("coil_rt::Vec<{}, {}>", t, v), l.buffer, at));
+      out("{}{} {};", in, vec_type(l.buffer, v), l.name);
+      out("{}{} = {};", in, l.name, whole_load(vec_type(l.buffer, v), l.buffer, at));
     }
     for (const auto& s : vstores)
-      out("{}coil_rt::Vec<{}, {}> {};", in, storage_type(p_.buffers[static_cast<size_t>(s.buffer)].dtype), v, s.name);
+      out("{}{} {};", in, vec_type(s.buffer, v), s.name);
     out("{}#pragma unroll", in);
     out("{}for (int {} = 0; {} < {}; ++{}) {{", in, lane, lane, v, lane);
     in += "  ";
@@ -87,9 +86,7 @@ void CudaEmitter::pointwise() {
     in.resize(in.size() - 2);
     out("{}}}", in);
     for (const auto& s : vstores) {
-      const char* t = storage_type(p_.buffers[static_cast<size_t>(s.buffer)].dtype);
-      std::string at = idx(s.offset);
-      out("{}*reinterpret_cast<coil_rt::Vec<{}, {}>*>(b{} + ({})) = {};", in, t, v, s.buffer, at, s.name);
+      out("{}*reinterpret_cast<{}*>(b{} + ({})) = {};", in, vec_type(s.buffer, v), s.buffer, idx(s.offset), s.name);
     }
     printer_->load_hook = nullptr;
   }

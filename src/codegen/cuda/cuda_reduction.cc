@@ -81,7 +81,7 @@ void CudaEmitter::hook_staged(std::function<std::string(const Staged&)> name) {
 // 0.0922 -> 0.1087, and 0.0910 -> 0.0966 with the column combine in rounds). Columns whose loads
 // step a constant per row read through pointers instead (cuda_column.cc), evict-first.
 void CudaEmitter::vector_load(const std::string& in, const std::string& dest, int buffer, const SymInt& offset) {
-  const auto vec = fmt::format("coil_rt::Vec<{}, {}>", storage_type(p_.buffers[static_cast<size_t>(buffer)].dtype), config_.vector);
+  const auto vec = vec_type(buffer, config_.vector);
   if (column_lanes())
     out("{}{} = *reinterpret_cast<const {}*>(b{} + ({}));", in, dest, vec, buffer, idx(offset));
   else
@@ -90,7 +90,7 @@ void CudaEmitter::vector_load(const std::string& in, const std::string& dest, in
 
 // A Vec named after the access, loaded as above.
 void CudaEmitter::stage_load(const std::string& in, const Staged& l, const SymInt& offset) {
-  out("{}coil_rt::Vec<{}, {}> {};", in, storage_type(p_.buffers[static_cast<size_t>(l.buffer)].dtype), config_.vector, l.name);
+  out("{}{} {};", in, vec_type(l.buffer, config_.vector), l.name);
   vector_load(in, l.name, l.buffer, offset);
 }
 
@@ -180,7 +180,7 @@ std::string CudaEmitter::row_loop_open(const std::string& indent, const std::str
   if (v > 1) {
     if (store_pass_)
       for (const auto& s : row_vec_stores_)
-        out("{}coil_rt::Vec<{}, {}> {};", in, storage_type(p_.buffers[static_cast<size_t>(s.buffer)].dtype), v, s.name);
+        out("{}{} {};", in, vec_type(s.buffer, v), s.name);
     out("{}#pragma unroll", in);
     out("{}for (int u = 0; u < {}; ++u) {{", in, v);
     in += "  ";
@@ -209,9 +209,7 @@ void CudaEmitter::row_loop_close(const std::string& indent) {
     out("{}}}", in);
     if (store_pass_)
       for (const auto& s : row_vec_stores_) {
-        const char* t = storage_type(p_.buffers[static_cast<size_t>(s.buffer)].dtype);
-        std::string at = idx(s.offset);
-        out("{}*reinterpret_cast<coil_rt::Vec<{}, {}>*>(b{} + ({})) = {};", in, t, v, s.buffer, at, s.name);
+        out("{}*reinterpret_cast<{}*>(b{} + ({})) = {};", in, vec_type(s.buffer, v), s.buffer, idx(s.offset), s.name);
       }
     if (!config_.persistent) printer_->load_hook = nullptr;
   }
@@ -227,7 +225,7 @@ void CudaEmitter::cache_row_loads(const std::string& indent, const std::string& 
   if (v > 1) {
     const int groups = config_.persistent / v;
     for (const auto& l : row_vec_loads_)
-      if (l.kept) out("{}coil_rt::Vec<{}, {}> c{}[{}];", indent, storage_type(p_.buffers[static_cast<size_t>(l.buffer)].dtype), v, l.name, groups);
+      if (l.kept) out("{}{} c{}[{}];", indent, vec_type(l.buffer, v), l.name, groups);
     out("{}#pragma unroll", indent);
     out("{}for (int e = 0; e < {}; ++e) {{", indent, groups);
     out("{}  const idx_t jv = (lane + e * {}) * {}, r0 = jv;", indent, config_.threads_per_row, v);

@@ -71,7 +71,7 @@ void CudaEmitter::tiled() {
   const int group = wide ? config_.vector : 2;
   for (const auto* staged_group : {&loads, &stores})
     for (const auto& s : *staged_group)
-      out("  __shared__ __align__(16) {} {}[{}][{}];", storage_type(dtype(s.buffer)), s.name, tb_side,
+      out("  __shared__ __align__(16) {} {}[{}][{}];", element_type(s.buffer), s.name, tb_side,
           grouped ? ta_side : t + tile_pad(dtype(s.buffer)));
   // A tile element (row, column) in shared memory. Wide tiles swizzle whole groups: group g of
   // row r at g ^ ((r / group) % 8), so a warp reading a column across 8 groups' rows hits 8
@@ -173,7 +173,6 @@ void CudaEmitter::tiled() {
     }
     out("    }}");
   };
-  auto vec_type = [&](int buffer) { return fmt::format("coil_rt::Vec<{}, {}>", storage_type(dtype(buffer)), group); };
   auto whole_along = [&](const Staged& s, const std::string& var, const SymInt& extent) {
     return grouped && moves_in_groups(s.offset, var, extent, group);
   };
@@ -190,8 +189,8 @@ void CudaEmitter::tiled() {
         [&](const std::string& in) {
           for (const auto& l : loads)
             if (whole_along(l, a, extent_a))
-              out("{}*reinterpret_cast<{}*>(&{}) = {};", in, vec_type(l.buffer), cell(l.name, "yy", "xx0"),
-                  whole_load(vec_type(l.buffer), l.buffer, idx(l.offset)));
+              out("{}*reinterpret_cast<{}*>(&{}) = {};", in, vec_type(l.buffer, group), cell(l.name, "yy", "xx0"),
+                  whole_load(vec_type(l.buffer, group), l.buffer, idx(l.offset)));
         },
         per_element_unless_whole(loads, [&](const std::string& in) {
           for (const auto& l : loads)
@@ -227,21 +226,21 @@ void CudaEmitter::tiled() {
   // Wide tiles load every pass's direct groups first (arrays V<n>[pass]).
   if (prefetched) {
     const int passes = wide_passes(false)[2];
-    for (const auto& l : direct_loads) out("    {} {}[{}];", vec_type(l.buffer), l.name, passes);
+    for (const auto& l : direct_loads) out("    {} {}[{}];", vec_type(l.buffer, group), l.name, passes);
   }
   Emit prefetch;
   if (prefetched)
     prefetch = [&](const std::string& in) {
       for (const auto& l : direct_loads)
-        out("{}{}[i] = {};", in, l.name, whole_load(vec_type(l.buffer), l.buffer, idx(l.offset)));
+        out("{}{}[i] = {};", in, l.name, whole_load(vec_type(l.buffer, group), l.buffer, idx(l.offset)));
     };
   phase(
       false,
       [&](const std::string& in) {
         if (!prefetched)
           for (const auto& l : direct_loads)
-            out("{}const {} {} = {};", in, vec_type(l.buffer), l.name, whole_load(vec_type(l.buffer), l.buffer, idx(l.offset)));
-        for (const auto& s : direct_stores) out("{}{} {};", in, vec_type(s.buffer), s.name);
+            out("{}const {} {} = {};", in, vec_type(l.buffer, group), l.name, whole_load(vec_type(l.buffer, group), l.buffer, idx(l.offset)));
+        for (const auto& s : direct_stores) out("{}{} {};", in, vec_type(s.buffer, group), s.name);
       },
       [&](const std::string& in) {
         std::vector<std::string> lines;
@@ -262,7 +261,7 @@ void CudaEmitter::tiled() {
       },
       [&](const std::string& in) {
         for (const auto& s : direct_stores)
-          out("{}*reinterpret_cast<{}*>(b{} + ({})) = {};", in, vec_type(s.buffer), s.buffer, idx(s.offset), s.name);
+          out("{}*reinterpret_cast<{}*>(b{} + ({})) = {};", in, vec_type(s.buffer, group), s.buffer, idx(s.offset), s.name);
       },
       prefetch);
   printer_->load_hook = nullptr;
@@ -273,8 +272,8 @@ void CudaEmitter::tiled() {
         [&](const std::string& in) {
           for (const auto& s : stores)
             if (whole_along(s, a, extent_a))
-              out("{}*reinterpret_cast<{}*>(b{} + ({})) = *reinterpret_cast<const {}*>(&{});", in, vec_type(s.buffer), s.buffer, idx(s.offset),
-                  vec_type(s.buffer), cell(s.name, "yy", "xx0"));
+              out("{}*reinterpret_cast<{}*>(b{} + ({})) = *reinterpret_cast<const {}*>(&{});", in, vec_type(s.buffer, group), s.buffer, idx(s.offset),
+                  vec_type(s.buffer, group), cell(s.name, "yy", "xx0"));
         },
         per_element_unless_whole(stores, [&](const std::string& in) {
           for (const auto& s : stores)

@@ -34,6 +34,8 @@ class CudaEmitter {
   void add_range(const std::string& var, const SymInt& extent);
   bool is_narrow() const;
   std::string idx(const SymInt& e) const;
+  const char* element_type(int buffer) const;          // the C type buffer b<buffer> holds
+  std::string vec_type(int buffer, int n) const;       // coil_rt::Vec of n of its elements
   // One aligned access of `vec` (a Vec type) at element `index` of buffer b<buffer>, kept in L2
   // over the outputs (coil_rt::load_keep).
   static std::string whole_load(const std::string& vec, int buffer, const std::string& index);
@@ -66,7 +68,8 @@ class CudaEmitter {
   void each_column(int group, const std::string& indent, const std::function<void(const std::string&)>& body);
   void column_combine(size_t first, size_t end, const std::string& indent);
   void two_pass_moments(size_t i, const std::string& indent, const std::string& active);
-  bool column_pointers() const;
+  void find_column_steps();
+  bool column_pointers() const { return !column_steps_.empty(); }
   void open_column_pointers(const std::string& indent, const std::string& first_row);
   void column_pointer_loads(const std::string& indent);
   std::string row_loop_open(const std::string& indent, const std::string& active);
@@ -110,6 +113,9 @@ class CudaEmitter {
   bool split_pass_ = false;  // the row loop being opened is this block's share of a split row
   bool store_pass_ = false;  // the row loop being opened runs the inner stores
   std::vector<Staged> row_vec_loads_, row_vec_stores_;  // vectorized rows: unit-stride accesses
+  // Vectorized columns over one reduction dim: each staged load's step along it, where every one
+  // is affine in it (the loop reads through pointers; else empty).
+  std::vector<int64_t> column_steps_;
   int column_loops_ = 0;  // column loops reading through pointers so far: numbers their pointers
   std::vector<CarriedValue> carried_;  // persistent rows
   std::set<int> reciprocal_slots_;      // row reductions: reduced values later divisions multiply by the reciprocal of
