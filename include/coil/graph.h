@@ -154,7 +154,7 @@ class Graph {
   // ---- building. Arguments bind like a Python call of the schema; output metadata is
   // inferred; names are generated when empty. Errors throw coil::Error.
   ValueRef add_input(std::string value_name, DType dtype, SymShape sizes, Device device = {});
-  ValueRef add_weight(std::string value_name, std::string key, DType dtype, SymShape sizes);
+  ValueRef add_weight(std::string value_name, std::string key, DType dtype, SymShape sizes, Device device = {});
   ValueRef add_constant(std::string value_name, FloatList values, DType dtype, SymShape sizes);
   SymInt add_symbol(std::string symbol_name, std::optional<int64_t> hint = std::nullopt);
   std::vector<ValueRef> call(OpKind op, std::vector<Arg> positional,

@@ -10,17 +10,24 @@ import warnings
 
 import torch
 
-from . import _cache, _coil, _fx
+from . import _cache, _coil, _fx, _runner
 
 _OPTIONS = {"freeze", "autotune", "cache_dir", "fallback"}
 _MODES = {None, "default", "max-autotune", "max-autotune-no-cudagraphs"}
-_told = set()
 
 
-def _say_once(key, message):
-    if key not in _told:
-        _told.add(key)
-        warnings.warn(message, stacklevel=3)
+class FallbackWarning(UserWarning):
+    """Part or all of a graph runs in PyTorch eager instead of coil: ops, dtypes or arguments coil
+    does not compile. One warning per graph compiled."""
+
+
+class CompileErrorWarning(FallbackWarning):
+    """coil failed on a graph it had accepted (a bug in coil, please report it); the graph, or the
+    part of it coil took, runs in PyTorch eager instead, so the program still gets its answer."""
+
+
+def _warn(message, category=FallbackWarning):
+    warnings.warn(message, category, stacklevel=3)
 
 
 def _debug():
@@ -50,12 +57,27 @@ def _decompositions():
     return table
 
 
-def _device_of(values):
-    """The device type of a graph whose tensors are all on one device, else None."""
-    devices = {v.device for v in values if isinstance(v, torch.Tensor)}
+def _graph_device(values):
+    """The device a graph runs on: that of its tensors, 0-d CPU tensors aside (PyTorch lets such
+    a scalar meet tensors of any device); None where the tensors are on several devices."""
+    devices = {v.device for v in values if isinstance(v, torch.Tensor) and not _runner.is_cpu_scalar(v)}
     if len(devices) > 1:
         return None
-    return devices.pop().type if devices else "cpu"
+    device = devices.pop() if devices else torch.device("cpu")
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
+def _takes(value, device):
+    """Whether a compiled graph on `device` can hold this traced value."""
+    if not isinstance(value, torch.Tensor):
+        return True
+    try:
+        _fx.tensor_meta(value)
+    except _fx.Unsupported:
+        return False
+    return value.device == device or _runner.is_cpu_scalar(value)
 
 
 def _node_supported(node, device):
@@ -71,71 +93,43 @@ def _node_supported(node, device):
     if node.target.name() in _fx.ATTENTION and any(u.args[1] != 0 for u in node.users):
         return False  # its logsumexp (training) is read
     val = node.meta.get("val")
-    vals = val if isinstance(val, (list, tuple)) else [val]
-    tensors = [v for v in vals if isinstance(v, torch.Tensor)]
-    try:
-        for v in tensors:
-            _fx.tensor_meta(v)
-    except _fx.Unsupported:
-        return False
-    return all(v.device.type == device for v in tensors)
+    outputs = list(val) if isinstance(val, (list, tuple)) else [val]
+    inputs = [n.meta.get("val") for n in node.all_input_nodes]
+    return all(_takes(v, device) for v in outputs + inputs)
 
 
-def _raw_stream():
-    """The current CUDA stream of a device, as a CUstream number: torch's C binding where it has
-    one (a fraction of torch.cuda.current_stream's cost per call)."""
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if raw is not None:
-        return raw
-    return lambda index: torch.cuda.current_stream(index).cuda_stream
-
-
-class _Runner:
-    """Calls a compiled graph with data pointers, on PyTorch's current CUDA stream."""
-
-    def __init__(self, compiled, entry, device, keep):
-        self.compiled, self.entry = compiled, entry
-        self.per_call, self.recipe, self.single = entry["per_call"], entry["recipe"], entry["single"]
-        self.cuda = device.index if device.type == "cuda" else None  # the GPU whose current stream runs it
-        self.stream = _raw_stream() if self.cuda is not None else None
-        self.keep = keep  # frozen tensors the compiled graph reads
-
-    def __call__(self, *args):
-        ptrs = [args[i].data_ptr() for i in self.per_call]
-        outs = self.compiled.run(ptrs, self.stream(self.cuda) if self.stream is not None else 0)
-        results = [outs[i] if kind == "coil" else args[i] if kind == "arg" else i for kind, i in self.recipe]
-        return results[0] if self.single else tuple(results)
-
-
-def _program(gm, values, frozen_positions):
-    """What a compiled graph is made from: the program text and how to call it (kept by _cache)."""
-    frozen = {i: f"frozen{i}" for i in frozen_positions}  # placeholder position -> weight key
-    text, per_call, recipe, single = _fx.program(gm, values, frozen)
-    return {"program": text, "per_call": per_call, "recipe": recipe, "single": single}
-
-
-def _load(entry, device, where, options, frozen_tensors, kept=False):
-    """The runner of a program (`entry`) on the device of `where` (a torch.device); `kept`: the
-    program came from the cache (AOTAutograd skipped)."""
-    if where.type == "cuda" and where.index is None:
-        where = torch.device("cuda", torch.cuda.current_device())
+def _load(entry, device, options, frozen_tensors, kept=False, eager=None, check_inputs=False):
+    """The runner of a program (`entry`) on `device` (a torch.device); `kept`: the program came
+    from the cache (AOTAutograd skipped); `eager`: the graph in PyTorch, run where coil fails."""
     keys = [f"frozen{i}" for i in frozen_tensors]
     ptrs = [t.data_ptr() for t in frozen_tensors.values()]
     allow_tf32 = torch.get_float32_matmul_precision() != "highest" or torch.backends.cuda.matmul.allow_tf32
-    compiled = _coil.Compiled(entry["program"], device, device_index=where.index or 0, allow_tf32=allow_tf32,
+    compiled = _coil.Compiled(entry["program"], device.type, device_index=device.index or 0, allow_tf32=allow_tf32,
                               autotune=options.get("autotune", True), weight_keys=keys, weight_ptrs=ptrs,
                               cache_dir=options.get("cache_dir", ""))
     if _debug():
         how = " (its program kept by an earlier compile: AOTAutograd skipped)" if kept else ""
         print(f"coil: compiled a graph{how} on {compiled.device}: {compiled.stats()}", file=sys.stderr)
         print(compiled.graph_text(), file=sys.stderr)
-    return _Runner(compiled, entry, where, list(frozen_tensors.values()))
+    warn = functools.partial(_warn, category=CompileErrorWarning)
+    return _runner.Runner(compiled, entry, device, list(frozen_tensors.values()), warn, eager, check_inputs)
 
 
-def _compile_whole(gm, values, device, options, frozen_tensors):
-    entry = dict(_program(gm, values, frozen_tensors), device=device)
-    where = next((v.device for v in values if isinstance(v, torch.Tensor)), torch.device(device))
-    return _load(entry, device, where, options, frozen_tensors)
+def _compile_whole(gm, values, device, options, frozen_tensors, check_inputs=False):
+    """The runner of `gm` compiled whole; where coil fails on it, `gm` itself (in PyTorch eager,
+    with a warning), unless fallback="error"."""
+    try:
+        frozen = {i: f"frozen{i}" for i in frozen_tensors}  # placeholder position -> weight key
+        entry = dict(_fx.program(gm, values, frozen, device), device=device.type)
+        return _load(entry, device, options, frozen_tensors, eager=gm, check_inputs=check_inputs)
+    except (_coil.CoilError, _fx.Unsupported) as e:
+        if options.get("fallback", "eager") == "error":
+            raise
+        _warn(f"coil: failed to compile a graph, which runs in PyTorch eager instead (a bug in coil; please report "
+              f"it): {str(e).splitlines()[0]}", CompileErrorWarning)
+        if _debug():
+            print(f"coil: {e}", file=sys.stderr)
+        return gm
 
 
 def _placeholder_values(gm):
@@ -144,8 +138,8 @@ def _placeholder_values(gm):
 
 def _fallback_report(gm, unsupported):
     ops = sorted({str(n.target) for n in unsupported if n.target is not operator.getitem})
-    message = f"coil: {len(unsupported)} node(s) of this graph run in PyTorch eager (ops coil does not compile: {', '.join(ops)})"
-    _say_once(("fallback", id(gm)), message)
+    _warn(f"coil: {len(unsupported)} node(s) of this graph run in PyTorch eager (ops coil does not compile: "
+          f"{', '.join(ops)})")
     if _debug():
         for n in unsupported:
             print(f"coil: eager: {n.format_node()}", file=sys.stderr)
@@ -154,24 +148,31 @@ def _fallback_report(gm, unsupported):
 def _compile_forward(gm, options, frozen_tensors):
     """AOTAutograd's forward compiler: the whole graph, or its coil-able partitions."""
     values = _placeholder_values(gm)
-    device = _device_of(values)
-    if device is None or device not in ("cpu", "cuda") or any(not isinstance(v, torch.Tensor) for v in values):
-        _say_once(("inputs", id(gm)), "coil: this graph has inputs coil does not take (mixed devices or "
-                  "non-tensor/symbolic values); it runs in PyTorch eager")
+    device = _graph_device(values)
+    if device is None or device.type not in ("cpu", "cuda") or any(not _takes(v, device) for v in values) \
+            or any(not isinstance(v, torch.Tensor) for v in values):
+        if options.get("fallback", "eager") == "error":
+            raise _coil.CoilError("coil: this graph has inputs coil does not take (mixed devices, dtypes coil does "
+                                  "not know, or non-tensor/symbolic values)")
+        _warn("coil: this graph has inputs coil does not take (mixed devices, dtypes coil does not know, or "
+              "non-tensor/symbolic values); it runs in PyTorch eager")
         return gm
     calls = [n for n in gm.graph.nodes if n.op == "call_function"]
     unsupported = [n for n in calls if not _node_supported(n, device)]
     if not calls:
         return gm
-    if not unsupported:
+    if not unsupported and not any(n.op == "get_attr" for n in gm.graph.nodes):
         return _compile_whole(gm, values, device, options, frozen_tensors)
-    if options.get("fallback", "eager") == "error":
+    if unsupported and options.get("fallback", "eager") == "error":
         raise _coil.CoilError(f"coil: ops coil does not compile: {sorted({str(n.target) for n in unsupported})}")
-    _fallback_report(gm, unsupported)
+    if unsupported:
+        _fallback_report(gm, unsupported)
     return _partition(gm, device, options)
 
 
 def _partition(gm, device, options):
+    """`gm` split into the parts coil compiles, each called by a runner that checks the layout of
+    what PyTorch hands it, and the rest, run by PyTorch."""
     from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
     from torch.fx.passes.operator_support import OperatorSupportBase
 
@@ -188,7 +189,9 @@ def _partition(gm, device, options):
         values = [a.meta.get("val") for a in node.args]
         if any(not isinstance(v, torch.Tensor) for v in values):
             continue
-        runner = _compile_whole(sub, values, device, options, {})
+        runner = _compile_whole(sub, values, device, options, {}, check_inputs=True)
+        if runner is sub:
+            continue
         delattr(split, node.target)  # a plain attribute from here on, called without nn.Module hooks
         setattr(split, node.target, runner)
     split.recompile()
@@ -244,9 +247,20 @@ def backend(gm, example_inputs, mode=None, options=None):
     if any(_symbolic(v) for v in example_inputs):
         return _PerShape(gm, options)
     if _wants_grad(example_inputs):
-        _say_once("grad", "coil: this graph needs gradients, which coil does not compile yet (training support "
-                  "comes later): it runs in PyTorch. Use torch.no_grad() or torch.inference_mode() for coil.")
+        _warn("coil: this graph needs gradients, which coil does not compile yet (training support comes later): "
+              "it runs in PyTorch. Use torch.no_grad() or torch.inference_mode() for coil.")
         return gm.forward
+    try:
+        return _compile_graph(gm, example_inputs, mode, options)
+    except Exception as e:  # noqa: BLE001 - the program must still run; only fallback="error" raises
+        if options.get("fallback", "eager") == "error":
+            raise
+        _warn(f"coil: failed on a graph, which runs in PyTorch eager instead (a bug in coil; please report it): "
+              f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", CompileErrorWarning)
+        return gm.forward
+
+
+def _compile_graph(gm, example_inputs, mode, options):
     frozen = {}
     if options.get("freeze"):
         # Prepared here: the forward compiler runs under AOTAutograd's fake mode.
@@ -254,14 +268,14 @@ def backend(gm, example_inputs, mode=None, options=None):
     key = _cache.graph_key(gm, example_inputs, mode, options)
     entry = _cache.load(key, options.get("cache_dir", "")) if key else None
     if entry is not None:  # a warm start: AOTAutograd made this program before
-        where = example_inputs[0].device if example_inputs else torch.device(entry["device"])
-        return _load(entry, entry["device"], where, options, frozen, kept=True)
+        device = _graph_device(example_inputs) or torch.device(entry["device"])
+        return _load(entry, device, options, frozen, kept=True, eager=gm.forward)
     direct = []  # the runner, when AOTAutograd's wrappers have nothing to do around it
     from torch._functorch.aot_autograd import aot_module_simplified
 
     def forward_compiler(fx_gm, _inputs):
         compiled = _compile_forward(fx_gm, options, frozen)
-        if isinstance(compiled, _Runner) and _cache.runs_directly(fx_gm, example_inputs):
+        if isinstance(compiled, _runner.Runner) and _cache.runs_directly(fx_gm, example_inputs):
             direct.append(compiled)
             if key:
                 _cache.store(key, options.get("cache_dir", ""), compiled.entry)

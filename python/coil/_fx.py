@@ -55,7 +55,7 @@ def value_name(node):
     return node.name
 
 
-def _encode(value, type_text):
+def _encode(value, type_text, device=None):
     if value is None:
         return {"as_none": None}
     if isinstance(value, torch.fx.Node):
@@ -79,12 +79,14 @@ def _encode(value, type_text):
             raise Unsupported(f"layout {value}")
         return {"as_layout": 7}
     if isinstance(value, torch.device):
-        return {"as_device": {"type": value.type, "index": value.index}}
+        # A coil graph runs on one device: values PyTorch keeps on the CPU next to device tensors
+        # are 0-d scalars (the adapter takes nothing else), made where the graph runs.
+        return {"as_device": {"type": "cpu"}} if device is None else device
     if isinstance(value, (list, tuple)):
         items = list(value)
         if any(isinstance(v, torch.fx.Node) for v in items) or "Tensor" in type_text:
             if any(v is None for v in items):
-                return {"as_optional_tensors": [_encode(v, "Tensor?") for v in items]}
+                return {"as_optional_tensors": [_encode(v, "Tensor?", device) for v in items]}
             if not all(isinstance(v, torch.fx.Node) for v in items):
                 raise Unsupported("a tensor list with non-tensors")
             return {"as_tensors": [{"name": value_name(v)} for v in items]}
@@ -95,12 +97,31 @@ def _encode(value, type_text):
     raise Unsupported(f"an argument {value!r} of type {type(value).__name__}")
 
 
+def _layout(value):
+    """The sizes and strides PyTorch gives a traced value, when static: coil lays its result out
+    the same way, since later views (and the code after the graph) can see the strides."""
+    if not isinstance(value, torch.Tensor) or value.layout != torch.strided:
+        return None
+    sizes, strides = list(value.shape), list(value.stride())
+    if not all(type(s) is int for s in sizes + strides):
+        return None
+    return {"sizes": sizes, "strides": strides}
+
+
+def _output(name, value):
+    entry = {"as_tensor": {"name": name}}
+    layout = _layout(value)
+    if layout is not None:
+        entry["layout"] = layout
+    return entry
+
+
 def _outputs(node):
     val = node.meta.get("val")
     if isinstance(val, (list, tuple)):
-        return [{"as_tensor": {"name": f"{node.name}__{i}"}} if isinstance(v, torch.Tensor) else {"as_none": None}
+        return [_output(f"{node.name}__{i}", v) if isinstance(v, torch.Tensor) else {"as_none": None}
                 for i, v in enumerate(val)]
-    return [{"as_tensor": {"name": node.name}}]
+    return [_output(node.name, val)]
 
 
 # Overloads taking a Python number where the traced one has a Tensor (`x * 2` is traced as
@@ -150,53 +171,98 @@ def _retarget_numbers(target, bound):
     return getattr(target.overloadpacket, overload)
 
 
-def node_json(node):
-    """One call_function node in torch.export's serialized form."""
+def device_json(device):
+    """A torch.device in the program's form."""
+    return {"as_device": {"type": device.type, "index": device.index if device.type == "cuda" else None}}
+
+
+def node_json(node, device=None):
+    """One call_function node in torch.export's serialized form; `device` (device_json): where
+    the graph runs, written for every device argument."""
     if target_name(node.target) is None:
         raise Unsupported(f"target {node.target}")
     target, bound = _swap_number_self(node.target, _bound_arguments(node.target, node))
     target = _retarget_numbers(target, bound)
     types = {a.name: str(a.type) for a in target._schema.arguments}
-    inputs = [{"name": key, "arg": _encode(value, types.get(key, ""))} for key, value in bound.items()]
+    inputs = [{"name": key, "arg": _encode(value, types.get(key, ""), device)} for key, value in bound.items()]
     return {"target": target_name(target), "name": node.name, "inputs": inputs, "outputs": _outputs(node)}
 
 
-def program(gm, input_values, frozen):
-    """The JSON program of `gm`, whose placeholders have the given example values.
+def _mark_aliases(results, placeholders, layouts):
+    """Outputs that are views of another output (PyTorch returns them sharing its memory): each
+    gets "alias_of" (that output's index among coil's) and "offset" (its storage offset from
+    it), so the runner returns it as a view of that output, as eager does. The owner is an
+    output made by a non-view op (it owns its whole storage)."""
+    from torch.multiprocessing.reductions import StorageWeakRef
 
-    `frozen` maps placeholder positions to weight keys. Returns (json text, positions of the
-    placeholders passed per call, output recipe): the recipe has ("coil", i) for the i-th coil
-    output, ("arg", j) for placeholder j returned as is, ("const", v) for a non-tensor output.
+    def storage(v):
+        return StorageWeakRef(v.untyped_storage())
+
+    inputs = {storage(p.meta["val"]) for p in placeholders if isinstance(p.meta.get("val"), torch.Tensor)}
+    values = [r.meta.get("val") for r in results if isinstance(r, torch.fx.Node) and r not in placeholders]
+    owners = {}  # (views of inputs are AOTAutograd's to remake)
+    for k, v in enumerate(values):
+        if isinstance(v, torch.Tensor) and layouts[k] is not None and storage(v) not in inputs and not v._is_view() \
+                and v.storage_offset() == 0 and v.untyped_storage().nbytes() == v.numel() * v.element_size():
+            owners.setdefault(storage(v), k)
+    for k, v in enumerate(values):
+        if not isinstance(v, torch.Tensor) or layouts[k] is None:
+            continue
+        owner = owners.get(storage(v))
+        if owner is not None and owner != k:
+            layouts[k]["alias_of"] = owner
+            layouts[k]["offset"] = v.storage_offset() - values[owner].storage_offset()
+
+
+def program(gm, input_values, frozen, device):
+    """The JSON program of `gm`, whose placeholders have the given example values, to run on
+    `device` (a torch.device), and how to call it.
+
+    `frozen` maps placeholder positions to weight keys. Returns a dict: "program" (json text),
+    "per_call" (positions of the placeholders passed per call), "moves" (those of them that are
+    0-d CPU tensors, copied to `device` per call), "recipe" (("coil", i) for the i-th coil output,
+    ("arg", j) for placeholder j returned as is, ("const", v) for a non-tensor output), "single"
+    (the graph returns one value, not a tuple) and "layouts" (per coil output, the sizes,
+    strides and device type PyTorch gives it, for the runner to match).
     """
-    inputs, weights, per_call, nodes = [], [], [], []
+    inputs, weights, per_call, moves, nodes = [], [], [], [], []
+    where = device_json(device)
     placeholders = {}
     for node in gm.graph.nodes:
         if node.op == "placeholder":
             position = len(placeholders)
             placeholders[node] = position
-            entry = {"name": node.name, "meta": tensor_meta(input_values[position])}
+            value = input_values[position]
+            entry = {"name": node.name, "meta": tensor_meta(value)}
             if position in frozen:
                 weights.append(dict(entry, key=frozen[position]))
             else:
                 inputs.append(entry)
                 per_call.append(position)
+                if value.device != device:
+                    moves.append(position)
         elif node.op == "call_function":
             if node.target is operator.getitem:
                 continue
-            nodes.append(node_json(node))
+            nodes.append(node_json(node, where))
         elif node.op == "output":
             results = node.args[0]
         else:
             raise Unsupported(f"a {node.op} node")
     single = not isinstance(results, (list, tuple))
-    outputs, recipe = [], []
+    outputs, recipe, layouts = [], [], []
     for r in [results] if single else results:
         if isinstance(r, torch.fx.Node) and r in placeholders:
             recipe.append(("arg", placeholders[r]))
         elif isinstance(r, torch.fx.Node):
             recipe.append(("coil", len(outputs)))
             outputs.append(value_name(r))
+            value = r.meta.get("val")
+            layout = _layout(value)
+            layouts.append(dict(layout, device=value.device.type, dtype=str(value.dtype).removeprefix("torch.")) if layout else None)
         else:
             recipe.append(("const", r))
-    text = json.dumps({"name": "fx", "inputs": inputs, "weights": weights, "nodes": nodes, "outputs": outputs})
-    return text, per_call, recipe, single
+    _mark_aliases(results if not single else [results], placeholders, layouts)
+    text = json.dumps({"name": "fx", "device": where["as_device"], "inputs": inputs, "weights": weights, "nodes": nodes,
+                       "outputs": outputs})
+    return {"program": text, "per_call": per_call, "moves": moves, "recipe": recipe, "single": single, "layouts": layouts}

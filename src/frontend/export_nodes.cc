@@ -1,6 +1,7 @@
 #include "frontend/export_nodes.h"
 
 #include "frontend/export_decompose.h"
+#include "frontend/export_layout.h"
 
 #include <fmt/format.h>
 
@@ -188,34 +189,36 @@ void ExportNodes::add_node(const json& node) {
     for (const auto& in : field(node, "inputs", where))
       keywords.emplace_back(field(in, "name", where).get<std::string>(), argument(field(in, "arg", where), where));
     std::vector<std::string> names;
+    std::map<std::string, json> layouts;  // PyTorch's sizes and strides of outputs, where the program gives them
     for (const auto& o : field(node, "outputs", where)) {
-      if (o.contains("as_tensor")) names.push_back(o.at("as_tensor").at("name").get<std::string>());
-      else if (o.contains("as_tensors"))
+      if (o.contains("as_tensor")) {
+        names.push_back(o.at("as_tensor").at("name").get<std::string>());
+        if (o.contains("layout")) layouts[names.back()] = o.at("layout");
+      } else if (o.contains("as_tensors"))
         for (const auto& t : o.at("as_tensors")) names.push_back(t.at("name").get<std::string>());
       else if (o.contains("as_none") || is_attention_variant(op)) names.push_back("");
       else fail("output {} is not a tensor", o.dump().substr(0, 80));
     }
-    // Non-core ops, decomposed here.
-    if (is_attention_variant(op)) {
-      if (names.empty() || names[0].empty()) fail("expected a tensor output");
-      values_[names[0]] = attention(op, std::map<std::string, Arg>(keywords.begin(), keywords.end()), names[0]);
-      return;
-    }
-    if (export_decomposes(op)) {
-      std::vector<std::string> given;
-      for (const auto& n : names) given.push_back(n.empty() ? graph_.fresh_name(name) : n);
-      auto outs = decompose_export_op(graph_, op, std::map<std::string, Arg>(keywords.begin(), keywords.end()), given);
-      for (size_t i = 0; i < outs.size() && i < names.size(); ++i)
-        if (!names[i].empty()) values_[names[i]] = outs[i];
-      return;
-    }
-    auto kind = op_from_name(op);
-    if (!kind) fail("op '{}' is not supported", op);
     std::vector<std::string> given;
     for (const auto& n : names) given.push_back(n.empty() ? graph_.fresh_name(name) : n);
-    auto outs = graph_.call(*kind, {}, std::move(keywords), given);
+    std::vector<ValueRef> outs;
+    if (is_attention_variant(op)) {  // non-core ops, decomposed here
+      if (names.empty() || names[0].empty()) fail("expected a tensor output");
+      outs = {attention(op, std::map<std::string, Arg>(keywords.begin(), keywords.end()), names[0])};
+    } else if (export_decomposes(op)) {
+      outs = decompose_export_op(graph_, op, std::map<std::string, Arg>(keywords.begin(), keywords.end()), given);
+    } else {
+      auto kind = op_from_name(op);
+      if (!kind) fail("op '{}' is not supported", op);
+      outs = *kind == OpKind::View ? view_or_copy(graph_, std::move(keywords), given)
+                                   : graph_.call(*kind, {}, std::move(keywords), given);
+    }
     for (size_t i = 0; i < outs.size() && i < names.size(); ++i)
       if (!names[i].empty()) values_[names[i]] = outs[i];
+    for (const auto& [out, layout] : layouts)
+      if (values_.count(out))
+        values_[out] = with_layout(graph_, values_[out], layout.at("sizes").get<std::vector<int64_t>>(),
+                                   layout.at("strides").get<std::vector<int64_t>>(), out);
   } catch (const Error& e) {
     if (std::string(e.what()).rfind(where_, 0) == 0) throw;
     fail("{}: {}", where, e.what());

@@ -21,16 +21,30 @@ TensorMeta meta_of(const json& entry, const std::string& where) {
   return t;
 }
 
+// The device the graph runs on ({"type": "cpu"|"cuda", "index": n}); its inputs and weights
+// live there. Device arguments of nodes are written as this device by the adapter.
+Device device_of(const json& program, const std::string& where) {
+  Device d;
+  if (!program.contains("device")) return d;
+  const json& j = program.at("device");
+  std::string type = json_field(j, "type", where).get<std::string>();
+  if (type == "cuda") d.kind = Device::Kind::cuda;
+  else if (type != "cpu") fail("{}: device '{}' is not supported", where, type);
+  if (j.contains("index") && j.at("index").is_number_integer()) d.index = j.at("index").get<int>();
+  return d;
+}
+
 Graph read(const json& program) {
   const std::string where = "torch.compile graph";
   Graph g;
   g.name = program.value("name", std::string("fx"));
+  const Device device = device_of(program, where);
   frontend::ExportNodes nodes(g, where);
   for (const auto& in : json_field(program, "inputs", where)) {
     std::string name = json_field(in, "name", where).get<std::string>();
     TensorMeta m = meta_of(in, where + " input " + name);
     if (m.is_contiguous()) {
-      nodes.bind(name, g.add_input(name, m.dtype, m.sizes));
+      nodes.bind(name, g.add_input(name, m.dtype, m.sizes, device));
       continue;
     }
     // A strided input is read in place: its memory is a flat input, viewed with as_strided.
@@ -40,7 +54,7 @@ Graph read(const json& program) {
       strides.push_back(*m.strides[d].constant());
       if (strides.back() < 0) fail("{} input {}: negative strides are not supported", where, name);
     }
-    ValueRef flat = g.add_input(g.fresh_name(name + "_memory"), m.dtype, {span_of(sizes, strides)});
+    ValueRef flat = g.add_input(g.fresh_name(name + "_memory"), m.dtype, {span_of(sizes, strides)}, device);
     nodes.bind(name, g.call1(OpKind::AsStrided, {flat, IntList(m.sizes), IntList(m.strides)}, {}, name));
   }
   if (program.contains("weights"))
@@ -48,7 +62,7 @@ Graph read(const json& program) {
       std::string name = json_field(w, "name", where).get<std::string>();
       TensorMeta m = meta_of(w, where + " weight " + name);
       if (!m.is_contiguous()) fail("{}: weight {} must be contiguous", where, name);
-      nodes.bind(name, g.add_weight(name, json_field(w, "key", where).get<std::string>(), m.dtype, m.sizes));
+      nodes.bind(name, g.add_weight(name, json_field(w, "key", where).get<std::string>(), m.dtype, m.sizes, device));
     }
   for (const auto& node : json_field(program, "nodes", where)) nodes.add_node(node);
   for (const auto& out : json_field(program, "outputs", where)) g.outputs.push_back(nodes.value(out.get<std::string>(), where));

@@ -1,9 +1,10 @@
 // A graph handed over by the torch.compile adapter (python/coil): the FX graph AOTAutograd
 // traced, with its nodes written in torch.export's serialized node form (see export_nodes.h):
 //   {"name": str,
+//    "device": {"type": "cpu"|"cuda", "index": int},                    // where it runs (default cpu)
 //    "inputs":  [{"name": str, "meta": {"dtype", "sizes", "strides"}}],   // per call, in order
 //    "weights": [{"name": str, "key": str, "meta": {...}}],              // frozen parameters
-//    "nodes":   [node, ...],
+//    "nodes":   [node, ...],   // outputs may carry "layout": {"sizes", "strides"} (export_layout.h)
 //    "outputs": [str, ...]}                                               // value names
 // Inputs keep their strides (non-contiguous tensors are read in place). Errors are
 // coil::Error naming the node.

@@ -117,9 +117,9 @@ ValueRef Graph::add_input(std::string value_name, DType dtype, SymShape sizes, D
   return add_source(*this, OpKind::Input, {}, std::move(value_name), TensorMeta::contiguous(dtype, std::move(sizes), device));
 }
 
-ValueRef Graph::add_weight(std::string value_name, std::string key, DType dtype, SymShape sizes) {
+ValueRef Graph::add_weight(std::string value_name, std::string key, DType dtype, SymShape sizes, Device device) {
   return add_source(*this, OpKind::Weight, {{"key", std::move(key)}}, std::move(value_name),
-                    TensorMeta::contiguous(dtype, std::move(sizes)));
+                    TensorMeta::contiguous(dtype, std::move(sizes), device));
 }
 
 ValueRef Graph::add_constant(std::string value_name, FloatList values, DType dtype, SymShape sizes) {

@@ -1,0 +1,159 @@
+"""Calling a compiled graph: data pointers in, on PyTorch's current CUDA stream; coil's outputs
+handed back in the layout PyTorch gives them. Where coil fails at run time, the graph runs in
+PyTorch eager instead (with one warning), so the program still gets its answer.
+"""
+import json
+
+import torch
+
+from . import _coil
+
+def raw_stream():
+    """The current CUDA stream of a device, as a CUstream number: torch's C binding where it has
+    one (a fraction of torch.cuda.current_stream's cost per call)."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw
+    return lambda index: torch.cuda.current_stream(index).cuda_stream
+
+
+def is_cpu_scalar(value):
+    """A 0-d CPU tensor: PyTorch lets it meet tensors of any device as a scalar."""
+    return isinstance(value, torch.Tensor) and value.device.type == "cpu" and value.dim() == 0
+
+
+def _significant(sizes, strides):
+    """The strides that decide a layout: those of dims longer than 1 (a size-1 dim's stride is
+    never read), none for an empty tensor."""
+    if any(s == 0 for s in sizes):
+        return ()
+    return tuple(st for n, st in zip(sizes, strides) if n != 1)
+
+
+def same_layout(sizes, strides, other_strides):
+    return _significant(sizes, strides) == _significant(sizes, other_strides)
+
+
+def _overlaps(sizes, strides):
+    """Whether two elements of this layout share memory (each dim's stride, innermost first,
+    must step past everything the dims inside it span)."""
+    span = 0
+    for st, n in sorted((st, n) for n, st in zip(sizes, strides) if n > 1):
+        if st <= span:
+            return True
+        span += (n - 1) * st
+    return False
+
+
+def restride(t, sizes, strides):
+    """`t`'s values in a tensor of exactly these sizes and strides (a copy), or None where the
+    layout cannot be written (dims overlapping other than by a stride of 0)."""
+    if any(n == 0 for n in sizes):
+        return torch.empty_strided(sizes, strides, dtype=t.dtype, device=t.device)
+    # Broadcast dims (stride 0, from an expand): one slice of them carries every value.
+    kept = [d for d, (n, st) in enumerate(zip(sizes, strides)) if not (st == 0 and n > 1)]
+    if _overlaps([sizes[d] for d in kept], [strides[d] for d in kept]) or any(st < 0 for st in strides):
+        return None
+    span = 1 + sum((n - 1) * st for n, st in zip(sizes, strides))
+    memory = torch.empty(span, dtype=t.dtype, device=t.device)
+    memory.as_strided([sizes[d] for d in kept], [strides[d] for d in kept]).copy_(
+        t[tuple(slice(None) if d in kept else 0 for d in range(len(sizes)))])
+    return memory.as_strided(sizes, strides)
+
+
+class LayoutError(Exception):
+    """coil's output is not what PyTorch traced (dtype or sizes): a bug in coil."""
+
+
+def _output_fixup(out, want):
+    """What makes coil's output `out` the tensor PyTorch gives (`want`: the traced dtype, sizes,
+    strides and device type): None when it is already, else a function of `out`."""
+    if want is None:
+        return None
+    if list(out.shape) != want["sizes"] or str(out.dtype).removeprefix("torch.") != want["dtype"]:
+        raise LayoutError(f"coil returned {out.dtype}{list(out.shape)} where PyTorch traced {want['dtype']}{want['sizes']}")
+    steps = []
+    if not same_layout(want["sizes"], want["strides"], out.stride()):
+        sizes, strides = want["sizes"], want["strides"]
+        if restride(out, sizes, strides) is None:
+            raise LayoutError(f"coil cannot lay out an output with strides {strides}")
+        steps.append(lambda t: restride(t, sizes, strides))
+    if out.device.type != want["device"]:  # a 0-d CPU value computed on the device
+        steps.append(lambda t: t.cpu())
+    if not steps:
+        return None
+
+    def fix(t):
+        for step in steps:
+            t = step(t)
+        return t
+    return fix
+
+
+class Runner:
+    """Calls a compiled graph with data pointers.
+
+    `entry` is what _fx.program made (how to call the program and what PyTorch traced for its
+    outputs). `eager`, where given, is the same graph in PyTorch: it runs instead when coil fails,
+    and when `check_inputs` (a partition fed by PyTorch ops) finds an input whose layout differs
+    from the traced one in a way a copy cannot mend."""
+
+    def __init__(self, compiled, entry, device, keep, warn, eager=None, check_inputs=False):
+        self.compiled, self.entry = compiled, entry
+        self.per_call, self.recipe, self.single = entry["per_call"], entry["recipe"], entry["single"]
+        self.moves = set(entry.get("moves", ()))
+        self.layouts = entry.get("layouts", [])
+        self.device = device
+        self.cuda = device.index if device.type == "cuda" else None  # the GPU whose current stream runs it
+        self.stream = raw_stream() if self.cuda is not None else None
+        self.keep = keep  # frozen tensors the compiled graph reads
+        self.warn, self.eager = warn, eager
+        self.fixups = None  # per coil output, found at the first call
+        self.aliases = [(k, w["alias_of"], w["offset"]) for k, w in enumerate(self.layouts) if w and "alias_of" in w]
+        self.broken = False
+        self.inputs = None  # per input passed per call, the sizes and strides it was compiled for
+        if check_inputs:
+            self.inputs = [(i["meta"]["sizes"], i["meta"]["strides"]) for i in json.loads(entry["program"])["inputs"]]
+
+    def _pointer(self, i, arg, k):
+        if i in self.moves:
+            arg = arg.to(self.device)
+        elif self.inputs is not None:
+            sizes, strides = self.inputs[k]
+            if arg.device != self.device or list(arg.shape) != sizes:
+                raise LayoutError(f"input {i} is {arg.dtype}{list(arg.shape)} on {arg.device}")
+            if not same_layout(sizes, strides, arg.stride()):
+                arg = restride(arg, sizes, strides)
+                if arg is None:
+                    raise LayoutError(f"input {i} has strides coil cannot copy into")
+        return arg
+
+    def _run(self, args):
+        if self.moves or self.inputs is not None:
+            held = [self._pointer(i, args[i], k) for k, i in enumerate(self.per_call)]
+            ptrs = [t.data_ptr() for t in held]
+        else:
+            ptrs = [args[i].data_ptr() for i in self.per_call]
+        outs = self.compiled.run(ptrs, self.stream(self.cuda) if self.stream is not None else 0)
+        if self.fixups is None:
+            self.fixups = [_output_fixup(o, w) for o, w in zip(outs, self.layouts)] if self.layouts else []
+        for k, fix in enumerate(self.fixups):
+            if fix is not None:
+                outs[k] = fix(outs[k])
+        for k, base, offset in self.aliases:  # views of other outputs, sharing their memory as in eager
+            owner = outs[base]
+            outs[k] = owner.as_strided(outs[k].shape, self.layouts[k]["strides"], owner.storage_offset() + offset)
+        results = [outs[i] if kind == "coil" else args[i] if kind == "arg" else i for kind, i in self.recipe]
+        return results[0] if self.single else tuple(results)
+
+    def __call__(self, *args):
+        if self.broken:
+            return self.eager(*args)
+        if self.eager is None:
+            return self._run(args)
+        try:
+            return self._run(args)
+        except (LayoutError, _coil.CoilError) as e:
+            self.warn(f"coil: a compiled graph runs in PyTorch eager from here on: {e} (a bug in coil)")
+            self.broken = True
+            return self.eager(*args)

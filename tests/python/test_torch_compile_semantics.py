@@ -1,0 +1,185 @@
+"""torch.compile(backend="coil") keeps PyTorch's semantics where a program can observe them:
+0-d CPU tensors meet device tensors as scalars, output strides follow PyTorch's (later views
+rely on them), tensors crossing into and out of the parts PyTorch runs keep their layout,
+returned views alias, and a graph coil fails on still runs (in eager, with one warning).
+
+Runs on the CPU everywhere and on CUDA where there is a GPU (scripts/gpu-check).
+"""
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+coil = pytest.importorskip("coil")
+coil.register()
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def run(fn, *args, **compile_kwargs):
+    """(eager result, coil result, coil's warnings), under no_grad, on copies of the arguments."""
+    with torch.no_grad():
+        want = fn(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = torch.compile(fn, backend="coil", **compile_kwargs)(*args)
+    return want, got, [w for w in caught if issubclass(w.category, coil.FallbackWarning)]
+
+
+def same(want, got, rtol=1e-5, atol=1e-5, strides=True):
+    want = want if isinstance(want, (tuple, list)) else [want]
+    got = got if isinstance(got, (tuple, list)) else [got]
+    assert len(want) == len(got)
+    for w, g in zip(want, got):
+        assert (g.dtype, g.shape, g.device) == (w.dtype, w.shape, w.device)
+        torch.testing.assert_close(g, w, rtol=rtol, atol=atol, equal_nan=True)
+        if strides and w.numel() > 1:
+            sig = lambda t: [st for n, st in zip(t.shape, t.stride()) if n != 1]  # noqa: E731
+            assert sig(g) == sig(w), f"strides {g.stride()} where PyTorch has {w.stride()}"
+
+
+# -- 0-d CPU tensors are scalars next to device tensors -------------------------------------
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_cpu_scalar_tensors_meet_device_tensors(device):
+    def f(x, s):
+        mask = torch.tensor(torch.finfo(x.dtype).min)  # a lifted constant, as Hugging Face masks make
+        y = torch.where(x > 0, x, mask) + s * torch.tensor(3.0)
+        return torch.minimum(y, s), y.amax() * s
+
+    x = torch.randn(4, 8, device=device)
+    s = torch.tensor(0.5)  # 0-d, on the CPU, as a per-call input
+    want, got, said = run(f, x, s)
+    same(want, got)
+    assert not [w for w in said if issubclass(w.category, coil.CompileErrorWarning)], [str(w.message) for w in said]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_cpu_scalar_tensor_returned(device):
+    def f(x, s):
+        return x * 2, s + 1  # the scalar stays on the CPU, as in eager
+
+    want, got, _ = run(f, torch.randn(5, device=device), torch.tensor(2.0))
+    same(want, got)
+
+
+# -- output strides follow PyTorch's ---------------------------------------------------------
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_view_after_a_permuted_result(device):
+    """PyTorch's pointwise result keeps its input's permuted layout, so the transpose back is
+    contiguous and `view` works; coil used to lay the result out contiguously and refuse the view
+    (the ViT/MultiheadAttention failure on CUDA, where attention's output is permuted)."""
+    def f(x):
+        y = x.transpose(1, 2) * 2 + 1
+        return y.transpose(1, 2).view(x.shape[0], -1), y
+
+    want, got, said = run(f, torch.randn(3, 5, 7, device=device))
+    same(want, got)
+    assert not said, [str(w.message) for w in said]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_multihead_attention_batch_first(device):
+    mha = torch.nn.MultiheadAttention(64, 4, batch_first=True).to(device).eval()
+    x = torch.randn(2, 10, 64, device=device)
+    want, got, said = run(lambda q: mha(q, q, q, need_weights=False)[0], x)
+    same(want, got, rtol=2e-4, atol=2e-4, strides=False)
+    assert not [w for w in said if issubclass(w.category, coil.CompileErrorWarning)], [str(w.message) for w in said]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_output_strides_match_eager(device):
+    def f(x, img):
+        return (x.permute(2, 0, 1) * 3, x.transpose(0, 1).contiguous(), x[:, 1:, ::2] + 0, img.relu() * 2,
+                x.sum(dim=1, keepdim=True).expand(-1, 4, -1))
+
+    img = torch.randn(2, 3, 5, 5, device=device).to(memory_format=torch.channels_last)
+    want, got, _ = run(f, torch.randn(3, 4, 6, device=device), img)
+    same(want, got)
+
+
+# -- tensors crossing the parts PyTorch runs keep their layout --------------------------------
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_expanded_tensor_crossing_a_fallback(device):
+    """An expanded (stride-0) value made by coil and read by a part PyTorch runs and by coil
+    again: half the values came back wrong when coil returned it contiguous."""
+    a = torch.randn(1, 2, 3, device=device)
+
+    def f(a):
+        e = a.expand(2, 2, 3)
+        return e / torch.linalg.vector_norm(e, dim=-1, keepdim=True)
+
+    def g(a):
+        e = (a * 1.5).expand(2, 2, 3)
+        return e / torch.linalg.vector_norm(e, dim=-1, keepdim=True), e
+
+    for fn in (f, g):
+        torch._dynamo.reset()
+        want, got, _ = run(fn, a)
+        same(want, got, strides=False)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_cosine_similarity_broadcast(device):
+    x, y = torch.randn(1, 2, 3, device=device), torch.randn(2, 1, 3, device=device)
+    want, got, _ = run(lambda a, b: F.cosine_similarity(a, b, dim=-1), x, y)
+    same(want, got, strides=False)
+
+
+# -- returned views alias --------------------------------------------------------------------
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_returned_views_alias_each_other(device):
+    f = torch.compile(lambda x: (lambda y: (y, y.view(2, 2)))(x * 2), backend="coil")
+    with torch.no_grad():
+        p, q = f(torch.ones(4, device=device))
+        p.add_(10)
+    assert q.flatten().tolist() == [12.0] * 4
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_returned_views_of_inputs_alias_them(device):
+    f = torch.compile(lambda x: (x[1:], x.view(2, 3).t(), x * 2), backend="coil")
+    x = torch.arange(6.0, device=device)
+    with torch.no_grad():
+        a, b, c = f(x)
+        x.add_(100)
+    assert a.tolist() == list(range(101, 106)) and b[0].tolist() == [100.0, 103.0]
+    assert c.tolist() == [2.0 * i for i in range(6)]
+
+
+# -- the fallback guarantee -----------------------------------------------------------------
+
+def test_a_graph_coil_fails_on_still_runs(monkeypatch):
+    def broken(*_args, **_kwargs):
+        raise coil.CoilError("an internal failure")
+
+    monkeypatch.setattr(coil._coil, "Compiled", broken)
+    x = torch.randn(4, 4)
+    want, got, said = run(lambda x: torch.relu(x) * 2, x)
+    same(want, got)
+    assert [w for w in said if issubclass(w.category, coil.CompileErrorWarning)], "no CompileErrorWarning"
+    with pytest.raises(Exception, match="internal failure"):
+        torch._dynamo.reset()
+        coil.compile(lambda x: torch.relu(x) * 2, fallback="error")(x)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint16, torch.float8_e4m3fn, torch.complex64])
+def test_dtypes_coil_does_not_know_run_in_eager(dtype):
+    def f(x):
+        y = (x * 2).to(dtype)
+        return torch.view_as_real(y) if dtype.is_complex else y.to(torch.float32) + 1
+
+    want, got, said = run(f, torch.randn(4, 4))
+    same(want, got)
+    assert said and not [w for w in said if issubclass(w.category, coil.CompileErrorWarning)], [str(w.message) for w in said]
