@@ -10,7 +10,7 @@ import warnings
 
 import torch
 
-from . import _cache, _coil, _fx, _runner
+from . import _cache, _coil, _decompositions, _fx, _runner
 
 _OPTIONS = {"freeze", "autotune", "cache_dir", "fallback"}
 _MODES = {None, "default", "max-autotune", "max-autotune-no-cudagraphs"}
@@ -47,23 +47,12 @@ def _check_options(mode, options):
     return options
 
 
-def _decompositions():
-    from torch._decomp import core_aten_decompositions
-
-    table = dict(core_aten_decompositions())
-    # Keep attention whole: coil has a fused kernel for it.
-    for op in (torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default,):
-        table.pop(op, None)
-    return table
-
-
 def _graph_device(values):
     """The device a graph runs on: that of its tensors, 0-d CPU tensors aside (PyTorch lets such
-    a scalar meet tensors of any device); None where the tensors are on several devices."""
+    a scalar meet tensors of any device); with tensors on several, the accelerator (the nodes on
+    other devices run in PyTorch)."""
     devices = {v.device for v in values if isinstance(v, torch.Tensor) and not _runner.is_cpu_scalar(v)}
-    if len(devices) > 1:
-        return None
-    device = devices.pop() if devices else torch.device("cpu")
+    device = min(devices, key=lambda d: (d.type == "cpu", str(d))) if devices else torch.device("cpu")
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
     return device
@@ -149,19 +138,22 @@ def _compile_forward(gm, options, frozen_tensors):
     """AOTAutograd's forward compiler: the whole graph, or its coil-able partitions."""
     values = _placeholder_values(gm)
     device = _graph_device(values)
-    if device is None or device.type not in ("cpu", "cuda") or any(not _takes(v, device) for v in values) \
-            or any(not isinstance(v, torch.Tensor) for v in values):
+    if device.type not in ("cpu", "cuda"):
         if options.get("fallback", "eager") == "error":
-            raise _coil.CoilError("coil: this graph has inputs coil does not take (mixed devices, dtypes coil does "
-                                  "not know, or non-tensor/symbolic values)")
-        _warn("coil: this graph has inputs coil does not take (mixed devices, dtypes coil does not know, or "
-              "non-tensor/symbolic values); it runs in PyTorch eager")
+            raise _coil.CoilError(f"coil: device {device} is not supported")
+        _warn(f"coil: this graph runs on {device}, which coil does not compile for; it runs in PyTorch eager")
         return gm
     calls = [n for n in gm.graph.nodes if n.op == "call_function"]
-    unsupported = [n for n in calls if not _node_supported(n, device)]
     if not calls:
         return gm
-    if not unsupported and not any(n.op == "get_attr" for n in gm.graph.nodes):
+    unsupported = [n for n in calls if not _node_supported(n, device)]
+    if unsupported:
+        decomposed = _decompositions.decompose_unsupported(gm, values, unsupported)
+        if decomposed is not None:
+            gm = decomposed
+            unsupported = [n for n in gm.graph.nodes if n.op == "call_function" and not _node_supported(n, device)]
+    takes_inputs = all(isinstance(v, torch.Tensor) and _takes(v, device) for v in values)
+    if not unsupported and takes_inputs and not any(n.op == "get_attr" for n in gm.graph.nodes):
         return _compile_whole(gm, values, device, options, frozen_tensors)
     if unsupported and options.get("fallback", "eager") == "error":
         raise _coil.CoilError(f"coil: ops coil does not compile: {sorted({str(n.target) for n in unsupported})}")
@@ -282,7 +274,7 @@ def _compile_graph(gm, example_inputs, mode, options):
         return compiled
 
     wrapped = aot_module_simplified(gm, example_inputs, fw_compiler=forward_compiler,
-                                    inference_compiler=forward_compiler, decompositions=_decompositions())
+                                    inference_compiler=forward_compiler, decompositions=_decompositions.core())
     return direct[0] if direct else wrapped
 
 

@@ -176,12 +176,20 @@ def device_json(device):
     return {"as_device": {"type": device.type, "index": device.index if device.type == "cuda" else None}}
 
 
+# Ops coil compiles as another that computes the same: a lifted constant's copy is a clone.
+_SAME_AS = {"lift_fresh_copy.default": "clone.default"}
+
+
 def node_json(node, device=None):
     """One call_function node in torch.export's serialized form; `device` (device_json): where
     the graph runs, written for every device argument."""
     if target_name(node.target) is None:
         raise Unsupported(f"target {node.target}")
     target, bound = _swap_number_self(node.target, _bound_arguments(node.target, node))
+    same = _SAME_AS.get(f"{target._opname}.{target._overloadname}")
+    if same is not None:
+        packet, overload = same.split(".")
+        target = getattr(getattr(torch.ops.aten, packet), overload)
     target = _retarget_numbers(target, bound)
     types = {a.name: str(a.type) for a in target._schema.arguments}
     inputs = [{"name": key, "arg": _encode(value, types.get(key, ""), device)} for key, value in bound.items()]

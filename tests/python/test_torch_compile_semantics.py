@@ -183,3 +183,27 @@ def test_dtypes_coil_does_not_know_run_in_eager(dtype):
     want, got, said = run(f, torch.randn(4, 4))
     same(want, got)
     assert said and not [w for w in said if issubclass(w.category, coil.CompileErrorWarning)], [str(w.message) for w in said]
+
+
+# -- ops coil compiles through decompositions ------------------------------------------------
+
+DECOMPOSED = {
+    "linalg_vector_norm": lambda x, y: torch.linalg.vector_norm(x, dim=-1) + torch.linalg.vector_norm(y, ord=3, dim=0),
+    "fmax_fmin": lambda x, y: torch.fmax(x, y) + torch.fmin(x, y),
+    "var_mean": lambda x, y: torch.var_mean(x, dim=1)[0] * torch.var_mean(y, dim=1, correction=0)[1],
+    "addmv": lambda x, y: torch.addmv(x[0], y, x[1], beta=0.5, alpha=2),
+    "addbmm": lambda x, y: torch.addbmm(y, torch.stack([x, y]), torch.stack([y.t(), x]), beta=0.5, alpha=1.5),
+    "lifted_constant": lambda x, y: x + torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], device=x.device),
+    "floor_divide": lambda x, y: torch.floor_divide(x, y),
+    "avg_pool2d_pad_interpolate": lambda x, y: F.interpolate(F.avg_pool2d(F.pad(x.view(1, 1, 8, 8), (1, 2), value=3.0),
+                                                                          2), scale_factor=2, mode="bilinear"),
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", sorted(DECOMPOSED))
+def test_ops_compiled_through_decompositions(name, device):
+    x, y = torch.randn(8, 8, device=device), torch.randn(8, 8, device=device) + 3
+    want, got, said = run(DECOMPOSED[name], x, y)
+    same(want, got, rtol=1e-4, atol=1e-4, strides=False)
+    assert not said, [str(w.message) for w in said]

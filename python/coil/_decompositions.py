@@ -1,0 +1,87 @@
+"""The decompositions the adapter applies: PyTorch's Core ATen table for every graph, and for
+graphs holding ops coil does not compile, Inductor's table and a few of coil's own for those
+ops (their parts are often ops coil compiles), applied by tracing the graph again.
+"""
+import functools
+
+import torch
+
+from . import _coil, _fx
+
+aten = torch.ops.aten
+
+
+def core():
+    """The table AOTAutograd applies to every graph."""
+    from torch._decomp import core_aten_decompositions
+
+    table = dict(core_aten_decompositions())
+    # Keep attention whole: coil has a fused kernel for it.
+    for op in (aten._scaled_dot_product_flash_attention_for_cpu.default,):
+        table.pop(op, None)
+    return table
+
+
+def _var_mean(x, dim=None, *, correction=None, keepdim=False):
+    return aten.var.correction(x, dim, correction=correction, keepdim=keepdim), aten.mean.dim(x, dim, keepdim)
+
+
+def _addbmm(self, batch1, batch2, *, beta=1, alpha=1):
+    product = aten.sum.dim_IntList(aten.bmm.default(batch1, batch2), [0])
+    if alpha != 1:
+        product = aten.mul.Scalar(product, alpha)
+    if beta == 0:
+        return aten.expand.default(product, self.shape) if product.shape != self.shape else product
+    return aten.add.Tensor(aten.mul.Scalar(self, beta) if beta != 1 else self, product)
+
+
+def _stack(tensors, dim=0):
+    dim = dim % (tensors[0].dim() + 1)
+    return aten.cat.default([aten.unsqueeze.default(t, dim) for t in tensors], dim)
+
+
+def _floor_divide(self, other):
+    return aten.div.Tensor_mode(self, other, rounding_mode="floor")
+
+
+# coil's own, for ops neither table rewrites into parts coil compiles (PyTorch's semantics:
+# floor_divide floors; addbmm adds the batch's products; lift_fresh_copy is a copy).
+_OWN = {
+    aten.var_mean.correction: _var_mean,
+    aten.addbmm.default: _addbmm,
+    aten.stack.default: _stack,
+    aten.floor_divide.default: _floor_divide,
+    aten.lift_fresh_copy.default: aten.clone.default,
+}
+
+
+def _compiles(op):
+    target = _fx.target_name(op)
+    return target is not None and _coil.supported(target)
+
+
+@functools.lru_cache(maxsize=None)
+def _extra():
+    """Inductor's decompositions and coil's own, for the ops coil does not compile."""
+    from torch._inductor.decomposition import select_decomp_table
+
+    table = {op: fn for op, fn in select_decomp_table().items() if isinstance(op, torch._ops.OpOverload) and not _compiles(op)}
+    table.update(_OWN)
+    return table
+
+
+def decompose_unsupported(gm, values, unsupported):
+    """`gm` traced again with the extra decompositions, or None where none applies to the ops
+    in `unsupported` (or tracing fails: those nodes then run in eager as they are)."""
+    from torch._guards import detect_fake_mode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    table = _extra()
+    fake_mode = detect_fake_mode(values)
+    if fake_mode is None or not any(n.target in table for n in unsupported):
+        return None
+    try:
+        with fake_mode:
+            return make_fx(gm, decomposition_table=table)(*values)
+    except Exception:  # noqa: BLE001 - a decomposition that does not apply here: keep the ops
+        return None
