@@ -1,0 +1,209 @@
+"""One OpInfo sample through eager and torch.compile, classified.
+
+A sample's status is one of
+  pass      the backend compiled every graph and the results match eager;
+  fallback  they match, but coil sent part or all of a graph to eager (a coil.FallbackWarning);
+  mismatch  outputs or mutated inputs differ (values, shape, dtype, device);
+  crash     the compiled call raised, or coil failed on a graph it had accepted
+            (a coil.CompileErrorWarning), or the worker running it died or hung;
+  skip      eager itself raises on the sample: nothing to compare against.
+"""
+import copy
+import itertools
+import time
+import warnings
+
+import torch
+from torch.utils._pytree import tree_map
+
+from tests.opinfo.compare import LOW_PRECISION, difference, downcast, upcast
+
+STATUSES = ("skip", "pass", "fallback", "mismatch", "crash")  # worst last
+RANK = {s: i for i, s in enumerate(STATUSES)}
+
+# Ops whose values are random or uninitialized memory: only structure, shapes, dtypes and devices
+# are compared. (Other ops whose eager output changes between two runs with the same seed are
+# found at run time and treated alike.)
+UNDETERMINED = frozenset({
+    "bernoulli", "cauchy", "exponential", "geometric", "log_normal", "multinomial", "normal",
+    "rand_like", "randint", "randint_like", "randn", "randn_like", "uniform",
+    "nn.functional.dropout", "nn.functional.dropout2d", "nn.functional.dropout3d",
+    "nn.functional.alpha_dropout", "nn.functional.feature_alpha_dropout", "nn.functional.rrelu",
+    "nn.functional.fractional_max_pool2d", "nn.functional.fractional_max_pool3d",
+    "pca_lowrank", "svd_lowrank",
+    "empty", "empty_like", "empty_permuted", "empty_strided", "new_empty", "new_empty_strided",
+    "resize_", "resize_as_",
+})
+
+
+def worst(statuses):
+    """An op's status over its samples: crash > mismatch > fallback > pass > skip."""
+    return max(statuses, key=RANK.__getitem__, default="skip")
+
+
+class Backend:
+    """A torch.compile backend by name, wrapped to count the graphs Dynamo hands it (a sample
+    that reaches no graph compiled nothing) and, for Inductor, to note its ATen fallbacks."""
+
+    def __init__(self, name):
+        self.name = name
+        self.inner = torch._dynamo.lookup_backend(name)
+        self.graphs = []  # call_function nodes per graph, this sample
+        self.targets = set()  # Inductor: the post-grad graphs' ops, this sample
+        if name == "coil":
+            import coil
+
+            coil.register()
+            self.fallback_warning, self.error_warning = coil.FallbackWarning, coil.CompileErrorWarning
+        else:
+            self.fallback_warning = self.error_warning = None
+        if name == "inductor":
+            self._watch_inductor()
+
+    def __call__(self, gm, example_inputs):
+        self.graphs.append(sum(n.op == "call_function" for n in gm.graph.nodes))
+        return self.inner(gm, example_inputs)
+
+    def start_sample(self):
+        self.graphs, self.targets = [], set()
+
+    def aten_fallbacks(self):
+        """The ops of this sample that Inductor ran as ATen fallback kernels (Inductor only)."""
+        from torch._inductor.lowering import fallbacks
+
+        return sorted(str(t) for t in self.targets if t in fallbacks)
+
+    def _watch_inductor(self):
+        """Notes the ops of each post-grad graph; those in torch._inductor.lowering.fallbacks
+        after lowering (which adds the implicit ones) ran in ATen. Inductor's FX graph cache is
+        off so that every graph is lowered and seen here."""
+        import torch._inductor.config as config
+        from torch._inductor.custom_graph_pass import CustomGraphPass
+
+        backend = self
+
+        class Recorder(CustomGraphPass):
+            def __call__(self, graph):
+                backend.targets.update(n.target for n in graph.nodes if n.op == "call_function")
+
+            def uuid(self):
+                return "opinfo-recorder"
+
+        config.fx_graph_cache = False
+        config.post_grad_custom_post_pass = Recorder()
+
+
+def run_unit(op, device, dtype, count, backend, seed):
+    """Yields ("start", i) before sample i and ("result", record) after it, for the first
+    `count` samples of `op` in `dtype`; samples are drawn after torch.manual_seed(seed)."""
+    torch.manual_seed(seed)
+    try:
+        samples = list(itertools.islice(op.sample_inputs(device, dtype, requires_grad=False), count))
+    except Exception as e:  # op_db's own generator failing is not the backend's business
+        yield "result", {"sample": None, "status": "skip", "detail": f"sample_inputs raised {_message(e)}"}
+        return
+    if not samples:
+        yield "result", {"sample": None, "status": "skip", "detail": "no samples"}
+    for i, sample in enumerate(samples):
+        yield "start", i
+        began = time.perf_counter()
+        try:
+            record = check_sample(op, sample, device, dtype, backend, seed + i)
+        except Exception as e:  # shown as a crash so that it gets fixed, with what it is
+            record = {"status": "crash", "detail": f"error in the OpInfo harness: {_message(e)}"}
+        yield "result", dict(record, sample=i, seconds=round(time.perf_counter() - began, 3))
+
+
+def check_sample(op, sample, device, dtype, backend, seed):
+    """The record of one sample: status, detail (one line), graphs and what else was noticed."""
+    call = (sample.input, tuple(sample.args), dict(sample.kwargs))
+    eager_inputs = _copy(call)
+    try:
+        want = _run(op.op, eager_inputs, seed)
+    except Exception as e:
+        return {"status": "skip", "detail": f"eager raises {_message(e)}"}
+    record = {}
+    values = op.name not in UNDETERMINED
+    if values and _differs_between_runs(op, call, want, eager_inputs, seed):
+        values, record["note"] = False, "eager output changes between runs: structure compared only"
+    compiled_inputs = _copy(call)
+    backend.start_sample()
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda *a, **k: op.op(*a, **k), backend=backend)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            got = _run(compiled, compiled_inputs, seed)
+            if device == "cuda":
+                torch.cuda.synchronize()  # a kernel's fault shows here, not in a later sample
+        except Exception as e:
+            return dict(record, status="crash", detail=_message(e), graphs=backend.graphs)
+    record["graphs"] = backend.graphs
+    if backend.name == "inductor":
+        record["aten_fallbacks"] = backend.aten_fallbacks()
+    errors = _messages(caught, backend.error_warning)
+    if errors:
+        return dict(record, status="crash", detail=errors[0])
+    found = difference(got, want, "output", values) or difference(compiled_inputs, eager_inputs, "inputs", values)
+    if found and values and dtype in LOW_PRECISION and _matches_f32_reference(op, call, dtype, seed, got, compiled_inputs):
+        found, record["note"] = None, "matches the f32 reference, not eager"
+    if found:
+        return dict(record, status="mismatch", detail=found)
+    fallbacks = _messages(caught, backend.fallback_warning)
+    if fallbacks:
+        return dict(record, status="fallback", detail=fallbacks[0])
+    return dict(record, status="pass", detail="" if any(backend.graphs) else "no graph with ops reached the backend")
+
+
+def _copy(call):
+    """A copy of the sample's (input, args, kwargs) that keeps tensors that alias each other
+    aliased; sparse compressed tensors, which deepcopy refuses, are cloned one by one."""
+    try:
+        return copy.deepcopy(call)
+    except (NotImplementedError, RuntimeError):
+        return tree_map(lambda v: v.clone() if isinstance(v, torch.Tensor) else v, call)
+
+
+def _run(fn, call, seed):
+    inputs, args, kwargs = call
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        return fn(inputs, *args, **kwargs)
+
+
+def _differs_between_runs(op, call, want, eager_inputs, seed):
+    """Whether eager gives other values on a second run with the same seed (random ops that
+    are not in UNDETERMINED, uninitialized memory)."""
+    again_inputs = _copy(call)
+    try:
+        again = _run(op.op, again_inputs, seed)
+    except Exception:
+        return True
+    return bool(difference(again, want) or difference(again_inputs, eager_inputs, "inputs"))
+
+
+def _matches_f32_reference(op, call, dtype, seed, got, compiled_inputs):
+    """Whether a 16-bit result is close to the op run in float32 on upcast inputs and cast back:
+    a compiler that keeps intermediates in float32 is more accurate than eager, not wrong
+    (Inductor's OpInfo test accepts the same reference)."""
+    inputs = upcast(_copy(call), dtype)
+    try:
+        want = downcast(_run(op.op, inputs, seed), dtype)
+    except Exception:
+        return False
+    return not (difference(got, want) or difference(compiled_inputs, downcast(inputs, dtype), "inputs"))
+
+
+def _messages(caught, category):
+    if category is None:
+        return []
+    return list(dict.fromkeys(_one_line(str(w.message)) for w in caught if issubclass(w.category, category)))
+
+
+def _message(error):
+    return _one_line(f"{type(error).__name__}: {error}")
+
+
+def _one_line(text, limit=600):
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + " ..."

@@ -1,0 +1,63 @@
+"""PyTorch's OpInfo samples through torch.compile(backend="coil"): the CPU slice CI runs, checked
+against tests/opinfo/expected_failures.txt (the whole suite: python -m tests.opinfo.run).
+
+The slice is fixed so that CI stays within its time: the ops of op_db in shard 0 of 4 (by a CRC
+of the op's name and variant, so ops added to op_db leave the others in place), in f32, i64 and
+bool, one sample each, on the CPU with two worker processes: 382 ops·dtypes of 179 ops, 4.5
+minutes on a busy two-core machine with an empty kernel cache (the whole CPU run, all five
+dtypes: 25 minutes). It fails on every crash, mismatch or fallback the expected file does not
+list, and on every listed entry that now does better.
+"""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tests.opinfo import compare, expected  # noqa: E402
+
+EXPECTED = ROOT / "tests" / "opinfo" / "expected_failures.txt"
+SLICE = ["--device", "cpu", "--dtypes", "f32,i64,bool", "--samples", "1", "--shard", "0:4", "--jobs", "2"]
+
+
+def test_cpu_slice_matches_expected_failures(tmp_path):
+    pytest.importorskip("coil")
+    proc = subprocess.run([sys.executable, "-m", "tests.opinfo.run", *SLICE, "--expected", str(EXPECTED),
+                           "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=1500)
+    assert (tmp_path / "results.json").exists(), proc.stderr[-3000:]
+    results = json.loads((tmp_path / "results.json").read_text())
+    ran = [u for u in results["units"] if u["status"] != "skip"]
+    assert len(ran) > 300, f"the slice ran only {len(ran)} ops·dtypes: {results['summary']}"
+    assert proc.returncode == 0, f"{proc.stdout[-6000:]}\n(per sample: {tmp_path / 'summary.md'})"
+
+
+def test_difference_walks_outputs_and_tolerates_rounding():
+    x = torch.tensor([1.0, float("nan")])
+    assert compare.difference((x, [3, None]), (x.clone(), [3, None])) is None
+    assert compare.difference(x + 1e-7, x) is None  # within float32's default tolerance
+    assert "output[0]" in compare.difference((x + 1e-3,), (x,))
+    assert "dtype" in compare.difference(x.double(), x)
+    assert "2 elements" in compare.difference((x, x), (x,))
+    assert compare.difference(torch.rand(3), torch.rand(3), values=False) is None
+
+
+def test_expected_entries_only_shrink():
+    listed = {("abs", "cpu", "f32"): "fallback", ("cos", "cpu", "f32"): "crash", ("cos", "cuda", "f32"): "crash",
+              ("sin", "cpu", "i64"): "mismatch"}
+    coverage = expected.Coverage("cpu", ["f32"], 1, ["abs", "cos", "tan"], ["abs", "cos", "sin", "tan"], whole=False)
+    statuses = {("abs", "f32"): "fallback", ("cos", "f32"): "fallback", ("tan", "f32"): "mismatch"}
+    lines = expected.differences(listed, {"cpu": 1, "cuda": 2}, statuses, coverage)
+    assert lines == ["better: cos cpu f32: expected crash, now fallback: change its line to fallback",
+                     "new failure: tan cpu f32: mismatch (not in the expected file)"]
+    merged = expected.merge(listed, statuses, coverage)
+    assert merged == {("abs", "cpu", "f32"): "fallback", ("cos", "cpu", "f32"): "fallback",
+                      ("cos", "cuda", "f32"): "crash", ("sin", "cpu", "i64"): "mismatch",
+                      ("tan", "cpu", "f32"): "mismatch"}
+    statuses[("cos", "f32")] = "pass"
+    assert expected.differences(listed, {"cpu": 1}, statuses, coverage)[0].startswith("fixed: cos cpu f32")
+    assert expected.differences(listed, {"cpu": 2}, statuses, coverage)[0].startswith("samples: the cpu entries")
