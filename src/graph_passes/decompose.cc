@@ -87,9 +87,10 @@ ValueRef attention(Graph& g, const Node& n, const std::map<std::pair<int, int>, 
   ValueRef scaled = g.call1(OpKind::MulScalar, {scores, scale}, {}, names.next(n.name() + "_scaled"));
   double neg_inf = -INFINITY;
   if (std::get<bool>(n.arg("is_causal").value)) {
-    ValueRef row_ids = g.call1(OpKind::ArangeStartStep, {0, L}, {}, names.next(n.name() + "_rows"));
+    const Device device = n.outputs[0].meta.device;
+    ValueRef row_ids = g.call1(OpKind::ArangeStartStep, {0, L}, {{"device", device}}, names.next(n.name() + "_rows"));
     ValueRef rows = g.call1(OpKind::Unsqueeze, {row_ids, 1}, {}, names.next(n.name() + "_rows"));
-    ValueRef cols = g.call1(OpKind::ArangeStartStep, {0, S}, {}, names.next(n.name() + "_cols"));
+    ValueRef cols = g.call1(OpKind::ArangeStartStep, {0, S}, {{"device", device}}, names.next(n.name() + "_cols"));
     ValueRef keep = g.call1(OpKind::GeTensor, {rows, cols}, {}, names.next(n.name() + "_causal"));
     scaled = g.call1(OpKind::WhereScalarOther, {keep, scaled, neg_inf}, {}, names.next(n.name() + "_masked"));
   }

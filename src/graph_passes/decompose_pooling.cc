@@ -45,7 +45,8 @@ struct Builder {
   ValueRef coordinate(const Pool2d& p, int d, int64_t k) {
     auto du = static_cast<size_t>(d);
     int64_t first = k * p.dilation[du] - p.pad[du];
-    return call(OpKind::ArangeStartStep, {first, first + p.out[du] * p.stride[du], p.stride[du]});
+    return call(OpKind::ArangeStartStep, {first, first + p.out[du] * p.stride[du], p.stride[du]},
+                {{"device", n.outputs[0].meta.device}});
   }
   ValueRef in_range(ValueRef c, int64_t size) {
     ValueRef ge = call(OpKind::GeScalar, {c, int64_t{0}});
