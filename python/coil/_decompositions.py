@@ -27,12 +27,18 @@ def _var_mean(x, dim=None, *, correction=None, keepdim=False):
 
 
 def _addbmm(self, batch1, batch2, *, beta=1, alpha=1):
+    # 16-bit operands: the products summed over the batch in f32 and rounded once, as ATen does.
+    dtype = self.dtype
+    if dtype in (torch.float16, torch.bfloat16):
+        self, batch1, batch2 = (aten._to_copy.default(t, dtype=torch.float32) for t in (self, batch1, batch2))
     product = aten.sum.dim_IntList(aten.bmm.default(batch1, batch2), [0])
     if alpha != 1:
         product = aten.mul.Scalar(product, alpha)
     if beta == 0:
-        return aten.expand.default(product, self.shape) if product.shape != self.shape else product
-    return aten.add.Tensor(aten.mul.Scalar(self, beta) if beta != 1 else self, product)
+        out = aten.expand.default(product, self.shape) if product.shape != self.shape else product
+    else:
+        out = aten.add.Tensor(aten.mul.Scalar(self, beta) if beta != 1 else self, product)
+    return aten._to_copy.default(out, dtype=dtype) if out.dtype != dtype else out
 
 
 def _stack(tensors, dim=0):

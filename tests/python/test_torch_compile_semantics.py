@@ -207,3 +207,16 @@ def test_ops_compiled_through_decompositions(name, device):
     want, got, said = run(DECOMPOSED[name], x, y)
     same(want, got, rtol=1e-4, atol=1e-4, strides=False)
     assert not said, [str(w.message) for w in said]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_addbmm_16_bit_rounds_once(device, dtype):
+    """coil's addbmm decomposition sums the batch's products in f32 and rounds once (it rounded
+    the bmm to 16 bits first: one 16-bit step off eager and the f32 reference)."""
+    g = torch.Generator().manual_seed(0)
+    a, b1, b2 = (9 * torch.randn(*s, generator=g).to(device, dtype) for s in ((5, 10), (5, 5, 5), (5, 5, 10)))
+    _, got, said = run(torch.addbmm, a, b1, b2)
+    reference = torch.addbmm(a.float(), b1.float(), b2.float()).to(dtype)
+    assert torch.equal(got, reference) or torch.allclose(got.float(), reference.float(), rtol=0, atol=0.0)
+    assert not said, [str(w.message) for w in said]
