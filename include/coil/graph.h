@@ -91,7 +91,8 @@ struct OpSchema {
 const OpSchema& op_schema(OpKind kind);
 const std::vector<OpSchema>& all_op_schemas();
 // Accepts "add.Tensor", "aten.add.Tensor", "aten::add.Tensor"; a bare base name ("relu",
-// "add") means its default overload, or its only one.
+// "add") means its default overload, or its only one; "max.default" (and
+// "torch.ops.aten.max.default") only the default overload itself.
 std::optional<OpKind> op_from_name(std::string_view name);
 
 // ---- tensor metadata

@@ -94,7 +94,7 @@ ExportMeta export_meta(const json& m, const std::string& where) {
 bool export_target_supported(const std::string& target) {
   std::string op = aten_op(target);
   if (op.empty()) return false;
-  return export_decomposes(op) || is_attention_variant(op) || op_from_name(op).has_value();
+  return export_decomposes(op) || is_attention_variant(op) || op_from_name(target).has_value();
 }
 
 ValueRef ExportNodes::value(const std::string& name, const std::string& where) const {
@@ -208,7 +208,7 @@ void ExportNodes::add_node(const json& node) {
     } else if (export_decomposes(op)) {
       outs = decompose_export_op(graph_, op, std::map<std::string, Arg>(keywords.begin(), keywords.end()), given);
     } else {
-      auto kind = op_from_name(op);
+      auto kind = op_from_name(target);
       if (!kind) fail("op '{}' is not supported", op);
       outs = *kind == OpKind::View ? view_or_copy(graph_, std::move(keywords), given)
                                    : graph_.call(*kind, {}, std::move(keywords), given);

@@ -212,6 +212,44 @@ std::vector<TensorMeta> normalizations(const ArgReader& a) {
               TensorMeta::contiguous(stat_dtype, {0}, input.device),
               TensorMeta::contiguous(stat_dtype, {0}, input.device)};
     }
+    case OpKind::BatchNormFunctional:
+    case OpKind::BatchNormNoStats: {
+      // As PyTorch's meta (its decomposition, native_batch_norm_helper) says, which AOTAutograd's
+      // graphs follow: the saved mean and invstd have the input's dtype on the CPU and the
+      // computation dtype elsewhere; the new running statistics are computed in the computation
+      // dtype (f32 for f16/bf16), promoted with the old ones' dtype in training. (PyTorch's CPU
+      // kernel returns 16-bit running statistics; the traced graph casts them back itself.)
+      bool functional = a.node().op == OpKind::BatchNormFunctional;
+      const TensorMeta& input = a.tensor("input");
+      require_float(input, op, "input");
+      if (input.dim() < 2) fail("{}: expected input with at least 2 dims, got {}", op, input.dim());
+      SymShape c = {input.sizes[1]};
+      std::vector<std::optional<TensorMeta>> params = {a.opt_tensor("weight"), a.opt_tensor("bias")};
+      require_shape(params[0], c, op, "weight");
+      require_shape(params[1], c, op, "bias");
+      if (functional) {
+        params.push_back(a.tensor("running_mean"));
+        params.push_back(a.tensor("running_var"));
+        require_shape(params[2], c, op, "running_mean");
+        require_shape(params[3], c, op, "running_var");
+      }
+      mixed_params(input, params, op);
+      bool training = a.flag("training");
+      if (training && product(input.sizes) == SymInt(0))
+        fail("{}: input tensor must have at least one element, but got input_sizes = {}", op, shape_str(input.sizes));
+      if (!functional && !training) fail("{}: running_mean and running_var must be given in eval mode", op);
+      DType compute = input.dtype == DType::f16 || input.dtype == DType::bf16 ? DType::f32 : input.dtype;
+      bool cpu = input.device.kind == Device::Kind::cpu;
+      DType saved = cpu ? input.dtype : compute;
+      SymShape saved_shape = training || !cpu ? c : SymShape{0};
+      std::vector<TensorMeta> out = {TensorMeta::contiguous(input.dtype, input.sizes, input.device),
+                                     TensorMeta::contiguous(saved, saved_shape, input.device),
+                                     TensorMeta::contiguous(saved, saved_shape, input.device)};
+      if (!functional) return out;
+      for (size_t i = 2; i < 4; ++i)
+        out.push_back(TensorMeta::contiguous(training ? promote_types(compute, params[i]->dtype) : compute, c, input.device));
+      return out;
+    }
     default: break;
   }
   COIL_CHECK(false) << "no normalization rule for " << op;

@@ -40,9 +40,13 @@ std::optional<OpKind> op_from_name(std::string_view name) {
   }();
   for (std::string_view prefix : {"aten::", "aten.", "torch.ops.aten."})
     if (name.substr(0, prefix.size()) == prefix) name.remove_prefix(prefix.size());
-  if (name.size() > 8 && name.substr(name.size() - 8) == ".default") name.remove_suffix(8);
+  // An explicit ".default" names the default overload itself: torch.ops.aten.max.default is
+  // max(Tensor), never max.dim.
+  const bool explicit_default = name.size() > 8 && name.substr(name.size() - 8) == ".default";
+  if (explicit_default) name.remove_suffix(8);
   auto it = by_name.find(name);
   if (it == by_name.end()) return std::nullopt;
+  if (explicit_default && !op_schema(it->second).overload.empty()) return std::nullopt;
   return it->second;
 }
 

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "graph_passes/decompose_batch_norm.h"
 #include "graph_passes/decompose_pooling.h"
 #include "support/check.h"
 
@@ -163,6 +164,16 @@ Graph decompose(const Graph& graph, bool fused_attention) {
     if (is_pooling(n.op)) {
       auto outs = decompose_pooling(g, n, std::get<ValueRef>(map_arg(n.arg("self")).value),
                                     [&](const std::string& stem) { return names.next(stem); });
+      for (size_t o = 0; o < outs.size(); ++o) remap[{static_cast<int>(i), static_cast<int>(o)}] = outs[o];
+      continue;
+    }
+    if (is_batch_norm(n.op)) {
+      auto tensor = [&](std::string_view name) -> std::optional<ValueRef> {
+        const Arg a = map_arg(n.arg(name));
+        if (a.is_none()) return std::nullopt;
+        return std::get<ValueRef>(a.value);
+      };
+      auto outs = decompose_batch_norm(g, n, tensor, [&](const std::string& stem) { return names.next(stem); });
       for (size_t o = 0; o < outs.size(); ++o) remap[{static_cast<int>(i), static_cast<int>(o)}] = outs[o];
       continue;
     }

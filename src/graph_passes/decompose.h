@@ -1,6 +1,6 @@
 // Decomposition of composite ops the compiler has no kernel for into ops it lowers:
-// scaled_dot_product_attention -> bmm + masked softmax + bmm, and 2-D pooling
-// (decompose_pooling.h). Pure: returns a new graph
+// scaled_dot_product_attention -> bmm + masked softmax + bmm, 2-D pooling
+// (decompose_pooling.h) and batch norm with batch statistics (decompose_batch_norm.h). Pure: returns a new graph
 // computing the same outputs; value names of the original nodes are kept.
 #pragma once
 #include "coil/graph.h"

@@ -326,6 +326,57 @@ std::vector<Tensor> normalizations(const NodeEval& e) {
       });
       return {out, e.new_output(1), e.new_output(2)};
     }
+    case OpKind::BatchNormFunctional:
+    case OpKind::BatchNormNoStats: {
+      // Training: per channel statistics over the batch and spatial dims (the biased variance
+      // normalizes; the running variance is updated with the unbiased one); eval (functional
+      // only): the running statistics normalize and pass through.
+      bool functional = e.op() == OpKind::BatchNormFunctional;
+      const Tensor& input = e.tensor("input");
+      auto weight = e.opt_tensor("weight"), bias = e.opt_tensor("bias");
+      bool training = e.flag("training");
+      double momentum = e.real("momentum"), eps = e.real("eps");
+      std::vector<Tensor> out;
+      for (size_t i = 0; i < e.num_outputs(); ++i) out.push_back(e.new_output(i));
+      std::vector<int64_t> dims = {0};
+      for (int64_t d = 2; d < input.dim(); ++d) dims.push_back(d);
+      int64_t channels = input.sizes()[1];
+      std::vector<double> mean(static_cast<size_t>(channels)), var(static_cast<size_t>(channels)), unbiased(mean.size());
+      if (training) {
+        reduce(input, dims, false, [&](const Shape& idx, const std::vector<double>& v) {
+          auto ch = static_cast<size_t>(idx[0]);
+          double n = static_cast<double>(v.size());
+          mean[ch] = sum(v) / n;
+          var[ch] = variance(v, 0);
+          unbiased[ch] = var[ch] * (n / (n - 1));
+        });
+      } else {
+        for (int64_t ch = 0; ch < channels; ++ch) {
+          mean[static_cast<size_t>(ch)] = at(e.tensor("running_mean"), {ch});
+          var[static_cast<size_t>(ch)] = at(e.tensor("running_var"), {ch});
+        }
+      }
+      for_each_index(input.sizes(), [&](const Shape& idx) {
+        Shape ch = {idx[1]};
+        auto c = static_cast<size_t>(idx[1]);
+        double y = (at(input, idx) - mean[c]) / std::sqrt(var[c] + eps);
+        if (weight) y *= at(*weight, ch);
+        if (bias) y += at(*bias, ch);
+        set(out[0], idx, y);
+      });
+      for (int64_t ch = 0; ch < channels; ++ch) {
+        auto c = static_cast<size_t>(ch);
+        if (out[1].numel() > 0) {  // empty on the CPU in eval mode
+          set(out[1], {ch}, mean[c]);
+          set(out[2], {ch}, 1.0 / std::sqrt(var[c] + eps));
+        }
+        if (!functional) continue;
+        double rm = at(e.tensor("running_mean"), {ch}), rv = at(e.tensor("running_var"), {ch});
+        set(out[3], {ch}, training ? momentum * mean[c] + (1 - momentum) * rm : rm);
+        set(out[4], {ch}, training ? momentum * unbiased[c] + (1 - momentum) * rv : rv);
+      }
+      return out;
+    }
     default: break;
   }
   COIL_CHECK(false) << "no normalization evaluator for " << e.op_name();

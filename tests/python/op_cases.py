@@ -172,7 +172,8 @@ class Graph:
             return v
 
         for n in self.nodes:
-            r = aten(n.op)(*[resolve(a) for a in n.args], **{k: resolve(v) for k, v in n.kwargs.items()})
+            fn = n.op if callable(n.op) else aten(n.op)
+            r = fn(*[resolve(a) for a in n.args], **{k: resolve(v) for k, v in n.kwargs.items()})
             if len(n.outs) == 1 and isinstance(r, torch.Tensor):
                 env[n.outs[0]] = r
             else:
@@ -614,6 +615,17 @@ def contiguous_operands(g):
     return copy.replay(last.outs)
 
 
+def decomposed(g):
+    """Replays g with its last op computed by torch's decomposition of it, which is also its meta
+    function and so what AOTAutograd's graphs expect (where the CPU kernel's dtypes differ)."""
+    from torch._decomp import decomposition_table
+
+    last = g.nodes[-1]
+    copy = Graph(0)
+    copy.inputs, copy.nodes = g.inputs, g.nodes[:-1] + [Node(last.outs, decomposition_table[aten(last.op)], last.args, last.kwargs)]
+    return copy.replay(last.outs)
+
+
 def affine(g, present, shape, dt):
     return g.t(shape, dt) if present else None
 
@@ -676,6 +688,48 @@ for params in [(F32, F16), (F64, F32), (BF16, F16)]:
 add("native_layer_norm", "f32-input-f64-weight", lambda g: g.call("native_layer_norm", g.t(R3), [5], g.t((5,), F64), None, 1e-5, n_out=3))
 add("_native_batch_norm_legit_no_training", "f16-input-f16-weight-f32-stats", lambda g: g.call(
     "_native_batch_norm_legit_no_training", g.t((2, 3, 4), F16), g.t((3,), F16), None, g.t((3,)), g.t((3,), F32, low=0.5, high=2.0), 0.1, 1e-5, n_out=3))
+
+# Batch statistics (training mode): the meta's dtypes (torch's decomposition) differ from the CPU
+# kernel's for f16/bf16 — the new running statistics are f32 — and AOTAutograd's graphs follow
+# the meta, so the dtypes are compared with the decomposition's and the values with float64.
+BN = "_native_batch_norm_legit_functional"
+BN_NO_STATS = "_native_batch_norm_legit.no_stats"
+
+
+def bn_stats(g, dt, c=3):
+    return g.t((c,), dt), g.t((c,), dt, low=0.5, high=2.0)
+
+
+for dt in FLOATS:
+    for training in [True, False]:
+        add(BN, f"{dt_tag(dt)}-training={training}", lambda g: g.call(
+            BN, g.t((4, 3, 5), dt), g.t((3,), dt), g.t((3,), dt), *bn_stats(g, dt), training, 0.1, 1e-5, n_out=5),
+            ref=decomposed, ref64=True)
+    add(BN_NO_STATS, dt_tag(dt), lambda g: g.call(BN_NO_STATS, g.t((4, 3, 5), dt), g.t((3,), dt), None, True, 0.1, 1e-5, n_out=3),
+        ref=decomposed, ref64=True)
+    if dt in (F16, BF16):
+        add(BN, f"{dt_tag(dt)}-input-f32-params", lambda g: g.call(
+            BN, g.t((2, 3, 4, 4), dt), g.t((3,)), g.t((3,)), *bn_stats(g, F32), True, 0.25, 1e-5, n_out=5),
+            ref=decomposed, ref64=True)
+for dt in [I64, BOOL]:
+    add(BN, dt_tag(dt), lambda g: g.call(BN, g.t((2, 3, 4), dt), None, None, *bn_stats(g, F32), True, 0.1, 1e-5, n_out=5))
+for w, b in WB:
+    add(BN, f"w={int(w)},b={int(b)}-4d", lambda g: g.call(
+        BN, g.t((2, 3, 4, 2)), affine(g, w, (3,), F32), affine(g, b, (3,), F32), *bn_stats(g, F32), True, 0.1, 1e-3, n_out=5),
+        ref=decomposed, ref64=True)
+# (expand broadcasts the channels here: broadcasting the batch would make every channel constant,
+# whose normalization divides rounding noise by sqrt(eps))
+for tag, shape, layout in [("T", (4, 5), "T"), ("step2", (3, 4), "step2"), ("expand", (1, 3, 4), "expand")]:
+    add(BN, tag, lambda g: g.call(BN, g.t(shape, F32, layout), None, None, *bn_stats(g, F32, shape[1]), True, 0.1, 1e-5, n_out=5),
+        ref=decomposed, ref64=True)
+add(BN, "step2-stats", lambda g: g.call(BN, g.t((2, 3, 4)), None, None, g.t((3,), F32, "step2"), g.t((3,), F32, "step2", low=0.5, high=2.0),
+                                         True, 0.1, 1e-5, n_out=5), ref=decomposed, ref64=True)
+add(BN, "momentum=1", lambda g: g.call(BN, g.t((2, 3, 4)), None, None, *bn_stats(g, F32), True, 1.0, 1e-5, n_out=5),
+    ref=decomposed, ref64=True)
+add(BN, "bad-stats", lambda g: g.call(BN, g.t((2, 3, 4)), None, None, *bn_stats(g, F32, 4), True, 0.1, 1e-5, n_out=5),
+    coil_rejects="the CPU kernel does not check the running statistics' size against C")
+add(BN, "zero-batch", lambda g: g.call(BN, g.t((0, 3, 2)), None, None, *bn_stats(g, F32), True, 0.1, 1e-5, n_out=5))
+add(BN, "1d", lambda g: g.call(BN, g.t((3,)), None, None, *bn_stats(g, F32), True, 0.1, 1e-5, n_out=5))
 
 # ----------------------------------------------------------------------------------------------
 # Views: values, and the strides and storage offset coil infers (compared with torch's).

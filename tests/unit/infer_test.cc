@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "coil/coil.h"
+#include "frontend/fx.h"
 
 namespace coil {
 namespace {
@@ -249,6 +250,56 @@ TEST(Shapes, CreationOps) {
   EXPECT_EQ(g.meta(g.call1(OpKind::Clone, {t})).strides, (SymShape{1, 3}));
   EXPECT_EQ(g.meta(g.call1(OpKind::Clone, {t}, {{"memory_format", "contiguous_format"}})).strides, (SymShape{2, 1}));
   EXPECT_EQ(g.meta(g.call1(OpKind::ToCopy, {x}, {{"dtype", DType::bf16}})).dtype, DType::bf16);
+}
+
+// Normalization statistics of 16-bit inputs, as PyTorch's meta functions give them per device:
+// native_layer_norm's mean and rstd are f32 on CUDA and the input's dtype on the CPU; batch
+// norm with batch statistics saves them likewise, and its new running statistics are f32.
+TEST(Dtypes, NormStatisticsFollowTheDevice) {
+  for (Device device : {Device{}, Device{Device::Kind::cuda, 0}}) {
+    bool cuda = device.kind == Device::Kind::cuda;
+    for (DType t : {DType::bf16, DType::f16, DType::f32}) {
+      Graph g;
+      ValueRef x = g.add_input("x", t, {4, 3, 5}, device);
+      DType stat = cuda ? DType::f32 : t;
+      auto ln = g.call(OpKind::NativeLayerNorm, {x, IntList{5}, std::nullopt, std::nullopt, 1e-5});
+      EXPECT_EQ(g.meta(ln[0]).dtype, t);
+      EXPECT_EQ(g.meta(ln[1]).dtype, stat) << dtype_name(t) << (cuda ? " cuda" : " cpu");
+      EXPECT_EQ(g.meta(ln[2]).dtype, stat);
+      ValueRef rm = g.add_input("rm", t, {3}, device), rv = g.add_input("rv", t, {3}, device);
+      for (bool training : {true, false}) {
+        auto bn = g.call(OpKind::BatchNormFunctional, {x, std::nullopt, std::nullopt, rm, rv, training, 0.1, 1e-5});
+        ASSERT_EQ(bn.size(), 5u);
+        EXPECT_EQ(g.meta(bn[0]).dtype, t);
+        EXPECT_EQ(g.meta(bn[1]).dtype, stat);
+        EXPECT_EQ(g.meta(bn[1]).sizes, (training || cuda ? SymShape{3} : SymShape{0}));
+        EXPECT_EQ(g.meta(bn[3]).dtype, DType::f32) << "running mean of " << dtype_name(t);
+        EXPECT_EQ(g.meta(bn[4]).dtype, DType::f32);
+      }
+      auto no_stats = g.call(OpKind::BatchNormNoStats, {x, std::nullopt, std::nullopt, true, 0.1, 1e-5});
+      EXPECT_EQ(g.meta(no_stats[1]).dtype, stat);
+      EXPECT_THROW(g.call(OpKind::BatchNormNoStats, {x, std::nullopt, std::nullopt, false, 0.1, 1e-5}), Error);
+    }
+  }
+}
+
+// The torch.compile adapter's program names the device it runs on, and inference sees it.
+TEST(Dtypes, FxProgramDeviceReachesInference) {
+  auto program = [](const char* device) {
+    return std::string(R"({"name": "fx", "device": {"type": ")") + device + R"(", "index": 0},
+      "inputs": [{"name": "x", "meta": {"dtype": 13, "sizes": [2, 8], "strides": [8, 1]}}],
+      "nodes": [{"target": "torch.ops.aten.native_layer_norm.default", "name": "ln",
+                 "inputs": [{"name": "input", "arg": {"as_tensor": {"name": "x"}}},
+                            {"name": "normalized_shape", "arg": {"as_ints": [8]}},
+                            {"name": "weight", "arg": {"as_none": null}}, {"name": "bias", "arg": {"as_none": null}},
+                            {"name": "eps", "arg": {"as_float": 1e-5}}],
+                 "outputs": [{"as_tensor": {"name": "ln__0"}}, {"as_tensor": {"name": "ln__1"}}, {"as_tensor": {"name": "ln__2"}}]}],
+      "outputs": ["ln__0", "ln__1", "ln__2"]})";
+  };
+  Graph cpu = graph_from_fx(program("cpu")), cuda = graph_from_fx(program("cuda"));
+  EXPECT_EQ(cpu.meta(cpu.outputs[1]).dtype, DType::bf16);
+  EXPECT_EQ(cuda.meta(cuda.outputs[1]).dtype, DType::f32);
+  EXPECT_EQ(cuda.meta(cuda.outputs[2]).dtype, DType::f32);
 }
 
 }  // namespace

@@ -170,6 +170,63 @@ REF_TEST(BatchNormNoTraining, RunningStatistics) {
   expect_tensor(out[4], DType::f32, {1, 2, 1, 2}, {0, 2, 0, 2});
 }
 
+// Batch statistics: per channel over the batch (and spatial dims). Channel 0 holds [1, 3] (mean
+// 2, biased variance 1, unbiased 2), channel 1 [0, 4] (mean 2, variance 4, unbiased 8).
+REF_TEST(BatchNormFunctional, BatchStatisticsAndRunningUpdate) {
+  Graph g;
+  auto x = g.add_input("x", DType::f32, {2, 2});
+  auto rm = g.add_input("rm", DType::f32, {2});
+  auto rv = g.add_input("rv", DType::f32, {2});
+  auto w = g.add_input("w", DType::f32, {2});
+  auto b = g.add_input("b", DType::f32, {2});
+  auto train = g.call(OpKind::BatchNormFunctional, {x, w, b, rm, rv, true, 0.25, 0.0});
+  auto eval = g.call(OpKind::BatchNormFunctional, {x, std::nullopt, std::nullopt, rm, rv, false, 0.25, 0.0});
+  g.outputs = {train[0], train[1], train[2], train[3], train[4], eval[0], eval[1], eval[3], eval[4]};
+  auto out = run(g, {{"x", f32({2, 2}, {1, 0, 3, 4})},
+                     {"rm", f32({2}, {6, -2})},
+                     {"rv", f32({2}, {4, 0.25})},
+                     {"w", f32({2}, {2, -1})},
+                     {"b", f32({2}, {0.5, 0})}});
+  // Normalized: channel 0 (x - 2) / 1 = [-1, 1], channel 1 (x - 2) / 2 = [-1, 1]; then * w + b.
+  expect_tensor(out[0], DType::f32, {2, 2}, {-1.5, 1, 2.5, -1});
+  expect_tensor(out[1], DType::f32, {2}, {2, 2});      // saved mean
+  expect_tensor(out[2], DType::f32, {2}, {1, 0.5});    // saved invstd
+  // 0.25 * batch + 0.75 * running: mean [0.5 + 4.5, 0.5 - 1.5], variance (unbiased) [0.5 + 3, 2 + 0.1875].
+  expect_tensor(out[3], DType::f32, {2}, {5, -1});
+  expect_tensor(out[4], DType::f32, {2}, {3.5, 2.1875});
+  // Eval mode: the running statistics normalize ((x - 6) / 2, (x + 2) / 0.5) and pass through;
+  // nothing is saved on the CPU.
+  expect_tensor(out[5], DType::f32, {2, 2}, {-2.5, 4, -1.5, 12});
+  expect_tensor(out[6], DType::f32, {0}, {});
+  expect_tensor(out[7], DType::f32, {2}, {6, -2});
+  expect_tensor(out[8], DType::f32, {2}, {4, 0.25});
+}
+
+REF_TEST(BatchNormFunctional, HalfInputsKeepF32RunningStatistics) {
+  Graph g;
+  auto x = g.add_input("x", DType::bf16, {2, 1, 2});
+  auto rm = g.add_input("rm", DType::bf16, {1});
+  auto rv = g.add_input("rv", DType::bf16, {1});
+  auto out = g.call(OpKind::BatchNormFunctional, {x, std::nullopt, std::nullopt, rm, rv, true, 0.1, 0.0});
+  g.outputs = {out[0], out[3], out[4]};
+  // [1, 2, 3, 4]: mean 2.5, biased variance 1.25, unbiased 5/3; the update is not rounded to bf16.
+  auto r = run(g, {{"x", make(DType::bf16, {2, 1, 2}, {1, 2, 3, 4})}, {"rm", make(DType::bf16, {1}, {1})}, {"rv", make(DType::bf16, {1}, {1})}});
+  expect_tensor(r[1], DType::f32, {1}, {0.1 * 2.5 + 0.9});
+  expect_tensor(r[2], DType::f32, {1}, {0.1 * 5.0 / 3.0 + 0.9});
+  EXPECT_EQ(r[0].dtype(), DType::bf16);
+}
+
+REF_TEST(BatchNormNoStats, BatchStatistics) {
+  Graph g;
+  auto x = g.add_input("x", DType::f32, {2, 2, 1});
+  auto out = g.call(OpKind::BatchNormNoStats, {x, std::nullopt, std::nullopt, true, 0.1, 0.0});
+  g.outputs = {out[0], out[1], out[2]};
+  auto r = run(g, {{"x", f32({2, 2, 1}, {1, 0, 3, 4})}});
+  expect_tensor(r[0], DType::f32, {2, 2, 1}, {-1, -1, 1, 1});
+  expect_tensor(r[1], DType::f32, {2}, {2, 2});
+  expect_tensor(r[2], DType::f32, {2}, {1, 0.5});
+}
+
 REF_TEST(BatchNormNoTraining, StridedAndZeroBatch) {
   Graph g;
   auto xt = g.call1(OpKind::Permute, {g.add_input("x", DType::f32, {2, 2}), IntList{1, 0}});

@@ -1,0 +1,104 @@
+"""torch.compile(backend="coil") against PyTorch eager on single ops and small functions that
+once gave wrong results or failed to compile: each must compile whole (coil says nothing: no
+fallback, no compile error) and match eager, inputs the function mutates included.
+
+Runs on the CPU everywhere and on CUDA where there is a GPU.
+"""
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+coil = pytest.importorskip("coil")
+coil.register()
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+# (rtol, atol): about one rounding of the dtype.
+TOL = {torch.float64: (1e-12, 1e-12), torch.float32: (1e-5, 1e-5), torch.float16: (1e-3, 1e-3),
+       torch.bfloat16: (8e-3, 8e-3)}
+
+
+def compiles_like_eager(fn, *args, tol=None):
+    """Runs fn eagerly and compiled (under no_grad, on copies of args) and compares the outputs
+    and every tensor argument afterwards (the mutated ones); coil must not warn."""
+    torch._dynamo.reset()
+    eager_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    coil_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    with torch.no_grad():
+        want = fn(*eager_args)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = torch.compile(fn, backend="coil")(*coil_args)
+    said = [str(w.message) for w in caught if "coil" in str(w.message)]
+    assert not said, f"coil did not compile it whole: {said}"
+    want = list(want) if isinstance(want, (tuple, list)) else [want]
+    got = list(got) if isinstance(got, (tuple, list)) else [got]
+    for i, (g, w) in enumerate(zip(got + coil_args, want + eager_args)):
+        if not isinstance(w, torch.Tensor):
+            continue
+        what = f"output {i}" if i < len(want) else f"argument {i - len(want)}"
+        assert (g.dtype, g.shape, g.device) == (w.dtype, w.shape, w.device), what
+        if w.dtype.is_floating_point:
+            rtol, atol = tol or TOL[w.dtype]
+            torch.testing.assert_close(g, w, rtol=rtol, atol=atol, equal_nan=True, msg=lambda m: f"{what}: {m}")
+        else:
+            assert torch.equal(g, w), f"{what}:\ncoil  {g}\neager {w}"
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+# ---- batch normalization with batch statistics: the running statistics are updated in place.
+# AOTAutograd's graph holds _native_batch_norm_legit_functional, whose meta gives f32 running
+# statistics for 16-bit ones (the CPU kernel returns them in 16 bits), then casts them back.
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_batch_norm_training_updates_running_stats(dtype, device):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 3, 5, 5, generator=g).to(dtype).to(device)
+    rm = torch.randn(3, generator=g).to(dtype).to(device)
+    rv = (torch.rand(3, generator=g) + 0.5).to(dtype).to(device)
+    compiles_like_eager(lambda x, rm, rv: F.batch_norm(x, rm, rv, training=True, momentum=0.1), x, rm, rv)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_batch_norm_training_affine_and_without_stats(dtype):
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(2, 4, 3, 3, generator=g).to(dtype)
+    w, b = torch.randn(4, generator=g).to(dtype), torch.randn(4, generator=g).to(dtype)
+    rm, rv = torch.zeros(4, dtype=dtype), torch.ones(4, dtype=dtype)
+    compiles_like_eager(lambda x, w, b, rm, rv: F.batch_norm(x, rm, rv, w, b, training=True, momentum=0.3), x, w, b, rm, rv)
+    compiles_like_eager(lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True), x, w, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_batch_norm_module_training(dtype):
+    bn = torch.nn.BatchNorm2d(3).to(dtype).train()
+    bn_eager = torch.nn.BatchNorm2d(3).to(dtype).train()
+    x = torch.randn(2, 3, 4, 4).to(dtype)
+    torch._dynamo.reset()
+    with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = torch.compile(bn, backend="coil")(x)
+        want = bn_eager(x)
+    assert not [str(w.message) for w in caught if "coil" in str(w.message)]
+    rtol, atol = TOL[dtype]
+    for a, b in [(got, want), (bn.running_mean, bn_eager.running_mean), (bn.running_var, bn_eager.running_var)]:
+        assert a.dtype == b.dtype
+        torch.testing.assert_close(a, b, rtol=rtol, atol=atol)
+    assert bn.num_batches_tracked.item() == bn_eager.num_batches_tracked.item() == 1
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_instance_norm_with_running_stats(dtype):
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(2, 3, 6, generator=g).to(dtype)
+    rm, rv = torch.randn(3, generator=g).to(dtype), (torch.rand(3, generator=g) + 0.5).to(dtype)
+    compiles_like_eager(lambda x, rm, rv: F.instance_norm(x, rm, rv, use_input_stats=True, momentum=0.2), x, rm, rv)
+
