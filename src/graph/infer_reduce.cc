@@ -70,6 +70,12 @@ std::vector<TensorMeta> reductions(const ArgReader& a) {
       auto dims = a.node().op == OpKind::Mean ? all_dims : reduce_dims(a.opt_ints("dim"), rank, op);
       return {out(dt, dims, a.node().op == OpKind::MeanDim && a.flag("keepdim"))};
     }
+    case OpKind::Max:
+    case OpKind::Min:
+      if (self.dim() > 0 && product(self.sizes) == SymInt(0))
+        fail("{}: expected reduction dim to be specified for input.numel() == 0; specify the reduction dim with the "
+             "'dim' argument", op);
+      return {out(self.dtype, all_dims, false)};
     case OpKind::Amax:
     case OpKind::Amin: {
       auto dims = reduce_dims(a.ints("dim"), rank, op);

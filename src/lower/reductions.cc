@@ -144,8 +144,8 @@ std::vector<Value> reductions(Context& c, const Node& n, const ArgReader& args) 
       values = {b.store(0, op(LoopOp::Div, {b.reduce(RK::sum, x, acc), cast(Expr::index(nest.count), acc)}), nest.out_index, false)};
       break;
     case OpKind::Prod: case OpKind::ProdDimInt: values = {b.store(0, b.reduce(RK::prod, x, acc), nest.out_index, false)}; break;
-    case OpKind::Amax: values = {b.store(0, b.reduce(RK::max, x, acc), nest.out_index, false)}; break;
-    case OpKind::Amin: values = {b.store(0, b.reduce(RK::min, x, acc), nest.out_index, false)}; break;
+    case OpKind::Max: case OpKind::Amax: values = {b.store(0, b.reduce(RK::max, x, acc), nest.out_index, false)}; break;
+    case OpKind::Min: case OpKind::Amin: values = {b.store(0, b.reduce(RK::min, x, acc), nest.out_index, false)}; break;
     case OpKind::Any: case OpKind::AnyDim: case OpKind::AnyDims:
       values = {b.store(0, b.reduce(RK::max, op(LoopOp::Ne, {x, k(0, x->dtype())}), DType::b8), nest.out_index, false)};
       break;

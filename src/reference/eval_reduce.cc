@@ -131,9 +131,11 @@ std::vector<Tensor> reductions(const NodeEval& e) {
       });
       return {out};
     }
+    case OpKind::Max: case OpKind::Min:
     case OpKind::Amax: case OpKind::Amin: {
-      bool want_max = e.op() == OpKind::Amax;
-      reduce(self, dims_or_all(e.ints("dim"), rank), e.flag("keepdim"), [&](const Shape& idx, const std::vector<double>& v) {
+      bool want_max = e.op() == OpKind::Amax || e.op() == OpKind::Max;
+      bool all = e.op() == OpKind::Max || e.op() == OpKind::Min;
+      reduce(self, dims_or_all(all ? std::nullopt : std::optional(e.ints("dim")), rank), !all && e.flag("keepdim"), [&](const Shape& idx, const std::vector<double>& v) {
         write(out, idx, v[arg_extreme(v, want_max)]);
       });
       return {out};

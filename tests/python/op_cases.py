@@ -573,6 +573,15 @@ for op in ["max.dim", "min.dim"]:
     add(op, "ties-nan-dim0", lambda g: g.call(op, g.t((3, 4), F32, values=NAN_TIES), 0, n_out=2))
 for op in ["amax", "amin"]:
     add(op, "nan", lambda g: g.call(op, g.t((3, 4), F32, values=NAN_TIES), [1]))
+# max() and min() without a dim (aten.max.default): the whole tensor, NaN propagating; an empty
+# tensor is an error.
+for op in ["max", "min"]:
+    for dt in ALL:
+        add(op, dt_tag(dt), lambda g: g.call(op, g.t(R3, dt, low=-5, high=5)))
+    for tag, shape, layout in SHAPES:
+        add(op, tag, lambda g: g.call(op, g.t(shape, F32, layout)))
+    add(op, "nan", lambda g: g.call(op, g.t((3, 4), F32, values=NAN_TIES)))
+    add(op, "inf", lambda g: g.call(op, g.t((3,), F32, values=[-math.inf, 1.0, math.inf])))
 add("sum", "f16-many", lambda g: g.call("sum", g.t((64, 33), F16)))
 add("sum", "bf16-many", lambda g: g.call("sum", g.t((64, 33), BF16)))
 add("mean.dim", "f16-many", lambda g: g.call("mean.dim", g.t((4, 300), F16), [1]))

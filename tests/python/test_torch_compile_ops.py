@@ -102,3 +102,11 @@ def test_instance_norm_with_running_stats(dtype):
     rm, rv = torch.randn(3, generator=g).to(dtype), (torch.rand(3, generator=g) + 0.5).to(dtype)
     compiles_like_eager(lambda x, rm, rv: F.instance_norm(x, rm, rv, use_input_stats=True, momentum=0.2), x, rm, rv)
 
+
+
+# ---- full reductions, gathers, views, creation and clamping that once failed to compile
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
+def test_max_and_min_without_dim(dtype):
+    x = torch.randn(3, 4, 5).mul(4).to(dtype)
+    compiles_like_eager(lambda x: (torch.max(x), torch.min(x), x.max() + 0), x)

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "coil/coil.h"
+#include "frontend/export_nodes.h"
 #include "frontend/fx.h"
 
 namespace coil {
@@ -250,6 +251,20 @@ TEST(Shapes, CreationOps) {
   EXPECT_EQ(g.meta(g.call1(OpKind::Clone, {t})).strides, (SymShape{1, 3}));
   EXPECT_EQ(g.meta(g.call1(OpKind::Clone, {t}, {{"memory_format", "contiguous_format"}})).strides, (SymShape{2, 1}));
   EXPECT_EQ(g.meta(g.call1(OpKind::ToCopy, {x}, {{"dtype", DType::bf16}})).dtype, DType::bf16);
+}
+
+// torch.ops.aten.X.default is the default overload itself, never another overload that happens
+// to be coil's only one of X (max.default is max(Tensor), not max.dim).
+TEST(Ops, ExplicitDefaultOverload) {
+  EXPECT_EQ(op_from_name("torch.ops.aten.max.default"), OpKind::Max);
+  EXPECT_EQ(op_from_name("min.default"), OpKind::Min);
+  EXPECT_EQ(op_from_name("max.dim"), OpKind::MaxDim);
+  EXPECT_EQ(op_from_name("var"), OpKind::VarCorrection);  // a bare base name: its only overload
+  EXPECT_EQ(op_from_name("torch.ops.aten.var.default"), std::nullopt);  // var(Tensor, bool unbiased)
+  EXPECT_EQ(op_from_name("aten._native_batch_norm_legit.default"), std::nullopt);  // not .no_stats
+  EXPECT_FALSE(frontend::export_target_supported("torch.ops.aten._native_batch_norm_legit.default"));
+  EXPECT_TRUE(frontend::export_target_supported("torch.ops.aten._native_batch_norm_legit.no_stats"));
+  EXPECT_TRUE(frontend::export_target_supported("torch.ops.aten.max.default"));
 }
 
 // Normalization statistics of 16-bit inputs, as PyTorch's meta functions give them per device:

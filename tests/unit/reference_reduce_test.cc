@@ -115,6 +115,24 @@ REF_TEST(Amax, DimsNanAndDtype) {
   expect_tensor(reduce1(OpKind::Amax, DType::f32, {0, 2}, {}, {IntList{1}}), DType::f32, {0}, {});
 }
 
+REF_TEST(Max, WholeTensor) {
+  expect_tensor(reduce1(OpKind::Max, DType::f32, {2, 3}, kX), DType::f32, {}, {6});
+  expect_tensor(reduce1(OpKind::Max, DType::f32, {2, 3}, kX, {}, {}, true), DType::f32, {}, {6});
+  expect_tensor(reduce1(OpKind::Max, DType::f32, {3}, {1, kNan, 3}), DType::f32, {}, {kNan});
+  expect_tensor(reduce1(OpKind::Max, DType::i8, {2, 2}, {-1, -2, -3, -4}), DType::i8, {}, {-1});
+  expect_tensor(reduce1(OpKind::Max, DType::b8, {2}, {0, 1}), DType::b8, {}, {1});
+  expect_tensor(reduce1(OpKind::Max, DType::f32, {}, {2.5}), DType::f32, {}, {2.5});
+  Graph g;  // no dim to reduce along in an empty tensor
+  EXPECT_THROW(g.call1(OpKind::Max, {g.add_input("x", DType::f32, {0, 2})}), Error);
+}
+
+REF_TEST(Min, WholeTensor) {
+  expect_tensor(reduce1(OpKind::Min, DType::f32, {2, 3}, kX), DType::f32, {}, {1});
+  expect_tensor(reduce1(OpKind::Min, DType::f32, {3}, {kNan, -kInf, 3}), DType::f32, {}, {kNan});
+  expect_tensor(reduce1(OpKind::Min, DType::i64, {3}, {4, -7, 0}), DType::i64, {}, {-7});
+  expect_tensor(reduce1(OpKind::Min, DType::b8, {2}, {1, 0}), DType::b8, {}, {0});
+}
+
 REF_TEST(Amin, DimsNanAndDtype) {
   expect_tensor(reduce1(OpKind::Amin, DType::f32, {2, 3}, kX, {IntList{1}}), DType::f32, {2}, {1, 4});
   expect_tensor(reduce1(OpKind::Amin, DType::f32, {2, 3}, kX, {IntList{-2}}, {}, true), DType::f32, {3}, {1, 2, 3});
