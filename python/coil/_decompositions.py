@@ -31,7 +31,13 @@ def _addbmm(self, batch1, batch2, *, beta=1, alpha=1):
     dtype = self.dtype
     if dtype in (torch.float16, torch.bfloat16):
         self, batch1, batch2 = (aten._to_copy.default(t, dtype=torch.float32) for t in (self, batch1, batch2))
-    product = aten.sum.dim_IntList(aten.bmm.default(batch1, batch2), [0])
+    # One product over the batch and inner dims together: [n, B*m] @ [B*m, p], one accumulation
+    # as ATen's addbmm makes (a bmm, then a sum, rounded and ordered differently).
+    b, n, m = batch1.shape
+    left = aten.view.default(aten.clone.default(aten.permute.default(batch1, [1, 0, 2]),
+                                                memory_format=torch.contiguous_format), [n, b * m])
+    product = aten.mm.default(left, aten.view.default(aten.clone.default(batch2, memory_format=torch.contiguous_format),
+                                                      [b * m, batch2.shape[2]]))
     if alpha != 1:
         product = aten.mul.Scalar(product, alpha)
     if beta == 0:

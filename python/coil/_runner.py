@@ -6,7 +6,9 @@ import json
 
 import torch
 
-from . import _coil
+from . import _coil, _fx
+
+_DTYPES = {code: dtype for dtype, code in _fx.DTYPES.items()}
 
 def raw_stream():
     """The current CUDA stream of a device, as a CUstream number: torch's C binding where it has
@@ -113,15 +115,18 @@ class Runner:
         self.broken = False
         self.inputs = None  # per input passed per call, the sizes and strides it was compiled for
         if check_inputs:
-            self.inputs = [(i["meta"]["sizes"], i["meta"]["strides"]) for i in json.loads(entry["program"])["inputs"]]
+            self.inputs = [(i["meta"]["sizes"], i["meta"]["strides"], _DTYPES[i["meta"]["dtype"]])
+                           for i in json.loads(entry["program"])["inputs"]]
 
     def _pointer(self, i, arg, k):
         if i in self.moves:
             arg = arg.to(self.device)
         elif self.inputs is not None:
-            sizes, strides = self.inputs[k]
+            sizes, strides, dtype = self.inputs[k]
             if arg.device != self.device or list(arg.shape) != sizes:
                 raise LayoutError(f"input {i} is {arg.dtype}{list(arg.shape)} on {arg.device}")
+            if arg.dtype != dtype:  # an eager kernel that returns another dtype than its meta says
+                arg = arg.to(dtype)
             if not same_layout(sizes, strides, arg.stride()):
                 arg = restride(arg, sizes, strides)
                 if arg is None:
