@@ -148,16 +148,22 @@ coil::cuda::DeviceInfo cuda_device(const std::string& arch) {
 int build_cubins(const CompileCmd& c, const coil::Target& base) {
   constexpr size_t kGraphsPerUnit = 48;
   auto options = coil::build::CudaBuildOptions::detect(coil::build::ArtifactCache::from_environment(), base.device.arch());
-  std::vector<std::string> units;
+  std::vector<std::string> preludes, units;
   size_t kernels = 0;
   for (size_t i = 0; i < c.files.size(); ++i) {
     coil::Target target = base;
     if (c.files.size() > 1) target.kernel_prefix = fmt::format("g{}_", i);
     coil::Generated gen = coil::generate(coil::parse_graph_file(c.files[i]), target);
-    if (i % kGraphsPerUnit == 0) units.push_back(gen.cuda.prelude);
+    if (i % kGraphsPerUnit == 0) {
+      preludes.push_back(gen.cuda.prelude);
+      units.emplace_back();
+    }
+    // A graph calling special functions has the longer prelude (the base one plus them).
+    if (gen.cuda.prelude.size() > preludes.back().size()) preludes.back() = gen.cuda.prelude;
     for (const auto& body : gen.cuda.bodies) units.back() += body + "\n";
     kernels += gen.cuda.kernels.size();
   }
+  for (size_t u = 0; u < units.size(); ++u) units[u].insert(0, preludes[u]);
   std::vector<coil::build::BuildStats> stats;
   auto cubins = coil::build::compile_cubins(units, options, &stats);
   size_t bytes = 0, hits = 0;

@@ -3,12 +3,14 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <set>
 
 #include "support/check.h"
 
 namespace coil::codegen {
 
 extern const char* const scalar_prelude;
+extern const char* const special_prelude;
 
 std::string with_scalar_helpers(const char* prelude) {
   std::string text = prelude;
@@ -23,6 +25,56 @@ std::string with_scalar_helpers(const char* prelude) {
 using loop::Expr;
 using loop::ExprRef;
 using loop::LoopOp;
+
+std::string with_special_helpers(const char* special) {
+  std::string text = special;
+  const std::string marker = "// @special-helpers";
+  size_t at = text.find(marker);
+  COIL_CHECK(at != std::string::npos) << "a special header without the special-helpers line";
+  size_t end = text.find('\n', at);
+  text.replace(at, end - at, special_prelude);
+  return text;
+}
+
+namespace {
+
+bool is_special(LoopOp op) {
+  switch (op) {
+    case LoopOp::Exp2: case LoopOp::Erfc: case LoopOp::Erfinv: case LoopOp::Erfcx: case LoopOp::Lgamma:
+    case LoopOp::Digamma: case LoopOp::I0: case LoopOp::I0e: case LoopOp::I1: case LoopOp::I1e:
+    case LoopOp::BesselJ0: case LoopOp::BesselJ1: case LoopOp::BesselY0: case LoopOp::BesselY1:
+    case LoopOp::BesselK0: case LoopOp::BesselK1: case LoopOp::SignBit: case LoopOp::FrexpMantissa:
+    case LoopOp::FrexpExponent: case LoopOp::Hypot: case LoopOp::NextAfter: case LoopOp::Ldexp:
+    case LoopOp::ShiftLeft: case LoopOp::ShiftRight: case LoopOp::Gcd: case LoopOp::Lcm:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool calls_special(const ExprRef& e, std::set<const Expr*>& seen) {
+  if (!e || !seen.insert(e.get()).second) return false;
+  if (e->kind() == Expr::Kind::op && is_special(e->op())) return true;
+  if (e->kind() == Expr::Kind::load && calls_special(e->dynamic(), seen)) return true;
+  for (const auto& o : e->operands())
+    if (calls_special(o, seen)) return true;
+  return false;
+}
+
+}  // namespace
+
+bool uses_special_functions(const loop::Program& p) {
+  std::set<const Expr*> seen;
+  for (const auto& kernel : p.kernels) {
+    const auto* k = std::get_if<loop::LoopKernel>(&kernel);
+    if (!k) continue;
+    for (const auto& r : k->reductions)
+      if (calls_special(r.value, seen)) return true;
+    for (const auto& s : k->stores)
+      if (calls_special(s.value, seen) || calls_special(s.dynamic, seen)) return true;
+  }
+  return false;
+}
 
 const char* value_type(DType t) {
   switch (t) {
@@ -144,6 +196,7 @@ std::string literal(double v, DType t) {
   if (!is_float(t)) return fmt::format("{}({}LL)", value_type(t), static_cast<int64_t>(v));
   if (std::isnan(v)) return fmt::format("coil_rt::nan<{}>()", value_type(t));
   if (std::isinf(v)) return fmt::format("{}coil_rt::inf<{}>()", v < 0 ? "-" : "", value_type(t));
+  if (v == 0 && std::signbit(v)) return fmt::format("{}(-0.0)", value_type(t));  // "-0" would be the integer 0
   return fmt::format("{}({:.17g})", value_type(t), v);
 }
 
@@ -183,6 +236,25 @@ std::string apply(LoopOp op, DType t, const std::vector<std::string>& a) {
     case LoopOp::Cosh: return fmt::format("coil_rt::cosh({})", a[0]);
     case LoopOp::Sigmoid: return fmt::format("coil_rt::sigmoid({})", a[0]);
     case LoopOp::Erf: return fmt::format("coil_rt::erf({})", a[0]);
+    case LoopOp::Exp2: return fmt::format("coil_rt::exp2({})", a[0]);
+    case LoopOp::Erfc: return fmt::format("coil_rt::erfc({})", a[0]);
+    case LoopOp::Erfinv: return fmt::format("coil_rt::erfinv({})", a[0]);
+    case LoopOp::Erfcx: return fmt::format("coil_rt::erfcx({})", a[0]);
+    case LoopOp::Lgamma: return fmt::format("coil_rt::lgamma({})", a[0]);
+    case LoopOp::Digamma: return fmt::format("coil_rt::digamma({})", a[0]);
+    case LoopOp::I0: return fmt::format("coil_rt::i0({})", a[0]);
+    case LoopOp::I0e: return fmt::format("coil_rt::i0e({})", a[0]);
+    case LoopOp::I1: return fmt::format("coil_rt::i1({})", a[0]);
+    case LoopOp::I1e: return fmt::format("coil_rt::i1e({})", a[0]);
+    case LoopOp::BesselJ0: return fmt::format("coil_rt::bessel_j0({})", a[0]);
+    case LoopOp::BesselJ1: return fmt::format("coil_rt::bessel_j1({})", a[0]);
+    case LoopOp::BesselY0: return fmt::format("coil_rt::bessel_y0({})", a[0]);
+    case LoopOp::BesselY1: return fmt::format("coil_rt::bessel_y1({})", a[0]);
+    case LoopOp::BesselK0: return fmt::format("coil_rt::bessel_k0({})", a[0]);
+    case LoopOp::BesselK1: return fmt::format("coil_rt::bessel_k1({})", a[0]);
+    case LoopOp::SignBit: return fmt::format("coil_rt::signbit({})", a[0]);
+    case LoopOp::FrexpMantissa: return fmt::format("coil_rt::frexp_mantissa({})", a[0]);
+    case LoopOp::FrexpExponent: return fmt::format("coil_rt::frexp_exponent({})", a[0]);
     case LoopOp::Floor: return fmt::format("coil_rt::floor({})", a[0]);
     case LoopOp::Ceil: return fmt::format("coil_rt::ceil({})", a[0]);
     case LoopOp::Round: return fmt::format("coil_rt::nearbyint({})", a[0]);
@@ -206,6 +278,18 @@ std::string apply(LoopOp op, DType t, const std::vector<std::string>& a) {
     case LoopOp::Maximum: return fmt::format("coil_rt::maximum<{}>({}, {})", value_type(t), a[0], a[1]);
     case LoopOp::Minimum: return fmt::format("coil_rt::minimum<{}>({}, {})", value_type(t), a[0], a[1]);
     case LoopOp::Atan2: return fmt::format("coil_rt::atan2({}, {})", a[0], a[1]);
+    case LoopOp::CopySign: return fmt::format("coil_rt::copysign({}, {})", a[0], a[1]);
+    case LoopOp::Hypot: return fmt::format("coil_rt::hypot({}, {})", a[0], a[1]);
+    case LoopOp::NextAfter: {
+      // f16 and bf16 operands (held in floats) step by their own format's ulp.
+      const char* fn = t == DType::f16 ? "nextafter_f16" : t == DType::bf16 ? "nextafter_bf16" : "nextafter";
+      return fmt::format("coil_rt::{}({}, {})", fn, a[0], a[1]);
+    }
+    case LoopOp::Ldexp: return fmt::format("coil_rt::ldexp({}, {})", a[0], a[1]);
+    case LoopOp::ShiftLeft: return fmt::format("coil_rt::shift_left<{}>({}, {})", value_type(t), a[0], a[1]);
+    case LoopOp::ShiftRight: return fmt::format("coil_rt::shift_right<{}>({}, {})", value_type(t), a[0], a[1]);
+    case LoopOp::Gcd: return fmt::format("coil_rt::gcd<{}>({}, {})", value_type(t), a[0], a[1]);
+    case LoopOp::Lcm: return fmt::format("coil_rt::lcm<{}>({}, {})", value_type(t), a[0], a[1]);
     case LoopOp::Eq: return fmt::format("({} == {})", a[0], a[1]);
     case LoopOp::Ne: return fmt::format("({} != {})", a[0], a[1]);
     case LoopOp::Lt: return fmt::format("({} < {})", a[0], a[1]);

@@ -32,6 +32,13 @@ std::vector<std::string> kernel_symbols(const loop::LoopKernel& k);
 // A backend's prelude with the shared scalar helpers (codegen/scalar_prelude.h) put in at its
 // `// @scalar-helpers` line.
 std::string with_scalar_helpers(const char* prelude);
+// Whether a kernel of `p` calls a special function (erfinv, the Bessel functions, gcd, shifts,
+// ...: codegen/special_prelude.h and the backends' special headers). Only then does a unit's
+// prelude carry them, so units without them compile as fast as before.
+bool uses_special_functions(const loop::Program& p);
+// A backend's special header with the shared special functions (codegen/special_prelude.h) put
+// in at its `// @special-helpers` line.
+std::string with_special_helpers(const char* special);
 // The statement folding `v` into the accumulator `acc` of a sum, prod, max or min (max/min
 // propagate NaN; over bool they are any/all).
 std::string fold_statement(loop::ReduceKind k, DType acc_type, const std::string& acc, const std::string& v);

@@ -63,15 +63,22 @@ void Executable::synchronize() const {
 
 bool cublas_takes(const loop::ExternCall& call, const loop::Program& program) {
   if (call.kind == loop::ExternKind::convolution) return false;
-  DType t = program.buffers[static_cast<size_t>(call.output)].dtype;
+  // One dtype for the operands (f32, f16, bf16 or f64) and the result, or an f32 result of f16 or
+  // bf16 operands (a convolution's product, its bias still to add before rounding).
+  size_t first_operand = call.kind == loop::ExternKind::addmm ? 1 : 0;
+  DType t = program.buffers[static_cast<size_t>(call.inputs[first_operand].buffer)].dtype;
   if (t != DType::f32 && t != DType::f16 && t != DType::bf16 && t != DType::f64) return false;
+  for (const auto& v : call.inputs)
+    if (program.buffers[static_cast<size_t>(v.buffer)].dtype != t) return false;
+  DType result = program.buffers[static_cast<size_t>(call.output)].dtype;
+  bool f32_sum = result == DType::f32 && (t == DType::f16 || t == DType::bf16) && call.kind != loop::ExternKind::addmm &&
+                 call.activation == loop::Activation::none && !call.residual;
+  if (result != t && !f32_sum) return false;
   // A product over an empty dim is no product for cuBLASLt: the loop kernel gives the bias.
-  size_t a = call.kind == loop::ExternKind::addmm ? 1 : 0;
-  auto k = call.inputs[a].sizes.back().constant();
+  auto k = call.inputs[first_operand].sizes.back().constant();
   if (!k || *k <= 0) return false;
   // Each matrix needs a unit stride in one of its two dims (else it would need packing).
-  size_t first = call.kind == loop::ExternKind::addmm ? 1 : 0;
-  for (size_t i = first; i < call.inputs.size(); ++i) {
+  for (size_t i = first_operand; i < call.inputs.size(); ++i) {
     const auto& st = call.inputs[i].strides;
     if (st.size() < 2 || (st[st.size() - 1] != SymInt(1) && st[st.size() - 2] != SymInt(1))) return false;
   }

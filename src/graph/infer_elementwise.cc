@@ -139,7 +139,8 @@ std::vector<TensorMeta> creation(const ArgReader& a) {
   COIL_CHECK(false) << "no creation rule for " << op;
 }
 
-enum class UnaryRule { int_to_float, same, same_no_bool, float_only, to_bool, integral_only };
+// int_to_float_32_64: as int_to_float, and f16/bf16 are refused as PyTorch's kernels refuse them.
+enum class UnaryRule { int_to_float, int_to_float_32_64, same, same_no_bool, float_only, to_bool, integral_only };
 
 UnaryRule unary_rule(OpKind op) {
   switch (op) {
@@ -147,14 +148,21 @@ UnaryRule unary_rule(OpKind op) {
     case OpKind::Log10: case OpKind::Sqrt: case OpKind::Rsqrt: case OpKind::Reciprocal: case OpKind::Sin:
     case OpKind::Cos: case OpKind::Tan: case OpKind::Tanh: case OpKind::Sigmoid: case OpKind::Erf:
     case OpKind::Asin: case OpKind::Acos: case OpKind::Atan: case OpKind::Asinh: case OpKind::Acosh: case OpKind::Atanh:
-    case OpKind::Sinh: case OpKind::Cosh:
+    case OpKind::Sinh: case OpKind::Cosh: case OpKind::Exp2: case OpKind::Erfc: case OpKind::Erfinv:
+    case OpKind::Lgamma: case OpKind::Digamma: case OpKind::I0: case OpKind::SpecialI0e: case OpKind::SpecialI1:
+    case OpKind::SpecialI1e:
       return UnaryRule::int_to_float;
+    case OpKind::SpecialErfcx: case OpKind::SpecialBesselJ0: case OpKind::SpecialBesselJ1: case OpKind::SpecialBesselY0:
+    case OpKind::SpecialBesselY1: case OpKind::SpecialModifiedBesselI0: case OpKind::SpecialModifiedBesselI1:
+    case OpKind::SpecialModifiedBesselK0: case OpKind::SpecialModifiedBesselK1:
+      return UnaryRule::int_to_float_32_64;
     case OpKind::Abs: case OpKind::Neg: case OpKind::Relu: case OpKind::Hardtanh: case OpKind::Floor:
     case OpKind::Ceil: case OpKind::Round: case OpKind::Trunc:
       return UnaryRule::same_no_bool;
-    case OpKind::Gelu: case OpKind::Silu: case OpKind::Elu: case OpKind::LeakyRelu:
+    case OpKind::Gelu: case OpKind::Silu: case OpKind::Elu: case OpKind::LeakyRelu: case OpKind::RoundDecimals:
+    case OpKind::FrexpTensor:
       return UnaryRule::float_only;
-    case OpKind::Isnan: case OpKind::Isinf: case OpKind::LogicalNot:
+    case OpKind::Isnan: case OpKind::Isinf: case OpKind::LogicalNot: case OpKind::Signbit:
       return UnaryRule::to_bool;
     case OpKind::BitwiseNot:
       return UnaryRule::integral_only;
@@ -167,6 +175,9 @@ DType unary_dtype(const ArgReader& a, DType in) {
   const std::string& op = a.op_name();
   switch (unary_rule(a.node().op)) {
     case UnaryRule::int_to_float: return is_integral(in, true) ? DType::f32 : in;
+    case UnaryRule::int_to_float_32_64:
+      if (in == DType::f16 || in == DType::bf16) fail("{}: not implemented for {}", op, dtype_name(in));
+      return is_integral(in, true) ? DType::f32 : in;
     case UnaryRule::same: return in;
     case UnaryRule::same_no_bool:
       if (in == DType::b8) fail("{}: not supported for bool tensors", op);
@@ -202,6 +213,20 @@ bool is_bitwise(OpKind op) {
   switch (op) {
     case OpKind::BitwiseAndTensor: case OpKind::BitwiseAndScalar: case OpKind::BitwiseOrTensor:
     case OpKind::BitwiseOrScalar: case OpKind::BitwiseXorTensor: case OpKind::BitwiseXorScalar:
+    case OpKind::BitwiseAndScalarTensor: case OpKind::BitwiseOrScalarTensor: case OpKind::BitwiseXorScalarTensor:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Shifts, gcd and lcm: integer dtypes only, not bool.
+bool integer_only(OpKind op) {
+  switch (op) {
+    case OpKind::BitwiseLeftShiftTensor: case OpKind::BitwiseLeftShiftTensorScalar: case OpKind::BitwiseLeftShiftScalarTensor:
+    case OpKind::BitwiseRightShiftTensor: case OpKind::BitwiseRightShiftTensorScalar: case OpKind::BitwiseRightShiftScalarTensor:
+    case OpKind::LshiftTensor: case OpKind::LshiftScalar: case OpKind::RshiftTensor: case OpKind::RshiftScalar:
+    case OpKind::Gcd: case OpKind::Lcm:
       return true;
     default:
       return false;
@@ -214,14 +239,20 @@ DType binary_dtype(const ArgReader& a, const std::vector<PromoteOperand>& operan
   if (is_compare(k)) return DType::b8;
   if (is_bitwise(k) && !is_integral(common, true))
     fail("{}: bitwise ops need integer or bool operands, got {}", op, dtype_name(common));
+  if (integer_only(k) && !is_integral(common, false)) fail("{}: not implemented for {}", op, dtype_name(common));
+  if ((k == OpKind::Hypot || k == OpKind::Nextafter) && !is_float(common))
+    fail("{}: not implemented for {}", op, dtype_name(common));
+  // ATen's exact ldexp takes integer exponents, not bool ones.
+  if (k == OpKind::LdexpTensor && is_float(operands[0].dtype) && operands[1].dtype == DType::b8)
+    fail("{}: an exponent of a floating-point tensor must not be bool", op);
   bool any_bool = std::any_of(operands.begin(), operands.end(), [](const PromoteOperand& o) { return o.dtype == DType::b8; });
   if ((k == OpKind::SubTensor || k == OpKind::SubScalar || k == OpKind::RsubScalar) && any_bool)
     fail("{}: subtraction with a bool operand is not supported; use logical_not or logical_xor", op);
   // A bool exponent of a bool tensor is fine: exponents 0 and 1 never reach the kernel.
   bool is_pow = k == OpKind::PowTensorTensor || k == OpKind::PowScalar;
   bool rounding_div = (k == OpKind::DivTensorMode || k == OpKind::DivScalarMode) && !a.is_none("rounding_mode");
-  bool modulo = k == OpKind::RemainderTensor || k == OpKind::RemainderScalar || k == OpKind::FmodTensor ||
-                k == OpKind::FmodScalar;
+  bool modulo = k == OpKind::RemainderTensor || k == OpKind::RemainderScalar || k == OpKind::RemainderScalarTensor ||
+                k == OpKind::FmodTensor || k == OpKind::FmodScalar;
   if ((is_pow || rounding_div || modulo) && common == DType::b8) fail("{}: not supported for bool operands", op);
   if (k == OpKind::PowTensorScalar && is_integral(operands[0].dtype, true)) {
     const Arg& exponent = a.raw("exponent");
@@ -235,7 +266,8 @@ DType binary_dtype(const ArgReader& a, const std::vector<PromoteOperand>& operan
     if (mode && *mode != "trunc" && *mode != "floor")
       fail("{}: rounding_mode must be none, \"trunc\" or \"floor\", got \"{}\"", op, *mode);
   }
-  if ((true_div || k == OpKind::Atan2) && is_integral(common, true)) return DType::f32;
+  bool int_to_float = k == OpKind::Atan2 || k == OpKind::CopysignTensor || k == OpKind::CopysignScalar || k == OpKind::LdexpTensor;
+  if ((true_div || int_to_float) && is_integral(common, true)) return DType::f32;
   int alpha = a.node().schema().arg_index("alpha");
   if (alpha >= 0) {
     const Arg& al = a.node().args[static_cast<size_t>(alpha)];
@@ -292,10 +324,20 @@ std::vector<TensorMeta> pointwise(const ArgReader& a) {
     auto approx = std::get<std::string>(a.raw("approximate").value);
     if (approx != "none" && approx != "tanh") fail("{}: approximate must be \"none\" or \"tanh\", got \"{}\"", op, approx);
   }
-  return {TensorMeta::contiguous(out, shape, device.value_or(Device{}))};
+  TensorMeta result = TensorMeta::contiguous(out, shape, device.value_or(Device{}));
+  if (k == OpKind::FrexpTensor) return {result, TensorMeta::contiguous(DType::i32, shape, result.device)};
+  return {result};
 }
 
 }  // namespace
+
+bool ldexp_is_exact(DType self, DType other) { return is_float(self) && is_integral(other, false); }
+
+DType ldexp_power_dtype(DType self, DType other, bool other_is_0d, DType out) {
+  if (!is_float(other)) return out;
+  DType two = is_float(self) ? self : DType::f32;
+  return other_is_0d ? promote_types(two, other) : other;
+}
 
 std::vector<TensorMeta> infer_creation(const ArgReader& args) { return creation(args); }
 std::vector<TensorMeta> infer_pointwise(const ArgReader& args) { return pointwise(args); }

@@ -68,4 +68,11 @@ void check_scalar_fits(const Arg& scalar, DType dt, const std::string& op);
 // The same check as fill_ makes it on a tensor of `out`'s dtype and shape.
 void check_fill_value(const Arg& value, const TensorMeta& out, const std::string& op);
 
+// ldexp(self, other) the two ways PyTorch computes it: a float self times 2 to an integer
+// exponent exactly (std::ldexp, the exponent taken as an int32), else self * pow(2, other) with
+// the power rounded to its own dtype first: pow of a 0-d 2 of self's float dtype (f32 for an
+// integer self) and other, or `out` for an integer exponent.
+bool ldexp_is_exact(DType self, DType other);
+DType ldexp_power_dtype(DType self, DType other, bool other_is_0d, DType out);
+
 }  // namespace coil

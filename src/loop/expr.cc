@@ -36,7 +36,7 @@ bool is_comparison(LoopOp op) {
   switch (op) {
     case LoopOp::Eq: case LoopOp::Ne: case LoopOp::Lt: case LoopOp::Le: case LoopOp::Gt: case LoopOp::Ge:
     case LoopOp::LogicalAnd: case LoopOp::LogicalOr: case LoopOp::LogicalXor: case LoopOp::LogicalNot:
-    case LoopOp::IsNan: case LoopOp::IsInf:
+    case LoopOp::IsNan: case LoopOp::IsInf: case LoopOp::SignBit:
       return true;
     default:
       return false;

@@ -21,7 +21,7 @@ enum class LoopOp : uint8_t {
 };
 int arity(LoopOp op);
 const char* op_name(LoopOp op);
-bool is_comparison(LoopOp op);  // and the logical ops: results are bool
+bool is_comparison(LoopOp op);  // and the logical ops and signbit: results are bool
 
 class Expr;
 using ExprRef = std::shared_ptr<const Expr>;

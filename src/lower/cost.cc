@@ -15,8 +15,16 @@ double op_cost(loop::LoopOp op) {
     case LoopOp::Log10: case LoopOp::Sin: case LoopOp::Cos: case LoopOp::Tan: case LoopOp::Tanh:
     case LoopOp::Sigmoid: case LoopOp::Erf: case LoopOp::Pow: case LoopOp::Atan2: case LoopOp::Asin: case LoopOp::Acos:
     case LoopOp::Atan: case LoopOp::Asinh: case LoopOp::Acosh: case LoopOp::Atanh:
-    case LoopOp::Sinh: case LoopOp::Cosh:
+    case LoopOp::Sinh: case LoopOp::Cosh: case LoopOp::Exp2: case LoopOp::Erfc: case LoopOp::Hypot:
       return kTranscendental;
+    // Series, several transcendentals or a loop each (Euclid's for gcd and lcm).
+    case LoopOp::Erfinv: case LoopOp::Erfcx: case LoopOp::Lgamma: case LoopOp::Digamma: case LoopOp::I0:
+    case LoopOp::I0e: case LoopOp::I1: case LoopOp::I1e: case LoopOp::BesselJ0: case LoopOp::BesselJ1:
+    case LoopOp::BesselY0: case LoopOp::BesselY1: case LoopOp::BesselK0: case LoopOp::BesselK1:
+    case LoopOp::Gcd: case LoopOp::Lcm:
+      return 2 * kTranscendental;
+    case LoopOp::FrexpMantissa: case LoopOp::FrexpExponent: case LoopOp::Ldexp: case LoopOp::NextAfter:
+      return kDivide;
     case LoopOp::Div: case LoopOp::FloorDiv: case LoopOp::TruncDiv: case LoopOp::Remainder: case LoopOp::Fmod:
     case LoopOp::Sqrt: case LoopOp::Rsqrt: case LoopOp::Reciprocal:
       return kDivide;

@@ -69,6 +69,33 @@ ExprRef unary(const Node& n, ExprRef x, const ArgReader& args) {
     case OpKind::Tanh: return op(LoopOp::Tanh, {x});
     case OpKind::Sigmoid: return op(LoopOp::Sigmoid, {x});
     case OpKind::Erf: return op(LoopOp::Erf, {x});
+    case OpKind::Exp2: return op(LoopOp::Exp2, {x});
+    case OpKind::Erfc: return op(LoopOp::Erfc, {x});
+    case OpKind::Erfinv: return op(LoopOp::Erfinv, {x});
+    case OpKind::SpecialErfcx: return op(LoopOp::Erfcx, {x});
+    case OpKind::Lgamma: return op(LoopOp::Lgamma, {x});
+    case OpKind::Digamma: return op(LoopOp::Digamma, {x});
+    case OpKind::I0: case OpKind::SpecialModifiedBesselI0: return op(LoopOp::I0, {x});
+    case OpKind::SpecialI0e: return op(LoopOp::I0e, {x});
+    case OpKind::SpecialI1: case OpKind::SpecialModifiedBesselI1: return op(LoopOp::I1, {x});
+    case OpKind::SpecialI1e: return op(LoopOp::I1e, {x});
+    case OpKind::SpecialBesselJ0: return op(LoopOp::BesselJ0, {x});
+    case OpKind::SpecialBesselJ1: return op(LoopOp::BesselJ1, {x});
+    case OpKind::SpecialBesselY0: return op(LoopOp::BesselY0, {x});
+    case OpKind::SpecialBesselY1: return op(LoopOp::BesselY1, {x});
+    case OpKind::SpecialModifiedBesselK0: return op(LoopOp::BesselK0, {x});
+    case OpKind::SpecialModifiedBesselK1: return op(LoopOp::BesselK1, {x});
+    case OpKind::Signbit:
+      if (is_float(t)) return op(LoopOp::SignBit, {x});
+      return t == DType::b8 || t == DType::u8 ? k(0, DType::b8) : op(LoopOp::Lt, {x, k(0, t)});
+    case OpKind::RoundDecimals: {
+      // ATen: x * 10^d rounded to an integer, then / 10^d (d < 0: x / 10^-d rounded, times
+      // 10^-d), in the compute type.
+      int64_t d = args.integer("decimals");
+      ExprRef p = k(std::pow(10.0, static_cast<double>(d < 0 ? -d : d)), t);
+      if (d < 0) return op(LoopOp::Mul, {op(LoopOp::Round, {op(LoopOp::Div, {x, p})}), p});
+      return op(LoopOp::Div, {op(LoopOp::Round, {op(LoopOp::Mul, {x, p})}), p});
+    }
     case OpKind::Relu: return loop::activation_expr(loop::Activation::relu, x);
     case OpKind::Gelu: {
       if (*args.opt_str("approximate") == "tanh") return loop::activation_expr(loop::Activation::gelu_tanh, x);
@@ -134,11 +161,23 @@ ExprRef binary(const Node& n, ExprRef a, ExprRef b, const ArgReader& args) {
       }
       return op(LoopOp::Pow, {a, b});
     }
-    case OpKind::RemainderTensor: case OpKind::RemainderScalar: return op(LoopOp::Remainder, {a, b});
+    case OpKind::RemainderTensor: case OpKind::RemainderScalar: case OpKind::RemainderScalarTensor:
+      return op(LoopOp::Remainder, {a, b});
     case OpKind::FmodTensor: case OpKind::FmodScalar: return op(LoopOp::Fmod, {a, b});
     case OpKind::Maximum: return op(LoopOp::Maximum, {a, b});
     case OpKind::Minimum: return op(LoopOp::Minimum, {a, b});
     case OpKind::Atan2: return op(LoopOp::Atan2, {a, b});
+    case OpKind::CopysignTensor: case OpKind::CopysignScalar: return op(LoopOp::CopySign, {a, b});
+    case OpKind::Hypot: return op(LoopOp::Hypot, {a, b});
+    case OpKind::Nextafter: return op(LoopOp::NextAfter, {a, b});  // in the output dtype itself
+    case OpKind::BitwiseLeftShiftTensor: case OpKind::BitwiseLeftShiftTensorScalar: case OpKind::BitwiseLeftShiftScalarTensor:
+    case OpKind::LshiftTensor: case OpKind::LshiftScalar:
+      return op(LoopOp::ShiftLeft, {a, b});
+    case OpKind::BitwiseRightShiftTensor: case OpKind::BitwiseRightShiftTensorScalar: case OpKind::BitwiseRightShiftScalarTensor:
+    case OpKind::RshiftTensor: case OpKind::RshiftScalar:
+      return op(LoopOp::ShiftRight, {a, b});
+    case OpKind::Gcd: return op(LoopOp::Gcd, {a, b});
+    case OpKind::Lcm: return op(LoopOp::Lcm, {a, b});
     case OpKind::EqTensor: case OpKind::EqScalar: return op(LoopOp::Eq, {a, b});
     case OpKind::NeTensor: case OpKind::NeScalar: return op(LoopOp::Ne, {a, b});
     case OpKind::LtTensor: case OpKind::LtScalar: return op(LoopOp::Lt, {a, b});
@@ -148,11 +187,11 @@ ExprRef binary(const Node& n, ExprRef a, ExprRef b, const ArgReader& args) {
     case OpKind::LogicalAnd: return op(LoopOp::LogicalAnd, {a, b});
     case OpKind::LogicalOr: return op(LoopOp::LogicalOr, {a, b});
     case OpKind::LogicalXor: return op(LoopOp::LogicalXor, {a, b});
-    case OpKind::BitwiseAndTensor: case OpKind::BitwiseAndScalar:
+    case OpKind::BitwiseAndTensor: case OpKind::BitwiseAndScalar: case OpKind::BitwiseAndScalarTensor:
       return t == DType::b8 ? op(LoopOp::LogicalAnd, {a, b}) : op(LoopOp::BitwiseAnd, {a, b});
-    case OpKind::BitwiseOrTensor: case OpKind::BitwiseOrScalar:
+    case OpKind::BitwiseOrTensor: case OpKind::BitwiseOrScalar: case OpKind::BitwiseOrScalarTensor:
       return t == DType::b8 ? op(LoopOp::LogicalOr, {a, b}) : op(LoopOp::BitwiseOr, {a, b});
-    case OpKind::BitwiseXorTensor: case OpKind::BitwiseXorScalar:
+    case OpKind::BitwiseXorTensor: case OpKind::BitwiseXorScalar: case OpKind::BitwiseXorScalarTensor:
       return t == DType::b8 ? op(LoopOp::LogicalXor, {a, b}) : op(LoopOp::BitwiseXor, {a, b});
     default: break;
   }
@@ -169,6 +208,8 @@ DType compute_dtype(const ArgReader& args, const Node& n, DType out) {
     if (s.type == ArgType::Tensor) operands.push_back(operand_of(args.graph().meta(std::get<ValueRef>(n.args[i].value))));
     else if (s.type == ArgType::Scalar && n.schema().family != OpFamily::unary) operands.push_back(operand_of_scalar(n.args[i]));
   }
+  // nextafter steps by the output dtype's own ulp, f16 and bf16 included.
+  if (n.op == OpKind::Nextafter) return out;
   if (is_float(out)) return opmath(out);
   DType common = result_type(operands);
   return is_float(common) ? opmath(common) : common;
@@ -203,6 +244,22 @@ std::vector<Value> lower_pointwise(Context& c, const Node& n) {
     }
   }
   DType compute = compute_dtype(args, n, out.dtype);
+  if (n.op == OpKind::FrexpTensor) {
+    ExprRef x = operand("self", compute);
+    const TensorMeta& exponent = n.outputs[1].meta;
+    return {Value{out, -1, cast(op(LoopOp::FrexpMantissa, {x}), out.dtype)},
+            Value{exponent, -1, cast(op(LoopOp::FrexpExponent, {x}), exponent.dtype)}};
+  }
+  if (n.op == OpKind::LdexpTensor) {
+    const TensorMeta& self = c.value(std::get<ValueRef>(n.arg("self").value)).meta;
+    const TensorMeta& other = c.value(std::get<ValueRef>(n.arg("other").value)).meta;
+    ExprRef x = operand("self", compute);
+    // An integer exponent is taken as an int32, as ATen's ldexp takes it.
+    if (ldexp_is_exact(self.dtype, other.dtype)) return result(op(LoopOp::Ldexp, {x, cast(operand("other", DType::i32), compute)}));
+    DType power = ldexp_power_dtype(self.dtype, other.dtype, other.dim() == 0, out.dtype);
+    ExprRef p = op(LoopOp::Pow, {k(2, opmath(power)), cast(operand("other", power), opmath(power))});
+    return result(op(LoopOp::Mul, {x, cast(cast(cast(p, power), out.dtype), compute)}));
+  }
   if (family == OpFamily::unary) {
     DType in = c.value(std::get<ValueRef>(n.arg("self").value)).meta.dtype;
     return result(unary(n, operand("self", is_float(out.dtype) ? compute : opmath(in)), args));

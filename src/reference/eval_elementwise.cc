@@ -7,6 +7,7 @@
 
 #include "graph/infer_util.h"
 #include "reference/eval.h"
+#include "reference/eval_special.h"
 #include "support/check.h"
 
 namespace coil::ref {
@@ -121,6 +122,7 @@ double unary(const NodeEval& e, double x) {
     case OpKind::LogicalNot: return x == 0;
     default: break;
   }
+  if (auto r = special_unary(e, x)) return *r;
   COIL_CHECK(false) << "no unary evaluator for " << e.op_name();
 }
 
@@ -189,7 +191,7 @@ double binary(const NodeEval& e, double a, double b, DType compute) {
       // ATen computes a Scalar exponent of +-0.5 as sqrt / rsqrt: pow(-inf, 0.5) is then nan.
       if (e.op() == OpKind::PowTensorScalar && std::fabs(b) == 0.5) return b > 0 ? std::sqrt(a) : 1.0 / std::sqrt(a);
       return std::pow(a, b);
-    case OpKind::RemainderTensor: case OpKind::RemainderScalar: return remainder_real(a, b);
+    case OpKind::RemainderTensor: case OpKind::RemainderScalar: case OpKind::RemainderScalarTensor: return remainder_real(a, b);
     case OpKind::FmodTensor: case OpKind::FmodScalar: return std::fmod(a, b);
     case OpKind::Maximum: return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
     case OpKind::Minimum: return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
@@ -205,6 +207,7 @@ double binary(const NodeEval& e, double a, double b, DType compute) {
     case OpKind::LogicalXor: return (a != 0) != (b != 0);
     default: break;
   }
+  if (auto r = special_binary(e.op(), a, b, compute)) return *r;
   COIL_CHECK(false) << "no floating-point evaluator for " << e.op_name() << " in " << dtype_name(compute);
 }
 
@@ -242,6 +245,7 @@ int64_t unary_int(const NodeEval& e, int64_t x, DType t) {
     case OpKind::BitwiseNot: return t == DType::b8 ? x == 0 : ~x;
     default: break;
   }
+  if (auto r = special_unary_int(e.op(), x, t)) return *r;
   COIL_CHECK(false) << "no integer evaluator for " << e.op_name();
 }
 
@@ -258,7 +262,7 @@ int64_t binary_int(const NodeEval& e, int64_t a, int64_t b, DType t) {
       return a == std::numeric_limits<int64_t>::min() && b == -1 ? a : a / b;
     }
     case OpKind::PowTensorTensor: case OpKind::PowTensorScalar: case OpKind::PowScalar: return ipow(a, b);
-    case OpKind::RemainderTensor: case OpKind::RemainderScalar:
+    case OpKind::RemainderTensor: case OpKind::RemainderScalar: case OpKind::RemainderScalarTensor:
       checked_divisor(b);
       return b == -1 ? 0 : sub_wrap(a, mul_wrap(floor_div_int(a, b), b));
     case OpKind::FmodTensor: case OpKind::FmodScalar: checked_divisor(b); return b == -1 ? 0 : a % b;
@@ -273,15 +277,18 @@ int64_t binary_int(const NodeEval& e, int64_t a, int64_t b, DType t) {
     case OpKind::LogicalAnd: return (a != 0) && (b != 0);
     case OpKind::LogicalOr: return (a != 0) || (b != 0);
     case OpKind::LogicalXor: return (a != 0) != (b != 0);
-    case OpKind::BitwiseAndTensor: case OpKind::BitwiseAndScalar: return a & b;
-    case OpKind::BitwiseOrTensor: case OpKind::BitwiseOrScalar: return a | b;
-    case OpKind::BitwiseXorTensor: case OpKind::BitwiseXorScalar: return a ^ b;
+    case OpKind::BitwiseAndTensor: case OpKind::BitwiseAndScalar: case OpKind::BitwiseAndScalarTensor: return a & b;
+    case OpKind::BitwiseOrTensor: case OpKind::BitwiseOrScalar: case OpKind::BitwiseOrScalarTensor: return a | b;
+    case OpKind::BitwiseXorTensor: case OpKind::BitwiseXorScalar: case OpKind::BitwiseXorScalarTensor: return a ^ b;
     default: break;
   }
+  if (auto r = special_binary_int(e.op(), a, b, t)) return *r;
   COIL_CHECK(false) << "no integer evaluator for " << e.op_name();
 }
 
 std::vector<Tensor> pointwise(const NodeEval& e) {
+  if (e.op() == OpKind::FrexpTensor) return eval_frexp(e);
+  if (e.op() == OpKind::LdexpTensor) return eval_ldexp(e);
   Tensor out = e.new_output();
   const OpSchema& schema = e.node().schema();
   // Operands in schema order: tensors broadcast to the output, scalars as constants.
@@ -353,13 +360,14 @@ std::vector<Tensor> pointwise(const NodeEval& e) {
   // Comparisons, remainder and fmod see their operands in the computation dtype itself (a
   // float scalar against an f16 tensor becomes f16); arithmetic keeps scalars in f32.
   bool in_dtype = out.dtype() == DType::b8 || e.op() == OpKind::RemainderTensor || e.op() == OpKind::RemainderScalar ||
-                  e.op() == OpKind::FmodTensor || e.op() == OpKind::FmodScalar;
+                  e.op() == OpKind::RemainderScalarTensor || e.op() == OpKind::FmodTensor || e.op() == OpKind::FmodScalar;
   std::vector<double> x(operands.size());
   for_each_index(out.sizes(), [&](const Shape& idx) {
     for (size_t k = 0; k < operands.size(); ++k) {
       const auto& o = operands[k];
       double v = o.tensor ? at(*o.tensor, idx) : o.scalar;
-      x[k] = std::isnan(v) && !o.tensor ? v : (in_dtype ? round_to_dtype(v, compute) : opmath_round(v, compute));
+      // NaN stays as it is, sign included (signbit and copysign read it; f16 rounding would not keep it).
+      x[k] = std::isnan(v) ? v : (in_dtype ? round_to_dtype(v, compute) : opmath_round(v, compute));
     }
     double r;
     switch (schema.family) {

@@ -117,7 +117,7 @@ loop::LoopKernel write_out(const loop::Program& p, const loop::ExternCall& call,
     pos_lin = pos_lin * out.sizes[2 + d] + var(static_cast<int>(2 + d));
   }
   SymInt c_out = out.sizes[1];
-  ExprRef value = Expr::load(y, var(0) * c_out * positions + var(1) * positions + pos_lin, out.dtype);
+  ExprRef value = Expr::load(y, var(0) * c_out * positions + var(1) * positions + pos_lin, p.buffers[static_cast<size_t>(y)].dtype);
   if (call.inputs.size() > 2) {
     const loop::View& b = call.inputs[2];
     DType bt = p.buffers[static_cast<size_t>(b.buffer)].dtype;
@@ -177,7 +177,10 @@ loop::Program convolutions_to_gemm(const loop::Program& program) {
       kernels.push_back(im2col(p, *call, c, col, taps, positions));
       cols = {col, p.buffers[static_cast<size_t>(col)].sizes, p.buffers[static_cast<size_t>(col)].strides, 0};
     }
-    int y = add_temp(p, out.name + "_gemm", out.dtype, {batch, c_out, positions});
+    // A 16-bit product with a bias stays an f32 sum until the bias is added: one rounding, as
+    // the direct convolution and PyTorch's CPU kernels round.
+    bool f32_sum = call->inputs.size() > 2 && (out.dtype == DType::f16 || out.dtype == DType::bf16);
+    int y = add_temp(p, out.name + "_gemm", f32_sum ? DType::f32 : out.dtype, {batch, c_out, positions});
     loop::ExternCall gemm;
     gemm.name = call->name;
     gemm.kind = loop::ExternKind::bmm;

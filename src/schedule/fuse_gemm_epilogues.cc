@@ -237,6 +237,8 @@ loop::Program fuse_gemm_epilogues(const loop::Program& program) {
     if (!call || call->activation != Activation::none || !loop::is_product(call->kind)) continue;
     const loop::Buffer& out = p.buffers[static_cast<size_t>(call->output)];
     if (out.role != loop::Buffer::Role::temporary || (!is_half(out.dtype) && out.dtype != DType::f32)) continue;
+    // An f32 sum of f16/bf16 operands (a convolution's, its bias still to add) takes no epilogue.
+    if (p.buffers[static_cast<size_t>(call->inputs.back().buffer)].dtype != out.dtype) continue;
     bool fused_activation = false;
     for (Activation act : {Activation::relu, Activation::gelu_tanh}) {
       Rewriter rw(call->output, out.dtype, act);

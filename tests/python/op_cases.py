@@ -1514,3 +1514,7 @@ add("scaled_dot_product_attention", "dropout", lambda g: sdpa(g, Q3, K3, V3, dro
 add("scaled_dot_product_attention", "dropout-zero", lambda g: sdpa(g, Q3, K3, V3, dropout_p=0.0), ref64=True)
 add("scaled_dot_product_attention", "mixed-dtypes", lambda g: g.call(
     "scaled_dot_product_attention", g.t(Q3, F32), g.t(K3, F16), g.t(V3, F32)))
+
+# The special functions and the pointwise ops around them have their own file, which adds its
+# cases to CASES when imported here.
+import op_cases_special  # noqa: E402,F401

@@ -45,3 +45,49 @@ def test_every_op_builds_for_cuda(arch):
                               capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert f"{len(files)} graphs" in proc.stdout and f"for {arch}" in proc.stdout, proc.stdout
+
+
+# Every special function (and the ops around them) in one graph per float dtype: their helpers
+# join the prelude only when a kernel calls one (cuda/special.h, special_prelude.h), so they are
+# checked apart from the sweep above, with NVRTC, and absent from a graph that calls none.
+SPECIAL_UNARY = ["exp2", "erfc", "erfinv", "special_erfcx", "lgamma", "digamma", "i0", "special_i0e", "special_i1",
+                 "special_i1e", "special_bessel_j0", "special_bessel_j1", "special_bessel_y0", "special_bessel_y1",
+                 "special_modified_bessel_k0", "special_modified_bessel_k1"]
+
+
+def special_graph(dt):
+    lines = [f"graph special_{dt} {{", f"  %x = input() : {dt}[4, 8]", f"  %y = input() : {dt}[4, 8]",
+             "  %n = input() : i32[4, 8]", "  %k = input() : i8[4, 8]"]
+    outs = []
+    halves = ["exp2", "erfc", "erfinv", "lgamma", "digamma", "i0", "special_i0e", "special_i1", "special_i1e"]
+    for i, op in enumerate(SPECIAL_UNARY if dt in ("f32", "f64") else halves):
+        lines.append(f"  %u{i} = {op}(%x)")
+        outs.append(f"%u{i}")
+    lines += ["  %s = signbit(%x)", "  %r = round.decimals(%x, decimals=2)", "  %m, %e = frexp.Tensor(%x)",
+              "  %c = copysign.Tensor(%x, %y)", "  %h = hypot(%x, %y)", "  %a = nextafter(%x, %y)", "  %l = ldexp.Tensor(%x, %n)",
+              "  %l2 = ldexp.Tensor(%x, %y)", "  %sl = bitwise_left_shift.Tensor(%k, %k)", "  %sr = bitwise_right_shift.Scalar_Tensor(-5, %k)",
+              "  %g = gcd(%k, %k)", "  %lc = lcm(%n, %n)"]
+    outs += ["%s", "%r", "%m", "%e", "%c", "%h", "%a", "%l", "%l2", "%sl", "%sr", "%g", "%lc"]
+    return "\n".join(lines + [f"  return {', '.join(outs)}", "}"]) + "\n"
+
+
+@pytest.mark.skipif(not NVRTC.exists(), reason="no CUDA toolkit (NVRTC) on this machine")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_special_functions_build_for_cuda(arch):
+    with tempfile.TemporaryDirectory() as d:
+        files = []
+        for dt in ["f32", "f64", "f16", "bf16"]:
+            files.append(str(Path(d) / f"{dt}.coil"))
+            Path(files[-1]).write_text(special_graph(dt))
+        plain = Path(d) / "plain.coil"
+        plain.write_text("graph plain {\n  %x = input() : f32[4]\n  %y = exp(%x)\n  return %y\n}\n")
+        proc = subprocess.run([COIL, "compile", "--device", "cuda", "--arch", arch, "--emit", "cubin", str(plain), *files],
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        code = subprocess.run([COIL, "compile", "--device", "cuda", "--arch", arch, "--emit", "code", files[0]],
+                              capture_output=True, text=True)
+        bare = subprocess.run([COIL, "compile", "--device", "cuda", "--arch", arch, "--emit", "code", str(plain)],
+                              capture_output=True, text=True)
+    assert code.returncode == 0 and bare.returncode == 0, code.stderr + bare.stderr
+    assert "bessel_k0_impl" in code.stdout and "coil_rt::erfinv(" in code.stdout
+    assert "bessel_k0_impl" not in bare.stdout

@@ -110,3 +110,23 @@ def test_instance_norm_with_running_stats(dtype):
 def test_max_and_min_without_dim(dtype):
     x = torch.randn(3, 4, 5).mul(4).to(dtype)
     compiles_like_eager(lambda x: (torch.max(x), torch.min(x), x.max() + 0), x)
+
+
+# ---- 16-bit numerics: statistics' dtypes and single rounding
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_convolution_with_bias_rounds_once(dtype):
+    # x = w = 1 + u, bias u / 2: rounding the product before adding the bias gives 1 + 2u, once
+    # (as eager on the CPU) 1 + 3u.
+    u = 2.0 ** (-10 if dtype == torch.float16 else -7)
+    x = torch.full((1, 1, 4, 4), 1 + u, dtype=dtype)
+    w = torch.full((2, 1, 1, 2), 1 + u, dtype=dtype)
+    w[..., 1] = 0
+    b = torch.full((2,), u / 2, dtype=dtype)
+    compiles_like_eager(lambda x, w, b: F.conv2d(x, w, b), x, w, b, tol=(0, 0))
+    x3, w3 = x.reshape(1, 1, 2, 2, 4), w.reshape(2, 1, 1, 1, 2)
+    compiles_like_eager(lambda x, w, b: F.conv3d(x, w, b), x3, w3, b, tol=(0, 0))
+    g = torch.Generator().manual_seed(4)
+    x, w, b = (torch.randn(s, generator=g).to(dtype) for s in [(2, 3, 8, 8), (4, 3, 3, 3), (4,)])
+    compiles_like_eager(lambda x, w, b: F.conv2d(x, w, b, padding=1), x, w, b, tol=(1e-2, 1e-2))

@@ -120,6 +120,47 @@ TEST(Compile, ConvolutionsAsGemmMatchReference) {
   }
 }
 
+// A 16-bit convolution rounds once, after its bias (as PyTorch's CPU kernels and the f32
+// reference do). With x = w = 1 + u (u = 2^-10 for f16, 2^-7 for bf16) and bias u/2 the exact
+// result 1 + 2u + u/2 + u^2 rounds up to 1 + 3u; rounding the product first (to 1 + 2u) and then
+// adding the bias meets a tie, which rounds to even: 1 + 2u.
+TEST(Compile, HalfConvolutionRoundsOnceAfterItsBias) {
+  for (DType t : {DType::f16, DType::bf16}) {
+    const double u = t == DType::f16 ? std::ldexp(1.0, -10) : std::ldexp(1.0, -7);
+    const std::string name(dtype_name(t));
+    // A 1x1 kernel (the product reads the input itself) and a 3-d kernel with a zero tap (im2col).
+    const std::string bodies[] = {
+        "  %x = input() : " + name + "[2, 1, 3, 4]\n  %w = input() : " + name + "[3, 1, 1, 1]\n  %b = input() : " + name +
+            "[3]\n  %y = convolution(%x, %w, %b, [1, 1], [0, 0], [1, 1], false, [0, 0], 1)\n  return %y\n",
+        "  %x = input() : " + name + "[1, 1, 2, 2, 3]\n  %w = input() : " + name + "[2, 1, 1, 1, 2]\n  %b = input() : " + name +
+            "[2]\n  %y = convolution(%x, %w, %b, [1, 1, 1], [0, 0, 0], [1, 1, 1], false, [0, 0, 0], 1)\n  return %y\n",
+    };
+    for (const auto& body : bodies) {
+      SCOPED_TRACE(body);
+      Graph g = parse(body);
+      TensorMap inputs;
+      for (int node : g.input_nodes()) {
+        const Node& n = g.nodes[static_cast<size_t>(node)];
+        Shape sizes;
+        for (const auto& d : n.outputs[0].meta.sizes) sizes.push_back(*d.constant());
+        Tensor v = Tensor::zeros(t, sizes);
+        for (int64_t i = 0; i < v.numel(); ++i) {
+          bool zero_tap = n.name() == "w" && sizes.size() == 5 && i % 2 == 1;
+          v.store(i, n.name() == "b" ? u / 2 : zero_tap ? 0.0 : 1 + u);
+        }
+        inputs.emplace(n.name(), v);
+      }
+      for (bool as_gemm : {true, false}) {
+        Executable exe = compile(g, {.cache_dir = temp_cache(), .device = "cpu", .conv_as_gemm = as_gemm});
+        Tensor got = exe.run(inputs, {})[0].contiguous_copy();
+        for (int64_t i = 0; i < got.numel(); ++i) ASSERT_EQ(got.load(i), 1 + 3 * u) << name << " element " << i << (as_gemm ? " (im2col + gemm)" : " (direct)");
+      }
+      Tensor want = evaluate_reference(g, inputs)[0].contiguous_copy();
+      for (int64_t i = 0; i < want.numel(); ++i) ASSERT_EQ(want.load(i), 1 + 3 * u) << "reference element " << i;
+    }
+  }
+}
+
 TEST(Compile, RandomGraphsMatchReference) {
   int count = 40;
   if (const char* n = std::getenv("COIL_FUZZ_GRAPHS")) count = std::atoi(n);

@@ -527,6 +527,37 @@ TEST(ExternsAsLoops, MatchTheReference) {
   }
 }
 
+// A bf16 convolution with a bias: cuBLASLt sums the product into an f32 temporary (bf16
+// operands, f32 D), and the output kernel adds the bias in f32 and rounds once.
+TEST(CudaCodegen, HalfConvolutionProductStaysF32) {
+  auto gen = cuda_code("  %x = input() : bf16[2, 3, 8, 8]\n  %w = input() : bf16[4, 3, 3, 3]\n  %b = input() : bf16[4]\n"
+                       "  %y = convolution(%x, %w, %b, [1, 1], [1, 1], [1, 1], false, [0, 0], 1)\n  return %y\n",
+                       cuda::preset_device("sm_90a"));
+  const loop::Program& p = gen.lowered.program;
+  int products = 0;
+  for (const auto& k : p.kernels) {
+    const auto* call = std::get_if<loop::ExternCall>(&k);
+    if (!call) continue;
+    ++products;
+    EXPECT_EQ(p.buffers[static_cast<size_t>(call->output)].dtype, DType::f32);
+    EXPECT_TRUE(cublas_takes(*call, p));
+    cuda::GemmProblem g = gemm_problem(*call, p, {{"N", 5}}, false);
+    EXPECT_EQ(g.dtype, DType::bf16);
+    EXPECT_TRUE(g.f32_output);
+    EXPECT_EQ(cuda::output_dtype(g), DType::f32);
+    EXPECT_TRUE(cuda::gemm_supported(g)) << cuda::gemm_unsupported_reason(g).value_or("");
+  }
+  EXPECT_EQ(products, 1) << loop::to_string(p);
+  // Mixed dtypes cuBLASLt does not take: an epilogue on an f32 output, an f32 output of f32.
+  cuda::GemmProblem bad{.dtype = DType::bf16, .f32_output = true, .m = 4, .n = 4, .k = 4, .a_rs = 4, .a_cs = 1,
+                        .b_rs = 4, .b_cs = 1, .d_rs = 4, .d_cs = 1, .epilogue = cuda::Epilogue::relu};
+  EXPECT_FALSE(cuda::gemm_supported(bad));
+  bad.epilogue = cuda::Epilogue::none;
+  EXPECT_TRUE(cuda::gemm_supported(bad));
+  bad.dtype = DType::f32;
+  EXPECT_FALSE(cuda::gemm_supported(bad));
+}
+
 TEST(CudaRuntime, NoDriverMeansTheCpuAndSaysWhy) {
   const char* old = std::getenv("COIL_LIBCUDA");
   std::string saved = old ? old : "";

@@ -48,6 +48,10 @@ bool dear(LoopOp op) {
     case LoopOp::BitwiseAnd:
     case LoopOp::BitwiseOr:
     case LoopOp::BitwiseXor:
+    case LoopOp::CopySign:
+    case LoopOp::SignBit:
+    case LoopOp::ShiftLeft:
+    case LoopOp::ShiftRight:
     case LoopOp::Where:
     case LoopOp::CheckIndex: return false;
     default: return true;

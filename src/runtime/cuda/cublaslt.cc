@@ -51,7 +51,7 @@ struct AlgoKey {
   GemmAlgo prefer;  // all zero: none
 
   auto fields() const {
-    return std::tie(p.dtype, p.batch, p.m, p.n, p.k, p.a_rs, p.a_cs, p.a_bs, p.b_rs, p.b_cs, p.b_bs, p.c_rs, p.c_cs,
+    return std::tie(p.dtype, p.f32_output, p.batch, p.m, p.n, p.k, p.a_rs, p.a_cs, p.a_bs, p.b_rs, p.b_cs, p.b_bs, p.c_rs, p.c_cs,
                     p.c_bs, p.d_rs, p.d_cs, p.d_bs, alpha_bits, beta_bits, p.epilogue, p.tf32, align_a, align_b,
                     align_c, align_d, align_bias, workspace_bytes, prefer);
   }
@@ -103,6 +103,8 @@ std::optional<LtMatrix> column_major(int64_t rows, int64_t cols, int64_t rs, int
 std::string map_operands(const GemmProblem& p, LtOperands& ops) {
   if (p.dtype != DType::f32 && p.dtype != DType::f16 && p.dtype != DType::bf16 && p.dtype != DType::f64)
     return fmt::format("cuBLASLt takes f32, f16, bf16 and f64 products, not {}", dtype_name(p.dtype));
+  if (p.f32_output && p.dtype != DType::f16 && p.dtype != DType::bf16) return "an f32 output is for f16 and bf16 products";
+  if (p.f32_output && p.epilogue != Epilogue::none) return "an f32 output takes no epilogue";
   if (p.batch < 0 || p.m < 0 || p.n < 0 || p.k < 0) return "negative sizes";
   if (p.batch > INT32_MAX) return fmt::format("a batch of {} is more than cuBLASLt's int32 batch count holds", p.batch);
   if (p.k == 0) return "k == 0: D = beta * C (+ epilogue) is no product, the caller computes it";
@@ -176,11 +178,13 @@ bool epilogue_has_bias(Epilogue e) {
   return e == Epilogue::bias || e == Epilogue::bias_relu || e == Epilogue::bias_gelu;
 }
 
+DType output_dtype(const GemmProblem& p) { return p.f32_output ? DType::f32 : p.dtype; }
+
 std::string str(const GemmProblem& p) {
   return fmt::format(
-      "{} gemm batch {} m {} n {} k {} (strides batch/row/col: A {}/{}/{}, B {}/{}/{}, C {}/{}/{}, D {}/{}/{}), "
+      "{}{} gemm batch {} m {} n {} k {} (strides batch/row/col: A {}/{}/{}, B {}/{}/{}, C {}/{}/{}, D {}/{}/{}), "
       "alpha {} beta {}, epilogue {}{}",
-      dtype_name(p.dtype), p.batch, p.m, p.n, p.k, p.a_bs, p.a_rs, p.a_cs, p.b_bs, p.b_rs, p.b_cs, p.c_bs, p.c_rs,
+      dtype_name(p.dtype), p.f32_output ? " (f32 output)" : "", p.batch, p.m, p.n, p.k, p.a_bs, p.a_rs, p.a_cs, p.b_bs, p.b_rs, p.b_cs, p.c_bs, p.c_rs,
       p.c_cs, p.d_bs, p.d_rs, p.d_cs, p.alpha, p.beta, epilogue_name(p.epilogue),
       p.tf32 && p.dtype == DType::f32 ? ", tf32" : "");
 }
@@ -302,8 +306,8 @@ int64_t CublasLt::split_columns(const GemmProblem& p) {
   // cuBLASLt runs its fast kernels only when n (its m) is a multiple of 16 bytes as well as
   // the leading dimensions (seen: [8192, 768] x [768, 50257] bf16 took 6.6 ms with any ld, 1 ms
   // split as below). With D's rows aligned, the aligned columns go first and the last few after.
-  const auto size = static_cast<int64_t>(dtype_size(p.dtype));
-  const int64_t per_vector = 16 / size;
+  const auto size = static_cast<int64_t>(dtype_size(output_dtype(p)));
+  const int64_t per_vector = 16 / static_cast<int64_t>(dtype_size(p.dtype));
   const int64_t main_n = p.n / per_vector * per_vector;
   if (main_n > 0 && main_n < p.n && p.d_cs == 1 && (p.d_rs * size) % 16 == 0 && (p.beta == 0 || p.c_cs == 1)) return main_n;
   return 0;
@@ -314,16 +318,16 @@ void CublasLt::gemm(const GemmProblem& p, const void* a, const void* b, const vo
   if (auto why = gemm_unsupported_reason(p)) fail("cuBLASLt cannot take the {}: {}", str(p), *why);
   if (empty(p)) return;
   if (const int64_t main_n = split_columns(p)) {
-    const auto size = static_cast<int64_t>(dtype_size(p.dtype));
+    const auto size = static_cast<int64_t>(dtype_size(p.dtype)), out_size = static_cast<int64_t>(dtype_size(output_dtype(p)));
     GemmProblem first = p, rest = p;
     first.n = main_n;
     rest.n = p.n - main_n;
-    auto shift = [&](const void* ptr, int64_t elements) {
-      return ptr ? static_cast<const char*>(ptr) + elements * size : nullptr;
+    auto shift = [&](const void* ptr, int64_t elements, int64_t bytes) {
+      return ptr ? static_cast<const char*>(ptr) + elements * bytes : nullptr;
     };
     gemm_columns(first, a, b, c, d, bias, workspace, workspace_bytes, stream, nullptr);
-    gemm_columns(rest, a, shift(b, main_n * p.b_cs), shift(c, main_n * p.c_cs),
-                 const_cast<char*>(shift(d, main_n * p.d_cs)), epilogue_has_bias(p.epilogue) ? shift(bias, main_n) : nullptr,
+    gemm_columns(rest, a, shift(b, main_n * p.b_cs, size), shift(c, main_n * p.c_cs, out_size),
+                 const_cast<char*>(shift(d, main_n * p.d_cs, out_size)), epilogue_has_bias(p.epilogue) ? shift(bias, main_n, size) : nullptr,
                  workspace, workspace_bytes, stream, nullptr);
     return;
   }
@@ -379,19 +383,19 @@ void describe(const CublasLt::Api& x, const GemmProblem& p, const void* a, const
     set(x.desc_set, call.desc.p, lt::kDescBiasPointer, bias, "cublasLtMatmulDescSetAttribute");
     set(x.desc_set, call.desc.p, lt::kDescBiasDataType, bias_type, "cublasLtMatmulDescSetAttribute");
   }
-  auto make_layout = [&](Owned& layout, const LtMatrix& m) {
-    check(x.layout_create(&layout.p, data_type(p.dtype), static_cast<uint64_t>(m.rows), static_cast<uint64_t>(m.cols), m.ld),
+  auto make_layout = [&](Owned& layout, const LtMatrix& m, DType t) {
+    check(x.layout_create(&layout.p, data_type(t), static_cast<uint64_t>(m.rows), static_cast<uint64_t>(m.cols), m.ld),
           "cublasLtMatrixLayoutCreate");
     if (ops.batch == 1) return;
     set(x.layout_set, layout.p, lt::kLayoutBatchCount, ops.batch, "cublasLtMatrixLayoutSetAttribute");
     set(x.layout_set, layout.p, lt::kLayoutStridedBatchOffset, m.batch_stride, "cublasLtMatrixLayoutSetAttribute");
   };
-  make_layout(call.layout_a, ops.a);
-  make_layout(call.layout_b, ops.b);
-  make_layout(call.layout_d, ops.d);
+  make_layout(call.layout_a, ops.a, p.dtype);
+  make_layout(call.layout_b, ops.b, p.dtype);
+  make_layout(call.layout_d, ops.d, output_dtype(p));
   // cuBLASLt reads no C when beta == 0; D and its layout stand in for it.
   call.c_data = p.beta != 0 ? c : d;
-  if (p.beta != 0) make_layout(call.layout_c, ops.c);
+  if (p.beta != 0) make_layout(call.layout_c, ops.c, output_dtype(p));
   call.c_layout = p.beta != 0 ? call.layout_c.p : call.layout_d.p;
   // cuBLASLt's A is our B and its B our A.
   call.key = AlgoKey{.p = p,

@@ -39,6 +39,9 @@ bool epilogue_has_bias(Epilogue e);
 // (one matrix shared by every batch). C is not read when beta == 0 (its strides are ignored).
 struct GemmProblem {
   DType dtype = DType::f32;  // of A, B, C, D and the bias: f32, f16, bf16 or f64
+  // C and D in f32 instead, for an f16 or bf16 product: its f32 sum unrounded, for a caller that
+  // adds more before rounding once (a convolution's bias). Only without an epilogue.
+  bool f32_output = false;
   int64_t batch = 1, m = 0, n = 0, k = 0;
   int64_t a_rs = 0, a_cs = 0, a_bs = 0;
   int64_t b_rs = 0, b_cs = 0, b_bs = 0;
@@ -52,6 +55,7 @@ struct GemmProblem {
   bool tf32 = false;
 };
 std::string str(const GemmProblem& p);  // one line, for messages and logs
+DType output_dtype(const GemmProblem& p);  // of C and D
 
 // Why cuBLASLt cannot take `p` as laid out (callers pack the operands into a supported layout),
 // or nullopt when it can. Empty problems (batch, m or n == 0) are supported: gemm does nothing.

@@ -47,7 +47,8 @@ cuda::GemmProblem gemm_problem(const loop::ExternCall& call, const loop::Program
     ostrides.erase(ostrides.begin(), ostrides.end() - static_cast<std::ptrdiff_t>(r));
   }
   cuda::GemmProblem g;
-  g.dtype = out.dtype;
+  g.dtype = p.buffers[static_cast<size_t>(a.buffer)].dtype;
+  g.f32_output = out.dtype != g.dtype;  // an f32 sum of f16/bf16 operands (cublas_takes admits no other mix)
   g.m = sizes[r - 2];
   g.n = sizes[r - 1];
   g.k = asz.back();
