@@ -305,7 +305,9 @@ std::vector<TensorMeta> pointwise(const ArgReader& a) {
         continue;
       }
       operands.push_back(operand_of(m));
-    } else if (s.type == ArgType::Scalar && !v.is_none() && s.name != "alpha" && schema.family != OpFamily::unary) {
+      // alpha (add, sub) and value (addcmul, addcdiv) scale a term, cast to the result's dtype:
+      // they take no part in promotion.
+    } else if (s.type == ArgType::Scalar && !v.is_none() && s.name != "alpha" && s.name != "value" && schema.family != OpFamily::unary) {
       operands.push_back(operand_of_scalar(v));
     }
   }
@@ -315,6 +317,9 @@ std::vector<TensorMeta> pointwise(const ArgReader& a) {
   bool is_clamp = k == OpKind::Clamp || k == OpKind::ClampTensor;
   if (is_clamp && a.is_none("min") && a.is_none("max"))
     fail("{}: at least one of 'min' or 'max' must not be none", op);
+  if ((k == OpKind::Addcmul || k == OpKind::Addcdiv) && common == DType::b8) fail("{}: not implemented for bool", op);
+  if (k == OpKind::Addcdiv && is_integral(operands[1].dtype, true) && is_integral(operands[2].dtype, true))
+    fail("{}: integer division with addcdiv is no longer supported; divide with torch.div(..., rounding_mode=...)", op);
   if (is_clamp && common == DType::b8) fail("{}: not supported for bool tensors", op);
   DType out;
   if (schema.family == OpFamily::unary) out = unary_dtype(a, operands[0].dtype);

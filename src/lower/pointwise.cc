@@ -204,7 +204,7 @@ DType compute_dtype(const ArgReader& args, const Node& n, DType out) {
   std::vector<PromoteOperand> operands;
   for (size_t i = 0; i < n.args.size(); ++i) {
     const ArgSchema& s = n.schema().args[i];
-    if (n.args[i].is_none() || s.name == "condition" || s.name == "alpha") continue;
+    if (n.args[i].is_none() || s.name == "condition" || s.name == "alpha" || s.name == "value") continue;
     if (s.type == ArgType::Tensor) operands.push_back(operand_of(args.graph().meta(std::get<ValueRef>(n.args[i].value))));
     else if (s.type == ArgType::Scalar && n.schema().family != OpFamily::unary) operands.push_back(operand_of_scalar(n.args[i]));
   }
@@ -269,7 +269,7 @@ std::vector<Value> lower_pointwise(Context& c, const Node& n) {
   std::optional<ExprRef> condition;
   for (size_t i = 0; i < n.args.size(); ++i) {
     const ArgSchema& s = n.schema().args[i];
-    if (s.name == "alpha") continue;
+    if (s.name == "alpha" || s.name == "value") continue;
     if (s.name == "condition") {
       condition = operand("condition", DType::b8);
     } else if (s.type == ArgType::Tensor) {
@@ -280,6 +280,15 @@ std::vector<Value> lower_pointwise(Context& c, const Node& n) {
   }
   if (family == OpFamily::binary) return result(binary(n, xs[0], xs[1], args));
   if (condition) return result(op(LoopOp::Where, {*condition, xs[0], xs[1]}));
+  if (n.op == OpKind::Addcmul || n.op == OpKind::Addcdiv) {
+    // self + value * tensor1 * tensor2 (or / tensor2), value in the computation dtype (an
+    // integer result truncates it), in the order of PyTorch's kernels.
+    Arg value = n.arg("value");
+    if (auto* d = std::get_if<double>(&value.value); d && !is_float(compute)) value = Arg(std::trunc(*d));
+    ExprRef term = op(LoopOp::Mul, {scalar(value, compute), xs[1]});
+    term = op(n.op == OpKind::Addcmul ? LoopOp::Mul : LoopOp::Div, {term, xs[2]});
+    return result(op(LoopOp::Add, {xs[0], term}));
+  }
   ExprRef v = xs[0];  // clamp: the lower bound first, then the upper
   if (xs[1]) v = op(LoopOp::Maximum, {v, xs[1]});
   if (xs[2]) v = op(LoopOp::Minimum, {v, xs[2]});

@@ -314,7 +314,7 @@ std::vector<Tensor> pointwise(const NodeEval& e) {
       }
       promote.push_back({t->dtype(), t->dim() == 0 ? PromoteOperand::Category::zero_dim : PromoteOperand::Category::dimensioned});
       operands.push_back({broadcast_to(*t, out.sizes()), 0});
-    } else if (s.type == ArgType::Scalar && s.name != "alpha" && schema.family != OpFamily::unary) {
+    } else if (s.type == ArgType::Scalar && s.name != "alpha" && s.name != "value" && schema.family != OpFamily::unary) {
       auto v = e.opt_real(s.name);
       if (v) promote.push_back(operand_of_scalar(e.raw(s.name)));
       operands.push_back({std::nullopt, v.value_or(NAN), v.has_value()});
@@ -329,7 +329,7 @@ std::vector<Tensor> pointwise(const NodeEval& e) {
     for (size_t k = 0, a = 0; a < schema.args.size(); ++a) {
       const ArgSchema& s = schema.args[a];
       if (s.name == "condition") continue;
-      bool is_operand = s.type == ArgType::Tensor || (s.type == ArgType::Scalar && s.name != "alpha" && schema.family != OpFamily::unary);
+      bool is_operand = s.type == ArgType::Tensor || (s.type == ArgType::Scalar && s.name != "alpha" && s.name != "value" && schema.family != OpFamily::unary);
       if (!is_operand) continue;
       if (s.type == ArgType::Scalar && !e.is_none(s.name)) iscalar[k] = wrap_int(int_scalar(e, s.name), compute);
       ++k;
@@ -347,6 +347,10 @@ std::vector<Tensor> pointwise(const NodeEval& e) {
         default:
           if (condition) {
             r = at(*condition, idx) != 0 ? *v[0] : *v[1];
+          } else if (e.op() == OpKind::Addcmul) {  // addcdiv of integers is refused
+            int64_t value = wrap_int(std::holds_alternative<double>(e.raw("value").value) ? static_cast<int64_t>(e.real("value"))
+                                                                                         : int_scalar(e, "value"), compute);
+            r = wrap_int(add_wrap(*v[0], mul_wrap(mul_wrap(value, *v[1]), *v[2])), compute);
           } else {  // clamp: lower bound first, then upper
             r = *v[0];
             if (v[1]) r = std::max(r, *v[1]);
@@ -376,6 +380,10 @@ std::vector<Tensor> pointwise(const NodeEval& e) {
       default:
         if (condition) {
           r = at(*condition, idx) != 0 ? x[0] : x[1];
+        } else if (e.op() == OpKind::Addcmul || e.op() == OpKind::Addcdiv) {
+          // Computed in double and rounded once (PyTorch: in f32 for f16/bf16, rounded once).
+          double value = opmath_round(e.real("value"), compute);
+          r = x[0] + (e.op() == OpKind::Addcmul ? value * x[1] * x[2] : value * x[1] / x[2]);
         } else {  // clamp: lower bound first, then upper; NaN in the input propagates
           r = x[0];
           // A NaN bound: clamp.Tensor propagates it; clamp with two Scalar bounds gives NaN,

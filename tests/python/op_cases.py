@@ -433,6 +433,24 @@ for tag, shape, layout in LAYOUTS:
 add("clamp", "0d-i32-float-bound", lambda g: g.call("clamp", g.t((), I32), 0.5))
 add("clamp", "nan-bounds", lambda g: g.call("clamp", g.t(SHAPE, F32), math.nan, 1.0))
 
+# addcmul and addcdiv: every dtype (addcdiv refuses integer division, both refuse bool); value
+# is cast to the tensors' dtype (truncated for integers); f16/bf16 compute in f32, rounded once.
+for op in ["addcmul", "addcdiv"]:
+    for dt in ALL:
+        add(op, dt_tag(dt), lambda g: g.call(op, g.t(SHAPE, dt), g.t(SHAPE, dt), g.t(SHAPE, dt, nonzero=True), value=2))
+    for value in [0.5, -1.25, True, 3]:
+        add(op, f"value={value!r}", lambda g: g.call(op, g.t(SHAPE), g.t(SHAPE), g.t(SHAPE, nonzero=True), value=value))
+        add(op, f"i64-value={value!r}", lambda g: g.call(op, g.t(SHAPE, I64), g.t(SHAPE, I64), g.t(SHAPE, I64, nonzero=True), value=value))
+    add(op, "bcast-T", lambda g: g.call(op, g.t((4, 1)), g.t((4, 5), F32, "T"), g.t((5,), F32, "step2"), value=0.3))
+    add(op, "0d-f32-with-f16", lambda g: g.call(op, g.t((3, 4), F16), g.t((), F32), g.t((3, 4), F16), value=0.1))
+    add(op, "f16-i64-mixed", lambda g: g.call(op, g.t((3, 4), F16), g.t((3, 4), I64), g.t((3, 4), F16), value=1.5))
+    add(op, "zero", lambda g: g.call(op, g.t((0, 4)), g.t((4,)), g.t((1, 4))))
+    add(op, "bad-shapes", lambda g: g.call(op, g.t((3, 4)), g.t((3,)), g.t((3, 4))))
+    for dt in [F16, BF16]:
+        add(op, f"{dt_tag(dt)}-many", lambda g: g.call(op, g.t((64, 33), dt), g.t((64, 33), dt), g.t((64, 33), dt, low=0.5, high=2.0), value=0.3))
+add("addcmul", "u8-wraps", lambda g: g.call("addcmul", g.t((2,), U8, values=[250, 1]), g.t((2,), U8, values=[10, 2]), g.t((2,), U8, values=[3, 3])))
+add("addcdiv", "f32-by-i64", lambda g: g.call("addcdiv", g.t(SHAPE), g.t(SHAPE, I64), g.t(SHAPE, I64, nonzero=True)))
+
 # (tag, (shape, dtype) of self, min and max; None leaves the bound out)
 CLAMP_TENSOR = [
     ("bcast", ((3, 5), F32), ((3, 1), F32), ((5,), F32)),

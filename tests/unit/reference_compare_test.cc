@@ -155,6 +155,38 @@ REF_TEST(Clamp, BoundsAndNan) {
   expect_tensor(clamp(DType::i64, {-5, 2, 9}, 0, 4), DType::i64, {3}, {0, 2, 4});
 }
 
+// self + value * tensor1 * tensor2 (or / tensor2): value is cast to the tensors' dtype (an int
+// result truncates 0.5 to 0), a 16-bit result rounds once.
+REF_TEST(Addcmul, ValueAndRounding) {
+  auto addc = [](OpKind op, DType dt, const Values& s, const Values& a, const Values& b, Arg value) {
+    Graph g;
+    auto n = static_cast<int64_t>(s.size());
+    ValueRef x = g.add_input("s", dt, {n}), y = g.add_input("a", dt, {n}), z = g.add_input("b", dt, {n});
+    g.outputs = {g.call1(op, {x, y, z}, {{"value", value}})};
+    return run1(g, {{"s", make(dt, {n}, s)}, {"a", make(dt, {n}, a)}, {"b", make(dt, {n}, b)}});
+  };
+  expect_tensor(addc(OpKind::Addcmul, DType::f32, {1, 2}, {3, 4}, {5, -1}, 0.5), DType::f32, {2}, {8.5, 0});
+  expect_tensor(addc(OpKind::Addcmul, DType::i64, {1, 2}, {3, 4}, {5, -1}, 0.5), DType::i64, {2}, {1, 2});
+  expect_tensor(addc(OpKind::Addcmul, DType::i64, {1, 2}, {3, 4}, {5, -1}, true), DType::i64, {2}, {16, -2});
+  expect_tensor(addc(OpKind::Addcdiv, DType::f32, {1, 2}, {3, 4}, {4, -8}, 2), DType::f32, {2}, {2.5, 1});
+  // f16: 1 + 2^-11 * 3 / 2 is 1 + 0.75 ulp, which rounds to 1 + 1 ulp (2^-10).
+  const double u = std::ldexp(1.0, -11);
+  expect_tensor(addc(OpKind::Addcdiv, DType::f16, {1}, {3}, {2}, u), DType::f16, {1}, {1 + 2 * u}, 0, 0);
+  Graph g;  // integer division is refused
+  ValueRef i = g.add_input("i", DType::i64, {2});
+  EXPECT_THROW(g.call1(OpKind::Addcdiv, {i, i, i}), Error);
+}
+
+REF_TEST(Addcdiv, Broadcast) {
+  Graph g;
+  auto s = g.add_input("s", DType::f32, {2, 1});
+  auto a = g.add_input("a", DType::f32, {2});
+  auto b = g.add_input("b", DType::f32, {});
+  g.outputs = {g.call1(OpKind::Addcdiv, {s, a, b})};
+  auto r = run1(g, {{"s", f32({2, 1}, {1, 2})}, {"a", f32({2}, {3, -3})}, {"b", f32({}, {2})}});
+  expect_tensor(r, DType::f32, {2, 2}, {2.5, -0.5, 3.5, 0.5});
+}
+
 REF_TEST(ClampTensor, BroadcastBounds) {
   Graph g;
   auto x = g.add_input("x", DType::f32, {2, 3});
