@@ -115,6 +115,14 @@ def test_max_and_min_without_dim(dtype):
 # ---- 16-bit numerics: statistics' dtypes and single rounding
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_layer_norm_statistics_dtype(dtype, device):
+    # mean and rstd: f32 on CUDA for 16-bit inputs, the input's dtype on the CPU (as eager).
+    x = torch.randn(4, 6, 8).to(dtype).to(device)
+    compiles_like_eager(lambda x: torch.ops.aten.native_layer_norm(x, [8], None, None, 1e-5), x)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_convolution_with_bias_rounds_once(dtype):
     # x = w = 1 + u, bias u / 2: rounding the product before adding the bias gives 1 + 2u, once
