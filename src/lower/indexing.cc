@@ -54,6 +54,9 @@ Value gather_like(Context& c, const Node& n, const ArgReader& args) {
     case OpKind::Gather: {
       Value& self = operand(c, n, "self");
       const Value& index = operand(c, n, "index");
+      // ATen checks nothing of an empty index, whose rank may differ from self's: nothing to read.
+      for (const auto& s : index.meta.sizes)
+        if (s == SymInt(0)) return Value{meta, -1, Expr::constant(0, meta.dtype)};
       if (self.meta.dim() == 0) {
         ExprRef check = index_value(c, index, o, 1);  // only 0 and -1 are valid
         return Value{meta, -1, c.at_dynamic(self, {}, n.outputs[0].name + "_src", op(LoopOp::Mul, {check, Expr::index(0)}))};

@@ -1182,7 +1182,9 @@ GATHERS = [("dim0", (4, 5), 0, (6, 5), 4), ("dim-1", (4, 5), -1, (4, 2), 5), ("d
            ("index-larger-other-dim", (4, 5), 1, (5, 2), 5), ("rank-mismatch", (4, 5), 1, (4,), 5),
            ("dim-out-of-range", (4, 5), 2, (4, 5), 4), ("out-of-range", (4, 5), 0, (4, 5), 5), ("0d", (), 0, (), 1),
            ("1d-self-0d-index", (5,), 0, (), 5), ("0d-self-1d-index", (), 0, (3,), 1), ("empty-index", (4, 5), 1, (4, 0), 5),
-           ("empty-index-larger", (4, 5), 1, (9, 0), 5), ("zero-self", (0, 5), 1, (0, 3), 5), ("1d", (6,), 0, (10,), 6)]
+           ("empty-index-larger", (4, 5), 1, (9, 0), 5), ("zero-self", (0, 5), 1, (0, 3), 5), ("1d", (6,), 0, (10,), 6),
+           # ATen checks nothing of an empty index, its rank included
+           ("empty-index-higher-rank", (4, 5), 1, (2, 0, 4), 5), ("empty-index-1d", (4, 5), 0, (0,), 4)]
 for tag, shape, dim, ishape, n in GATHERS:
     add("gather", tag, lambda g: g.call("gather", g.t(shape), dim, idx(g, ishape, n)))
 add("gather", "negative", lambda g: g.call("gather", g.t((2, 3)), 1, g.t((2, 1), I64, values=[1, -1])))

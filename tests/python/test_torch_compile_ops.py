@@ -112,6 +112,12 @@ def test_max_and_min_without_dim(dtype):
     compiles_like_eager(lambda x: (torch.max(x), torch.min(x), x.max() + 0), x)
 
 
+def test_gather_through_an_empty_index():
+    x = torch.randn(3, 5)
+    for index in [torch.zeros(3, 0, dtype=torch.long), torch.zeros(0, dtype=torch.long), torch.zeros(2, 0, 4, dtype=torch.long)]:
+        compiles_like_eager(lambda x, i: torch.gather(x, 1, i) if i.dim() > 1 else torch.gather(x, 0, i), x, index)
+
+
 # ---- 16-bit numerics: statistics' dtypes and single rounding
 
 
