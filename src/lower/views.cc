@@ -78,17 +78,33 @@ SymShape view_source_index(const Node& n, const ArgReader& args, const TensorMet
   fail("{} of a fused value is not supported yet", n.schema().name);
 }
 
+// The value that owns the storage `v` views: as_strided's sizes, strides and offset address that
+// storage, not `v`'s elements (a strict subset of it, or a view laid out otherwise).
+ValueRef storage_base(const Graph& g, ValueRef v) {
+  for (;;) {
+    const Node& n = g.node(v);
+    if (!n.schema().is_view) return v;
+    v = std::get<ValueRef>(n.arg("self").value);
+  }
+}
+
 }  // namespace
 
 std::vector<Value> lower_view(Context& c, const Node& n) {
   ArgReader args(c.graph, n);
+  if (n.op == OpKind::AsStrided) {
+    ValueRef base = storage_base(c.graph, std::get<ValueRef>(n.arg("self").value));
+    Value& storage = c.value(base);
+    c.realize(storage, c.graph.value_name(base));
+    return {Value{n.outputs[0].meta, storage.buffer, nullptr}};
+  }
   if (n.schema().family == OpFamily::view) {
     Value& in = c.value(std::get<ValueRef>(n.arg("self").value));
     std::vector<Value> out;
     for (const auto& o : n.outputs) {
       // A true view of a realized value loads through its own strides into the same storage;
       // _unsafe_view's result is a new (contiguous) tensor, so it maps indices like view.
-      if ((in.realized() && n.schema().is_view) || n.op == OpKind::AsStrided || n.op == OpKind::SplitWithSizes) {
+      if ((in.realized() && n.schema().is_view) || n.op == OpKind::SplitWithSizes) {
         c.realize(in, c.graph.value_name(std::get<ValueRef>(n.arg("self").value)));
         out.push_back(Value{o.meta, in.buffer, nullptr});
         continue;

@@ -855,6 +855,12 @@ for tag, shape, layout, size, stride, offset in AS_STRIDED:
     view_case("as_strided", tag, lambda g: g.call("as_strided", g.t(shape, F32, layout), size, stride, offset))
 for dt in ALL:
     view_case("as_strided", dt_tag(dt), lambda g: g.call("as_strided", g.t((10,), dt), [3, 2], [2, 3], 1))
+# Of a view of a computed value: sizes, strides and offset address the computed value's storage,
+# not the view's elements.
+view_case("as_strided", "of-computed-slice", lambda g: g.call(
+    "as_strided", g.call("slice.Tensor", g.call("mul.Scalar", g.t((10,)), 2.0), 0, 2, 10), [2, 2], [3, 1], 1))
+view_case("as_strided", "of-computed-T", lambda g: g.call(
+    "as_strided", g.call("permute", g.call("view", g.call("mul.Scalar", g.t((10,)), 2.0), [2, 5]), [1, 0]), [3, 3], [1, 2], 0))
 
 # (tag, input shape, layout, offset, dim1, dim2)
 DIAGONALS = [("square", (4, 4), "contig", 0, 0, 1), ("above", (3, 5), "contig", 2, 0, 1), ("below", (5, 3), "contig", -2, 0, 1),

@@ -118,6 +118,15 @@ def test_gather_through_an_empty_index():
         compiles_like_eager(lambda x, i: torch.gather(x, 1, i) if i.dim() > 1 else torch.gather(x, 0, i), x, index)
 
 
+def test_as_strided_views_of_part_of_the_storage():
+    x = torch.randn(10)
+    compiles_like_eager(lambda x: torch.as_strided(x, (2, 2), (3, 1), 1) * 2, x)  # a strict subset
+    compiles_like_eager(lambda x: torch.as_strided(x, (3, 3), (1, 1), 2) + 1, x)  # overlapping rows
+    # Of a computed value's view: the offset counts from the computed value's storage.
+    compiles_like_eager(lambda x: torch.as_strided((x * 2)[2:], (2, 2), (3, 1), 1) + 1, x)
+    compiles_like_eager(lambda x: torch.as_strided((x * 2).view(2, 5).t(), (3, 3), (1, 2), 0) + 1, x)
+
+
 # ---- 16-bit numerics: statistics' dtypes and single rounding
 
 
