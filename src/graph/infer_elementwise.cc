@@ -52,6 +52,7 @@ SymInt arange_length(const ArgReader& a) {
   const Arg& end = a.raw("end");
   const Arg& step = a.raw("step");
   auto as_const = [](const Arg& x) -> std::optional<double> {
+    if (auto* b = std::get_if<bool>(&x.value)) return *b ? 1.0 : 0.0;  // a bool bound counts as an int
     if (auto* s = std::get_if<SymInt>(&x.value)) {
       if (!s->is_constant()) return std::nullopt;
       return static_cast<double>(*s->constant());
@@ -320,7 +321,9 @@ std::vector<TensorMeta> pointwise(const ArgReader& a) {
   if ((k == OpKind::Addcmul || k == OpKind::Addcdiv) && common == DType::b8) fail("{}: not implemented for bool", op);
   if (k == OpKind::Addcdiv && is_integral(operands[1].dtype, true) && is_integral(operands[2].dtype, true))
     fail("{}: integer division with addcdiv is no longer supported; divide with torch.div(..., rounding_mode=...)", op);
-  if (is_clamp && common == DType::b8) fail("{}: not supported for bool tensors", op);
+  // ATen clamps bools only against one bound tensor (clamp_min/clamp_max, i.e. or/and).
+  if (is_clamp && common == DType::b8 && (k == OpKind::Clamp || (!a.is_none("min") && !a.is_none("max"))))
+    fail("{}: not supported for bool tensors", op);
   DType out;
   if (schema.family == OpFamily::unary) out = unary_dtype(a, operands[0].dtype);
   else if (schema.family == OpFamily::binary) out = binary_dtype(a, operands, common);

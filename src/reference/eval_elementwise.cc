@@ -34,7 +34,8 @@ std::vector<Tensor> creation(const NodeEval& e) {
         // ATen converts start and step to the integer accumulation type (int64) first:
         // arange(0.5, 5, 1.5, dtype=i32) is 0, 1, 2.
         auto whole = [&](std::string_view name) {
-          return std::holds_alternative<double>(e.raw(name).value) ? static_cast<int64_t>(e.real(name)) : e.integer(name);
+          const auto& v = e.raw(name).value;
+          return std::holds_alternative<SymInt>(v) ? e.integer(name) : static_cast<int64_t>(e.real(name));  // a float, or a bool
         };
         int64_t start = whole("start"), step = whole("step");
         for (int64_t i = 0; i < out.numel(); ++i)

@@ -464,6 +464,11 @@ CLAMP_TENSOR = [
     ("0d-self", ((), F32), ((3, 1), F32), ((4,), F32)),
     ("zero", ((0, 5), F32), ((5,), F32), ((1, 5), F32)),
     ("bool-bounds", ((3, 5), F32), ((5,), BOOL), None),
+    # Bools clamp against one bound tensor (clamp_min/clamp_max: or/and); with both, torch raises.
+    ("bool-min-only", ((3, 5), BOOL), ((5,), BOOL), None),
+    ("bool-max-only", ((3, 5), BOOL), None, ((3, 1), BOOL)),
+    ("bool-0d-min", ((3, 5), BOOL), ((), BOOL), None),
+    ("bool-int-bound", ((3, 5), BOOL), ((5,), I64), ((5,), I64)),
 ]
 for tag, (xs, xd), lo, hi in CLAMP_TENSOR:
     add("clamp.Tensor", tag, lambda g: g.call("clamp.Tensor", g.t(xs, xd, special=True),
@@ -957,6 +962,9 @@ for start, end, step, dt in [(0, 2100, 3, F16), (0, 600, 1, BF16), (250, 256, 1,
     add("arange.start_step", f"{start!r},{end!r},{step!r}-{dt_tag(dt)}",
         lambda g: g.call("arange.start_step", start, end, step, dtype=dt))
 add("arange.start_step", "default-step", lambda g: g.call("arange.start_step", 3, 7))
+# Bool bounds count as ints (torch.arange(True, 5, True) is [1, 2, 3, 4] in int64).
+for start, end, step in [(True, 5, True), (False, True, 1), (0, 3, True), (True, 2.5, 0.5), (False, False, True)]:
+    add("arange.start_step", f"{start!r},{end!r},{step!r}", lambda g: g.call("arange.start_step", start, end, step))
 
 for dt in ALL:
     for s in [3, -2.5, True]:

@@ -127,6 +127,19 @@ def test_as_strided_views_of_part_of_the_storage():
     compiles_like_eager(lambda x: torch.as_strided((x * 2).view(2, 5).t(), (3, 3), (1, 2), 0) + 1, x)
 
 
+def test_arange_with_bool_bounds():
+    x = torch.randn(4)
+    compiles_like_eager(lambda x: torch.arange(True, 5, True) + x, x)
+    compiles_like_eager(lambda x: x[torch.arange(False, True)], x)
+
+
+def test_clamp_of_bools_against_one_bound_tensor():
+    x, lo, hi = torch.randn(3, 4) > 0, torch.rand(4) > 0.5, torch.rand(3, 1) > 0.5
+    compiles_like_eager(lambda x, lo: torch.clamp_min(x, lo), x, lo)
+    compiles_like_eager(lambda x, hi: torch.clamp_max(x, hi), x, hi)
+    compiles_like_eager(lambda x, lo: torch.clamp(x, min=lo), x, lo)
+
+
 # ---- 16-bit numerics: statistics' dtypes and single rounding
 
 
