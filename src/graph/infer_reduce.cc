@@ -364,8 +364,9 @@ std::vector<TensorMeta> linalg(const ArgReader& a) {
     case OpKind::AdaptiveAvgPool2d: {
       const TensorMeta& x = a.tensor("self");
       bool max = a.node().op == OpKind::MaxPool2dWithIndices;
-      if (x.dtype == DType::b8 || (!max && !is_float(x.dtype)))
-        fail("{}: not implemented for {}{}", op, dtype_name(x.dtype), !max && x.dtype == DType::i64 ? " by coil" : "");
+      // Average pooling takes int64 (not other integers) as ATen's CPU kernel does; adaptive, floats only.
+      bool avg_int64 = a.node().op == OpKind::AvgPool2d && x.dtype == DType::i64;
+      if (x.dtype == DType::b8 || (!max && !is_float(x.dtype) && !avg_int64)) fail("{}: not implemented for {}", op, dtype_name(x.dtype));
       std::array<int64_t, 2> out{};
       if (a.node().op == OpKind::AdaptiveAvgPool2d) {
         auto size = a.ints("output_size");

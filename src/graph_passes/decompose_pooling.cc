@@ -124,11 +124,13 @@ std::vector<ValueRef> max_pool(Builder& b, ValueRef x) {
   return {values, indices};
 }
 
-// The sum over the window offsets of the zero-padded input, divided by the window's size.
+// The sum over the window offsets of the zero-padded input, divided by the window's size; an
+// int64 input sums in int64 (wrapping) and divides rounding toward zero, as ATen's CPU kernel.
 ValueRef avg_pool(Builder& b, ValueRef x, const Pool2d& p, bool include_pad, std::optional<int64_t> divisor, const std::string& name) {
   DType t = b.g.meta(x).dtype;
+  const bool integral = !is_float(t);
   ValueRef xf = b.widen(x);
-  ValueRef xp = b.pad(xf, p, overhang(p, false), 0.0);
+  ValueRef xp = b.pad(xf, p, overhang(p, false), integral ? Arg(int64_t{0}) : Arg(0.0));
   std::optional<ValueRef> sum;
   for (int64_t i = 0; i < p.kernel[0]; ++i)
     for (int64_t j = 0; j < p.kernel[1]; ++j) {
@@ -137,7 +139,8 @@ ValueRef avg_pool(Builder& b, ValueRef x, const Pool2d& p, bool include_pad, std
     }
   ValueRef mean;
   if (divisor) {
-    mean = b.call(OpKind::DivScalar, {*sum, static_cast<double>(*divisor)});
+    mean = integral ? b.call(OpKind::DivScalarMode, {*sum, *divisor}, {{"rounding_mode", "trunc"}})
+                    : b.call(OpKind::DivScalar, {*sum, static_cast<double>(*divisor)});
   } else {
     // Per output dim: the window's extent, [start, min(start + k, in + pad)) with the padding, or
     // clipped to [0, in) without it; their product divides.
@@ -153,7 +156,7 @@ ValueRef avg_pool(Builder& b, ValueRef x, const Pool2d& p, bool include_pad, std
       extent[du] = b.call(OpKind::SubTensor, {end, start});
     }
     ValueRef size = b.call(OpKind::MulTensor, {b.column(extent[0]), extent[1]});
-    mean = b.call(OpKind::DivTensor, {*sum, size});
+    mean = integral ? b.call(OpKind::DivTensorMode, {*sum, size}, {{"rounding_mode", "trunc"}}) : b.call(OpKind::DivTensor, {*sum, size});
   }
   return b.output(mean, t, name);
 }

@@ -78,10 +78,18 @@ Tensor avg_pool(const NodeEval& e, const Pool2d& p) {
     h0 = std::max<int64_t>(h0, 0), w0 = std::max<int64_t>(w0, 0);
     h1 = std::min(h1, p.in[0]), w1 = std::min(w1, p.in[1]);
     if (h0 >= h1 || w0 >= w1) return;  // a window wholly in the padding: 0
+    int64_t d = divisor ? *divisor : include_pad ? padded_size : (h1 - h0) * (w1 - w0);
+    if (x.dtype() == DType::i64) {  // an int64 sum (wrapping), divided rounding toward zero
+      uint64_t sum = 0;
+      for (int64_t h = h0; h < h1; ++h)
+        for (int64_t w = w0; w < w1; ++w) sum += static_cast<uint64_t>(x.load_int(x.element_index(at2(plane, h, w))));
+      int64_t mean = d == -1 ? static_cast<int64_t>(0 - sum) : static_cast<int64_t>(sum) / d;  // INT64_MIN / -1 wraps
+      out.store_int(out.element_index(at2(plane, oh, ow)), mean);
+      return;
+    }
     double sum = 0;
     for (int64_t h = h0; h < h1; ++h)
       for (int64_t w = w0; w < w1; ++w) sum += at(x, at2(plane, h, w));
-    int64_t d = divisor ? *divisor : include_pad ? padded_size : (h1 - h0) * (w1 - w0);
     set(out, at2(plane, oh, ow), sum / static_cast<double>(d));
   });
   return out;

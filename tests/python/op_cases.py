@@ -1480,7 +1480,10 @@ for tag, shape, k, st, pad, ceil, count, div in AVG_POOLS:
 for dt in FLOATS:
     add("avg_pool2d", dt_tag(dt), lambda g: g.call("avg_pool2d", g.t((2, 3, 7, 6), dt, special=True), [3], [2], [1]))
 add("avg_pool2d", "T", lambda g: g.call("avg_pool2d", g.t((2, 3, 6, 7), F32, "T"), [2], [2], [1], True, False))
-add("avg_pool2d", "i64", lambda g: g.call("avg_pool2d", g.t((1, 2, 4, 4), I64), [2]), coil_rejects="integer average pooling")
+# int64 (the only integer type ATen's CPU kernel pools): an int64 sum, divided toward zero.
+for tag, shape, k, st, pad, ceil, count, div in AVG_POOLS + [("divisor-negative", (1, 2, 5, 5), [2], [1], [0], False, True, -3)]:
+    add("avg_pool2d", f"i64-{tag}", lambda g: g.call("avg_pool2d", g.t(shape, I64, low=-50, high=50), k, st, pad, ceil, count, div))
+add("avg_pool2d", "i64-wraps", lambda g: g.call("avg_pool2d", g.t((1, 1, 1, 2), I64, values=[2 ** 62, 2 ** 62]), [1, 2]))
 for tag, dt, k, pad, div in [("i32", I32, [2], [0], None), ("pad-over-half", F32, [2], [2], None), ("zero-divisor", F32, [2], [0], 0)]:
     add("avg_pool2d", tag, lambda g: g.call("avg_pool2d", g.t((1, 2, 4, 4), dt), k, [], pad, False, True, div))
 for tag, shape, size in [("divisible", (2, 3, 8, 8), [4, 2]), ("uneven", (2, 3, 9, 7), [4, 3]), ("global", (2, 5, 7, 6), [1, 1]),

@@ -140,6 +140,21 @@ def test_clamp_of_bools_against_one_bound_tensor():
     compiles_like_eager(lambda x, lo: torch.clamp(x, min=lo), x, lo)
 
 
+@pytest.mark.parametrize("count_include_pad", [True, False])
+def test_average_pooling_of_int64(count_include_pad):
+    # ATen's CPU kernel sums int64 and divides rounding toward zero (negative sums included).
+    x = torch.randint(-50, 50, (2, 3, 7, 6))
+    compiles_like_eager(lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=count_include_pad), x)
+    compiles_like_eager(lambda x: F.avg_pool1d(x, 3, 2, 1, count_include_pad=count_include_pad), x[0])
+    compiles_like_eager(lambda x: F.avg_pool2d(x, (2, 3), divisor_override=4), x)
+
+
+def test_local_response_norm_of_int64():
+    # On a 3-d input the decomposition pools the squares (int64) with avg_pool2d.
+    x = torch.randint(-9, 9, (2, 5, 7))
+    compiles_like_eager(lambda x: F.local_response_norm(x, 3), x)
+
+
 # ---- 16-bit numerics: statistics' dtypes and single rounding
 
 
