@@ -167,8 +167,15 @@ ValueRef ExportNodes::attention(const std::string& op, const std::map<std::strin
   if (auto* p = std::get_if<double>(&dropout.value); p && *p != 0) fail("{} with dropout is not supported", op);
   Arg mask = args.count("attn_mask") ? args.at("attn_mask") : get("attn_bias");
   Arg causal = args.count("is_causal") ? args.at("is_causal") : Arg(false);
+  // These kernels take grouped-query attention by its shapes alone (fewer key/value heads than
+  // query heads), which scaled_dot_product_attention is told with enable_gqa.
+  auto heads = [&](const char* key) {
+    const TensorMeta& m = graph_.meta(std::get<ValueRef>(args.at(key).value));
+    return m.dim() >= 3 ? m.sizes[static_cast<size_t>(m.dim() - 3)] : SymInt(1);
+  };
+  bool grouped = heads("key") != heads("query") || heads("value") != heads("query");
   ValueRef out = graph_.call1(OpKind::ScaledDotProductAttention, {args.at("query"), args.at("key"), args.at("value"), mask},
-                              {{"is_causal", causal}, {"scale", get("scale")}}, graph_.fresh_name(name + "_bhtd"));
+                              {{"is_causal", causal}, {"scale", get("scale")}, {"enable_gqa", grouped}}, graph_.fresh_name(name + "_bhtd"));
   // These ops return [B, H, T, hd] over [B, T, H, hd] memory, and the graph's views after them
   // rely on that layout.
   ValueRef bthd = graph_.call1(OpKind::Permute, {out, IntList{0, 2, 1, 3}}, {}, graph_.fresh_name(name + "_bthd"));

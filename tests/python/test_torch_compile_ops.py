@@ -155,6 +155,16 @@ def test_local_response_norm_of_int64():
     compiles_like_eager(lambda x: F.local_response_norm(x, 3), x)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_sdpa_grouped_query_attention(dtype):
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(2, 8, 5, 16, generator=g).to(dtype)
+    k, v = torch.randn(2, 2, 7, 16, generator=g).to(dtype), torch.randn(2, 2, 7, 16, generator=g).to(dtype)
+    tol = (2e-2, 2e-2) if dtype == torch.bfloat16 else (1e-5, 1e-5)
+    compiles_like_eager(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), q, k, v, tol=tol)
+    compiles_like_eager(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True), q, k, v, tol=tol)
+
+
 # ---- 16-bit numerics: statistics' dtypes and single rounding
 
 

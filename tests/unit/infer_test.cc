@@ -317,5 +317,20 @@ TEST(Dtypes, FxProgramDeviceReachesInference) {
   EXPECT_EQ(cuda.meta(cuda.outputs[2]).dtype, DType::f32);
 }
 
+// PyTorch's CPU flash attention (what sdpa(..., enable_gqa=True) becomes) takes grouped-query
+// attention by its shapes alone: fewer key/value heads than query heads.
+TEST(Frontend, AttentionVariantTakesGroupedQueryHeads) {
+  const char* program = R"({"name": "fx",
+    "inputs": [{"name": "q", "meta": {"dtype": 7, "sizes": [1, 4, 5, 8], "strides": [160, 40, 8, 1]}},
+               {"name": "k", "meta": {"dtype": 7, "sizes": [1, 2, 5, 8], "strides": [80, 40, 8, 1]}}],
+    "nodes": [{"target": "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default", "name": "a",
+               "inputs": [{"name": "query", "arg": {"as_tensor": {"name": "q"}}}, {"name": "key", "arg": {"as_tensor": {"name": "k"}}},
+                          {"name": "value", "arg": {"as_tensor": {"name": "k"}}}],
+               "outputs": [{"as_tensor": {"name": "a__0"}}, {"as_tensor": {"name": "a__1"}}]}],
+    "outputs": ["a__0"]})";
+  Graph g = graph_from_fx(program);
+  EXPECT_EQ(g.meta(g.outputs[0]).sizes, (SymShape{1, 4, 5, 8}));
+}
+
 }  // namespace
 }  // namespace coil
