@@ -104,6 +104,7 @@ class Graph:
         self.gen = torch.Generator().manual_seed(seed)
         self.inputs = {}
         self.nodes = []
+        self.shapes = {}  # the logical shape of each operand t() made
         self._count = itertools.count()
 
     def _name(self, prefix):
@@ -124,6 +125,11 @@ class Graph:
         `layout`: contig, T (permuted: the input is stored transposed), step2 (every other
         element of the last dim, from offset 1) or expand (the first dim > 1 broadcast)."""
         shape = tuple(shape)
+        ref = self._operand(shape, dtype, layout, values, opts)
+        self.shapes[ref] = shape
+        return ref
+
+    def _operand(self, shape, dtype, layout, values, opts):
         if values is not None:
             return self.input(torch.tensor(values, dtype=dtype).reshape(shape))
         if layout == "contig":
@@ -158,11 +164,15 @@ class Graph:
         lines.append("}")
         return "\n".join(lines) + "\n"
 
-    def replay(self, outputs, upcast=False):
-        """Runs the graph with torch.ops.aten; `upcast` computes floats in float64."""
+    def replay(self, outputs, upcast=False, absolute=False):
+        """Runs the graph with torch.ops.aten; `upcast` computes floats in float64; `absolute`
+        takes the absolute value of every input and of the last op's number arguments (for a
+        sum of products, each output is then the sum of the products' magnitudes)."""
         env = {}
         for name, t in self.inputs.items():
             env[name] = t.to(F64) if upcast and t.dtype.is_floating_point else t.clone()
+            if absolute and t.dtype != BOOL:
+                env[name] = env[name].abs()
 
         def resolve(v):
             if isinstance(v, Ref):
@@ -171,9 +181,15 @@ class Graph:
                 return [resolve(x) for x in v]
             return v
 
+        def magnitude(v):
+            return abs(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+
         for n in self.nodes:
             fn = n.op if callable(n.op) else aten(n.op)
-            r = fn(*[resolve(a) for a in n.args], **{k: resolve(v) for k, v in n.kwargs.items()})
+            args, kwargs = n.args, n.kwargs
+            if absolute and n is self.nodes[-1]:
+                args, kwargs = [magnitude(a) for a in args], {k: magnitude(v) for k, v in kwargs.items()}
+            r = fn(*[resolve(a) for a in args], **{k: resolve(v) for k, v in kwargs.items()})
             if len(n.outs) == 1 and isinstance(r, torch.Tensor):
                 env[n.outs[0]] = r
             else:
@@ -194,6 +210,7 @@ class Case:
     ref: Optional[Callable] = None  # replaces the torch replay (why: at the case)
     coil_rejects: str = ""       # coil rejects by design although PyTorch accepts (why)
     tol: Optional[tuple] = None  # (rtol, atol) instead of the dtype's default
+    terms: int = 0               # products each output element sums (summed_terms): the tolerance grows with them
 
 
 CASES = []
@@ -203,12 +220,32 @@ def seed_of(text):
     return zlib.crc32(text.encode())
 
 
+def summed_terms(g):
+    """How many products an output element of g's last node sums: K of a matrix product, the
+    input channels of a group times the kernel's taps of a convolution; 0 for other ops. Such a
+    sum in f32 (BLAS, blocked, in any order) is within about K * eps * sum(|products|) of the
+    exact one."""
+    last = g.nodes[-1]
+    shape = lambda a: g.shapes.get(a) if isinstance(a, Ref) else None  # noqa: E731
+    if last.op in ("mm", "bmm", "addmm"):
+        a = shape(last.args[1 if last.op == "addmm" else 0])
+        return a[-1] if a else 0
+    if last.op == "convolution":
+        w = shape(last.args[1])
+        if not w or len(w) < 3:
+            return 0
+        transposed, groups = last.args[6], last.args[8]
+        return (w[0] // max(groups, 1) if transposed else w[1]) * math.prod(w[2:])
+    return 0
+
+
 def add(op, tag, build, **opts):
     """Adds the case `op[tag]`: build(g) returns the output ref(s) of graph g."""
     cid = f"{op}[{tag}]"
     g = Graph(seed_of(cid))
     outs = build(g)
     outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+    opts.setdefault("terms", summed_terms(g))
     CASES.append(Case(cid, op, g, outs, **opts))
 
 
@@ -1443,10 +1480,10 @@ for tag, xl, wl in [("T-input", "T", "contig"), ("step2-input-T-weight", "step2"
     add("convolution", f"{tag}-transposed", lambda g: conv(g, (2, 3, 4, 5), (3, 4, 3, 2), transposed=True, x_layout=xl, w_layout=wl), ref64=True)
 add("convolution", "cl-input", lambda g: g.call("convolution", channels_last_input(g, (2, 3, 5, 5)), g.t((4, 3, 3, 3)), g.t((4,)),
                                                 [1], [1], [1], False, [0], 1), ref64=True)
-# Mismatched dtypes, which torch rejects (except an f16 input's bias on CPUs where torch's
-# f16 convolution takes any bias dtype, AVX-512 hosts: that case depends on the machine and is left
-# out; coil keeps the rule of torch's other paths).
-for x, w, b in [(F32, F16, F32), (BF16, BF16, F32), (F32, F32, F64), (F64, F32, F64)]:
+# Mismatched dtypes, which torch rejects (except a 16-bit input's f32 bias where torch's CPU
+# convolution takes it through oneDNN: f16 on AVX-512 hosts, f16 and bf16 on some AVX2 hosts;
+# those cases depend on the machine and are left out; coil keeps the rule of torch's other paths).
+for x, w, b in [(F32, F16, F32), (F32, F32, F64), (F64, F32, F64)]:
     add("convolution", f"mixed-{dt_tag(x, w, b)}", lambda g: g.call("convolution", g.t((2, 3, 5, 5), x), g.t((4, 3, 3, 3), w), g.t((4,), b),
                                                                   [1], [0], [1], False, [0], 1), ref64=True)
 

@@ -103,7 +103,6 @@ def test_instance_norm_with_running_stats(dtype):
     compiles_like_eager(lambda x, rm, rv: F.instance_norm(x, rm, rv, use_input_stats=True, momentum=0.2), x, rm, rv)
 
 
-
 # ---- full reductions, gathers, views, creation and clamping that once failed to compile
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
@@ -166,7 +165,6 @@ def test_sdpa_grouped_query_attention(dtype):
 
 
 # ---- 16-bit numerics: statistics' dtypes and single rounding
-
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
