@@ -69,14 +69,14 @@ def compiler(mode):
 def _capture_backend():
     from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
 
-    from coil._backend import _decompositions
+    from coil import _decompositions
 
     def run_as_captured(gm, _example_inputs):
         return make_boxed_func(gm.forward)
 
     def backend(gm, example_inputs):
         return aot_module_simplified(gm, example_inputs, fw_compiler=run_as_captured, inference_compiler=run_as_captured,
-                                     decompositions=_decompositions())
+                                     decompositions=_decompositions.core())
 
     return backend
 
