@@ -28,7 +28,8 @@ def _reaches_a_backend(op):
     # Python-number and list overloads (add.int, eq.str, ...) take no tensor.
     if not any("Tensor" in str(a.type) for a in schema.arguments) or not any("Tensor" in str(r.type) for r in schema.returns):
         return False
-    return not op._opname.startswith("_foreach") and not op._opname.endswith("_")
+    in_place = op._opname.endswith("_") and not op._opname.startswith("__")  # add_, but not __lshift__
+    return not op._opname.startswith("_foreach") and not in_place
 
 
 def inductor_ops():
