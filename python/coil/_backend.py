@@ -47,12 +47,16 @@ def _check_options(mode, options):
     return options
 
 
-def _graph_device(values):
+def _graph_device(values, made=(), default="cpu"):
     """The device a graph runs on: that of its tensors, 0-d CPU tensors aside (PyTorch lets such
     a scalar meet tensors of any device); with tensors on several, the accelerator (the nodes on
-    other devices run in PyTorch)."""
-    devices = {v.device for v in values if isinstance(v, torch.Tensor) and not _runner.is_cpu_scalar(v)}
-    device = min(devices, key=lambda d: (d.type == "cpu", str(d))) if devices else torch.device("cpu")
+    other devices run in PyTorch). A graph without tensor inputs runs where it makes its tensors
+    (`made`: the values of its nodes, e.g. torch.full(..., device="cuda"))."""
+    def devices_of(vs):
+        return {v.device for v in vs if isinstance(v, torch.Tensor) and not _runner.is_cpu_scalar(v)}
+
+    devices = devices_of(values) or devices_of(made)
+    device = min(devices, key=lambda d: (d.type == "cpu", str(d))) if devices else torch.device(default)
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
     return device
@@ -125,6 +129,16 @@ def _placeholder_values(gm):
     return [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
 
 
+def _node_values(gm):
+    """The tensors the graph's calls make (a tuple-valued node counts with each of its tensors)."""
+    out = []
+    for n in gm.graph.nodes:
+        if n.op == "call_function":
+            val = n.meta.get("val")
+            out.extend(val if isinstance(val, (list, tuple)) else [val])
+    return out
+
+
 def _fallback_report(gm, unsupported):
     ops = sorted({str(n.target) for n in unsupported if n.target is not operator.getitem})
     _warn(f"coil: {len(unsupported)} node(s) of this graph run in PyTorch eager (ops coil does not compile: "
@@ -137,7 +151,7 @@ def _fallback_report(gm, unsupported):
 def _compile_forward(gm, options, frozen_tensors):
     """AOTAutograd's forward compiler: the whole graph, or its coil-able partitions."""
     values = _placeholder_values(gm)
-    device = _graph_device(values)
+    device = _graph_device(values, _node_values(gm))
     if device.type not in ("cpu", "cuda"):
         if options.get("fallback", "eager") == "error":
             raise _coil.CoilError(f"coil: device {device} is not supported")
@@ -260,7 +274,7 @@ def _compile_graph(gm, example_inputs, mode, options):
     key = _cache.graph_key(gm, example_inputs, mode, options)
     entry = _cache.load(key, options.get("cache_dir", "")) if key else None
     if entry is not None:  # a warm start: AOTAutograd made this program before
-        device = _graph_device(example_inputs) or torch.device(entry["device"])
+        device = _graph_device(example_inputs, default=entry["device"])
         return _load(entry, device, options, frozen, kept=True, eager=gm.forward)
     direct = []  # the runner, when AOTAutograd's wrappers have nothing to do around it
     from torch._functorch.aot_autograd import aot_module_simplified

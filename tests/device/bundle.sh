@@ -18,9 +18,11 @@ py="${COIL_DEVICE_PYTHON:-/root/.pyenv/versions/3.12.1/bin/python}"
 if [ ! -x .devdeps/py312/bin/python ]; then
   "$py" -m venv .devdeps/py312 && .devdeps/py312/bin/pip install -q --disable-pip-version-check "$(grep nanobind requirements.txt)"
 fi
-if [ ! -f build/py312/build.ninja ]; then
+# The module links the library of the main build (COIL_CORE_ARCHIVE), compiling only its own source.
+core="$PWD/build/src/libcoil_core.a"
+if ! grep -qx "COIL_CORE_ARCHIVE:FILEPATH=$core" build/py312/CMakeCache.txt 2>/dev/null; then
   cmake -S . -B build/py312 -G Ninja -DCMAKE_BUILD_TYPE=Release -DCOIL_PYTHON=ON -DCOIL_TESTS=OFF -DCOIL_WERROR=OFF \
-    -DPython_EXECUTABLE="$PWD/.devdeps/py312/bin/python" >/dev/null
+    -DCOIL_CORE_ARCHIVE="$core" -DPython_EXECUTABLE="$PWD/.devdeps/py312/bin/python" >/dev/null
 fi
 ninja -C build/py312 _coil | tail -3
 mkdir -p .devdeps/stage/python/coil

@@ -220,3 +220,25 @@ def test_addbmm_16_bit_rounds_once(device, dtype):
     reference = torch.addbmm(a.float(), b1.float(), b2.float()).to(dtype)
     assert torch.equal(got, reference) or torch.allclose(got.float(), reference.float(), rtol=0, atol=0.0)
     assert not said, [str(w.message) for w in said]
+
+
+# -- a graph without tensor inputs runs where it makes its tensors ---------------------------
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_factory_graph_runs_on_its_device(device):
+    def f():
+        grid = torch.arange(0, 12, 2, device=device, dtype=torch.float32)
+        return torch.full((3, 6), 2.5, device=device) * grid + torch.eye(3, 6, device=device), torch.zeros(4, device=device)
+
+    want, got, said = run(f)
+    assert not said, [str(w.message) for w in said]
+    same(want, got)
+
+
+def test_graph_device_of_a_graph_without_tensor_inputs():
+    from coil import _backend
+
+    made = [torch.empty(2, device="meta"), 3]
+    assert _backend._graph_device([], made) == torch.device("meta")
+    assert _backend._graph_device([torch.tensor(1.0)], made) == torch.device("meta")  # a 0-d CPU input is a scalar
+    assert _backend._graph_device([], [], default="cpu") == torch.device("cpu")
