@@ -85,10 +85,33 @@ def _node_supported(node, device):
         return False
     if node.target.name() in _fx.ATTENTION and any(u.args[1] != 0 for u in node.users):
         return False  # its logsumexp (training) is read
+    if node.target.name() == "aten::index_put" and not _mask_put_supported(node):
+        return False
     val = node.meta.get("val")
     outputs = list(val) if isinstance(val, (list, tuple)) else [val]
     inputs = [n.meta.get("val") for n in node.all_input_nodes]
     return all(_takes(v, device) for v in outputs + inputs)
+
+
+def _mask_put_supported(node):
+    """index_put with boolean masks compiles as one mask, the only index, whose values broadcast
+    over the selected count (x[mask] = v with one v for every selected row); other masked puts
+    depend on how many elements the mask selects."""
+    indices = [i for i in node.args[1]]
+    vals = [i.meta.get("val") if isinstance(i, torch.fx.Node) else None for i in indices]
+    if not any(v is not None and v.dtype in (torch.bool, torch.uint8) for v in vals):
+        return True
+    given = [(p, v) for p, v in enumerate(vals) if v is not None]
+    if len(given) != 1:
+        return False
+    p, mask = given[0]
+    self_shape = list(node.args[0].meta["val"].shape)
+    values = node.args[2].meta["val"]
+    target = self_shape[:p] + [1] + self_shape[p + mask.dim():]
+    try:
+        return list(torch.broadcast_shapes(target, values.shape)) == target
+    except RuntimeError:
+        return False
 
 
 def _load(entry, device, options, frozen_tensors, kept=False, eager=None, check_inputs=False):

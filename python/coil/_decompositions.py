@@ -56,14 +56,63 @@ def _floor_divide(self, other):
     return aten.div.Tensor_mode(self, other, rounding_mode="floor")
 
 
+def _along(self, dim, index, source):
+    """index_add / index_reduce as a scatter: (dim, the index of every element of source, source).
+    The index is int64 (as scatters take), the same along source's other dims; 0-d tensors
+    count as one element."""
+    if index.dtype != torch.int64:
+        index = aten._to_copy.default(index, dtype=torch.int64)
+    if self.dim() == 0:
+        return 0, aten.view.default(index, []), aten.view.default(source, []) if source.dim() else source
+    if source.dim() == 0:
+        source = aten.view.default(source, [1] * self.dim())
+    dim = dim % self.dim()
+    shape = [1] * source.dim()
+    shape[dim] = -1
+    return dim, aten.expand.default(aten.view.default(index, shape), list(source.shape)), source
+
+
+def _index_reduce(self, dim, index, source, reduce, *, include_self=True):
+    dim, index, source = _along(self, dim, index, source)
+    return aten.scatter_reduce.two(self, dim, index, source, reduce, include_self=include_self)
+
+
+def _index_add(self, dim, index, source, *, alpha=1):
+    dim, index, source = _along(self, dim, index, source)
+    if alpha != 1:
+        source = aten.mul.Scalar(source, alpha)
+    return aten.scatter_add.default(self, dim, index, source)
+
+
+def _masked_scatter(self, mask, source):
+    # The selected elements take source's elements in order: position i reads source at the
+    # count of selected elements before it.
+    if source.numel() == 0:
+        raise NotImplementedError("masked_scatter from an empty source")
+    shape = list(torch.broadcast_shapes(self.shape, mask.shape))
+    self_b = aten.expand.default(self, shape) if list(self.shape) != shape else self
+    mask_b = aten.expand.default(mask, shape) if list(mask.shape) != shape else mask
+    flat_mask = aten.view.default(aten.clone.default(mask_b, memory_format=torch.contiguous_format), [-1])
+    order = aten.sub.Tensor(aten.cumsum.default(flat_mask, 0), 1)
+    order = aten.clamp.default(order, 0)
+    flat_source = aten.view.default(aten.clone.default(source, memory_format=torch.contiguous_format), [-1])
+    taken = aten.index.Tensor(flat_source, [order])
+    flat_self = aten.view.default(aten.clone.default(self_b, memory_format=torch.contiguous_format), [-1])
+    return aten.view.default(aten.where.self(flat_mask, taken, flat_self), shape)
+
+
 # coil's own, for ops neither table rewrites into parts coil compiles (PyTorch's semantics:
-# floor_divide floors; addbmm adds the batch's products; lift_fresh_copy is a copy).
+# floor_divide floors; addbmm adds the batch's products; lift_fresh_copy is a copy;
+# index_reduce / index_add are scatters along one dim; masked_scatter reads source in order).
 _OWN = {
     aten.var_mean.correction: _var_mean,
     aten.addbmm.default: _addbmm,
     aten.stack.default: _stack,
     aten.floor_divide.default: _floor_divide,
     aten.lift_fresh_copy.default: aten.clone.default,
+    aten.index_reduce.default: _index_reduce,
+    aten.index_add.default: _index_add,
+    aten.masked_scatter.default: _masked_scatter,
 }
 
 

@@ -166,6 +166,7 @@ std::string fold_statement(loop::ReduceKind k, DType t, const std::string& acc, 
     case ReduceKind::min:
       if (t == DType::b8) return fmt::format("{} = {} && {};", acc, acc, v);
       return fmt::format("{} = coil_rt::minimum<{}>({}, {});", acc, value_type(t), acc, v);
+    case ReduceKind::carry: return fmt::format("{} = {};", acc, v);
     default: COIL_CHECK(false) << "no fold statement for " << loop::reduce_name(k); return "";
   }
 }

@@ -119,8 +119,17 @@ std::vector<TensorMeta> reductions(const ArgReader& a) {
       return {out(self.dtype, dims, keep), out(DType::i64, dims, keep)};
     }
     case OpKind::Cumsum:
+    case OpKind::Cumprod:
       wrap_dim(a.integer("dim"), rank, op);
       return {TensorMeta::contiguous(accumulate_dtype(self.dtype, a.opt_dtype("dtype")), self.sizes, self.device)};
+    case OpKind::Cummax:
+    case OpKind::Cummin:
+      wrap_dim(a.integer("dim"), rank, op);
+      return {TensorMeta::contiguous(self.dtype, self.sizes, self.device), TensorMeta::contiguous(DType::i64, self.sizes, self.device)};
+    case OpKind::Logcumsumexp:
+      wrap_dim(a.integer("dim"), rank, op);
+      if (!is_float(self.dtype)) fail("{}: not implemented for '{}' (floating-point tensors only)", op, dtype_name(self.dtype));
+      return {TensorMeta::contiguous(self.dtype, self.sizes, self.device)};
     default: break;
   }
   COIL_CHECK(false) << "no reduction rule for " << op;

@@ -10,7 +10,7 @@
 namespace coil::loop {
 
 const char* reduce_name(ReduceKind k) {
-  static constexpr const char* names[] = {"sum", "prod", "max", "min", "argmax", "argmin", "welford_mean", "welford_m2"};
+  static constexpr const char* names[] = {"sum", "prod", "max", "min", "argmax", "argmin", "welford_mean", "welford_m2", "carry"};
   return names[static_cast<size_t>(k)];
 }
 
@@ -205,8 +205,16 @@ void verify(const Program& p) {
         COIL_CHECK(i > 0 && k.reductions[i - 1].kind == ReduceKind::welford_mean) << k.name << ": lone welford_m2";
       }
     }
-    for (size_t i = 0; i < k.reductions.size(); ++i)
-      check_expr(p, k.reductions[i].value, k.outer.size(), k.inner.size(), i, k.name);
+    for (size_t i = 0; i < k.reductions.size(); ++i) {
+      const auto& r = k.reductions[i];
+      bool scannable = r.kind == ReduceKind::sum || r.kind == ReduceKind::prod || r.kind == ReduceKind::max ||
+                       r.kind == ReduceKind::min || r.kind == ReduceKind::carry;
+      COIL_CHECK(!r.scan || scannable) << k.name << ": no scan of " << reduce_name(r.kind);
+      COIL_CHECK(r.kind != ReduceKind::carry || r.scan) << k.name << ": carry is a scan step";
+      // A carry reads any step's running value; other steps only earlier ones.
+      size_t slots = r.kind == ReduceKind::carry ? k.reductions.size() : i;
+      check_expr(p, r.value, k.outer.size(), k.inner.size(), slots, k.name);
+    }
     for (const auto& st : k.stores) {
       COIL_CHECK(st.buffer >= 0 && static_cast<size_t>(st.buffer) < p.buffers.size()) << k.name << ": store to unknown buffer";
       COIL_CHECK(p.buffers[static_cast<size_t>(st.buffer)].dtype == st.value->dtype())

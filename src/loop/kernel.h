@@ -17,15 +17,19 @@ namespace coil::loop {
 
 // welford_mean and welford_m2 come as a pair of adjacent steps over the same value: one pass of
 // Welford's algorithm gives the mean and the sum of squared deviations from it (M2).
-enum class ReduceKind : uint8_t { sum, prod, max, min, argmax, argmin, welford_mean, welford_m2 };
+// carry (scans only): the running value becomes `value` at each step; `value` may read the
+// running values of this and later steps (as the previous step left them) besides earlier
+// steps' (this step's), so a scan can carry an index beside a running max, or any recurrence.
+enum class ReduceKind : uint8_t { sum, prod, max, min, argmax, argmin, welford_mean, welford_m2, carry };
 const char* reduce_name(ReduceKind k);
 
 struct ReduceStep {
   ReduceKind kind;
   ExprRef value;  // over x*, r*, and earlier steps' `reduced` values
   DType acc;      // accumulator dtype (the result dtype; argmax/argmin give i64)
-  // A scan (cumsum): `reduced` is the running value, read by inner stores in the same pass
-  // over the inner loop, which then runs in order. A kernel's steps are all scans or none.
+  // A scan (cumsum, cummax, ...): `reduced` is the running value, read by inner stores in the
+  // same pass over the inner loop, which then runs in order. A kernel's steps are all scans or
+  // none; a scan's steps are sum, prod, max, min or carry.
   bool scan = false;
 };
 

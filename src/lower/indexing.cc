@@ -2,8 +2,13 @@
 // embedding, index.Tensor) are loads with a data-dependent offset: the operand is realized and
 // each index value goes through check_index (a runtime error out of range; index.Tensor first
 // counts negative indices from the end, as PyTorch does). slice_scatter and select_scatter are `where` over positions;
-// scatter and scatter_add copy `self` into a new buffer, then store through the index in one
-// ordered loop, so later writes win and additions accumulate as in PyTorch's CPU kernels.
+// The scatters (scatter, scatter_add, scatter.reduce, scatter_reduce.two) and index_put with
+// integer indices copy `self` into a new buffer, then store through the index in one ordered
+// loop, so later writes win and reductions accumulate as in PyTorch's CPU kernels; index_put
+// with a boolean mask is a pointwise select.
+#include <cmath>
+#include <functional>
+
 #include "graph/infer_util.h"
 #include "lower/context.h"
 #include "support/check.h"
@@ -34,6 +39,44 @@ SymShape with_dim(SymShape idx, size_t d, const SymInt& v) {
 // rank-1 operand at position 0.
 SymShape to_rank(SymShape idx, int64_t rank) {
   if (static_cast<int64_t>(idx.size()) < rank) idx.resize(static_cast<size_t>(rank), 0);
+  return idx;
+}
+
+// self[indices] at a position `o` of the indexing result (integer index tensors, broadcast
+// together, placed where the indexed dims were when adjacent, else in front): for each dim of
+// self, the position read, a data-dependent (checked, negative counted from the end) entry
+// for an indexed dim.
+std::vector<ExprRef> advanced_positions(Context& c, const Node& n, const TensorMeta& self, const SymShape& o) {
+  auto indices = std::get<TensorList>(n.arg("indices").value);
+  int first = -1, last = -1;
+  for (size_t i = 0; i < indices.size(); ++i)
+    if (indices[i]) {
+      if (first < 0) first = static_cast<int>(i);
+      last = static_cast<int>(i);
+    }
+  bool adjacent = true;
+  for (int i = first; i <= last; ++i) adjacent = adjacent && indices[static_cast<size_t>(i)].has_value();
+  SymShape bshape;
+  bool any = false;
+  for (const auto& r : indices) {
+    if (!r) continue;
+    bshape = any ? broadcast_shapes(bshape, c.value(*r).meta.sizes, "") : c.value(*r).meta.sizes;
+    any = true;
+  }
+  size_t b_at = adjacent ? static_cast<size_t>(first) : 0;
+  SymShape b_index(o.begin() + static_cast<std::ptrdiff_t>(b_at), o.begin() + static_cast<std::ptrdiff_t>(b_at + bshape.size()));
+  std::vector<ExprRef> idx;
+  size_t next_kept = adjacent ? 0 : bshape.size();
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    bool indexed = static_cast<size_t>(d) < indices.size() && indices[static_cast<size_t>(d)];
+    if (indexed) {
+      const Value& iv = c.value(*indices[static_cast<size_t>(d)]);
+      idx.push_back(index_value(c, iv, broadcast_index(b_index, bshape, iv.meta.sizes), self.sizes[static_cast<size_t>(d)], true));
+      continue;
+    }
+    if (adjacent && d == last + 1) next_kept = static_cast<size_t>(first) + bshape.size();
+    idx.push_back(Expr::index(o[next_kept++]));
+  }
   return idx;
 }
 
@@ -78,38 +121,7 @@ Value gather_like(Context& c, const Node& n, const ArgReader& args) {
     }
     case OpKind::IndexTensor: {
       Value& self = operand(c, n, "self");
-      auto indices = std::get<TensorList>(n.arg("indices").value);
-      int first = -1, last = -1;
-      for (size_t i = 0; i < indices.size(); ++i)
-        if (indices[i]) {
-          if (first < 0) first = static_cast<int>(i);
-          last = static_cast<int>(i);
-        }
-      bool adjacent = true;
-      for (int i = first; i <= last; ++i) adjacent = adjacent && indices[static_cast<size_t>(i)].has_value();
-      // The broadcast index dims sit where the indexed dims were (adjacent) or in front.
-      SymShape bshape;
-      bool any = false;
-      for (const auto& r : indices) {
-        if (!r) continue;
-        bshape = any ? broadcast_shapes(bshape, c.value(*r).meta.sizes, "") : c.value(*r).meta.sizes;
-        any = true;
-      }
-      size_t b_at = adjacent ? static_cast<size_t>(first) : 0;
-      SymShape b_index(o.begin() + static_cast<std::ptrdiff_t>(b_at), o.begin() + static_cast<std::ptrdiff_t>(b_at + bshape.size()));
-      std::vector<ExprRef> idx;
-      size_t next_kept = adjacent ? 0 : bshape.size();
-      for (int64_t d = 0; d < self.meta.dim(); ++d) {
-        bool indexed = static_cast<size_t>(d) < indices.size() && indices[static_cast<size_t>(d)];
-        if (indexed) {
-          const Value& iv = c.value(*indices[static_cast<size_t>(d)]);
-          idx.push_back(index_value(c, iv, broadcast_index(b_index, bshape, iv.meta.sizes), self.meta.sizes[static_cast<size_t>(d)], true));
-          continue;
-        }
-        if (adjacent && d == last + 1) next_kept = static_cast<size_t>(first) + bshape.size();
-        idx.push_back(Expr::index(o[next_kept++]));
-      }
-      return Value{meta, -1, c.at_dynamic(self, idx, n.outputs[0].name + "_src")};
+      return Value{meta, -1, c.at_dynamic(self, advanced_positions(c, n, self.meta, o), n.outputs[0].name + "_src")};
     }
     default: fail("{} is not supported by the compiler yet", n.schema().name);
   }
@@ -145,41 +157,189 @@ Value scatter_positions(Context& c, const Node& n, const ArgReader& args) {
   return Value{meta, -1, op(LoopOp::Where, {inside, cast(c.at(src, src_index), meta.dtype), c.at(self, o)})};
 }
 
-// scatter_add of f16/bf16 accumulates in f32 (a scratch copy of self) and rounds once, as
-// PyTorch's CPU kernel does; other dtypes scatter straight into the result.
+// How a scatter combines a value with the element it lands on.
+enum class Combine { assign, sum, prod, max, min, mean };
+
+Combine scatter_combine(const Node& n, const ArgReader& args) {
+  switch (n.op) {
+    case OpKind::ScatterSrc: case OpKind::ScatterValue: return Combine::assign;
+    case OpKind::ScatterAdd: return Combine::sum;
+    case OpKind::ScatterReduce: case OpKind::ScatterValueReduce:
+      return *args.opt_str("reduce") == "add" ? Combine::sum : Combine::prod;
+    default: {
+      std::string r = *args.opt_str("reduce");
+      // "max" and "min" are ATen's other names of amax and amin.
+      if (r == "amax" || r == "max") return Combine::max;
+      if (r == "amin" || r == "min") return Combine::min;
+      return r == "sum" ? Combine::sum : r == "prod" ? Combine::prod : Combine::mean;
+    }
+  }
+}
+
+ExprRef combine(Combine how, const ExprRef& old, const ExprRef& v, DType t) {
+  bool logical = t == DType::b8;
+  switch (how) {
+    case Combine::assign: return v;
+    case Combine::sum: case Combine::mean: return op(logical ? LoopOp::LogicalOr : LoopOp::Add, {old, v});
+    case Combine::prod: return op(logical ? LoopOp::LogicalAnd : LoopOp::Mul, {old, v});
+    case Combine::max: return op(logical ? LoopOp::LogicalOr : LoopOp::Maximum, {old, v});
+    default: return op(logical ? LoopOp::LogicalAnd : LoopOp::Minimum, {old, v});
+  }
+}
+
+// The element a reduction starts a target from when include_self=False: its identity (the
+// dtype's lowest or highest value for amax / amin).
+ExprRef identity(Combine how, DType t) {
+  if (how == Combine::prod) return Expr::constant(1, t);
+  if (how != Combine::max && how != Combine::min) return Expr::constant(0, t);
+  bool lowest = how == Combine::max;
+  if (t == DType::b8) return Expr::constant(lowest ? 0 : 1, t);
+  if (is_float(t)) return Expr::constant(lowest ? -INFINITY : INFINITY, t);
+  if (t == DType::u8) return Expr::constant(lowest ? 0 : 255, t);
+  ExprRef min = Expr::constant(-std::ldexp(1.0, static_cast<int>(dtype_size(t)) * 8 - 1), t);  // exact in a double
+  return lowest ? min : op(LoopOp::BitwiseNot, {min});
+}
+
+// A kernel over `shape` (x*) storing `value(x, old)` at the data-dependent `target(x)` of
+// `out` (offset 0, contiguous): one ordered pass, so later writes win and repeats accumulate.
+void emit_scatter(Context& c, const std::string& name, const std::string& origin, const Value& out, const SymShape& shape,
+                  const std::function<ExprRef(const SymShape&)>& target,
+                  const std::function<ExprRef(const SymShape&, const ExprRef&)>& value) {
+  loop::LoopKernel k;
+  k.name = c.kernel_name(name);
+  k.origins = {origin};
+  k.outer = shape;
+  SymShape x;
+  for (size_t i = 0; i < k.outer.size(); ++i) x.push_back(SymInt::symbol(loop::loop_var(static_cast<int>(i))));
+  ExprRef dynamic = target(x);
+  ExprRef old = Expr::load(out.buffer, 0, out.meta.dtype, dynamic);
+  k.stores.push_back({out.buffer, 0, value(x, old), false, dynamic});
+  c.program.kernels.push_back(std::move(k));
+}
+
+// A copy of `self` to scatter into, in f32 for 16-bit sums, products and means (rounded once
+// at the end, as ATen's CPU kernels accumulate them in float).
+Value scatter_target(Context& c, const Node& n, Combine how, const Value& self) {
+  const TensorMeta& result = n.outputs[0].meta;
+  bool widen = (how == Combine::sum || how == Combine::prod || how == Combine::mean) && opmath(result.dtype) != result.dtype;
+  TensorMeta meta = TensorMeta::contiguous(widen ? opmath(result.dtype) : result.dtype, result.sizes, result.device);
+  Value out{meta, -1, cast(c.at(self, index_vars(meta.sizes.size())), meta.dtype)};
+  c.realize(out, widen ? n.outputs[0].name + "_acc" : n.outputs[0].name);
+  return out;
+}
+
+// `out` (a mean's sum) divided by how many values reached each element: 1 for self where
+// include_self, one per scattered value; an element nothing reached keeps self. Integers divide
+// rounding down, as ATen does.
+Value finish(Context& c, const Node& n, Combine how, const Value& out, const std::optional<Value>& count) {
+  const TensorMeta& result = n.outputs[0].meta;
+  SymShape i = index_vars(result.sizes.size());
+  ExprRef v = c.at(out, i);
+  if (how == Combine::mean) {
+    ExprRef k = c.at(*count, i);
+    k = op(LoopOp::Where, {op(LoopOp::Eq, {k, Expr::constant(0, k->dtype())}), Expr::constant(1, k->dtype()), k});
+    v = op(is_float(out.meta.dtype) ? LoopOp::Div : LoopOp::FloorDiv, {v, cast(k, out.meta.dtype)});
+  }
+  if (out.meta.dtype == result.dtype && how != Combine::mean) return out;
+  return Value{result, -1, cast(v, result.dtype)};
+}
+
+// scatter / scatter_add / scatter.reduce / scatter_reduce.two: self copied into a new buffer,
+// then one ordered pass over the index storing (or combining) each value at its target.
 Value scatter(Context& c, const Node& n, const ArgReader& args) {
   const TensorMeta& result = n.outputs[0].meta;
   const std::string& name = n.outputs[0].name;
-  bool widen = n.op == OpKind::ScatterAdd && opmath(result.dtype) != result.dtype;
-  TensorMeta meta = widen ? TensorMeta::contiguous(opmath(result.dtype), result.sizes, result.device) : result;
-  Value out{meta, -1, cast(c.at(operand(c, n, "self"), index_vars(meta.sizes.size())), meta.dtype)};
-  c.realize(out, widen ? name + "_acc" : name);
+  Combine how = scatter_combine(n, args);
+  bool include_self = n.op != OpKind::ScatterReduceTwo || args.flag("include_self");
+  Value out = scatter_target(c, n, how, operand(c, n, "self"));
+  const TensorMeta& meta = out.meta;
   const Value& index = operand(c, n, "index");
-  const Value& src = operand(c, n, "src");
-  loop::LoopKernel k;
-  k.name = c.kernel_name(name + "_scatter");
-  k.origins = {name};
-  k.outer = index.meta.sizes;
-  SymShape x;
-  for (size_t i = 0; i < k.outer.size(); ++i) x.push_back(SymInt::symbol(loop::loop_var(static_cast<int>(i))));
   // A 0-d self is a one-element row: the index must be 0 or -1.
   size_t d = meta.dim() == 0 ? 0 : static_cast<size_t>(wrap_dim(args.integer("dim"), meta.dim(), ""));
-  ExprRef target = index_value(c, index, x, meta.dim() == 0 ? SymInt(1) : meta.sizes[d]);
-  SymShape at = meta.dim() == 0 ? SymShape{} : with_dim(to_rank(x, meta.dim()), d, 0);
-  SymInt offset = element_offset(meta, at);
-  ExprRef dynamic = meta.dim() == 0 ? op(LoopOp::Mul, {target, Expr::index(0)})
-                                    : op(LoopOp::Mul, {target, Expr::index(meta.strides[d])});
-  // src rounds to the result dtype first, as PyTorch casts it to self's dtype.
-  ExprRef value = cast(cast(c.at(src, to_rank(x, src.meta.dim())), result.dtype), meta.dtype);
-  if (n.op == OpKind::ScatterAdd) {
-    DType acc = opmath(meta.dtype);
-    ExprRef old = Expr::load(out.buffer, offset, meta.dtype, dynamic);
-    value = cast(op(LoopOp::Add, {cast(old, acc), cast(value, acc)}), meta.dtype);
+  auto target = [&](const SymShape& x) {
+    ExprRef t = index_value(c, index, x, meta.dim() == 0 ? SymInt(1) : meta.sizes[d]);
+    if (meta.dim() == 0) return op(LoopOp::Mul, {t, Expr::index(0)});
+    SymShape at = with_dim(to_rank(x, meta.dim()), d, 0);
+    return op(LoopOp::Add, {op(LoopOp::Mul, {t, Expr::index(meta.strides[d])}), Expr::index(element_offset(meta, at))});
+  };
+  bool has_src = n.op != OpKind::ScatterValue && n.op != OpKind::ScatterValueReduce;
+  auto source = [&](const SymShape& x) {
+    // src rounds to the result dtype first, as PyTorch casts it to self's dtype.
+    ExprRef v = has_src ? cast(c.at(operand(c, n, "src"), to_rank(x, operand(c, n, "src").meta.dim())), result.dtype)
+                        : scalar(args.raw("value"), result.dtype);
+    return cast(v, meta.dtype);
+  };
+  if (!include_self) {
+    ExprRef start = identity(how, meta.dtype);
+    emit_scatter(c, name + "_start", name, out, index.meta.sizes, target, [&](const SymShape&, const ExprRef&) { return start; });
   }
-  k.stores.push_back({out.buffer, offset, value, false, dynamic});
-  c.program.kernels.push_back(std::move(k));
-  if (!widen) return out;
-  return Value{result, -1, cast(c.at(out, index_vars(result.sizes.size())), result.dtype)};
+  emit_scatter(c, name + "_scatter", name, out, index.meta.sizes, target,
+               [&](const SymShape& x, const ExprRef& old) { return combine(how, old, source(x), meta.dtype); });
+  std::optional<Value> count;
+  if (how == Combine::mean) {
+    DType ct = is_float(meta.dtype) ? meta.dtype : DType::i64;
+    count = Value{TensorMeta::contiguous(ct, meta.sizes, meta.device), -1, Expr::constant(include_self ? 1 : 0, ct)};
+    c.realize(*count, name + "_count");
+    emit_scatter(c, name + "_counts", name, *count, index.meta.sizes, target,
+                 [&](const SymShape&, const ExprRef& old) { return op(LoopOp::Add, {old, Expr::constant(1, ct)}); });
+  }
+  return finish(c, n, how, out, count);
+}
+
+// index_put: with integer indices, self copied into a new buffer, then one ordered pass over
+// the indexing result's positions storing (accumulate: adding) values broadcast to them; with
+// one boolean mask, a pointwise select of values (broadcast over the selected count) or self.
+Value index_put(Context& c, const Node& n, const ArgReader& args) {
+  const TensorMeta& result = n.outputs[0].meta;
+  Value& self = operand(c, n, "self");
+  const Value& values = operand(c, n, "values");
+  bool accumulate = args.flag("accumulate");
+  auto indices = std::get<TensorList>(n.arg("indices").value);
+  for (size_t p = 0; p < indices.size(); ++p) {
+    if (!indices[p]) continue;
+    const Value& mask = c.value(*indices[p]);
+    if (mask.meta.dtype != DType::b8 && mask.meta.dtype != DType::u8) break;
+    SymShape o = index_vars(result.sizes.size());
+    size_t m = mask.meta.sizes.size();
+    SymShape at(o.begin() + static_cast<std::ptrdiff_t>(p), o.begin() + static_cast<std::ptrdiff_t>(p + m));
+    ExprRef selected = cast(c.at(mask, at), DType::b8);
+    SymShape vshape(result.sizes.begin(), result.sizes.begin() + static_cast<std::ptrdiff_t>(p)), vo(o.begin(), o.begin() + static_cast<std::ptrdiff_t>(p));
+    vshape.push_back(1), vo.push_back(0);
+    vshape.insert(vshape.end(), result.sizes.begin() + static_cast<std::ptrdiff_t>(p + m), result.sizes.end());
+    vo.insert(vo.end(), o.begin() + static_cast<std::ptrdiff_t>(p + m), o.end());
+    ExprRef v = c.at(values, broadcast_index(vo, vshape, values.meta.sizes));
+    ExprRef old = c.at(self, o);
+    if (accumulate) {
+      DType acc = opmath(result.dtype);
+      v = cast(combine(Combine::sum, cast(old, acc), cast(v, acc), acc), result.dtype);
+    }
+    return Value{result, -1, op(LoopOp::Where, {selected, v, old})};
+  }
+  Value out = scatter_target(c, n, accumulate ? Combine::sum : Combine::assign, self);
+  const TensorMeta& meta = out.meta;
+  SymShape shape = n.outputs[0].meta.sizes;
+  {  // the indexing result's shape, which values broadcast to
+    Graph probe;
+    ValueRef base = probe.add_input("self", self.meta.dtype, self.meta.sizes, self.meta.device);
+    TensorList probe_indices;
+    for (const auto& r : indices) {
+      if (!r) probe_indices.push_back(std::nullopt);
+      else probe_indices.push_back(probe.add_input("i" + std::to_string(probe_indices.size()), c.value(*r).meta.dtype,
+                                                   c.value(*r).meta.sizes, c.value(*r).meta.device));
+    }
+    shape = probe.meta(probe.call1(OpKind::IndexTensor, {base}, {{"indices", Arg{probe_indices}}})).sizes;
+  }
+  auto target = [&](const SymShape& x) {
+    std::vector<ExprRef> pos = advanced_positions(c, n, meta, x);
+    ExprRef off = Expr::index(0);
+    for (size_t d = 0; d < pos.size(); ++d) off = op(LoopOp::Add, {off, op(LoopOp::Mul, {pos[d], Expr::index(meta.strides[d])})});
+    return off;
+  };
+  emit_scatter(c, n.outputs[0].name + "_put", n.outputs[0].name, out, shape, target, [&](const SymShape& x, const ExprRef& old) {
+    ExprRef v = cast(c.at(values, broadcast_index(x, shape, values.meta.sizes)), meta.dtype);
+    return accumulate ? combine(Combine::sum, old, v, meta.dtype) : v;
+  });
+  return finish(c, n, accumulate ? Combine::sum : Combine::assign, out, std::nullopt);
 }
 
 }  // namespace
@@ -188,7 +348,9 @@ std::vector<Value> lower_indexing(Context& c, const Node& n) {
   ArgReader args(c.graph, n);
   switch (n.op) {
     case OpKind::SliceScatter: case OpKind::SelectScatter: return {scatter_positions(c, n, args)};
-    case OpKind::ScatterSrc: case OpKind::ScatterAdd: return {scatter(c, n, args)};
+    case OpKind::ScatterSrc: case OpKind::ScatterAdd: case OpKind::ScatterValue: case OpKind::ScatterReduce:
+    case OpKind::ScatterValueReduce: case OpKind::ScatterReduceTwo: return {scatter(c, n, args)};
+    case OpKind::IndexPut: return {index_put(c, n, args)};
     default: return {gather_like(c, n, args)};
   }
 }

@@ -69,6 +69,8 @@ class ReductionBuilder {
     kernel_.stores.push_back({b, element_offset(meta, index), cast(value, meta.dtype), inner});
     return Value{meta, b, nullptr};
   }
+  // The running value the next scan step will have (a carry step reads its own).
+  ExprRef running(DType acc) const { return Expr::reduced(static_cast<int>(kernel_.reductions.size()), acc); }
   void emit() { c_.program.kernels.push_back(std::move(kernel_)); }
 
  private:
@@ -97,6 +99,52 @@ Standardized standardize(ReductionBuilder& b, const ExprRef& x, const SymInt& n,
   return {op(LoopOp::Mul, {op(LoopOp::Sub, {x, mean}), rstd}), mean, rstd};
 }
 
+// A scan along one dim (a 0-d input is a one-element row): one kernel, a running value per row
+// advanced in order. cumsum and cumprod in the result dtype's opmath; cummax/cummin a running
+// max/min (NaN propagating) with the index of the last element that was >= it (<= for min) or
+// NaN, as ATen's kernels take it; logcumsumexp in opmath, each step max + log1p(exp(min - max))
+// of the running value and the element (the element itself where both are the same infinity).
+std::vector<Value> scan(Context& c, const Node& n, const ArgReader& args, const Value& in) {
+  using RK = loop::ReduceKind;
+  int64_t rank = in.meta.dim();
+  const TensorMeta& out = n.outputs[0].meta;
+  std::vector<int64_t> dim;
+  if (rank > 0) dim.push_back(wrap_dim(args.integer("dim"), rank, ""));
+  Nest nest = make_nest(in.meta.sizes, dim, true);
+  if (nest.inner.empty()) nest.inner = {1};
+  ReductionBuilder b(c, n, nest);
+  DType acc = opmath(out.dtype);
+  ExprRef x = cast(cast(c.at(in, nest.in_index), out.dtype), acc);
+  ExprRef j = Expr::index(SymInt::symbol(loop::reduce_var(0)));
+  std::vector<Value> values;
+  switch (n.op) {
+    case OpKind::Cumsum: case OpKind::Cumprod:
+      values = {b.store(0, b.reduce(n.op == OpKind::Cumsum ? RK::sum : RK::prod, x, acc, true), nest.in_index, true)};
+      break;
+    case OpKind::Cummax: case OpKind::Cummin: {
+      bool is_max = n.op == OpKind::Cummax;
+      ExprRef best = b.reduce(is_max ? RK::max : RK::min, x, acc, true);
+      ExprRef take = op(is_max ? LoopOp::Ge : LoopOp::Le, {x, best});
+      if (is_float(acc)) take = op(LoopOp::LogicalOr, {op(LoopOp::IsNan, {x}), take});
+      ExprRef index = b.reduce(RK::carry, op(LoopOp::Where, {take, j, b.running(DType::i64)}), DType::i64, true);
+      values = {b.store(0, best, nest.in_index, true), b.store(1, index, nest.in_index, true)};
+      break;
+    }
+    default: {  // logcumsumexp
+      ExprRef prev = b.running(acc);
+      ExprRef lo = op(LoopOp::Minimum, {x, prev}), hi = op(LoopOp::Maximum, {x, prev});
+      ExprRef finite = op(LoopOp::LogicalNot, {op(LoopOp::LogicalOr, {op(LoopOp::IsInf, {lo}), op(LoopOp::IsNan, {lo})})});
+      ExprRef added = op(LoopOp::Add, {hi, op(LoopOp::Log1p, {op(LoopOp::Exp, {op(LoopOp::Sub, {lo, hi})})})});
+      ExprRef step = op(LoopOp::Where, {op(LoopOp::LogicalOr, {op(LoopOp::Ne, {lo, hi}), finite}), added, x});
+      // The first element starts the row (the running value's -inf start, without an init).
+      ExprRef first = op(LoopOp::Eq, {j, Expr::index(0)});
+      values = {b.store(0, b.reduce(RK::carry, op(LoopOp::Where, {first, x, step}), acc, true), nest.in_index, true)};
+    }
+  }
+  b.emit();
+  return values;
+}
+
 std::vector<Value> reductions(Context& c, const Node& n, const ArgReader& args) {
   const Value& in = c.value(std::get<ValueRef>(n.arg("self").value));
   int64_t rank = in.meta.dim();
@@ -118,16 +166,8 @@ std::vector<Value> reductions(Context& c, const Node& n, const ArgReader& args) 
     case OpKind::Argmax: case OpKind::Argmin:
       dims = args.opt_sym("dim") ? std::vector<int64_t>{wrap_dim(args.integer("dim"), rank, "")} : all_or(std::nullopt, rank);
       break;
-    case OpKind::Cumsum: {
-      // One scan along `dim`; a 0-d input is a one-element row.
-      Nest nest = make_nest(in.meta.sizes, rank == 0 ? std::vector<int64_t>{} : std::vector<int64_t>{wrap_dim(args.integer("dim"), rank, "")}, true);
-      if (nest.inner.empty()) nest.inner = {1};
-      ReductionBuilder b(c, n, nest);
-      DType acc = opmath(out.dtype);
-      std::vector<Value> values = {b.store(0, b.reduce(RK::sum, cast(c.at(in, nest.in_index), out.dtype), acc, true), nest.in_index, true)};
-      b.emit();
-      return values;
-    }
+    case OpKind::Cumsum: case OpKind::Cumprod: case OpKind::Cummax: case OpKind::Cummin: case OpKind::Logcumsumexp:
+      return scan(c, n, args, in);
     default: dims = all_or(std::nullopt, rank);
   }
   Nest nest = make_nest(in.meta.sizes, dims, keepdim);

@@ -1,6 +1,7 @@
 // Reference evaluation of reductions, scans and normalizations: plain loops in double.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "reference/eval.h"
 #include "support/check.h"
@@ -18,6 +19,51 @@ std::vector<int64_t> dims_or_all(const std::optional<std::vector<int64_t>>& dims
   for (int64_t d : *dims) out.push_back(wrap(d, rank));
   return out;
 }
+
+// The running value of a scan (cumsum, cumprod, cummax/cummin with the index of the value,
+// logcumsumexp) as ATen's CPU kernels compute it: integers exact (wrapping like int64), floats
+// in double; cummax takes a later equal value and a NaN (which then stays), logcumsumexp adds
+// in log space by max + log1p(exp(min - max)).
+struct ScanState {
+  ScanState(OpKind kind, DType dtype) : op(kind), exact(is_integral(dtype, true) && kind != OpKind::Logcumsumexp), acc(dtype) {
+    if (op == OpKind::Cumprod) value = 1, exact_value = 1;
+    if (op == OpKind::Logcumsumexp) value = -INFINITY;
+  }
+  void step(const Tensor& in, int64_t at, int64_t i) {
+    if (exact) {
+      int64_t x = wrap_int(in.load_int(at), acc);
+      auto u = static_cast<uint64_t>(exact_value);
+      switch (op) {
+        case OpKind::Cumsum: exact_value = static_cast<int64_t>(u + static_cast<uint64_t>(x)); break;
+        case OpKind::Cumprod: exact_value = static_cast<int64_t>(u * static_cast<uint64_t>(x)); break;
+        default:
+          if (i == 0 || (op == OpKind::Cummax ? x >= exact_value : x <= exact_value)) exact_value = x, index = i;
+      }
+      return;
+    }
+    double x = round_to_dtype(in.load(at), acc);
+    switch (op) {
+      case OpKind::Cumsum: value += x; break;
+      case OpKind::Cumprod: value *= x; break;
+      case OpKind::Logcumsumexp: {
+        double lo = std::isnan(value) ? value : std::min(x, value), hi = std::isnan(value) ? value : std::max(x, value);
+        value = lo != hi || std::isfinite(lo) ? hi + std::log1p(std::exp(lo - hi)) : x;
+        break;
+      }
+      default:
+        if (i == 0 || std::isnan(x) || (!std::isnan(value) && (op == OpKind::Cummax ? x >= value : x <= value))) value = x, index = i;
+    }
+  }
+  void write(Tensor& out, int64_t at) const {
+    if (exact) out.store_int(at, exact_value);
+    else out.store(at, value);
+  }
+  OpKind op;
+  bool exact;
+  DType acc;
+  double value = 0;
+  int64_t exact_value = 0, index = 0;
+};
 
 // Groups the input's elements by output position: calls fn(out_index, values) once per
 // output element with the reduced elements in row-major order, plus their flat positions
@@ -184,31 +230,26 @@ std::vector<Tensor> reductions(const NodeEval& e) {
       });
       return {out, indices};
     }
-    case OpKind::Cumsum: {
-      int64_t d = wrap(e.integer("dim"), rank);
-      bool exact = is_integral(acc, true);
-      if (rank == 0) {
-        if (exact) out.store_int(out.offset(), wrap_int(self.load_int(self.offset()), acc));
-        else set(out, {}, round_to_dtype(at(self, {}), acc));
-        return {out};
-      }
+    case OpKind::Cumsum: case OpKind::Cumprod: case OpKind::Cummax: case OpKind::Cummin: case OpKind::Logcumsumexp: {
+      // One pass along `dim` per row (a 0-d input is a one-element row).
+      bool with_index = e.op() == OpKind::Cummax || e.op() == OpKind::Cummin;
+      std::optional<Tensor> indices;
+      if (with_index) indices = e.new_output(1);
+      int64_t d = rank == 0 ? 0 : wrap(e.integer("dim"), rank);
       Shape outer = self.sizes();
-      outer[static_cast<size_t>(d)] = 1;
+      if (rank > 0) outer[static_cast<size_t>(d)] = 1;
+      int64_t n = rank == 0 ? 1 : self.sizes()[static_cast<size_t>(d)];
       for_each_index(outer, [&](const Shape& base) {
-        double running = 0;
-        uint64_t exact_running = 0;  // wraps like the int64 kernels
+        ScanState state(e.op(), acc);
         Shape idx = base;
-        for (int64_t i = 0; i < self.sizes()[static_cast<size_t>(d)]; ++i) {
-          idx[static_cast<size_t>(d)] = i;
-          if (exact) {
-            exact_running += static_cast<uint64_t>(wrap_int(self.load_int(self.element_index(idx)), acc));
-            out.store_int(out.element_index(idx), static_cast<int64_t>(exact_running));
-          } else {
-            running += round_to_dtype(at(self, idx), acc);
-            set(out, idx, running);
-          }
+        for (int64_t i = 0; i < n; ++i) {
+          if (rank > 0) idx[static_cast<size_t>(d)] = i;
+          state.step(self, self.element_index(idx), i);
+          state.write(out, out.element_index(idx));
+          if (indices) indices->store_int(indices->element_index(idx), state.index);
         }
       });
+      if (indices) return {out, *indices};
       return {out};
     }
     default: break;

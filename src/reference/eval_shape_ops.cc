@@ -1,7 +1,10 @@
 // Reference evaluation of views (from the runtime tensor's own strides), shape ops and
 // indexing. Views share storage with their input; everything else is a new tensor.
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <map>
+#include <optional>
 
 #include "graph/view_strides.h"
 #include "reference/eval.h"
@@ -180,6 +183,160 @@ int64_t checked_index(int64_t i, int64_t size, bool allow_negative, std::string_
   return i;
 }
 
+// self[indices] with integer index tensors (index.Tensor, index_put): calls fn(result
+// position, self position) for each element of the result in row-major order; returns the
+// result's shape. The indices broadcast together and sit where the indexed dims were when
+// those are adjacent, else in front.
+Shape advanced_walk(const Tensor& self, std::vector<std::optional<Tensor>> list, std::string_view op,
+                    const std::function<void(const Shape&, const Shape&)>& fn) {
+  list.resize(static_cast<size_t>(self.dim()));
+  std::vector<size_t> indexed;
+  for (size_t i = 0; i < list.size(); ++i)
+    if (list[i]) indexed.push_back(i);
+  bool adjacent = indexed.back() - indexed.front() + 1 == indexed.size();
+  Shape bshape;
+  for (size_t i : indexed) {
+    Shape s = list[i]->sizes();
+    if (s.size() > bshape.size()) bshape.insert(bshape.begin(), s.size() - bshape.size(), 1);
+    for (size_t k = 0; k < s.size(); ++k) {
+      int64_t& b = bshape[bshape.size() - s.size() + k];
+      b = b == 1 ? s[k] : b;
+    }
+  }
+  size_t b0 = adjacent ? indexed.front() : 0, bdims = bshape.size();
+  Shape rshape;
+  std::vector<size_t> pos(list.size());  // where each non-indexed dim of self sits in the result
+  for (size_t d = 0, free = 0; d < list.size(); ++d) {
+    if (list[d]) continue;
+    if (!adjacent) pos[d] = bdims + free++;
+    else pos[d] = d < b0 ? d : d - indexed.size() + bdims;
+  }
+  if (adjacent) {
+    rshape.assign(self.sizes().begin(), self.sizes().begin() + static_cast<std::ptrdiff_t>(b0));
+    rshape.insert(rshape.end(), bshape.begin(), bshape.end());
+    rshape.insert(rshape.end(), self.sizes().begin() + static_cast<std::ptrdiff_t>(indexed.back() + 1), self.sizes().end());
+  } else {
+    rshape = bshape;
+    for (size_t d = 0; d < list.size(); ++d)
+      if (!list[d]) rshape.push_back(self.sizes()[d]);
+  }
+  std::vector<Tensor> idx_tensors;
+  for (size_t i : indexed) idx_tensors.push_back(broadcast_to(*list[i], bshape));
+  for_each_index(rshape, [&](const Shape& idx) {
+    Shape bidx(idx.begin() + static_cast<std::ptrdiff_t>(b0), idx.begin() + static_cast<std::ptrdiff_t>(b0 + bdims));
+    Shape src(list.size());
+    for (size_t d = 0, k = 0; d < src.size(); ++d) {
+      if (!list[d]) {
+        src[d] = idx[pos[d]];
+        continue;
+      }
+      const Tensor& it = idx_tensors[k++];
+      src[d] = checked_index(it.load_int(it.element_index(bidx)), self.sizes()[d], true, op);
+    }
+    fn(idx, src);
+  });
+  return rshape;
+}
+
+// Values scattered into `out` (a copy of self) by a scatter or index_put: assigned (a later
+// value wins) or reduced per target element, in double for floats and exactly (wrapping) for
+// integers, logically for bools, then written once. A mean divides by the count of values
+// (plus one for self), rounding down for integers; without include_self a target starts from
+// its first value.
+class Reduction {
+ public:
+  Reduction(const NodeEval& e, const Tensor& out) : out_(out), integral_(is_integral(out.dtype(), true)) {
+    switch (e.op()) {
+      case OpKind::ScatterSrc: case OpKind::ScatterValue: how_ = How::assign; break;
+      case OpKind::ScatterAdd: how_ = How::sum; break;
+      case OpKind::ScatterReduce: case OpKind::ScatterValueReduce: how_ = *e.opt_str("reduce") == "add" ? How::sum : How::prod; break;
+      case OpKind::IndexPut: how_ = e.flag("accumulate") ? How::sum : How::assign; break;
+      default: {
+        std::string r = *e.opt_str("reduce");
+        how_ = r == "sum" ? How::sum : r == "prod" ? How::prod : r == "amax" || r == "max" ? How::max
+             : r == "amin" || r == "min" ? How::min : How::mean;
+        include_self_ = e.flag("include_self");
+      }
+    }
+  }
+  void add(int64_t k, const Tensor& src, int64_t at) {
+    if (integral_ && is_integral(src.dtype(), true)) add_int(k, src.load_int(at));
+    else add_real(k, src.load(at));
+  }
+  void add_value(int64_t k, double v) {
+    if (integral_) add_int(k, static_cast<int64_t>(v));
+    else add_real(k, v);
+  }
+  void finish() {
+    for (auto& [k, en] : entries_) {
+      int64_t n = std::max<int64_t>(en.count, 1);
+      if (integral_) {
+        int64_t v = en.i;
+        if (how_ == How::mean) v = v / n - ((v % n != 0) && (v < 0));
+        out_.store_int(k, wrap_int(v, out_.dtype()));
+      } else {
+        out_.store(k, how_ == How::mean ? en.v / static_cast<double>(n) : en.v);
+      }
+    }
+  }
+
+ private:
+  enum class How { assign, sum, prod, max, min, mean };
+  struct Entry {
+    double v = 0;
+    int64_t i = 0, count = 0;
+    bool started = false;
+  };
+  Entry& entry(int64_t k) {
+    auto [it, fresh] = entries_.try_emplace(k);
+    if (fresh && include_self_) {
+      it->second.started = true;
+      it->second.count = 1;
+      if (integral_) it->second.i = out_.load_int(k);
+      else it->second.v = out_.load(k);
+    }
+    return it->second;
+  }
+  void add_real(int64_t k, double x) {
+    if (how_ == How::assign) return out_.store(k, x);
+    Entry& en = entry(k);
+    ++en.count;
+    if (!en.started) {
+      en.v = x, en.started = true;
+      return;
+    }
+    bool nan = std::isnan(en.v) || std::isnan(x);
+    switch (how_) {
+      case How::prod: en.v *= x; break;
+      case How::max: en.v = nan ? NAN : std::max(en.v, x); break;
+      case How::min: en.v = nan ? NAN : std::min(en.v, x); break;
+      default: en.v += x;
+    }
+  }
+  void add_int(int64_t k, int64_t x) {
+    if (how_ == How::assign) return out_.store_int(k, x);
+    Entry& en = entry(k);
+    ++en.count;
+    if (!en.started) {
+      en.i = x, en.started = true;
+      return;
+    }
+    bool logical = out_.dtype() == DType::b8;
+    auto u = static_cast<uint64_t>(en.i), ux = static_cast<uint64_t>(x);
+    switch (how_) {
+      case How::prod: en.i = logical ? (en.i & x) : static_cast<int64_t>(u * ux); break;
+      case How::max: en.i = std::max(en.i, x); break;
+      case How::min: en.i = std::min(en.i, x); break;
+      default: en.i = logical ? (en.i | x) : static_cast<int64_t>(u + ux);
+    }
+  }
+  const Tensor& out_;
+  bool integral_;
+  How how_ = How::assign;
+  bool include_self_ = true;
+  std::map<int64_t, Entry> entries_;
+};
+
 std::vector<Tensor> indexing(const NodeEval& e) {
   Tensor out = e.new_output();
   const std::string& op = e.op_name();
@@ -227,39 +384,7 @@ std::vector<Tensor> indexing(const NodeEval& e) {
     }
     case OpKind::IndexTensor: {
       const Tensor& self = e.tensor("self");
-      auto list = e.tensor_list("indices");
-      list.resize(static_cast<size_t>(self.dim()));
-      std::vector<size_t> indexed;
-      for (size_t i = 0; i < list.size(); ++i)
-        if (list[i]) indexed.push_back(i);
-      bool adjacent = indexed.back() - indexed.front() + 1 == indexed.size();
-      size_t bdims = 0;
-      for (size_t i : indexed) bdims = std::max(bdims, static_cast<size_t>(list[i]->dim()));
-      Shape bshape(out.sizes().begin() + static_cast<std::ptrdiff_t>(adjacent ? indexed.front() : 0),
-                   out.sizes().begin() + static_cast<std::ptrdiff_t>((adjacent ? indexed.front() : 0) + bdims));
-      std::vector<Tensor> idx_tensors;
-      for (size_t i : indexed) idx_tensors.push_back(broadcast_to(*list[i], bshape));
-      // Where each non-indexed dim of self sits in the output.
-      size_t b0 = adjacent ? indexed.front() : 0;
-      std::vector<size_t> pos(list.size());
-      for (size_t d = 0, free = 0; d < list.size(); ++d) {
-        if (list[d]) continue;
-        if (!adjacent) pos[d] = bdims + free++;
-        else pos[d] = d < b0 ? d : d - indexed.size() + bdims;
-      }
-      for_each_index(out.sizes(), [&](const Shape& idx) {
-        Shape bidx(idx.begin() + static_cast<std::ptrdiff_t>(b0), idx.begin() + static_cast<std::ptrdiff_t>(b0 + bdims));
-        Shape src(list.size());
-        for (size_t d = 0, k = 0; d < src.size(); ++d) {
-          if (!list[d]) {
-            src[d] = idx[pos[d]];
-            continue;
-          }
-          const Tensor& it = idx_tensors[k++];
-          src[d] = checked_index(it.load_int(it.element_index(bidx)), self.sizes()[d], true, op);
-        }
-        copy_element(out, idx, self, src);
-      });
+      advanced_walk(self, e.tensor_list("indices"), op, [&](const Shape& r, const Shape& si) { copy_element(out, r, self, si); });
       return {out};
     }
     case OpKind::SliceScatter:
@@ -273,40 +398,66 @@ std::vector<Tensor> indexing(const NodeEval& e) {
       copy_into(region, e.tensor("src"));
       return {out};
     }
-    case OpKind::ScatterSrc:
-    case OpKind::ScatterAdd: {
+    case OpKind::ScatterSrc: case OpKind::ScatterAdd: case OpKind::ScatterValue: case OpKind::ScatterReduce:
+    case OpKind::ScatterValueReduce: case OpKind::ScatterReduceTwo: {
       const Tensor& self = e.tensor("self");
       const Tensor& index = e.tensor("index");
-      const Tensor& src = e.tensor("src");
+      bool has_src = e.op() != OpKind::ScatterValue && e.op() != OpKind::ScatterValueReduce;
+      std::optional<Tensor> src;
+      if (has_src) src = e.tensor("src");
       copy_into(out, self);
       int64_t d = wrap(e.integer("dim"), self.dim());
-      bool add = e.op() == OpKind::ScatterAdd;
-      // Floating sums accumulate in double and round once at the end, as ATen's CPU kernel
-      // (which accumulates f16 and bf16 in float) comes closest to.
-      std::map<int64_t, double> sums;
+      Reduction reduction(e, out);
       for_each_index(index.sizes(), [&](const Shape& idx) {
         // 0-d and 1-d tensors mix: a 0-d tensor has one position, a 0-d index names one.
         int64_t n = self.dim() == 0 ? 1 : self.sizes()[static_cast<size_t>(d)];
         int64_t which = checked_index(index.load_int(index.element_index(idx)), n, false, op);
         Shape at_index = idx.empty() ? Shape{0} : idx;
-        Shape dst, si = src.dim() == 0 ? Shape{} : at_index;
+        Shape dst, si = !src || src->dim() == 0 ? Shape{} : at_index;
         if (self.dim() > 0) {
           dst = at_index;
           dst[static_cast<size_t>(d)] = which;
         }
-        if (!add) {
-          copy_element(out, dst, src, si);
-        } else if (is_integral(out.dtype(), true)) {
-          int64_t sum = static_cast<int64_t>(static_cast<uint64_t>(out.load_int(out.element_index(dst))) +
-                                             static_cast<uint64_t>(src.load_int(src.element_index(si))));
-          out.store_int(out.element_index(dst), sum);
-        } else {
-          int64_t k = out.element_index(dst);
-          auto it = sums.try_emplace(k, out.load(k)).first;
-          it->second += at(src, si);
-        }
+        if (src) reduction.add(out.element_index(dst), *src, src->element_index(si));
+        else reduction.add_value(out.element_index(dst), e.real("value"));
       });
-      for (const auto& [k, v] : sums) out.store(k, v);
+      reduction.finish();
+      return {out};
+    }
+    case OpKind::IndexPut: {
+      const Tensor& self = e.tensor("self");
+      const Tensor& values = e.tensor("values");
+      auto list = e.tensor_list("indices");
+      copy_into(out, self);
+      Reduction reduction(e, out);
+      list.resize(static_cast<size_t>(self.dim()));
+      std::vector<size_t> indexed;
+      for (size_t i = 0; i < list.size(); ++i)
+        if (list[i]) indexed.push_back(i);
+      if (list[indexed.front()]->dtype() == DType::b8 || list[indexed.front()]->dtype() == DType::u8) {
+        // One boolean mask: values broadcast over the selected count (a dim of 1 in their shape).
+        const Tensor& mask = *list[indexed.front()];
+        size_t p = indexed.front(), m = static_cast<size_t>(mask.dim());
+        Shape vshape(self.sizes().begin(), self.sizes().begin() + static_cast<std::ptrdiff_t>(p));
+        vshape.push_back(1);
+        vshape.insert(vshape.end(), self.sizes().begin() + static_cast<std::ptrdiff_t>(p + m), self.sizes().end());
+        Tensor v = broadcast_to(values, vshape);
+        for_each_index(self.sizes(), [&](const Shape& idx) {
+          Shape at(idx.begin() + static_cast<std::ptrdiff_t>(p), idx.begin() + static_cast<std::ptrdiff_t>(p + m));
+          if (mask.load(mask.element_index(at)) == 0) return;
+          Shape vi(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(p));
+          vi.push_back(0);
+          vi.insert(vi.end(), idx.begin() + static_cast<std::ptrdiff_t>(p + m), idx.end());
+          reduction.add(out.element_index(idx), v, v.element_index(vi));
+        });
+        reduction.finish();
+        return {out};
+      }
+      std::vector<std::pair<Shape, Shape>> pairs;  // (result position, self position) of self[indices]
+      Shape rshape = advanced_walk(self, list, op, [&](const Shape& r, const Shape& si) { pairs.emplace_back(r, si); });
+      Tensor v = broadcast_to(values, rshape);
+      for (const auto& [r, si] : pairs) reduction.add(out.element_index(si), v, v.element_index(r));
+      reduction.finish();
       return {out};
     }
     default: break;

@@ -1592,3 +1592,5 @@ add("scaled_dot_product_attention", "mixed-dtypes", lambda g: g.call(
 # The special functions and the pointwise ops around them have their own file, which adds its
 # cases to CASES when imported here.
 import op_cases_special  # noqa: E402,F401
+# So do the scans beside cumsum and the scatters beside scatter/scatter_add.
+import op_cases_scatter_scan  # noqa: E402,F401

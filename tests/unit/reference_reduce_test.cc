@@ -262,5 +262,39 @@ REF_TEST(Cumsum, DimsAndDtypes) {
   expect_tensor(reduce1(OpKind::Cumsum, DType::f32, {3}, {1, kInf, -kInf}, {0}), DType::f32, {3}, {1, kInf, kNan});
 }
 
+REF_TEST(Cumprod, DimsAndDtypes) {
+  expect_tensor(reduce1(OpKind::Cumprod, DType::f32, {2, 3}, kX, {1}), DType::f32, {2, 3}, {1, 2, 6, 4, 20, 120});
+  expect_tensor(reduce1(OpKind::Cumprod, DType::f32, {2, 3}, kX, {0}, {}, true), DType::f32, {2, 3}, {1, 2, 3, 4, 10, 18});
+  expect_tensor(reduce1(OpKind::Cumprod, DType::i32, {3}, {2, -3, 4}, {0}), DType::i64, {3}, {2, -6, -24});
+  expect_tensor(reduce1(OpKind::Cumprod, DType::f32, {}, {3}, {-1}), DType::f32, {}, {3});
+  expect_tensor(reduce1(OpKind::Cumprod, DType::f32, {3}, {0, kInf, 2}, {0}), DType::f32, {3}, {0, kNan, kNan});
+}
+
+// The index is that of the last element that was >= the running max (<= the running min), or
+// of a NaN, which then sticks.
+REF_TEST(Cummax, LaterTiesAndNan) {
+  auto out = reduce(OpKind::Cummax, DType::f32, {6}, {1, 3, 3, 2, kNan, 5}, {0});
+  expect_tensor(out[0], DType::f32, {6}, {1, 3, 3, 3, kNan, kNan});
+  expect_tensor(out[1], DType::i64, {6}, {0, 1, 2, 2, 4, 4});
+  out = reduce(OpKind::Cummax, DType::b8, {3}, {0, 1, 0}, {0});
+  expect_tensor(out[0], DType::b8, {3}, {0, 1, 1});
+  expect_tensor(out[1], DType::i64, {3}, {0, 1, 1});
+}
+
+REF_TEST(Cummin, LaterTies) {
+  auto out = reduce(OpKind::Cummin, DType::i32, {2, 3}, {3, 1, 1, 4, 5, 0}, {1});
+  expect_tensor(out[0], DType::i32, {2, 3}, {3, 1, 1, 4, 4, 0});
+  expect_tensor(out[1], DType::i64, {2, 3}, {0, 1, 2, 0, 0, 2});
+}
+
+REF_TEST(Logcumsumexp, InfinitiesAndNan) {
+  double l2 = std::log(2.0);
+  expect_tensor(reduce1(OpKind::Logcumsumexp, DType::f64, {3}, {0, 0, 0}, {0}), DType::f64, {3}, {0, l2, std::log(3.0)});
+  expect_tensor(reduce1(OpKind::Logcumsumexp, DType::f64, {4}, {-kInf, -kInf, kInf, 1}, {0}), DType::f64, {4},
+                {-kInf, -kInf, kInf, kInf});
+  expect_tensor(reduce1(OpKind::Logcumsumexp, DType::f64, {3}, {1, kNan, 2}, {0}), DType::f64, {3}, {1, kNan, kNan});
+  expect_tensor(reduce1(OpKind::Logcumsumexp, DType::f64, {2}, {-1000, 0}, {0}), DType::f64, {2}, {-1000, 0});
+}
+
 }  // namespace
 }  // namespace coil::testing

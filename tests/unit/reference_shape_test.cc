@@ -315,5 +315,80 @@ REF_TEST(ScatterAdd, StridedAndEmptyIndex) {
   expect_tensor(out[1], DType::f32, {2, 2}, {1, 3, 2, 4});
 }
 
+// scatter.value, scatter.reduce and scatter_reduce.two: repeats reduce, include_self=False
+// starts a target from its first value, an untouched element keeps self, a mean counts self.
+REF_TEST(ScatterReduceTwo, ReductionsAndIncludeSelf) {
+  Graph g;
+  auto self = g.add_input("self", DType::f32, {3});
+  auto idx = g.add_input("idx", DType::i64, {4});
+  auto src = g.add_input("src", DType::f32, {4});
+  std::vector<ValueRef> outs;
+  for (const char* r : {"sum", "prod", "mean", "amax", "amin"})
+    for (bool self_too : {true, false}) outs.push_back(g.call1(OpKind::ScatterReduceTwo, {self, 0, idx, src, r}, {{"include_self", self_too}}));
+  auto m = g.add_input("m", DType::i64, {3});
+  outs.push_back(g.call1(OpKind::ScatterReduceTwo, {m, 0, idx, g.call1(OpKind::Clone, {idx}), "mean"}));
+  g.outputs = outs;
+  auto out = run(g, {{"self", f32({3}, {1, 10, -2})}, {"idx", i64({4}, {0, 2, 0, 0})}, {"src", f32({4}, {2, 3, -4, 5})},
+                     {"m", i64({3}, {-5, 7, 9})}});
+  // Slot 0 takes 2, -4, 5; slot 2 takes 3; slot 1 nothing.
+  expect_tensor(out[0], DType::f32, {3}, {4, 10, 1});
+  expect_tensor(out[1], DType::f32, {3}, {3, 10, 3});
+  expect_tensor(out[2], DType::f32, {3}, {-40, 10, -6});
+  expect_tensor(out[3], DType::f32, {3}, {-40, 10, 3});
+  expect_tensor(out[4], DType::f32, {3}, {1, 10, 0.5});
+  expect_tensor(out[5], DType::f32, {3}, {1, 10, 3});
+  expect_tensor(out[6], DType::f32, {3}, {5, 10, 3});
+  expect_tensor(out[7], DType::f32, {3}, {5, 10, 3});
+  expect_tensor(out[8], DType::f32, {3}, {-4, 10, -2});
+  expect_tensor(out[9], DType::f32, {3}, {-4, 10, 3});
+  // Integer mean rounds down: slot 0 (-5 + 0 + 0 + 0) / 4 = -1.25 -> -2; slot 2 (9 + 2) / 2.
+  expect_tensor(out[10], DType::i64, {3}, {-2, 7, 5});
+}
+
+// The older overloads: a scalar value, reduce "add" / "multiply".
+Tensor scatter_old(OpKind op, std::vector<Arg> args, const Kw& kw = {}) {
+  Graph g;
+  auto self = g.add_input("self", DType::f32, {3});
+  auto idx = g.add_input("idx", DType::i64, {4});
+  auto src = g.add_input("src", DType::f32, {4});
+  args.insert(args.begin(), {self, 0, idx});
+  for (auto& a : args)
+    if (std::holds_alternative<std::string>(a.value) && std::get<std::string>(a.value) == "src") a = src;
+  g.outputs = {g.call1(op, args, kw)};
+  return run(g, {{"self", f32({3}, {1, 10, -2})}, {"idx", i64({4}, {0, 2, 0, 0})}, {"src", f32({4}, {2, 3, -4, 5})}})[0];
+}
+REF_TEST(ScatterValue, StoresTheScalar) { expect_tensor(scatter_old(OpKind::ScatterValue, {7.0}), DType::f32, {3}, {7, 10, 7}); }
+REF_TEST(ScatterReduce, Multiplies) {
+  expect_tensor(scatter_old(OpKind::ScatterReduce, {"src"}, {{"reduce", "multiply"}}), DType::f32, {3}, {-40, 10, -6});
+}
+REF_TEST(ScatterValueReduce, Adds) {
+  expect_tensor(scatter_old(OpKind::ScatterValueReduce, {2.0}, {{"reduce", "add"}}), DType::f32, {3}, {7, 10, 0});
+}
+
+// index_put: integer indices store (accumulate: add up repeats) at self[indices]; one boolean
+// mask selects rows that take values broadcast over them.
+REF_TEST(IndexPut, IndicesAndMasks) {
+  Graph g;
+  auto x = g.add_input("x", DType::f32, {3, 2});
+  auto i = g.add_input("i", DType::i64, {3});
+  auto v = g.add_input("v", DType::f32, {3, 2});
+  auto a = g.call1(OpKind::IndexPut, {x, TensorList{i}, v, true});
+  auto j = g.add_input("j", DType::i64, {2});
+  auto s = g.add_input("s", DType::f32, {});
+  auto b = g.call1(OpKind::IndexPut, {x, TensorList{std::nullopt, j}, s});  // x[:, j] = s
+  auto mask = g.add_input("mask", DType::b8, {3});
+  auto row = g.add_input("row", DType::f32, {2});
+  auto c = g.call1(OpKind::IndexPut, {x, TensorList{mask}, row});        // x[mask] = row
+  auto d = g.call1(OpKind::IndexPut, {x, TensorList{mask}, row, true});  // x[mask] += row
+  g.outputs = {a, b, c, d};
+  auto out = run(g, {{"x", f32({3, 2}, {1, 2, 3, 4, 5, 6})}, {"i", i64({3}, {2, -3, 2})}, {"v", f32({3, 2}, {10, 20, 30, 40, 50, 60})},
+                     {"j", i64({2}, {1, 1})}, {"s", f32({}, {9})}, {"mask", make(DType::b8, {3}, {1, 0, 1})},
+                     {"row", f32({2}, {7, 8})}});
+  expect_tensor(out[0], DType::f32, {3, 2}, {31, 42, 3, 4, 65, 86});
+  expect_tensor(out[1], DType::f32, {3, 2}, {1, 9, 3, 9, 5, 9});
+  expect_tensor(out[2], DType::f32, {3, 2}, {7, 8, 3, 4, 7, 8});
+  expect_tensor(out[3], DType::f32, {3, 2}, {8, 10, 3, 4, 12, 14});
+}
+
 }  // namespace
 }  // namespace coil::testing

@@ -219,13 +219,12 @@ class KernelEmitter {
     }
     std::string in = open_inner(indent);
     printer_->reset();
+    for (size_t i = 0; i < k_.reductions.size(); ++i) printer_->reduced[static_cast<int>(i)] = "acc" + std::to_string(i);
     for (size_t i = 0; i < k_.reductions.size(); ++i) {
       const auto& r = k_.reductions[i];
-      COIL_CHECK(r.kind == ReduceKind::sum || r.kind == ReduceKind::prod) << "unsupported scan " << reduce_name(r.kind);
       std::string v = printer_->emit(r.value, lines, in);
       flush(lines);
-      out("{}acc{} {}= {};", in, i, r.kind == ReduceKind::sum ? "+" : "*", v);
-      printer_->reduced[static_cast<int>(i)] = "acc" + std::to_string(i);
+      out("{}{}", in, fold_statement(r.kind, r.acc, "acc" + std::to_string(i), v));
     }
     for (const auto& s : k_.stores) store(s, in, lines);
     close_inner(in);
@@ -294,6 +293,7 @@ class KernelEmitter {
       }
       case ReduceKind::welford_mean:
       case ReduceKind::welford_m2: COIL_CHECK(false) << "Welford steps run in welford_pass"; break;
+      case ReduceKind::carry: COIL_CHECK(false) << "carry is a scan step"; break;
     }
   }
 

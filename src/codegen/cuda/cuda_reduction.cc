@@ -310,6 +310,7 @@ void CudaEmitter::accumulate(size_t i, const std::string& in, std::vector<std::s
     }
     case ReduceKind::welford_mean: out("{}coil_rt::welford_add({}, {});", in, acc, v); break;
     case ReduceKind::welford_m2: break;  // the pair's first step updates both
+    case ReduceKind::carry: COIL_CHECK(false) << "carry is a scan step"; break;
   }
 }
 
@@ -541,18 +542,18 @@ void CudaEmitter::scan() {
   decompose("row", outer_vars(k_.outer.size()), std::vector<SymInt>(k_.outer.begin(), k_.outer.end()), "    ");
   for (size_t i = 0; i < k_.reductions.size(); ++i) {
     const auto& r = k_.reductions[i];
-    COIL_CHECK(r.kind == ReduceKind::sum || r.kind == ReduceKind::prod) << "unsupported scan " << reduce_name(r.kind);
     out("    {} acc{} = {};", value_type(r.acc), i, reduce_init(r.kind, r.acc));
   }
   out("    for (idx_t j = 0; j < {}; ++j) {{", idx(product(k_.inner)));
   decompose("j", inner_vars(), std::vector<SymInt>(k_.inner.begin(), k_.inner.end()), "      ");
   std::vector<std::string> lines;
   printer_->reset();
+  for (size_t i = 0; i < k_.reductions.size(); ++i) printer_->reduced[static_cast<int>(i)] = "acc" + std::to_string(i);
   for (size_t i = 0; i < k_.reductions.size(); ++i) {
-    std::string v = printer_->emit(k_.reductions[i].value, lines, "      ");
+    const auto& r = k_.reductions[i];
+    std::string v = printer_->emit(r.value, lines, "      ");
     flush(lines);
-    out("      acc{} {}= {};", i, k_.reductions[i].kind == ReduceKind::sum ? "+" : "*", v);
-    printer_->reduced[static_cast<int>(i)] = "acc" + std::to_string(i);
+    out("      {}", fold_statement(r.kind, r.acc, "acc" + std::to_string(i), v));
   }
   for (const auto& s : k_.stores) store(s, "      ", lines);
   out("    }}");
