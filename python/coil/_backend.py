@@ -87,6 +87,8 @@ def _node_supported(node, device):
         return False  # its logsumexp (training) is read
     if node.target.name() == "aten::index_put" and not _mask_put_supported(node):
         return False
+    if node.target.name() == "aten::empty_strided" and _runner.overlaps(node.args[0], node.args[1]):
+        return False  # a layout whose elements share memory: coil's outputs have none
     val = node.meta.get("val")
     outputs = list(val) if isinstance(val, (list, tuple)) else [val]
     inputs = [n.meta.get("val") for n in node.all_input_nodes]

@@ -101,9 +101,85 @@ def _masked_scatter(self, mask, source):
     return aten.view.default(aten.where.self(flat_mask, taken, flat_self), shape)
 
 
+def _searchsorted(sorted_sequence, self, *, out_int32=False, right=False, side=None, sorter=None):
+    # The count of boundaries below each value (at or below it for right / side="right"): what a
+    # binary search finds in a sorted sequence, NaN counting as larger than everything, as in
+    # ATen's search (!(b >= v) moves right).
+    seq = aten.gather.default(sorted_sequence, -1, sorter) if sorter is not None else sorted_sequence
+    values = aten.unsqueeze.default(self, -1)
+    if seq.dim() > 1:
+        seq = aten.unsqueeze.default(seq, -2)
+    above = aten.gt.Tensor(seq, values) if right or side == "right" else aten.ge.Tensor(seq, values)
+    return aten.sum.dim_IntList(aten.logical_not.default(above), [-1], dtype=torch.int32 if out_int32 else torch.int64)
+
+
+def _bucketize(self, boundaries, *, out_int32=False, right=False):
+    return _searchsorted(boundaries, self, out_int32=out_int32, right=right)
+
+
+def _trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
+    # i1 * i2 * i3, each unsqueezed at its expand dims, summed over sumdim (which go away).
+    if i1.dtype in (torch.float16, torch.bfloat16):
+        # ATen rounds each pairwise product to 16 bits; near cancellation one rounding less is
+        # further from eager than 16-bit tolerances allow: left to eager.
+        raise NotImplementedError("_trilinear of 16-bit operands")
+
+    def spread(t, expand):
+        for d in sorted(expand):
+            t = aten.unsqueeze.default(t, d)
+        return t
+
+    out = aten.mul.Tensor(aten.mul.Tensor(spread(i1, expand1), spread(i2, expand2)), spread(i3, expand3))
+    return aten.sum.dim_IntList(out, list(sumdim)) if sumdim else out
+
+
+def _unfold(self, dimension, size, step):
+    # Windows of `size` every `step` along a dim, as a gather: self[..., i * step + j, ...] at
+    # [..., i, ..., j] (the window's dim last).
+    if self.dim() == 0:  # a one-element row: windows of size 0 or 1
+        return aten.view.default(_unfold(aten.view.default(self, [1]), 0, size, step), [size])
+    if size > self.shape[dimension % self.dim()] or step <= 0:
+        raise NotImplementedError("an unfold eager refuses")
+    d = dimension % self.dim()
+    count = (self.shape[d] - size) // step + 1
+    starts = aten.mul.Tensor(aten.arange.start_step(0, count, dtype=torch.int64, device=self.device), step)
+    index = aten.add.Tensor(aten.unsqueeze.default(starts, 1), aten.arange.start_step(0, size, dtype=torch.int64, device=self.device))
+    picked = aten.index.Tensor(self, [None] * d + [index])
+    order = list(range(picked.dim()))
+    order.append(order.pop(d + 1))
+    return aten.permute.default(picked, order)
+
+
+def _diagonal_scatter(self, src, offset=0, dim1=0, dim2=1):
+    # An index_put at the diagonal's positions; src's last dim (the diagonal) goes where
+    # advanced indexing puts the indexed dims (in place when adjacent, else first).
+    r = self.dim()
+    d1, d2 = dim1 % r, dim2 % r
+    if d1 == d2:
+        raise NotImplementedError("diagonal_scatter with dim1 == dim2")
+    n = src.shape[-1]
+    along = aten.arange.start_step(0, n, dtype=torch.int64, device=self.device)
+    indices = [None] * r
+    indices[d1] = aten.add.Tensor(along, max(-offset, 0))
+    indices[d2] = aten.add.Tensor(along, max(offset, 0))
+    at = min(d1, d2) if abs(d1 - d2) == 1 else 0
+    order = list(range(src.dim()))
+    order.insert(at, order.pop())
+    return aten.index_put.default(self, indices, aten.permute.default(src, order))
+
+
+def _new_empty_strided(self, size, stride, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return aten.empty_strided.default(size, stride, dtype=dtype or self.dtype, device=device or self.device)
+
+
+def _unbind(self, dim=0):
+    return [aten.select.int(self, dim, i) for i in range(self.shape[dim])]
+
+
 # coil's own, for ops neither table rewrites into parts coil compiles (PyTorch's semantics:
 # floor_divide floors; addbmm adds the batch's products; lift_fresh_copy is a copy;
-# index_reduce / index_add are scatters along one dim; masked_scatter reads source in order).
+# index_reduce / index_add are scatters along one dim; masked_scatter reads source in order;
+# searchsorted / bucketize count the boundaries below; unfold and diagonal_scatter index).
 _OWN = {
     aten.var_mean.correction: _var_mean,
     aten.addbmm.default: _addbmm,
@@ -113,6 +189,16 @@ _OWN = {
     aten.index_reduce.default: _index_reduce,
     aten.index_add.default: _index_add,
     aten.masked_scatter.default: _masked_scatter,
+    aten.searchsorted.Tensor: _searchsorted,
+    aten.bucketize.Tensor: _bucketize,
+    aten._trilinear.default: _trilinear,
+    aten.unfold.default: _unfold,
+    aten.diagonal_scatter.default: _diagonal_scatter,
+    aten.as_strided_copy.default: lambda self, size, stride, storage_offset=None: aten.clone.default(
+        aten.as_strided.default(self, size, stride, storage_offset)),
+    aten.new_empty_strided.default: _new_empty_strided,
+    aten.unbind.int: _unbind,
+    torch.ops.prims.convert_element_type.default: lambda a, dtype: aten._to_copy.default(a, dtype=dtype),
 }
 
 
@@ -141,8 +227,13 @@ def decompose_unsupported(gm, values, unsupported):
     fake_mode = detect_fake_mode(values)
     if fake_mode is None or not any(n.target in table for n in unsupported):
         return None
+    # The graph's constants (get_attr tensors, e.g. a torch.tensor([...]) index) are real tensors.
+    allowed = fake_mode.allow_non_fake_inputs
+    fake_mode.allow_non_fake_inputs = True
     try:
         with fake_mode:
             return make_fx(gm, decomposition_table=table)(*values)
     except Exception:  # noqa: BLE001 - a decomposition that does not apply here: keep the ops
         return None
+    finally:
+        fake_mode.allow_non_fake_inputs = allowed

@@ -36,7 +36,7 @@ def same_layout(sizes, strides, other_strides):
     return _significant(sizes, strides) == _significant(sizes, other_strides)
 
 
-def _overlaps(sizes, strides):
+def overlaps(sizes, strides):
     """Whether two elements of this layout share memory (each dim's stride, innermost first,
     must step past everything the dims inside it span)."""
     span = 0
@@ -54,7 +54,7 @@ def restride(t, sizes, strides):
         return torch.empty_strided(sizes, strides, dtype=t.dtype, device=t.device)
     # Broadcast dims (stride 0, from an expand): one slice of them carries every value.
     kept = [d for d, (n, st) in enumerate(zip(sizes, strides)) if not (st == 0 and n > 1)]
-    if _overlaps([sizes[d] for d in kept], [strides[d] for d in kept]) or any(st < 0 for st in strides):
+    if overlaps([sizes[d] for d in kept], [strides[d] for d in kept]) or any(st < 0 for st in strides):
         return None
     span = 1 + sum((n - 1) * st for n, st in zip(sizes, strides))
     memory = torch.empty(span, dtype=t.dtype, device=t.device)
@@ -67,9 +67,10 @@ class LayoutError(Exception):
     """coil's output is not what PyTorch traced (dtype or sizes): a bug in coil."""
 
 
-def _output_fixup(out, want):
+def _output_fixup(out, want, device):
     """What makes coil's output `out` the tensor PyTorch gives (`want`: the traced dtype, sizes,
-    strides and device type): None when it is already, else a function of `out`."""
+    strides and device type; `device`: the graph's): None when it is already, else a function of
+    `out`."""
     if want is None:
         return None
     if list(out.shape) != want["sizes"] or str(out.dtype).removeprefix("torch.") != want["dtype"]:
@@ -80,8 +81,10 @@ def _output_fixup(out, want):
         if restride(out, sizes, strides) is None:
             raise LayoutError(f"coil cannot lay out an output with strides {strides}")
         steps.append(lambda t: restride(t, sizes, strides))
-    if out.device.type != want["device"]:  # a 0-d CPU value computed on the device
-        steps.append(lambda t: t.cpu())
+    if out.device.type != want["device"]:
+        # A 0-d CPU value computed on the device; or a value of a graph without inputs, which
+        # coil's plan returns on the host (it keeps outputs on the device of its inputs).
+        steps.append(lambda t: t.cpu() if want["device"] == "cpu" else t.to(device))
     if not steps:
         return None
 
@@ -141,7 +144,7 @@ class Runner:
             ptrs = [args[i].data_ptr() for i in self.per_call]
         outs = self.compiled.run(ptrs, self.stream(self.cuda) if self.stream is not None else 0)
         if self.fixups is None:
-            self.fixups = [_output_fixup(o, w) for o, w in zip(outs, self.layouts)] if self.layouts else []
+            self.fixups = [_output_fixup(o, w, self.device) for o, w in zip(outs, self.layouts)] if self.layouts else []
         for k, fix in enumerate(self.fixups):
             if fix is not None:
                 outs[k] = fix(outs[k])

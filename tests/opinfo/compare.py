@@ -84,19 +84,19 @@ def _one_line(error):
 
 def upcast(value, dtype):
     """`value` with its tensors of the 16-bit `dtype` turned to float32 (the reference inputs)."""
-    return _map_tensors(value, lambda t: t.float() if t.dtype == dtype else t)
+    return map_tensors(value, lambda t: t.float() if t.dtype == dtype else t)
 
 
 def downcast(value, dtype):
     """`value` with its float32 tensors turned back to the 16-bit `dtype` (the reference result)."""
-    return _map_tensors(value, lambda t: t.to(dtype) if t.dtype == torch.float32 else t)
+    return map_tensors(value, lambda t: t.to(dtype) if t.dtype == torch.float32 else t)
 
 
-def _map_tensors(value, fn):
+def map_tensors(value, fn):
     if isinstance(value, torch.Tensor):
         return fn(value)
     if isinstance(value, (list, tuple)):  # torch.return_types become plain tuples: compared alike
-        return (list if isinstance(value, list) else tuple)(_map_tensors(v, fn) for v in value)
+        return (list if isinstance(value, list) else tuple)(map_tensors(v, fn) for v in value)
     if isinstance(value, dict):
-        return {k: _map_tensors(v, fn) for k, v in value.items()}
+        return {k: map_tensors(v, fn) for k, v in value.items()}
     return value

@@ -51,6 +51,24 @@ def test_difference_walks_outputs_and_tolerates_rounding():
     assert compare.difference(mutated, (x, (2,), {}), "inputs").startswith("inputs[0]: Tensor-likes are not close")
 
 
+def test_an_f32_result_as_accurate_as_eagers_passes():
+    """An f32 sum taken in another order than eager's is accepted where it is no further from the
+    float64 answer than eager's (within f32's tolerance), and refused where it is further."""
+    from types import SimpleNamespace
+
+    from tests.opinfo import check
+
+    x = torch.tensor([1e8, 1.0, -1e8, 1.0, 3.0], dtype=torch.float32)
+    op = SimpleNamespace(op=lambda t: t.sum())
+    call = (x, (), {})
+    exact = float(x.double().sum())  # 5
+    eager_like = torch.tensor(exact + 4.0)  # an order that loses the small terms
+    assert check._as_accurate_as_eager(op, call, 0, torch.tensor(exact), eager_like)
+    assert check._as_accurate_as_eager(op, call, 0, torch.tensor(exact - 3.0), eager_like)
+    assert not check._as_accurate_as_eager(op, call, 0, torch.tensor(exact + 9.0), eager_like)
+    assert not check._as_accurate_as_eager(op, call, 0, torch.tensor(float("nan")), eager_like)
+
+
 def test_expected_entries_only_shrink(tmp_path):
     listed = {("abs", "cpu", "f32"): "fallback", ("cos", "cpu", "f32"): "crash", ("cos", "cuda", "f32"): "crash",
               ("sin", "cpu", "i64"): "mismatch"}

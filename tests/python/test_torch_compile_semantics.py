@@ -197,6 +197,20 @@ DECOMPOSED = {
     "floor_divide": lambda x, y: torch.floor_divide(x, y),
     "avg_pool2d_pad_interpolate": lambda x, y: F.interpolate(F.avg_pool2d(F.pad(x.view(1, 1, 8, 8), (1, 2), value=3.0),
                                                                           2), scale_factor=2, mode="bilinear"),
+    # coil's own decompositions into its scatters, gathers and reductions
+    "index_add_index_reduce": lambda x, y: (x.index_add(0, torch.tensor([1, 3, 1], device=x.device), y[:3], alpha=2)
+                                            + x.index_reduce(1, torch.tensor([0, 0, 7], device=x.device), y[:, :3], "amax")),
+    "masked_scatter": lambda x, y: x.masked_scatter(y > 3.5, y * 2),
+    "searchsorted_bucketize": lambda x, y: (torch.searchsorted(torch.linspace(-2, 2, 9, device=x.device), x, right=True)
+                                            + torch.bucketize(x, torch.cumsum(y[1].abs(), 0) - 6)),
+    "unfold": lambda x, y: x.unfold(1, 3, 2) * 2,
+    "diagonal_scatter": lambda x, y: torch.diagonal_scatter(x, y[0, :7], offset=1) + torch.diagonal_scatter(x, y[1], 0, 1, 0),
+    "unbind": lambda x, y: sum(t * i for i, t in enumerate(torch.unbind(x * y, 1))),
+    "bilinear": lambda x, y: F.bilinear(x, y, torch.randn(3, 8, 8, generator=torch.Generator().manual_seed(0)).to(x.device)),
+    "scans": lambda x, y: torch.cummax(x, 1).values + torch.cummin(x, 0).indices + torch.logcumsumexp(x, 1) + torch.cumprod(y / 3, 0),
+    "scatter_reduce_index_put": lambda x, y: x.scatter_reduce(1, (y.abs() * 2).long() % 8, y, "mean", include_self=False)
+                                             .index_put((torch.tensor([0, 2, 0], device=x.device),), y[:3], accumulate=True),
+    "masked_put": lambda x, y: x.index_put((y[:, 0] > 3,), y[0]),
 }
 
 
