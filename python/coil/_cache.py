@@ -19,11 +19,13 @@ _SAFE_MODULES = ("torch", "_operator", "operator", "builtins", "math")
 
 
 def _sources_digest():
-    """The adapter's own code is part of every key: it decides what program a graph becomes."""
+    """The adapter's own code and the compiler it loads are part of every key: they decide what
+    program a graph becomes (the decompositions applied, the ops coil takes)."""
     from pathlib import Path
 
     here = Path(__file__).parent
-    return _coil.cache_key([(here / name).read_text() for name in ("_backend.py", "_fx.py", "_cache.py")])
+    binary = Path(_coil.__file__).stat()
+    return _coil.cache_key([p.read_text() for p in sorted(here.glob("*.py"))] + [f"{binary.st_size}:{binary.st_mtime_ns}"])
 
 
 _SOURCES = _sources_digest()

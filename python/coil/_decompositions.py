@@ -16,8 +16,9 @@ def core():
     from torch._decomp import core_aten_decompositions
 
     table = dict(core_aten_decompositions())
-    # Keep attention whole: coil has a fused kernel for it.
-    for op in (aten._scaled_dot_product_flash_attention_for_cpu.default,):
+    # Keep attention whole: coil has a fused kernel for it; addcdiv / addcmul whole: coil
+    # computes them in f32 and rounds once, as ATen does (the table's div/mul/add round each).
+    for op in (aten._scaled_dot_product_flash_attention_for_cpu.default, aten.addcdiv.default, aten.addcmul.default):
         table.pop(op, None)
     return table
 

@@ -325,6 +325,23 @@ def test_graph_keys_follow_shapes_layouts_options_and_code():
     assert base != key(lambda t: t.relu() + 1, x, options={"freeze": True})  # options
 
 
+def test_graph_keys_follow_every_adapter_source(monkeypatch):
+    """The decompositions the adapter applies (and the runner, the compiler binary) decide the
+    kept program: a change to any of the package's files is a new key (_decompositions.py was
+    left out: a kept program outlived a change of its decompositions)."""
+    from pathlib import Path
+
+    from coil import _cache
+
+    base = _cache._sources_digest()
+    read = Path.read_text
+    for name in ("_decompositions.py", "_runner.py", "_backend.py"):
+        monkeypatch.setattr(Path, "read_text", lambda self, *a, n=name, **k: read(self, *a, **k) + ("#" if self.name == n else ""))
+        assert _cache._sources_digest() != base, name
+    monkeypatch.setattr(Path, "read_text", read)
+    assert _cache._sources_digest() == base
+
+
 class Mutates(nn.Module):
     def forward(self, x):
         x.mul_(2)

@@ -19,14 +19,15 @@ TOL = {torch.float64: (1e-12, 1e-12), torch.float32: (1e-5, 1e-5), torch.float16
        torch.bfloat16: (8e-3, 8e-3)}
 
 
-def compiles_like_eager(fn, *args, tol=None):
-    """Runs fn eagerly and compiled (under no_grad, on copies of args) and compares the outputs
-    and every tensor argument afterwards (the mutated ones); coil must not warn."""
+def compiles_like_eager(fn, *args, tol=None, eager=None):
+    """Runs fn eagerly (or `eager`, the program PyTorch hands the backend where Dynamo rewrites
+    fn) and compiled (under no_grad, on copies of args) and compares the outputs and every
+    tensor argument afterwards (the mutated ones); coil must not warn."""
     torch._dynamo.reset()
     eager_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
     coil_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
     with torch.no_grad():
-        want = fn(*eager_args)
+        want = (eager or fn)(*eager_args)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             got = torch.compile(fn, backend="coil")(*coil_args)
@@ -191,11 +192,16 @@ def test_convolution_with_bias_rounds_once(dtype):
     compiles_like_eager(lambda x, w, b: F.conv2d(x, w, b, padding=1), x, w, b, tol=(1e-2, 1e-2))
 
 
-@pytest.mark.xfail(strict=True, reason="the adapter's Core ATen table (python/coil/_decompositions.py core()) "
-                   "decomposes aten.addcdiv into f16 div, mul and add before coil sees it; coil compiles addcdiv "
-                   "whole (in f32, rounded once) once the adapter keeps it")
-def test_addcdiv_f16_rounds_once():
+@pytest.mark.parametrize("op", ["addcdiv", "addcmul"])
+def test_addcdiv_addcmul_f16_round_once(op):
+    """aten.addcdiv / addcmul reach coil whole (the adapter's Core ATen table keeps them) and are
+    computed in f32 and rounded once, as ATen's kernels: equal to eager. (torch.addcdiv(...,
+    value=v) written in Python is rewritten by Dynamo itself into div, mul and add, each rounded
+    to f16 as eager rounds them one by one; that program coil follows exactly.)"""
     g = torch.Generator().manual_seed(5)
     x, a = torch.randn(64, 33, generator=g).half(), torch.randn(64, 33, generator=g).half()
     b = (torch.rand(64, 33, generator=g) + 0.5).half()
-    compiles_like_eager(lambda x, a, b: torch.addcdiv(x, a, b, value=0.3), x, a, b, tol=(0, 0))
+    aten_op = getattr(torch.ops.aten, op).default
+    compiles_like_eager(lambda x, a, b: aten_op(x, a, b, value=0.3), x, a, b, tol=(0, 0))
+    rewritten = (lambda x, a, b: x + torch.div(a, b) * 0.3) if op == "addcdiv" else None  # addcmul reaches AOT whole
+    compiles_like_eager(lambda x, a, b: getattr(torch, op)(x, a, b, value=0.3), x, a, b, tol=(0, 0), eager=rewritten)
