@@ -169,6 +169,48 @@ def _diagonal_scatter(self, src, offset=0, dim1=0, dim2=1):
     return aten.index_put.default(self, indices, aten.permute.default(src, order))
 
 
+def _pool_size(n, k, s, p, ceil_mode):
+    """A pooled dim's length (the last window starts inside the input or its left padding)."""
+    out = (n + 2 * p - k + (s - 1 if ceil_mode else 0)) // s + 1
+    return out - 1 if ceil_mode and (out - 1) * s >= n + p else out
+
+
+def _avg_pool3d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
+    # Window sums of the zero-padded input (gathers, as unfold), over the count of elements each
+    # window has inside the padded input (count_include_pad) or the input: ATen's divisor, a
+    # window clipped at the padded input's right end. 16-bit inputs summed in f32, rounded once.
+    three = lambda v: list(v) * 3 if len(v) == 1 else list(v)  # noqa: E731
+    k = three(kernel_size)
+    st = three(stride) if stride else k
+    p = three([padding] if isinstance(padding, int) else padding)
+    lead = self.dim() - 3
+    dtype = self.dtype
+    x = aten._to_copy.default(self, dtype=torch.float32) if dtype in (torch.float16, torch.bfloat16) else self
+    sizes = [self.shape[lead + d] for d in range(3)]
+    outs = [_pool_size(sizes[d], k[d], st[d], p[d], ceil_mode) for d in range(3)]
+    right = [max(p[d], (outs[d] - 1) * st[d] + k[d] - sizes[d] - p[d]) for d in range(3)]
+    pads = [v for d in (2, 1, 0) for v in (p[d], right[d])]
+    windows = aten.constant_pad_nd.default(x, pads, 0.0)
+    for d in range(3):
+        windows = _unfold(windows, lead + d, k[d], st[d])
+    total = aten.sum.dim_IntList(windows, [-3, -2, -1])
+    if divisor_override:
+        out = aten.div.Tensor(total, divisor_override)
+    else:
+        divisor = None
+        for d in range(3):
+            inside = sizes[d] + 2 * p[d] if count_include_pad else sizes[d]
+            ones = aten.full.default([inside], 1.0, dtype=x.dtype, device=self.device)
+            around = [0, right[d] - p[d]] if count_include_pad else [p[d], right[d]]
+            count = aten.sum.dim_IntList(_unfold(aten.constant_pad_nd.default(ones, around, 0.0), 0, k[d], st[d]), [-1])
+            shape = [1, 1, 1]
+            shape[d] = -1
+            count = aten.view.default(count, shape)
+            divisor = count if divisor is None else aten.mul.Tensor(divisor, count)
+        out = aten.div.Tensor(total, divisor)
+    return aten._to_copy.default(out, dtype=dtype) if out.dtype != dtype else out
+
+
 def _new_empty_strided(self, size, stride, *, dtype=None, layout=None, device=None, pin_memory=None):
     return aten.empty_strided.default(size, stride, dtype=dtype or self.dtype, device=device or self.device)
 
@@ -180,7 +222,8 @@ def _unbind(self, dim=0):
 # coil's own, for ops neither table rewrites into parts coil compiles (PyTorch's semantics:
 # floor_divide floors; addbmm adds the batch's products; lift_fresh_copy is a copy;
 # index_reduce / index_add are scatters along one dim; masked_scatter reads source in order;
-# searchsorted / bucketize count the boundaries below; unfold and diagonal_scatter index).
+# searchsorted / bucketize count the boundaries below; unfold and diagonal_scatter index;
+# avg_pool3d sums windows).
 _OWN = {
     aten.var_mean.correction: _var_mean,
     aten.addbmm.default: _addbmm,
@@ -199,6 +242,7 @@ _OWN = {
         aten.as_strided.default(self, size, stride, storage_offset)),
     aten.new_empty_strided.default: _new_empty_strided,
     aten.unbind.int: _unbind,
+    aten.avg_pool3d.default: _avg_pool3d,
     torch.ops.prims.convert_element_type.default: lambda a, dtype: aten._to_copy.default(a, dtype=dtype),
 }
 

@@ -211,6 +211,8 @@ DECOMPOSED = {
     "scatter_reduce_index_put": lambda x, y: x.scatter_reduce(1, (y.abs() * 2).long() % 8, y, "mean", include_self=False)
                                              .index_put((torch.tensor([0, 2, 0], device=x.device),), y[:3], accumulate=True),
     "masked_put": lambda x, y: x.index_put((y[:, 0] > 3,), y[0]),
+    "avg_pool3d": lambda x, y: (F.avg_pool3d(x.view(1, 1, 4, 4, 4), 3, 2, padding=1, ceil_mode=True, count_include_pad=False)
+                                .sum() + F.avg_pool3d(y.view(2, 2, 4, 4), (2, 3, 1), divisor_override=5)),
 }
 
 
