@@ -284,11 +284,16 @@ def backend(gm, example_inputs, mode=None, options=None):
     try:
         return _compile_graph(gm, example_inputs, mode, options)
     except Exception as e:  # noqa: BLE001 - the program must still run; only fallback="error" raises
-        if options.get("fallback", "eager") == "error":
+        if options.get("fallback", "eager") == "error" or isinstance(e, _DYNAMO_CONTROL):
             raise
         _warn(f"coil: failed on a graph, which runs in PyTorch eager instead (a bug in coil; please report it): "
               f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", CompileErrorWarning)
         return gm.forward
+
+
+# Exceptions Dynamo's compile steps raise to steer Dynamo (restart the trace with a Python
+# scalar specialized, skip the frame): theirs to catch, not failures of coil.
+_DYNAMO_CONTROL = (torch._dynamo.exc.RestartAnalysis, torch._dynamo.exc.SkipFrame)
 
 
 def _compile_graph(gm, example_inputs, mode, options):

@@ -211,6 +211,98 @@ def _avg_pool3d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_
     return aten._to_copy.default(out, dtype=dtype) if out.dtype != dtype else out
 
 
+def _adaptive_windows(x, dim, out):
+    """x's adaptive windows along `dim` (window i: [floor(i n / out), ceil((i + 1) n / out))),
+    gathered at the widest window's width K: (windows, with the dim replaced by out and K
+    last; which of the K are inside each window, [out, K])."""
+    n = x.shape[dim]
+    width = max(-(-(i + 1) * n // out) - i * n // out for i in range(out))
+    i = aten.arange.start_step(0, out, dtype=torch.int64, device=x.device)
+    per = aten.scalar_tensor.default(out, dtype=torch.int64, device=x.device)
+    start = aten.div.Tensor_mode(aten.mul.Tensor(i, n), per, rounding_mode="floor")
+    end = aten.div.Tensor_mode(aten.add.Tensor(aten.mul.Tensor(i, n), n + out - 1), per, rounding_mode="floor")
+    offsets = aten.arange.start_step(0, width, dtype=torch.int64, device=x.device)
+    inside = aten.lt.Tensor(offsets, aten.unsqueeze.default(aten.sub.Tensor(end, start), 1))
+    at = aten.clamp.default(aten.add.Tensor(aten.unsqueeze.default(start, 1), offsets), None, n - 1)
+    picked = aten.index.Tensor(x, [None] * dim + [at])
+    order = list(range(picked.dim()))
+    order.append(order.pop(dim + 1))
+    return aten.permute.default(picked, order), inside
+
+
+def _positions(sizes, device, pads=None):
+    """The flat position of each element of a tensor of `sizes` (-1 in the padding `pads`)."""
+    count = 1
+    for n in sizes:
+        count *= n
+    pos = aten.view.default(aten.arange.start_step(0, count, dtype=torch.int64, device=device), list(sizes))
+    return aten.constant_pad_nd.default(pos, pads, -1) if pads else pos
+
+
+def _best_of_windows(x, pos, inside, nd):
+    """The largest element of each window (x: [..., outs, Ks], NaN first, positions outside the
+    windows never) and its flat position (pos: [outs, Ks])."""
+    flat = lambda t: aten.view.default(aten.clone.default(t, memory_format=torch.contiguous_format), list(t.shape[:-nd]) + [-1])  # noqa: E731
+    x, pos = flat(x), flat(pos)
+    if inside is not None:
+        x = aten.where.self(flat(inside), x, aten.scalar_tensor.default(float("-inf"), dtype=x.dtype, device=x.device))
+    best = aten.argmax.default(x, -1, True)
+    values = aten.squeeze.dims(aten.gather.default(x, -1, best), [-1])
+    index = aten.squeeze.dims(aten.gather.default(aten.expand.default(pos, list(x.shape)), -1, best), [-1])
+    return values, index
+
+
+def _adaptive_pool(x, output_size, reduce):
+    """Adaptive pooling over x's last len(output_size) dims: each dim's windows gathered in turn,
+    then reduced together: "avg" the mean of the elements inside, "max" the largest with its flat
+    position among the pooled dims."""
+    nd = len(output_size)
+    lead = x.dim() - nd
+    if not x.dtype.is_floating_point or any(o <= 0 for o in output_size):
+        raise NotImplementedError("adaptive pooling of integers or to an empty size")
+    pos = _positions(x.shape[lead:], x.device)
+    inside = None
+    for d in range(nd):
+        x, inside_d = _adaptive_windows(x, lead + d, output_size[d])
+        pos, _ = _adaptive_windows(pos, d, output_size[d])
+        shape = [1] * (2 * nd)
+        shape[d], shape[nd + d] = inside_d.shape
+        m = aten.view.default(inside_d, shape)
+        inside = m if inside is None else aten.logical_and.default(inside, m)
+    inside = aten.expand.default(inside, list(x.shape[lead:]))
+    if reduce == "max":
+        return _best_of_windows(x, pos, inside, nd)
+    acc = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    zero = aten.scalar_tensor.default(0.0, dtype=acc, device=x.device)
+    total = aten.sum.dim_IntList(aten.where.self(inside, aten._to_copy.default(x, dtype=acc), zero), list(range(-nd, 0)))
+    count = aten.sum.dim_IntList(inside, list(range(-nd, 0)), dtype=acc)
+    return aten._to_copy.default(aten.div.Tensor(total, count), dtype=x.dtype)
+
+
+def _max_pool3d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    # The windows of the (-inf) padded input, their elements `dilation` apart, gathered with
+    # each element's flat position in the input (-1 in the padding, which never wins but where
+    # a window holds only -inf).
+    if not self.dtype.is_floating_point:
+        raise NotImplementedError("max_pool3d of integers")
+    three = lambda v: [v] * 3 if isinstance(v, int) else (list(v) * 3 if len(v) == 1 else list(v))  # noqa: E731
+    k, p, dl = three(kernel_size), three(padding), three(dilation)
+    st = three(stride) if stride else k
+    lead = self.dim() - 3
+    sizes = [self.shape[lead + d] for d in range(3)]
+    span = [(k[d] - 1) * dl[d] + 1 for d in range(3)]
+    outs = [_pool_size(sizes[d], span[d], st[d], p[d], ceil_mode) for d in range(3)]
+    right = [max(p[d], (outs[d] - 1) * st[d] + span[d] - sizes[d] - p[d]) for d in range(3)]
+    pads = [v for d in (2, 1, 0) for v in (p[d], right[d])]
+    x = aten.constant_pad_nd.default(self, pads, float("-inf"))
+    pos = _positions(sizes, self.device, pads)
+    for d in range(3):
+        x, pos = _unfold(x, lead + d, span[d], st[d]), _unfold(pos, d, span[d], st[d])
+        if dl[d] > 1:
+            x, pos = (aten.slice.Tensor(t, -1, 0, None, dl[d]) for t in (x, pos))
+    return _best_of_windows(x, pos, None, 3)
+
+
 def _new_empty_strided(self, size, stride, *, dtype=None, layout=None, device=None, pin_memory=None):
     return aten.empty_strided.default(size, stride, dtype=dtype or self.dtype, device=device or self.device)
 
@@ -223,7 +315,7 @@ def _unbind(self, dim=0):
 # floor_divide floors; addbmm adds the batch's products; lift_fresh_copy is a copy;
 # index_reduce / index_add are scatters along one dim; masked_scatter reads source in order;
 # searchsorted / bucketize count the boundaries below; unfold and diagonal_scatter index;
-# avg_pool3d sums windows).
+# the 3-d and adaptive pools reduce gathered windows).
 _OWN = {
     aten.var_mean.correction: _var_mean,
     aten.addbmm.default: _addbmm,
@@ -243,7 +335,13 @@ _OWN = {
     aten.new_empty_strided.default: _new_empty_strided,
     aten.unbind.int: _unbind,
     aten.avg_pool3d.default: _avg_pool3d,
+    aten.max_pool3d_with_indices.default: _max_pool3d_with_indices,
+    aten.adaptive_max_pool2d.default: lambda self, output_size: _adaptive_pool(self, output_size, "max"),
+    aten.adaptive_max_pool3d.default: lambda self, output_size: _adaptive_pool(self, output_size, "max"),
+    aten._adaptive_avg_pool3d.default: lambda self, output_size: _adaptive_pool(self, output_size, "avg"),
     torch.ops.prims.convert_element_type.default: lambda a, dtype: aten._to_copy.default(a, dtype=dtype),
+    torch.ops.prims.scalar_tensor.default: lambda s, *, dtype=None, device=None: aten.scalar_tensor.default(
+        s, dtype=dtype, device=device),
 }
 
 

@@ -211,6 +211,10 @@ DECOMPOSED = {
     "scatter_reduce_index_put": lambda x, y: x.scatter_reduce(1, (y.abs() * 2).long() % 8, y, "mean", include_self=False)
                                              .index_put((torch.tensor([0, 2, 0], device=x.device),), y[:3], accumulate=True),
     "masked_put": lambda x, y: x.index_put((y[:, 0] > 3,), y[0]),
+    "max_pool3d_adaptive_pools": lambda x, y: (
+        F.max_pool3d(x.view(1, 4, 4, 4), 2, 1, padding=1, dilation=(1, 2, 1), ceil_mode=True, return_indices=True)[1].sum()
+        + F.adaptive_max_pool2d(y.view(2, 4, 8), (3, 5), return_indices=True)[0].sum()
+        + F.adaptive_avg_pool3d(x.view(1, 4, 4, 4), (3, 2, 3))),
     "avg_pool3d": lambda x, y: (F.avg_pool3d(x.view(1, 1, 4, 4, 4), 3, 2, padding=1, ceil_mode=True, count_include_pad=False)
                                 .sum() + F.avg_pool3d(y.view(2, 2, 4, 4), (2, 3, 1), divisor_override=5)),
 }
@@ -258,3 +262,15 @@ def test_graph_device_of_a_graph_without_tensor_inputs():
     assert _backend._graph_device([], made) == torch.device("meta")
     assert _backend._graph_device([torch.tensor(1.0)], made) == torch.device("meta")  # a 0-d CPU input is a scalar
     assert _backend._graph_device([], [], default="cpu") == torch.device("cpu")
+
+
+def test_dynamo_restarts_are_not_coil_failures():
+    """Dynamo raises RestartAnalysis subclasses out of a backend's compile to steer itself
+    (TensorifyScalarRestartAnalysis on a 0-d f64 input after a recompile): they go back to
+    Dynamo, not into a CompileErrorWarning and eager."""
+    fn = torch.compile(torch.i0, backend="coil")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for x in [torch.rand(5, dtype=torch.float64), torch.tensor(0.7, dtype=torch.float64)]:
+            torch.testing.assert_close(fn(x), torch.i0(x))
+    assert not [str(w.message) for w in caught if issubclass(w.category, coil.FallbackWarning)]
