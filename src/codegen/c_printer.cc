@@ -11,6 +11,7 @@ namespace coil::codegen {
 
 extern const char* const scalar_prelude;
 extern const char* const special_prelude;
+extern const char* const special_polynomials;
 
 std::string with_scalar_helpers(const char* prelude) {
   std::string text = prelude;
@@ -32,7 +33,7 @@ std::string with_special_helpers(const char* special) {
   size_t at = text.find(marker);
   COIL_CHECK(at != std::string::npos) << "a special header without the special-helpers line";
   size_t end = text.find('\n', at);
-  text.replace(at, end - at, special_prelude);
+  text.replace(at, end - at, std::string(special_prelude) + "\n" + special_polynomials);
   return text;
 }
 
@@ -45,7 +46,12 @@ bool is_special(LoopOp op) {
     case LoopOp::BesselJ0: case LoopOp::BesselJ1: case LoopOp::BesselY0: case LoopOp::BesselY1:
     case LoopOp::BesselK0: case LoopOp::BesselK1: case LoopOp::SignBit: case LoopOp::FrexpMantissa:
     case LoopOp::FrexpExponent: case LoopOp::Hypot: case LoopOp::NextAfter: case LoopOp::Ldexp:
-    case LoopOp::ShiftLeft: case LoopOp::ShiftRight: case LoopOp::Gcd: case LoopOp::Lcm:
+    case LoopOp::ShiftLeft: case LoopOp::ShiftRight: case LoopOp::Gcd: case LoopOp::Lcm: case LoopOp::Trigamma:
+    case LoopOp::Ndtri: case LoopOp::AiryAi: case LoopOp::ScaledBesselK0: case LoopOp::ScaledBesselK1:
+    case LoopOp::SphericalBesselJ0: case LoopOp::Zeta: case LoopOp::Polygamma: case LoopOp::ChebyshevT:
+    case LoopOp::ChebyshevU: case LoopOp::ChebyshevV: case LoopOp::ChebyshevW: case LoopOp::ShiftedChebyshevT:
+    case LoopOp::ShiftedChebyshevU: case LoopOp::ShiftedChebyshevV: case LoopOp::ShiftedChebyshevW: case LoopOp::HermiteH:
+    case LoopOp::HermiteHe: case LoopOp::LaguerreL: case LoopOp::LegendreP:
       return true;
     default:
       return false;
@@ -256,6 +262,9 @@ std::string apply(LoopOp op, DType t, const std::vector<std::string>& a) {
     case LoopOp::SignBit: return fmt::format("coil_rt::signbit({})", a[0]);
     case LoopOp::FrexpMantissa: return fmt::format("coil_rt::frexp_mantissa({})", a[0]);
     case LoopOp::FrexpExponent: return fmt::format("coil_rt::frexp_exponent({})", a[0]);
+    case LoopOp::Trigamma: case LoopOp::Ndtri: case LoopOp::AiryAi: case LoopOp::ScaledBesselK0:
+    case LoopOp::ScaledBesselK1: case LoopOp::SphericalBesselJ0:
+      return fmt::format("coil_rt::{}({})", loop::op_name(op), a[0]);
     case LoopOp::Floor: return fmt::format("coil_rt::floor({})", a[0]);
     case LoopOp::Ceil: return fmt::format("coil_rt::ceil({})", a[0]);
     case LoopOp::Round: return fmt::format("coil_rt::nearbyint({})", a[0]);
@@ -291,6 +300,13 @@ std::string apply(LoopOp op, DType t, const std::vector<std::string>& a) {
     case LoopOp::ShiftRight: return fmt::format("coil_rt::shift_right<{}>({}, {})", value_type(t), a[0], a[1]);
     case LoopOp::Gcd: return fmt::format("coil_rt::gcd<{}>({}, {})", value_type(t), a[0], a[1]);
     case LoopOp::Lcm: return fmt::format("coil_rt::lcm<{}>({}, {})", value_type(t), a[0], a[1]);
+    // Zeta, polygamma and the orthogonal polynomials: helpers of the backends' special headers,
+    // named as the loop ops are.
+    case LoopOp::Zeta: case LoopOp::Polygamma: case LoopOp::ChebyshevT: case LoopOp::ChebyshevU:
+    case LoopOp::ChebyshevV: case LoopOp::ChebyshevW: case LoopOp::ShiftedChebyshevT: case LoopOp::ShiftedChebyshevU:
+    case LoopOp::ShiftedChebyshevV: case LoopOp::ShiftedChebyshevW: case LoopOp::HermiteH: case LoopOp::HermiteHe:
+    case LoopOp::LaguerreL: case LoopOp::LegendreP:
+      return fmt::format("coil_rt::{}({}, {})", loop::op_name(op), a[0], a[1]);
     case LoopOp::Eq: return fmt::format("({} == {})", a[0], a[1]);
     case LoopOp::Ne: return fmt::format("({} != {})", a[0], a[1]);
     case LoopOp::Lt: return fmt::format("({} < {})", a[0], a[1]);

@@ -72,12 +72,16 @@ template <typename T> COIL_FN T bessel_i0_impl(T x) { return exp(abs(x)) * besse
 template <typename T> COIL_FN T bessel_i1_impl(T x) { return exp(abs(x)) * bessel_i1e_impl(x); }
 
 // K0 and K1 (x > 0; inf at 0, NaN below): on (0, 2] a Chebyshev series in x^2 - 2 plus the
-// logarithmic term through I0 / I1, beyond e^-x / sqrt(x) times a series in 8/x - 2.
-template <typename T> COIL_FN T bessel_k0_impl(T x) {
+// logarithmic term through I0 / I1, beyond e^-x / sqrt(x) times a series in 8/x - 2. The scaled
+// forms (e^x K) share the series, in the order of PyTorch's scaled kernels.
+template <typename T> COIL_FN T bessel_k0_small(T x) {
   static const double kSmall[10] = {
       1.37446543561352307156e-16, 4.25981614279661018399e-14, 1.03496952576338420167e-11, 1.90451637722020886025e-09,
       2.53479107902614945675e-07, 2.28621210311945178607e-05, 1.26461541144692592338e-03, 3.59799365153615016266e-02,
       3.44289899924628486886e-01, -5.35327393233902768720e-01};
+  return chebyshev(x * x - T(2), kSmall);
+}
+template <typename T> COIL_FN T bessel_k0_large(T x) {
   static const double kLarge[25] = {
       5.30043377268626276149e-18, -1.64758043015242134646e-17, 5.21039150503902756861e-17, -1.67823109680541210385e-16,
       5.51205597852431940784e-16, -1.84859337734377901440e-15, 6.34007647740507060557e-15, -2.22751332699166985548e-14,
@@ -86,17 +90,16 @@ template <typename T> COIL_FN T bessel_k0_impl(T x) {
       8.57403401741422608519e-09, -4.66048989768794782956e-08, 2.76681363944501510342e-07, -1.83175552271911948767e-06,
       1.39498137188764993662e-05, -1.28495495816278026384e-04, 1.56988388573005337491e-03, -3.14481013119645005427e-02,
       2.44030308206595545468e+00};
-  if (x == T(0)) return inf<T>();
-  if (x < T(0)) return nan<T>();
-  if (x <= T(2)) return chebyshev(x * x - T(2), kSmall) - log(T(0.5) * x) * bessel_i0_impl(x);
-  return exp(-x) * chebyshev(T(8) / x - T(2), kLarge) / sqrt(x);
+  return chebyshev(T(8) / x - T(2), kLarge);
 }
-
-template <typename T> COIL_FN T bessel_k1_impl(T x) {
+template <typename T> COIL_FN T bessel_k1_small(T x) {
   static const double kSmall[11] = {
       -7.02386347938628759343e-18, -2.42744985051936593393e-15, -6.66690169419932900609e-13, -1.41148839263352776110e-10,
       -2.21338763073472585583e-08, -2.43340614156596823496e-06, -1.73028895751305206302e-04, -6.97572385963986435018e-03,
       -1.22611180822657148235e-01, -3.53155960776544875667e-01, 1.52530022733894777053e+00};
+  return chebyshev(x * x - T(2), kSmall);
+}
+template <typename T> COIL_FN T bessel_k1_large(T x) {
   static const double kLarge[25] = {
       -5.75674448366501715755e-18, 1.79405087314755922667e-17, -5.68946255844285935196e-17, 1.83809354436663880070e-16,
       -6.05704724837331885336e-16, 2.03870316562433424052e-15, -7.01983709041831346144e-15, 2.47715442448130437068e-14,
@@ -105,34 +108,251 @@ template <typename T> COIL_FN T bessel_k1_impl(T x) {
       -1.03457624656780970260e-08, 5.74108412545004946722e-08, -3.50196060308781257119e-07, 2.40648494783721712015e-06,
       -1.93619797416608296024e-05, 1.95215518471351631108e-04, -2.85781685962277938680e-03, 1.03923736576817238437e-01,
       2.72062619048444266945e+00};
+  return chebyshev(T(8) / x - T(2), kLarge);
+}
+template <typename T> COIL_FN T bessel_k0_impl(T x) {
   if (x == T(0)) return inf<T>();
   if (x < T(0)) return nan<T>();
-  if (x <= T(2)) return log(T(0.5) * x) * bessel_i1_impl(x) + chebyshev(x * x - T(2), kSmall) / x;
-  return exp(-x) * chebyshev(T(8) / x - T(2), kLarge) / sqrt(x);
+  if (x <= T(2)) return bessel_k0_small(x) - log(T(0.5) * x) * bessel_i0_impl(x);
+  return exp(-x) * bessel_k0_large(x) / sqrt(x);
+}
+template <typename T> COIL_FN T bessel_k1_impl(T x) {
+  if (x == T(0)) return inf<T>();
+  if (x < T(0)) return nan<T>();
+  if (x <= T(2)) return log(T(0.5) * x) * bessel_i1_impl(x) + bessel_k1_small(x) / x;
+  return exp(-x) * bessel_k1_large(x) / sqrt(x);
+}
+template <typename T> COIL_FN T scaled_bessel_k0_impl(T x) {
+  if (x == T(0)) return inf<T>();
+  if (x < T(0)) return nan<T>();
+  if (x <= T(2)) return (bessel_k0_small(x) - log(T(0.5) * x) * bessel_i0_impl(x)) * exp(x);
+  return bessel_k0_large(x) / sqrt(x);
+}
+template <typename T> COIL_FN T scaled_bessel_k1_impl(T x) {
+  if (x == T(0)) return inf<T>();
+  if (x < T(0)) return nan<T>();
+  if (x <= T(2)) return (log(T(0.5) * x) * bessel_i1_impl(x) + bessel_k1_small(x) / x) * exp(x);
+  return bessel_k1_large(x) / sqrt(x);
 }
 
-// digamma: -inf at +0 and +inf at -0 (PyTorch's signs), NaN at the negative integers. Negative
-// x reflect (psi(x) = psi(1 - x) - pi / tan(pi x), with only x's fraction in the tangent); the
-// recurrence psi(x) = psi(x + 1) - 1/x lifts x to 10, where the asymptotic series
-// ln x - 1/(2x) - sum B_2k / (2k x^2k) (Bernoulli numbers B_2 .. B_14) is exact to rounding.
+// Sum of a polynomial, the coefficients highest order first (Cephes' polevl).
+template <typename T, int N> COIL_FN T polevl(T x, const double (&c)[N]) {
+  T r = T(0);
+  for (int i = 0; i < N; ++i) r = r * x + T(c[i]);
+  return r;
+}
+
+// digamma as PyTorch's CUDA kernel computes it, step for step in T (CUDA: the operand's type):
+// -inf at +0 and +inf at -0, NaN at the negative integers; negative x reflect with pi / tan(pi
+// r) in double (r: x's fraction); the recurrence psi(x) = psi(x + 1) - 1/x lifts x to 10,
+// psi(10) exactly, beyond it the asymptotic series (Cephes' coefficients), summed last to first.
 template <typename T> COIL_FN T digamma_impl(T x) {
-  const T pi = T(3.14159265358979323846);
+  static const double kA[7] = {8.33333333333333333333E-2, -2.10927960927960927961E-2, 7.57575757575757575758E-3,
+                               -4.16666666666666666667E-3, 3.96825396825396825397E-3, -8.33333333333333333333E-3,
+                               8.33333333333333333333E-2};
   if (x == T(0)) return copysign(inf<T>(), -x);
-  T acc = T(0);
+  T result = T(0);
   if (x < T(0)) {
-    T whole = trunc(x);
-    if (x == whole) return nan<T>();
-    acc = -pi / tan(pi * (x - whole));
+    if (x == trunc(x)) return nan<T>();
+    double whole = static_cast<double>(x), fraction = whole - trunc(whole);
+    result = static_cast<T>(-3.14159265358979323846 / tan(3.14159265358979323846 * fraction));
     x = T(1) - x;
   }
   while (x < T(10)) {
-    acc -= T(1) / x;
+    result -= T(1) / x;
     x += T(1);
   }
-  T z = T(1) / (x * x);
-  T series = z * (T(1.0 / 12) - z * (T(1.0 / 120) - z * (T(1.0 / 252) - z * (T(1.0 / 240) - z * (T(1.0 / 132) -
-                                                                                               z * (T(691.0 / 32760) - z * T(1.0 / 12)))))));
-  return acc + log(x) - T(0.5) / x - series;
+  if (x == T(10)) return result + T(2.25175258906672110764);
+  T y = T(0);
+  if (x < T(1.0e17)) {
+    T z = T(1) / (x * x);
+    y = z * polevl(z, kA);
+  }
+  return log(x) - (T(0.5) / x) - y + result;
+}
+
+// trigamma (polygamma of order 1) as PyTorch's kernels: reflection below 1/2, six steps of the
+// recurrence, then the asymptotic series.
+template <typename T> COIL_FN T trigamma_impl(T x) {
+  const T pi = T(3.14159265358979323846);
+  T sign = T(1), result = T(0);
+  if (x < T(0.5)) {
+    sign = T(-1);
+    T s = sin(pi * x);
+    result -= (pi * pi) / (s * s);
+    x = T(1) - x;
+  }
+  for (int i = 0; i < 6; ++i) {
+    result += T(1) / (x * x);
+    x += T(1);
+  }
+  const T ixx = T(1) / (x * x);
+  result += (T(1) + T(1) / (T(2) * x) + ixx * (T(1) / T(6) - ixx * (T(1) / T(30) - ixx * (T(1) / T(42))))) / x;
+  return sign * result;
+}
+
+// Hurwitz zeta(x, q) = sum_k (k + q)^-x (Cephes' zeta, as PyTorch computes it): +inf at x = 1
+// and at q a non-positive integer, NaN for x < 1 and for q < 0 with x not an integer; the sum's
+// first ten terms or more (to a > 9), then the Euler-Maclaurin tail with B_2k / (2k)!.
+template <typename T> COIL_FN T zeta_impl(T x, T q) {
+  static const double kA[12] = {12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9, 7.47242496e10,
+                                -2.950130727918164224e12, 1.1646782814350067249e14, -4.5979787224074726105e15,
+                                1.8152105401943546773e17, -7.1661652561756670113e18};
+  const T machep = T(1.11022302462515654042E-16);
+  if (x == T(1)) return inf<T>();
+  if (x < T(1)) return nan<T>();
+  if (q <= T(0)) {
+    if (q == floor(q)) return inf<T>();
+    if (x != floor(x)) return nan<T>();
+  }
+  T s = pow(q, -x), a = q, b = T(0);
+  int i = 0;
+  while (i < 9 || a <= T(9)) {
+    i += 1;
+    a += T(1);
+    b = pow(a, -x);
+    s += b;
+    if (-machep * s < b && b < machep * s) return s;
+  }
+  T w = a;
+  s += b * w / (x - T(1));
+  s -= T(0.5) * b;
+  a = T(1);
+  T k = T(0);
+  for (int j = 0; j < 12; ++j) {
+    a *= x + k;
+    b /= w;
+    T t = a * b / T(kA[j]);
+    s = s + t;
+    t = abs(t / s);
+    if (t < machep) return s;
+    k += T(1);
+    a *= x + k;
+    b /= w;
+    k += T(1);
+  }
+  return s;
+}
+
+// polygamma of order n >= 2 (held in T): (-1)^(n+1) n! zeta(n + 1, x), n! as exp(lgamma(n + 1))
+// in T and zeta in A (PyTorch's CPU kernel sums it in double for float, CUDA in the type itself).
+template <typename T, typename A> COIL_FN T polygamma_impl(T n, T x) {
+  const int order = static_cast<int>(n);
+  T factor = (order % 2 ? T(1) : T(-1)) * exp(lgamma(n + T(1)));
+  return factor * static_cast<T>(zeta_impl(static_cast<A>(order + 1), static_cast<A>(x)));
+}
+
+// The inverse of the normal distribution function (Cephes' ndtri): -inf at 0, inf at 1, NaN
+// outside [0, 1]; a rational function of y - 1/2 in the middle, of 1 / sqrt(-2 log y) in the
+// tails (two ranges), the upper tail by symmetry.
+template <typename T> COIL_FN T ndtri_impl(T y0) {
+  static const double kP0[5] = {-5.99633501014107895267E1, 9.80010754185999661536E1, -5.66762857469070293439E1,
+                                1.39312609387279679503E1, -1.23916583867381258016E0};
+  static const double kQ0[9] = {1.0, 1.95448858338141759834E0, 4.67627912898881538453E0, 8.63602421390890590575E1,
+                                -2.25462687854119370527E2, 2.00260212380060660359E2, -8.20372256168333339912E1,
+                                1.59056225126211695515E1, -1.18331621121330003142E0};
+  static const double kP1[9] = {4.05544892305962419923E0, 3.15251094599893866154E1, 5.71628192246421288162E1,
+                                4.40805073893200834700E1, 1.46849561928858024014E1, 2.18663306850790267539E0,
+                                -1.40256079171354495875E-1, -3.50424626827848203418E-2, -8.57456785154685413611E-4};
+  static const double kQ1[9] = {1.0, 1.57799883256466749731E1, 4.53907635128879210584E1, 4.13172038254672030440E1,
+                                1.50425385692907503408E1, 2.50464946208309415979E0, -1.42182922854787788574E-1,
+                                -3.80806407691578277194E-2, -9.33259480895457427372E-4};
+  static const double kP2[9] = {3.23774891776946035970E0, 6.91522889068984211695E0, 3.93881025292474443415E0,
+                                1.33303460815807542389E0, 2.01485389549179081538E-1, 1.23716634817820021358E-2,
+                                3.01581553508235416007E-4, 2.65806974686737550832E-6, 6.23974539184983293730E-9};
+  static const double kQ2[9] = {1.0, 6.02427039364742014255E0, 3.67983563856160859403E0, 1.37702099489081330271E0,
+                                2.16236993594496635890E-1, 1.34204006088543189037E-2, 3.28014464682127739104E-4,
+                                2.89247864745380683936E-6, 6.79019408009981274425E-9};
+  if (y0 == T(0)) return -inf<T>();
+  if (y0 == T(1)) return inf<T>();
+  if (y0 < T(0) || y0 > T(1)) return nan<T>();
+  const T exp_minus_2 = T(0.13533528323661269189);
+  bool lower = true;
+  T y = y0;
+  if (y > T(1) - exp_minus_2) {
+    y = T(1) - y;
+    lower = false;
+  }
+  if (y > exp_minus_2) {
+    y = y - T(0.5);
+    const T y2 = y * y;
+    T x = y + y * (y2 * polevl(y2, kP0) / polevl(y2, kQ0));
+    return x * T(2.50662827463100050242E0);
+  }
+  T x = sqrt(T(-2) * log(y));
+  const T x0 = x - log(x) / x;
+  const T z = T(1) / x;
+  T x1 = x < T(8) ? z * polevl(z, kP1) / polevl(z, kQ1) : z * polevl(z, kP2) / polevl(z, kQ2);
+  x = x0 - x1;
+  return lower ? -x : x;
+}
+
+// Airy's Ai (Cephes' airy as PyTorch has it): NaN at +-inf, 0 beyond 103.892; below -2.09 the
+// oscillating asymptotic form, from 2.09 the decaying one, between them the Maclaurin series.
+template <typename T> COIL_FN T airy_ai_impl(T x) {
+  static const double kAN[8] = {3.46538101525629032477e-01, 1.20075952739645805542e+01, 7.62796053615234516538e+01,
+                                1.68089224934630576269e+02, 1.59756391350164413639e+02, 7.05360906840444183113e+01,
+                                1.40264691163389668864e+01, 9.99999999999999995305e-01};
+  static const double kAD[8] = {5.67594532638770212846e-01, 1.47562562584847203173e+01, 8.45138970141474626562e+01,
+                                1.77318088145400459522e+02, 1.64234692871529701831e+02, 7.14778400825575695274e+01,
+                                1.40959135607834029598e+01, 1.00000000000000000470e+00};
+  static const double kAFN[9] = {-1.31696323418331795333e-01, -6.26456544431912369773e-01, -6.93158036036933542233e-01,
+                                 -2.79779981545119124951e-01, -4.91900132609500318020e-02, -4.06265923594885404393e-03,
+                                 -1.59276496239262096340e-04, -2.77649108155232920844e-06, -1.67787698489114633780e-08};
+  static const double kAFD[9] = {1.33560420706553243746e+01, 3.26825032795224613948e+01, 2.67367040941499554804e+01,
+                                 9.18707402907259625840e+00, 1.47529146771666414581e+00, 1.15687173795188044134e-01,
+                                 4.40291641615211203805e-03, 7.54720348287414296618e-05, 4.51850092970580378464e-07};
+  static const double kAGN[11] = {1.97339932091685679179e-02, 3.91103029615688277255e-01, 1.06579897599595591108e+00,
+                                  9.39169229816650230044e-01, 3.51465656105547619242e-01, 6.33888919628925490927e-02,
+                                  5.85804113048388458567e-03, 2.82851600836737019778e-04, 6.98793669997260967291e-06,
+                                  8.11789239554389293311e-08, 3.41551784765923618484e-10};
+  static const double kAGD[10] = {9.30892908077441974853e+00, 1.98352928718312140417e+01, 1.55646628932864612953e+01,
+                                  5.47686069422975497931e+00, 9.54293611618961883998e-01, 8.64580826352392193095e-02,
+                                  4.12656523824222607191e-03, 1.01259085116509135510e-04, 1.17166733214413521882e-06,
+                                  4.91834570062930015649e-09};
+  const T one_over_sqrt_pi = T(5.64189583547756286948e-01);
+  if (isinf(x)) return nan<T>();
+  if (x > T(103.892)) return T(0);
+  if (x < T(-2.09)) {
+    T z = T(1) / (T(-2) * x * sqrt(-x) / T(3));
+    T zz = z * z;
+    T afn = polevl(zz, kAFN), afd = polevl(zz, kAFD), agn = polevl(zz, kAGN), agd = polevl(zz, kAGD);
+    T t = T(-2) * x * sqrt(-x) / T(3) + T(0.25) * T(3.14159265358979323846);
+    return one_over_sqrt_pi / sqrt(sqrt(-x)) * (sin(t) * (T(1) + z * z * afn / afd) - cos(t) * (z * agn / agd));
+  }
+  if (x >= T(2.09)) {
+    T zeta = T(2) * x * sqrt(x) / T(3);
+    T an = polevl(T(1) / zeta, kAN), ad = polevl(T(1) / zeta, kAD);
+    return one_over_sqrt_pi * (an / ad) / (T(2) * sqrt(sqrt(x)) * exp(zeta));
+  }
+  const T eps = T(sizeof(T) == 4 ? 1.1920928955078125e-07 : 2.220446049250313e-16);
+  T f = T(1), g = x, k = T(1), m = T(1), n = x, t = T(1), z = x * x * x;
+  while (t > eps) {
+    m *= z;
+    k += T(1);
+    m /= k;
+    n *= z;
+    k += T(1);
+    n /= k;
+    m /= k;
+    f += m;
+    k += T(1);
+    n /= k;
+    g += n;
+    t = abs(m / f);
+  }
+  return T(0.355028053887817239260) * f - T(0.258819403792806798405) * g;
+}
+
+// sin(x) / x, by its Maclaurin series below |x| = 1/2; 0 at +-inf.
+template <typename T> COIL_FN T spherical_bessel_j0_impl(T x) {
+  if (isinf(x)) return T(0);
+  if (abs(x) < T(0.5)) {
+    T xx = x * x;
+    return T(1) + xx * (T(-1) / T(6) + xx * (T(1) / T(120) + xx * (T(-1) / T(5040) + xx * (T(1) / T(362880) +
+                    xx * (T(-1) / T(39916800) + xx * (T(1) / T(6227020800.0)))))));
+  }
+  return sin(x) / x;
 }
 
 // erfinv: a rational first guess (Pavlis' erfinv coefficients, central range |y| <= 0.7, tails

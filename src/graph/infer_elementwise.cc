@@ -151,11 +151,13 @@ UnaryRule unary_rule(OpKind op) {
     case OpKind::Asin: case OpKind::Acos: case OpKind::Atan: case OpKind::Asinh: case OpKind::Acosh: case OpKind::Atanh:
     case OpKind::Sinh: case OpKind::Cosh: case OpKind::Exp2: case OpKind::Erfc: case OpKind::Erfinv:
     case OpKind::Lgamma: case OpKind::Digamma: case OpKind::I0: case OpKind::SpecialI0e: case OpKind::SpecialI1:
-    case OpKind::SpecialI1e:
+    case OpKind::SpecialI1e: case OpKind::Polygamma:
       return UnaryRule::int_to_float;
     case OpKind::SpecialErfcx: case OpKind::SpecialBesselJ0: case OpKind::SpecialBesselJ1: case OpKind::SpecialBesselY0:
     case OpKind::SpecialBesselY1: case OpKind::SpecialModifiedBesselI0: case OpKind::SpecialModifiedBesselI1:
-    case OpKind::SpecialModifiedBesselK0: case OpKind::SpecialModifiedBesselK1:
+    case OpKind::SpecialModifiedBesselK0: case OpKind::SpecialModifiedBesselK1: case OpKind::SpecialScaledModifiedBesselK0:
+    case OpKind::SpecialScaledModifiedBesselK1: case OpKind::SpecialSphericalBesselJ0: case OpKind::SpecialAiryAi:
+    case OpKind::SpecialNdtri:
       return UnaryRule::int_to_float_32_64;
     case OpKind::Abs: case OpKind::Neg: case OpKind::Relu: case OpKind::Hardtanh: case OpKind::Floor:
     case OpKind::Ceil: case OpKind::Round: case OpKind::Trunc:
@@ -174,6 +176,7 @@ UnaryRule unary_rule(OpKind op) {
 
 DType unary_dtype(const ArgReader& a, DType in) {
   const std::string& op = a.op_name();
+  if (a.node().op == OpKind::Polygamma && a.integer("n") < 0) fail("{}: polygamma(n, x) does not support negative n", op);
   switch (unary_rule(a.node().op)) {
     case UnaryRule::int_to_float: return is_integral(in, true) ? DType::f32 : in;
     case UnaryRule::int_to_float_32_64:
@@ -234,6 +237,23 @@ bool integer_only(OpKind op) {
   }
 }
 
+// Hurwitz zeta and the orthogonal polynomials: PyTorch's kernels take f32 and f64 only (integer
+// and bool operands compute in f32).
+bool float_32_64_binary(OpKind op) {
+  switch (op) {
+    case OpKind::SpecialZeta: case OpKind::SpecialZetaSelfScalar: case OpKind::SpecialZetaOtherScalar:
+#define COIL_POLYNOMIAL(name) case OpKind::Special##name: case OpKind::Special##name##XScalar: case OpKind::Special##name##NScalar:
+    COIL_POLYNOMIAL(ChebyshevPolynomialT) COIL_POLYNOMIAL(ChebyshevPolynomialU) COIL_POLYNOMIAL(ChebyshevPolynomialV)
+    COIL_POLYNOMIAL(ChebyshevPolynomialW) COIL_POLYNOMIAL(ShiftedChebyshevPolynomialT) COIL_POLYNOMIAL(ShiftedChebyshevPolynomialU)
+    COIL_POLYNOMIAL(ShiftedChebyshevPolynomialV) COIL_POLYNOMIAL(ShiftedChebyshevPolynomialW) COIL_POLYNOMIAL(HermitePolynomialH)
+    COIL_POLYNOMIAL(HermitePolynomialHe) COIL_POLYNOMIAL(LaguerrePolynomialL) COIL_POLYNOMIAL(LegendrePolynomialP)
+#undef COIL_POLYNOMIAL
+      return true;
+    default:
+      return false;
+  }
+}
+
 DType binary_dtype(const ArgReader& a, const std::vector<PromoteOperand>& operands, DType common) {
   const std::string& op = a.op_name();
   OpKind k = a.node().op;
@@ -243,6 +263,10 @@ DType binary_dtype(const ArgReader& a, const std::vector<PromoteOperand>& operan
   if (integer_only(k) && !is_integral(common, false)) fail("{}: not implemented for {}", op, dtype_name(common));
   if ((k == OpKind::Hypot || k == OpKind::Nextafter) && !is_float(common))
     fail("{}: not implemented for {}", op, dtype_name(common));
+  if (float_32_64_binary(k)) {
+    if (common == DType::f16 || common == DType::bf16) fail("{}: not implemented for {}", op, dtype_name(common));
+    return is_integral(common, true) ? DType::f32 : common;
+  }
   // ATen's exact ldexp takes integer exponents, not bool ones.
   if (k == OpKind::LdexpTensor && is_float(operands[0].dtype) && operands[1].dtype == DType::b8)
     fail("{}: an exponent of a floating-point tensor must not be bool", op);

@@ -21,8 +21,15 @@ double op_cost(loop::LoopOp op) {
     case LoopOp::Erfinv: case LoopOp::Erfcx: case LoopOp::Lgamma: case LoopOp::Digamma: case LoopOp::I0:
     case LoopOp::I0e: case LoopOp::I1: case LoopOp::I1e: case LoopOp::BesselJ0: case LoopOp::BesselJ1:
     case LoopOp::BesselY0: case LoopOp::BesselY1: case LoopOp::BesselK0: case LoopOp::BesselK1:
-    case LoopOp::Gcd: case LoopOp::Lcm:
+    case LoopOp::Gcd: case LoopOp::Lcm: case LoopOp::Trigamma: case LoopOp::Ndtri: case LoopOp::AiryAi:
+    case LoopOp::ScaledBesselK0: case LoopOp::ScaledBesselK1: case LoopOp::SphericalBesselJ0:
       return 2 * kTranscendental;
+    // A sum of powers (zeta) or a recurrence up to the degree (the orthogonal polynomials).
+    case LoopOp::Zeta: case LoopOp::Polygamma: case LoopOp::ChebyshevT: case LoopOp::ChebyshevU:
+    case LoopOp::ChebyshevV: case LoopOp::ChebyshevW: case LoopOp::ShiftedChebyshevT: case LoopOp::ShiftedChebyshevU:
+    case LoopOp::ShiftedChebyshevV: case LoopOp::ShiftedChebyshevW: case LoopOp::HermiteH: case LoopOp::HermiteHe:
+    case LoopOp::LaguerreL: case LoopOp::LegendreP:
+      return 8 * kTranscendental;
     case LoopOp::FrexpMantissa: case LoopOp::FrexpExponent: case LoopOp::Ldexp: case LoopOp::NextAfter:
       return kDivide;
     case LoopOp::Div: case LoopOp::FloorDiv: case LoopOp::TruncDiv: case LoopOp::Remainder: case LoopOp::Fmod:

@@ -85,6 +85,28 @@ ExprRef unary(const Node& n, ExprRef x, const ArgReader& args) {
     case OpKind::SpecialBesselY1: return op(LoopOp::BesselY1, {x});
     case OpKind::SpecialModifiedBesselK0: return op(LoopOp::BesselK0, {x});
     case OpKind::SpecialModifiedBesselK1: return op(LoopOp::BesselK1, {x});
+    case OpKind::SpecialScaledModifiedBesselK0: return op(LoopOp::ScaledBesselK0, {x});
+    case OpKind::SpecialScaledModifiedBesselK1: return op(LoopOp::ScaledBesselK1, {x});
+    case OpKind::SpecialSphericalBesselJ0: return op(LoopOp::SphericalBesselJ0, {x});
+    case OpKind::SpecialAiryAi: return op(LoopOp::AiryAi, {x});
+    case OpKind::SpecialNdtri: return op(LoopOp::Ndtri, {x});
+    case OpKind::Polygamma: {
+      // ATen's kernels: digamma for n = 0, trigamma for n = 1, the zeta form beyond.
+      int64_t order = args.integer("n");
+      if (order == 0) return op(LoopOp::Digamma, {x});
+      if (order == 1) return op(LoopOp::Trigamma, {x});
+      const TensorMeta& out_meta = n.outputs[0].meta;
+      DType out = out_meta.dtype;
+      if ((out == DType::f16 || out == DType::bf16) && out_meta.device.kind == Device::Kind::cpu) {
+        // ATen's 16-bit CPU kernel: n! in float, zeta rounded to the 16-bit type before the
+        // product (its CUDA kernel computes all of it in float, as the loop op does).
+        ExprRef factorial = op(LoopOp::Exp, {op(LoopOp::Lgamma, {k(static_cast<double>(order + 1), t)})});
+        ExprRef factor = op(LoopOp::Mul, {k(order % 2 ? 1 : -1, t), factorial});
+        ExprRef zeta = op(LoopOp::Zeta, {k(static_cast<double>(order + 1), t), x});
+        return op(LoopOp::Mul, {factor, cast(cast(zeta, out), t)});
+      }
+      return op(LoopOp::Polygamma, {k(static_cast<double>(order), t), x});
+    }
     case OpKind::Signbit:
       if (is_float(t)) return op(LoopOp::SignBit, {x});
       return t == DType::b8 || t == DType::u8 ? k(0, DType::b8) : op(LoopOp::Lt, {x, k(0, t)});
@@ -178,6 +200,18 @@ ExprRef binary(const Node& n, ExprRef a, ExprRef b, const ArgReader& args) {
       return op(LoopOp::ShiftRight, {a, b});
     case OpKind::Gcd: return op(LoopOp::Gcd, {a, b});
     case OpKind::Lcm: return op(LoopOp::Lcm, {a, b});
+    case OpKind::SpecialZeta: case OpKind::SpecialZetaSelfScalar: case OpKind::SpecialZetaOtherScalar:
+      return op(LoopOp::Zeta, {a, b});
+#define COIL_POLYNOMIAL(name, loop_op)                                                                      \
+  case OpKind::Special##name: case OpKind::Special##name##XScalar: case OpKind::Special##name##NScalar: \
+    return op(LoopOp::loop_op, {a, b});
+    COIL_POLYNOMIAL(ChebyshevPolynomialT, ChebyshevT) COIL_POLYNOMIAL(ChebyshevPolynomialU, ChebyshevU)
+    COIL_POLYNOMIAL(ChebyshevPolynomialV, ChebyshevV) COIL_POLYNOMIAL(ChebyshevPolynomialW, ChebyshevW)
+    COIL_POLYNOMIAL(ShiftedChebyshevPolynomialT, ShiftedChebyshevT) COIL_POLYNOMIAL(ShiftedChebyshevPolynomialU, ShiftedChebyshevU)
+    COIL_POLYNOMIAL(ShiftedChebyshevPolynomialV, ShiftedChebyshevV) COIL_POLYNOMIAL(ShiftedChebyshevPolynomialW, ShiftedChebyshevW)
+    COIL_POLYNOMIAL(HermitePolynomialH, HermiteH) COIL_POLYNOMIAL(HermitePolynomialHe, HermiteHe)
+    COIL_POLYNOMIAL(LaguerrePolynomialL, LaguerreL) COIL_POLYNOMIAL(LegendrePolynomialP, LegendreP)
+#undef COIL_POLYNOMIAL
     case OpKind::EqTensor: case OpKind::EqScalar: return op(LoopOp::Eq, {a, b});
     case OpKind::NeTensor: case OpKind::NeScalar: return op(LoopOp::Ne, {a, b});
     case OpKind::LtTensor: case OpKind::LtScalar: return op(LoopOp::Lt, {a, b});
@@ -261,8 +295,10 @@ std::vector<Value> lower_pointwise(Context& c, const Node& n) {
     return result(op(LoopOp::Mul, {x, cast(cast(cast(p, power), out.dtype), compute)}));
   }
   if (family == OpFamily::unary) {
-    DType in = c.value(std::get<ValueRef>(n.arg("self").value)).meta.dtype;
-    return result(unary(n, operand("self", is_float(out.dtype) ? compute : opmath(in)), args));
+    // The operand is `self`, or `x` in some special functions' schemas.
+    std::string_view self = n.schema().arg_index("self") >= 0 ? "self" : "x";
+    DType in = c.value(std::get<ValueRef>(n.arg(self).value)).meta.dtype;
+    return result(unary(n, operand(self, is_float(out.dtype) ? compute : opmath(in)), args));
   }
   // Binary and ternary: tensors and scalars in schema order.
   std::vector<ExprRef> xs;

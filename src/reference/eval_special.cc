@@ -112,6 +112,113 @@ double bessel_y(int nu, double x) {
   return static_cast<double>(std::cyl_neumann(static_cast<ld>(nu), static_cast<ld>(x)));
 }
 
+// e^x K_nu(x) (PyTorch's scaled_modified_bessel_k0/k1): the library's K_nu in long double up to
+// 700, then the asymptotic series sqrt(pi / (2x)) * sum_k a_k(nu) / x^k.
+double scaled_bessel_k(int nu, double x) {
+  if (std::isnan(x) || x < 0) return kNan;
+  if (x == 0) return kInf;
+  if (std::isinf(x)) return 0;
+  ld a = x;
+  if (a <= 700) return static_cast<double>(std::cyl_bessel_k(static_cast<ld>(nu), a) * std::exp(a));
+  ld mu = 4.0L * nu * nu, term = 1, sum = 1;
+  for (int k = 1; k < 8; ++k) {
+    term *= (mu - (2 * k - 1) * (2 * k - 1)) / (k * 8 * a);
+    sum += term;
+  }
+  return static_cast<double>(sum * std::sqrt(std::numbers::pi_v<ld> / (2 * a)));
+}
+
+// sin(x) / x; 1 at 0 and 0 at +-inf, as PyTorch gives.
+double spherical_bessel_j0(double x) {
+  if (std::isinf(x)) return 0;
+  if (x == 0) return 1;
+  return static_cast<double>(std::sin(static_cast<ld>(x)) / x);
+}
+
+// Ai through the Bessel functions of order 1/3 (DLMF 9.6): sqrt(x/3) K_1/3(z) / pi for x > 0,
+// sqrt(-x) / 2 (J_1/3(z) - Y_1/3(z) / sqrt(3)) below, z = 2/3 |x|^1.5. PyTorch's special values:
+// NaN at +-inf, 0 beyond 103.892.
+double airy_ai(double x) {
+  if (std::isnan(x)) return x;
+  if (std::isinf(x)) return kNan;
+  if (x > 103.892) return 0;
+  if (x == 0) return 0.355028053887817239260;
+  const ld third = 1.0L / 3, a = std::fabs(static_cast<ld>(x)), z = 2 * a * std::sqrt(a) / 3;
+  if (x > 0) return static_cast<double>(std::sqrt(a / 3) * std::cyl_bessel_k(third, z) / std::numbers::pi_v<ld>);
+  return static_cast<double>(std::sqrt(a) / 2 * (std::cyl_bessel_j(third, z) - std::cyl_neumann(third, z) / std::sqrt(3.0L)));
+}
+
+// The normal quantile by Newton's method on log Phi(x) = log y (concave, so it converges from
+// the tails' first guess), Phi by long double erfc; the upper half by symmetry (1 - y is exact).
+double ndtri(double y) {
+  if (std::isnan(y)) return y;
+  if (y == 0) return -kInf;
+  if (y == 1) return kInf;
+  if (y < 0 || y > 1) return kNan;
+  if (y > 0.5) return -ndtri(1 - y);
+  const ld sqrt2 = std::numbers::sqrt2_v<ld>, sqrt2pi = std::sqrt(2 * std::numbers::pi_v<ld>);
+  const ld target = std::log(static_cast<ld>(y));
+  ld x = y > 0.1 ? (y - 0.5L) * sqrt2pi : -std::sqrt(-2 * target);
+  for (int i = 0; i < 200; ++i) {
+    ld cdf = std::erfc(-x / sqrt2) / 2, pdf = std::exp(-x * x / 2) / sqrt2pi;
+    ld step = (std::log(cdf) - target) * cdf / pdf;
+    x -= step;
+    if (std::fabs(step) <= 1e-19L * std::fabs(x)) break;
+  }
+  return static_cast<double>(x);
+}
+
+}  // namespace
+
+// Hurwitz zeta by Euler-Maclaurin in long double: the first terms summed directly (past -q when
+// q < 0), the integral and the Bernoulli corrections of the tail. PyTorch's special values: +inf
+// at s = 1 and at q a non-positive integer, NaN for s < 1, for q < 0 with s not an integer and
+// for q = +inf (its sum meets 0 * inf there).
+double hurwitz_zeta(double s, double q) {
+  if (std::isnan(s) || std::isnan(q)) return kNan;
+  if (s == 1) return kInf;
+  if (s < 1) return kNan;
+  if (q <= 0) {
+    if (q == std::floor(q)) return kInf;
+    if (s != std::floor(s)) return kNan;
+  }
+  if (std::isinf(q)) return kNan;
+  if (std::isinf(s)) return q == 1 ? 1 : (q < 1 ? kInf : kNan);
+  const ld S = s, Q = q;
+  const int64_t direct = 24 + (q < 0 ? static_cast<int64_t>(-q) : 0);
+  ld sum = 0;
+  for (int64_t k = 0; k < direct; ++k) sum += std::pow(Q + k, -S);
+  const ld a = Q + direct;
+  sum += std::pow(a, 1 - S) / (S - 1) + std::pow(a, -S) / 2;
+  // B_2j / (2j)!, j = 1..8
+  const ld b[] = {1.0L / 12, -1.0L / 720, 1.0L / 30240, -1.0L / 1209600, 1.0L / 47900160, -691.0L / 1307674368000,
+                  1.0L / 74724249600, -3617.0L / 10670622842880000};
+  ld rising = S, power = std::pow(a, -S - 1);
+  for (int j = 0; j < 8; ++j) {
+    sum += b[j] * rising * power;
+    rising *= (S + 2 * j + 1) * (S + 2 * j + 2);
+    power /= a * a;
+  }
+  return static_cast<double>(sum);
+}
+
+namespace {
+
+// polygamma: digamma (n = 0); trigamma as zeta(2, x), reflected below 1/2 (pi^2 / sin^2(pi x),
+// sin of pi times x's distance to the nearest integer); (-1)^(n+1) n! zeta(n + 1, x) beyond.
+double polygamma(int64_t n, double x) {
+  if (n == 0) return digamma(x);
+  if (std::isnan(x)) return x;
+  if (n == 1) {
+    if (std::isinf(x)) return x > 0 ? 0 : kNan;
+    if (x >= 0.5) return hurwitz_zeta(2, x);
+    ld s = std::sin(std::numbers::pi_v<ld> * (static_cast<ld>(x) - std::nearbyint(static_cast<ld>(x))));
+    return static_cast<double>(std::numbers::pi_v<ld> * std::numbers::pi_v<ld> / (s * s) - hurwitz_zeta(2, 1 - x));
+  }
+  ld factorial = std::tgamma(static_cast<ld>(n) + 1);
+  return static_cast<double>((n % 2 ? 1 : -1) * factorial * hurwitz_zeta(static_cast<double>(n + 1), x));
+}
+
 // round(x, decimals) as ATen computes it in the op's compute type: x * 10^d rounded to an
 // integer, divided by 10^d (for d < 0: x / 10^-d rounded, times 10^-d), each step rounded.
 double round_decimals(double x, int64_t decimals, DType t) {
@@ -179,6 +286,12 @@ std::optional<double> special_unary(const NodeEval& e, double x) {
     case OpKind::SpecialBesselJ1: return bessel_j(1, x);
     case OpKind::SpecialBesselY0: return bessel_y(0, x);
     case OpKind::SpecialBesselY1: return bessel_y(1, x);
+    case OpKind::SpecialScaledModifiedBesselK0: return scaled_bessel_k(0, x);
+    case OpKind::SpecialScaledModifiedBesselK1: return scaled_bessel_k(1, x);
+    case OpKind::SpecialSphericalBesselJ0: return spherical_bessel_j0(x);
+    case OpKind::SpecialAiryAi: return airy_ai(x);
+    case OpKind::SpecialNdtri: return ndtri(x);
+    case OpKind::Polygamma: return polygamma(e.integer("n"), x);
     case OpKind::Signbit: return std::signbit(x) ? 1.0 : 0.0;
     case OpKind::RoundDecimals: return round_decimals(x, e.integer("decimals"), e.out_dtype());
     default: return std::nullopt;
@@ -195,7 +308,9 @@ std::optional<double> special_binary(OpKind op, double a, double b, DType comput
     case OpKind::CopysignTensor: case OpKind::CopysignScalar: return std::copysign(a, b);
     case OpKind::Hypot: return std::hypot(a, b);
     case OpKind::Nextafter: return nextafter_in(a, b, compute);
-    default: return std::nullopt;
+    case OpKind::SpecialZeta: case OpKind::SpecialZetaSelfScalar: case OpKind::SpecialZetaOtherScalar:
+      return hurwitz_zeta(a, b);
+    default: return polynomial(op, a, b, compute);
   }
 }
 

@@ -17,6 +17,12 @@ std::optional<int64_t> special_unary_int(OpKind op, int64_t x, DType t);
 std::optional<double> special_binary(OpKind op, double a, double b, DType compute);
 // A binary op on integers of dtype `t` (shifts, gcd, lcm), wrapping as `t` does.
 std::optional<int64_t> special_binary_int(OpKind op, int64_t a, int64_t b, DType t);
+// Hurwitz zeta(s, q) in long double, with PyTorch's special values (eval_special.cc).
+double hurwitz_zeta(double s, double q);
+// An orthogonal polynomial (special_chebyshev_polynomial_t, ..., legendre_polynomial_p, any
+// overload) of x and degree n in floating `compute`, as PyTorch's CPU kernels define it; nullopt
+// for other ops (eval_polynomials.cc).
+std::optional<double> polynomial(OpKind op, double x, double n, DType compute);
 // frexp (mantissa and int32 exponent) and ldexp (an integer exponent read exactly), whole.
 std::vector<Tensor> eval_frexp(const NodeEval& e);
 std::vector<Tensor> eval_ldexp(const NodeEval& e);

@@ -201,3 +201,142 @@ add("remainder.Scalar_Tensor", "i8-signs", lambda g: g.call("remainder.Scalar_Te
 for op, s in [("bitwise_left_shift.Scalar_Tensor", 5), ("bitwise_right_shift.Scalar_Tensor", -100)]:
     for dt in [I8, U8, I32, I64]:
         add(op, f"amounts-{dt_tag(dt)}", lambda g: g.call(op, s, g.t((6,), dt, values=[0, 1, 7, 8, 63, 64] if dt != U8 else [0, 1, 7, 8, 200, 3])))
+
+# ----------------------------------------------------------------------------------------------
+# More of torch.special: ndtri, Airy's Ai, the scaled K0/K1, the spherical J0 (f32 and f64 only,
+# as PyTorch), polygamma of orders 0 to 5, Hurwitz zeta and the orthogonal polynomials (Tensor,
+# x_scalar and n_scalar overloads; f32 and f64, integer operands compute in f32).
+
+MORE_UNARY = ["special_ndtri", "special_airy_ai", "special_scaled_modified_bessel_k0",
+              "special_scaled_modified_bessel_k1", "special_spherical_bessel_j0"]
+MORE_DOMAIN = {"special_ndtri": dict(low=0, high=1)}
+MORE_EDGES = {
+    "special_ndtri": [0.0, -0.0, 1.0, 0.5, 0.025, 0.975, 1e-30, 1e-10, 0.13533528323661269, 0.8646647167633873,
+                      1.2664165549e-14, 0.99999, -0.5, 1.5, NAN, INF, -INF],
+    "special_airy_ai": [-INF, INF, NAN, 0.0, -0.0, -2.09, -2.1, 2.09, 2.1, 8.3203353, 8.33, 50.0, 103.9, -10.5, 1e-30, -1.0],
+    "special_scaled_modified_bessel_k0": [-INF, INF, NAN, 0.0, -0.0, -1.0, 1e-30, 0.5, 2.0, 2.5, 80.0, 800.0, 1e10],
+    "special_scaled_modified_bessel_k1": [-INF, INF, NAN, 0.0, -0.0, -1.0, 1e-30, 0.5, 2.0, 2.5, 80.0, 800.0, 1e10],
+    "special_spherical_bessel_j0": [-INF, INF, NAN, 0.0, -0.0, 0.49, 0.5, -0.5, 3.14159, 100.0, 1e-30, 1e30, -7.5],
+}
+# PyTorch's Ai (Cephes' expansions) is off by up to 3e-6 absolute near x = -2.09 and in f32's
+# oscillating range (against mpmath); coil's compiled Ai is PyTorch's, its interpreter's exact.
+AIRY_TOL = (1e-5, 5e-6)
+
+for op in MORE_UNARY:
+    tol = AIRY_TOL if op == "special_airy_ai" else None
+    for dt in ALL:
+        domain = MORE_DOMAIN.get(op, {}) if dt.is_floating_point else {}
+        add(op, dt_tag(dt), lambda g: g.call(op, g.t(SHAPE, dt, special=True, **domain)), tol=tol)
+    for tag, shape, layout in LAYOUTS:
+        add(op, tag, lambda g: g.call(op, g.t(shape, F32, layout, **MORE_DOMAIN.get(op, {}))), tol=tol)
+    for dt in [F32, F64]:
+        add(op, f"edges-{dt_tag(dt)}", lambda g: g.call(op, g.t((len(MORE_EDGES[op]),), dt, values=MORE_EDGES[op])), tol=tol)
+    add(op, "ints", lambda g: g.call(op, g.t((6,), I64, values=[-2, -1, 0, 1, 2, 50])), tol=tol)
+
+# polygamma(n, x): digamma at n = 0, trigamma at 1 (positive x there: near its negative poles
+# PyTorch's float kernel rounds sin(pi x) in float, far from the exact value), the zeta form
+# beyond. 16-bit: PyTorch rounds zeta to the 16-bit type before the product (coil's compiled
+# code too), so the exact value is the reference there.
+POLYGAMMA_EDGES = [0.0, -0.0, INF, -INF, NAN, 1.0, 0.5, 1e-3, 10.0, 1e4, -0.5, -1.5, -2.25]
+# PyTorch's trigamma (six steps of the recurrence, then three terms of the asymptotic series) is
+# off by up to 5e-10 relative in f64 (against mpmath); coil's compiled trigamma is PyTorch's.
+TRIGAMMA_TOL = (2e-9, 1e-12)
+for order in [0, 1, 2, 3, 5]:
+    for dt in ALL:
+        # trigamma: positive x (integers too: at the negative ones PyTorch gives what sin(pi x)
+        # rounds to, not infinity)
+        domain = {} if order != 1 else dict(low=0.05, high=6.0) if dt.is_floating_point else dict(low=1, high=9)
+        add("polygamma", f"n={order}-{dt_tag(dt)}", lambda g: g.call(
+            "polygamma", order, g.t(SHAPE, dt, special=order != 1, **domain)),
+            ref64=order >= 2 and dt in (F16, BF16), tol=TRIGAMMA_TOL if order == 1 and dt == F64 else None)
+    for dt in [F32, F64]:
+        add("polygamma", f"n={order}-edges-{dt_tag(dt)}", lambda g: g.call(
+            "polygamma", order, g.t((len(POLYGAMMA_EDGES),), dt, values=POLYGAMMA_EDGES)),
+            tol=TRIGAMMA_TOL if order == 1 and dt == F64 else None)
+for tag, shape, layout in LAYOUTS:
+    add("polygamma", tag, lambda g: g.call("polygamma", 2, g.t(shape, F32, layout, low=0.1, high=4.0)))
+add("polygamma", "ints", lambda g: g.call("polygamma", 3, g.t((5,), I32, values=[1, 2, 3, 10, 100])))
+add("polygamma", "negative-n", lambda g: g.call("polygamma", -1, g.t((3,), F32, values=[1.0, 2.0, 3.0])))
+
+# Hurwitz zeta(x, q): x >= 1, q anywhere (negative q: NaN unless x is an integer, inf at the
+# non-positive integers).
+ZETA_X = [2.0, 2.0, 2.0, 2.0, 2.5, 1.0, 0.5, NAN, 2.0, 3.0, 4.0, 7.0, 2.0, 1.5, 30.0, 2.0]
+ZETA_Q = [1.0, 0.0, -1.0, -1.5, -1.5, 3.0, 3.0, 1.0, NAN, 2.0, -0.25, 0.5, INF, 1e-3, 1.0, 1e6]
+ZETA = ["special_zeta", "special_zeta.self_scalar", "special_zeta.other_scalar"]
+
+
+def zeta_operands(g, dt_x, dt_q, shape_x=SHAPE, shape_q=SHAPE, layout_x="contig", layout_q="contig"):
+    return (g.t(shape_x, dt_x, layout_x, low=1.0, high=6.0) if dt_x.is_floating_point else g.t(shape_x, dt_x, low=1, high=6),
+            g.t(shape_q, dt_q, layout_q, low=0.05, high=5.0) if dt_q.is_floating_point else g.t(shape_q, dt_q, low=0, high=6))
+
+
+for dt in ALL:
+    add("special_zeta", dt_tag(dt, dt), lambda g: g.call("special_zeta", *zeta_operands(g, dt, dt)))
+for a, b in [(F32, F64), (I64, F32), (F32, I32), (F16, F32), (BOOL, F64), (I32, I64), (F16, I64), (BF16, BF16)]:
+    add("special_zeta", dt_tag(a, b), lambda g: g.call("special_zeta", *zeta_operands(g, a, b)))
+for tag, sa, sb, la, lb in BROADCASTS:
+    add("special_zeta", tag, lambda g: g.call("special_zeta", *zeta_operands(g, F32, F32, sa, sb, la, lb)))
+for dt in [F32, F64]:
+    add("special_zeta", f"edges-{dt_tag(dt)}", lambda g: pair(g, "special_zeta", dt, ZETA_X, ZETA_Q))
+for dt in [F32, F64, I64, F16]:
+    for s in [2, 3.5]:
+        add("special_zeta.self_scalar", f"{s!r}-{dt_tag(dt)}", lambda g: g.call(
+            "special_zeta.self_scalar", s, g.t(SHAPE, dt, low=0.1, high=5.0) if dt.is_floating_point else g.t(SHAPE, dt, low=1, high=9)))
+        add("special_zeta.other_scalar", f"{dt_tag(dt)}-{s!r}", lambda g: g.call(
+            "special_zeta.other_scalar", g.t(SHAPE, dt, low=1.0, high=6.0) if dt.is_floating_point else g.t(SHAPE, dt, low=1, high=9), s))
+add("special_zeta.self_scalar", "step2", lambda g: g.call("special_zeta.self_scalar", 2.0, g.t((3, 4), F32, "step2", low=0.1, high=4.0)))
+add("special_zeta.other_scalar", "T", lambda g: g.call("special_zeta.other_scalar", g.t((3, 4), F32, "T", low=1.5, high=4.0), -0.5))
+
+# The orthogonal polynomials. x in a range where float and double agree to the tolerance (the
+# recurrences cancel), degrees 0 to 12 (past the trigonometric thresholds 4, 6 and 8), negative
+# degrees, |x| = 1 (x = 0 and 1 for the shifted ones), 0-d and scalar operands; n never NaN or
+# infinite (PyTorch's CPU and CUDA kernels read those differently) and x never NaN with n >= 2
+# (PyTorch's CPU kernels return an uninitialized value there).
+POLYNOMIALS = ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
+               "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+               "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l",
+               "legendre_polynomial_p"]
+POLY_X = [1.0, -1.0, 0.0, -0.0, 0.5, -0.5, 0.999, 0.3, 1.5, -1.25, 2.0, 0.75, INF, -INF, 1.0, -1.0, 0.0, 0.25, 0.6, NAN, -0.9]
+POLY_N = [7.0, 7.0, 9.0, 5.0, 9.0, 10.0, 12.0, 7.0, 5.0, 6.0, 4.0, 3.0, 3.0, 2.0, 0.0, -2.0, 12.0, 11.0, 5.0, 1.0, 2.5]
+
+
+def poly_operands(g, dt_x, dt_n, shape_x=SHAPE, shape_n=SHAPE, layout_x="contig", layout_n="contig"):
+    # Integer x in {-1, 0, 1} (u8: {0, 1}), degrees from -1 (u8 and bool: 0).
+    x = (g.t(shape_x, dt_x, layout_x, low=-1.2, high=1.2) if dt_x.is_floating_point else
+         g.t(shape_x, dt_x, layout_x, low=0 if dt_x in (U8, BOOL) else -1, high=2))
+    n = g.t(shape_n, dt_n, layout_n, low=0 if dt_n in (U8, BOOL) else -1, high=13)
+    return x, n
+
+
+def poly_tol(*dts):
+    """PyTorch's f32 kernels round cos(n acos x) (and the recurrences) in float: up to about
+    n * 1e-7 off the exact value the interpreter gives (coil's compiled code is PyTorch's)."""
+    return None if F64 in dts else (1e-5, 1e-5)
+
+
+for name in POLYNOMIALS:
+    op = f"special_{name}"
+    for dt in ALL:
+        add(op, dt_tag(dt, dt), lambda g: g.call(op, *poly_operands(g, dt, dt)), tol=poly_tol(dt))
+    for a, b in [(F32, I64), (F64, F32), (I64, F32), (F32, F64), (F16, F32), (BOOL, I64), (F16, I64), (I32, I64)]:
+        add(op, dt_tag(a, b), lambda g: g.call(op, *poly_operands(g, a, b)), tol=poly_tol(a, b))
+    for tag, sa, sb, la, lb in BROADCASTS:
+        add(op, tag, lambda g: g.call(op, *poly_operands(g, F32, F32, sa, sb, la, lb)), tol=poly_tol(F32))
+    for dt in [F32, F64]:
+        add(op, f"edges-{dt_tag(dt)}", lambda g: pair(g, op, dt, POLY_X, POLY_N), tol=poly_tol(dt))
+    for n in [0, 1, 3, 8, 11, -1, 2.5]:
+        add(f"{op}.n_scalar", f"n={n!r}", lambda g: g.call(f"{op}.n_scalar", g.t(SHAPE, F32, low=-1.2, high=1.2), n),
+            tol=poly_tol(F32))
+    add(f"{op}.n_scalar", "f64-T", lambda g: g.call(f"{op}.n_scalar", g.t((3, 4), F64, "T", low=-1.2, high=1.2), 9))
+    add(f"{op}.n_scalar", "i64", lambda g: g.call(f"{op}.n_scalar", g.t((5,), I64, values=[-1, 0, 1, 2, 3]), 4))
+    add(f"{op}.n_scalar", "f16", lambda g: g.call(f"{op}.n_scalar", g.t((3,), F16), 2))
+    for x in [0.5, -1.0, 1.0, 0.0, 2]:
+        add(f"{op}.x_scalar", f"x={x!r}", lambda g: g.call(f"{op}.x_scalar", x, g.t((14,), I64, values=list(range(-1, 13)))),
+            tol=poly_tol(F32))
+    add(f"{op}.x_scalar", "f64-n", lambda g: g.call(f"{op}.x_scalar", 0.3, g.t((3, 4), F64, "step2", low=0, high=12)))
+    add(f"{op}.x_scalar", "f16-n", lambda g: g.call(f"{op}.x_scalar", 0.3, g.t((3,), F16, low=0, high=5)))
+# Hermite beyond PyTorch's CPU degree limits (NaN past 128 in f32, 512 in f64; below them the
+# values at these degrees overflow, but H_odd(0) = 0).
+for name in ["hermite_polynomial_h", "hermite_polynomial_he"]:
+    add(f"special_{name}", "limit-f32", lambda g: pair(g, f"special_{name}", F32, [0.0, 1e-3, 0.5], [129.0, 200.0, 513.0]))
+    add(f"special_{name}", "limit-f64", lambda g: pair(g, f"special_{name}", F64, [0.0, 0.0, 1e-3], [129.0, 513.0, 600.0]))

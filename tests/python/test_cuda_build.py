@@ -52,7 +52,12 @@ def test_every_op_builds_for_cuda(arch):
 # checked apart from the sweep above, with NVRTC, and absent from a graph that calls none.
 SPECIAL_UNARY = ["exp2", "erfc", "erfinv", "special_erfcx", "lgamma", "digamma", "i0", "special_i0e", "special_i1",
                  "special_i1e", "special_bessel_j0", "special_bessel_j1", "special_bessel_y0", "special_bessel_y1",
-                 "special_modified_bessel_k0", "special_modified_bessel_k1"]
+                 "special_modified_bessel_k0", "special_modified_bessel_k1", "special_scaled_modified_bessel_k0",
+                 "special_scaled_modified_bessel_k1", "special_spherical_bessel_j0", "special_airy_ai", "special_ndtri"]
+POLYNOMIALS = ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
+               "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+               "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l",
+               "legendre_polynomial_p"]
 
 
 def special_graph(dt):
@@ -68,6 +73,16 @@ def special_graph(dt):
               "  %l2 = ldexp.Tensor(%x, %y)", "  %sl = bitwise_left_shift.Tensor(%k, %k)", "  %sr = bitwise_right_shift.Scalar_Tensor(-5, %k)",
               "  %g = gcd(%k, %k)", "  %lc = lcm(%n, %n)"]
     outs += ["%s", "%r", "%m", "%e", "%c", "%h", "%a", "%l", "%l2", "%sl", "%sr", "%g", "%lc"]
+    for order in range(4):  # digamma, trigamma, the zeta form (16-bit: zeta rounded apart)
+        lines.append(f"  %pg{order} = polygamma({order}, %x)")
+        outs.append(f"%pg{order}")
+    if dt in ("f32", "f64"):
+        lines += ["  %z = special_zeta(%x, %y)", "  %zs = special_zeta.self_scalar(2.5, %y)", "  %zo = special_zeta.other_scalar(%x, 3)"]
+        outs += ["%z", "%zs", "%zo"]
+        for i, name in enumerate(POLYNOMIALS):
+            lines += [f"  %p{i} = special_{name}(%x, %y)", f"  %px{i} = special_{name}.x_scalar(0.5, %y)",
+                      f"  %pn{i} = special_{name}.n_scalar(%x, 7)"]
+            outs += [f"%p{i}", f"%px{i}", f"%pn{i}"]
     return "\n".join(lines + [f"  return {', '.join(outs)}", "}"]) + "\n"
 
 
@@ -90,4 +105,5 @@ def test_special_functions_build_for_cuda(arch):
                               capture_output=True, text=True)
     assert code.returncode == 0 and bare.returncode == 0, code.stderr + bare.stderr
     assert "bessel_k0_impl" in code.stdout and "coil_rt::erfinv(" in code.stdout
-    assert "bessel_k0_impl" not in bare.stdout
+    assert "chebyshev_t_impl" in code.stdout and "coil_rt::zeta(" in code.stdout and "coil_rt::polygamma(" in code.stdout
+    assert "bessel_k0_impl" not in bare.stdout and "chebyshev_t_impl" not in bare.stdout

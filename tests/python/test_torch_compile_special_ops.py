@@ -147,3 +147,81 @@ def test_fused_with_other_ops(device):
     x = values(device, torch.float32, 0.1, 5.0)
     compiles_whole_like_eager(lambda t: (torch.special.i0e(t) * torch.erfc(t - 1).sqrt() + torch.digamma(t + 1),
                                          torch.lgamma(t).exp2().clamp(max=1e6), torch.mvlgamma(t + 2, 3)), x)
+
+
+# ---- ndtri, Airy's Ai, the scaled K0/K1, the spherical J0, polygamma, Hurwitz zeta and the
+# orthogonal polynomials (with their scalar overloads, as Dynamo hands them over).
+
+MORE_32_64 = {
+    "ndtri": (torch.special.ndtri, 0.0, 1.0), "airy_ai": (torch.special.airy_ai, -8.0, 8.0),
+    "scaled_modified_bessel_k0": (torch.special.scaled_modified_bessel_k0, 0.0, 6.0),
+    "scaled_modified_bessel_k1": (torch.special.scaled_modified_bessel_k1, 0.0, 6.0),
+    "spherical_bessel_j0": (torch.special.spherical_bessel_j0, -20.0, 20.0),
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("name", sorted(MORE_32_64))
+def test_more_unary_f32_f64(name, dtype, device):
+    fn, low, high = MORE_32_64[name]
+    compiles_whole_like_eager(fn, values(device, dtype, low, high))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_polygamma(dtype, device):
+    # Orders 0 to 4 (torch.special.polygamma is the same op); trigamma at positive x (near its
+    # negative poles PyTorch's float kernel is inexact; coil's CPU kernel computes as it does).
+    x = values(device, dtype, -3.0, 6.0)
+    pos = values(device, dtype, 0.05, 6.0)
+    orders = [2, 3] if dtype in (torch.float16, torch.bfloat16) else [2, 3, 4, 6]
+    compiles_whole_like_eager(lambda t, p: (torch.polygamma(0, t), torch.special.polygamma(1, p),
+                                            *[torch.polygamma(n, t) for n in orders]), x, pos)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_zeta(dtype, device):
+    x = values(device, dtype, 1.0, 6.0)
+    q = values(device, dtype, -2.0, 5.0).flip(-1)
+    compiles_whole_like_eager(lambda a, b: (torch.special.zeta(a, b), torch.special.zeta(a, 2.0), torch.special.zeta(3, b)),
+                              x, q)
+
+
+POLYNOMIALS = ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
+               "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+               "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l",
+               "legendre_polynomial_p"]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("name", POLYNOMIALS)
+def test_polynomials(name, dtype, device):
+    # Degrees 0 to 14 (past the trigonometric forms' thresholds) and a negative one, x within
+    # and beyond [-1, 1] with +-1 and 0 exactly; the Tensor, n_scalar and x_scalar overloads and
+    # an integer degree tensor. The same code as PyTorch's in the same dtype: equal to rounding.
+    fn = getattr(torch.special, name)
+    gen = torch.Generator().manual_seed(3)
+    x = (torch.rand(6, 17, generator=gen, dtype=torch.float64) * 2.6 - 1.3)
+    x.view(-1)[:4] = torch.tensor([1.0, -1.0, 0.0, 0.5], dtype=torch.float64)
+    x = x.to(device=device, dtype=dtype)
+    n = torch.randint(-1, 15, (6, 17), generator=gen).to(device)
+    compiles_whole_like_eager(lambda a, k: (fn(a, k.to(dtype)), fn(a, k), fn(a, 9), fn(a, 3), fn(0.25, k)), x, n)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_integer_operands_become_float(device):
+    x = torch.arange(0, 9, device=device, dtype=torch.int32)
+    compiles_whole_like_eager(lambda t: (torch.special.ndtri(t), torch.special.airy_ai(t), torch.polygamma(2, t + 1),
+                                         torch.special.chebyshev_polynomial_t(t, t), torch.special.zeta(t + 2, t)), x)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_more_fused_with_other_ops(device):
+    x = values(device, torch.float32, 0.1, 3.0)
+    compiles_whole_like_eager(lambda t: (torch.special.scaled_modified_bessel_k0(t) * t.exp() + torch.polygamma(1, t),
+                                         # (no NaN x: PyTorch's CPU kernel leaves the result unset there)
+                                         torch.special.legendre_polynomial_p(t.tanh().nan_to_num(0.5), 5).sum(-1),
+                                         torch.special.ndtri(t.sigmoid()) * 2), x)

@@ -58,7 +58,8 @@ REF_TEST(Lgamma, ValuesAndPoles) {
 REF_TEST(Digamma, ValuesAndPoles) {
   // psi(+0) = -inf and psi(-0) = +inf (PyTorch's signs); NaN at the negative integers.
   check_f64(OpKind::Digamma, {1, 0.5, -0.5, 10, 0.0, -0.0, -1, -kInf, kInf},
-            {-0.57721566490153286, -1.9635100260214235, 0.036489973978576521, 2.2517525890667211, -kInf, kInf, kNan, kNan, kInf});
+            {-0.57721566490153286, -1.9635100260214235, 0.036489973978576521, 2.2517525890667211, -kInf, kInf, kNan,
+             kNan, kInf});
 }
 
 REF_TEST(I0, Values) {
@@ -258,6 +259,313 @@ REF_TEST(Gcd, AbsoluteValuesInTheDtype) {
 REF_TEST(Lcm, WrapsInTheDtype) {
   check_binary(OpKind::Lcm, {DType::i8, {-128, 0, -6, 100}}, {DType::i8, {3, 0, 4, 3}}, DType::i8, {-128, 0, 12, 44});
   check_binary(OpKind::Lcm, {DType::i64, {4, -6}}, {DType::i64, {6, 4}}, DType::i64, {12, 12});
+}
+
+// ---- torch.special's later functions: ndtri, Airy's Ai, the scaled K0/K1, the spherical J0,
+// polygamma, Hurwitz zeta and the orthogonal polynomials (values from mpmath).
+
+// polygamma(order, x) element-wise (the order is the first, positional argument).
+void check_polygamma(int64_t order, DType in_dt, const Values& in, DType out_dt, const Values& want,
+                     double rtol = 1e-14) {
+  const int64_t n = static_cast<int64_t>(in.size());
+  Graph g;
+  g.outputs = {g.call1(OpKind::Polygamma, {order, g.add_input("x", in_dt, {n})})};
+  expect_tensor(run1(g, {{"x", make(in_dt, {n}, in)}}), out_dt, {n}, want, rtol, 0);
+}
+
+// A polynomial of x (f64) and degree n (f64), as PyTorch reads the degree (an int64).
+void check_polynomial(OpKind op, const Values& x, const Values& n, const Values& want) {
+  check_binary(op, {DType::f64, x}, {DType::f64, n}, DType::f64, want, {}, 1e-13);
+}
+
+REF_TEST(SpecialNdtri, ValuesAndDomain) {
+  check_f64(OpKind::SpecialNdtri, {0.25, 0.975, 1e-10, 0.5, 0, 1, -0.5, 1.5, kNan},
+            {-0.67448975019608174, 1.9599639845400542, -6.3613409024040562, 0, -kInf, kInf, kNan, kNan, kNan});
+  Graph g;  // f16 is refused, as PyTorch's kernel refuses it
+  EXPECT_THROW(g.call1(OpKind::SpecialNdtri, {g.add_input("x", DType::f16, {2})}), Error);
+}
+
+REF_TEST(SpecialAiryAi, ValuesAndInfinities) {
+  // NaN at +-inf, 0 beyond 103.892 (PyTorch's special values).
+  check_f64(OpKind::SpecialAiryAi, {-10, -2.5, -1, 0, 1, 2.5, 10, kInf, -kInf, 200},
+            {0.040241238486443191, -0.11232506769296609, 0.53556088329235212, 0.35502805388781724, 0.13529241631288142,
+             0.01572592338047049, 1.1047532552898686e-10, kNan, kNan, 0});
+}
+
+REF_TEST(SpecialScaledModifiedBesselK0, ValuesAndDomain) {
+  check_f64(OpKind::SpecialScaledModifiedBesselK0, {0.5, 1, 2, 10, 1000, 0, -1, kInf},
+            {1.5241093857739095, 1.144463079806895, 0.84156821507077142, 0.39163193443659867, 0.039628321600754217,
+             kInf, kNan, 0});
+  check_unary(OpKind::SpecialScaledModifiedBesselK0, DType::i32, {1, 2}, DType::f32,
+              {1.144463079806895, 0.84156821507077142}, {}, 1e-7);  // integers become f32
+}
+
+REF_TEST(SpecialScaledModifiedBesselK1, ValuesAndDomain) {
+  check_f64(OpKind::SpecialScaledModifiedBesselK1, {0.5, 1, 2, 10, 1000, 0, -1, kInf},
+            {2.7310097082117857, 1.6361534862632582, 1.0334768470686886, 0.41076657059578875, 0.03964813081296021,
+             kInf, kNan, 0});
+  check_unary(OpKind::SpecialScaledModifiedBesselK1, DType::i32, {1, 2}, DType::f32,
+              {1.6361534862632582, 1.0334768470686886}, {}, 1e-7);  // integers become f32
+}
+
+REF_TEST(SpecialSphericalBesselJ0, Values) {
+  check_f64(OpKind::SpecialSphericalBesselJ0, {0.25, 1, 10, -3, 0, kInf, -kInf},
+            {0.98961583701809172, 0.84147098480789651, -0.054402111088936981, 0.047040002686622407, 1, 0, 0});
+}
+
+REF_TEST(Polygamma, OrdersPolesAndNegativeN) {
+  // n = 0 is digamma, 1 trigamma, beyond (-1)^(n+1) n! zeta(n + 1, x): infinite at 0 and the
+  // negative integers, NaN at +inf.
+  check_polygamma(0, DType::f64, {1, 0.5, 10, -0.5}, DType::f64,
+                  {-0.57721566490153286, -1.9635100260214235, 2.2517525890667211, 0.036489973978576521});
+  check_polygamma(1, DType::f64, {1, 0.5, 10, -0.5, -1.5, 0, kInf}, DType::f64,
+                  {1.6449340668482264, 4.9348022005446793, 0.10516633568168575, 8.9348022005446793,
+                  9.3792466449891238, kInf, 0}, 1e-13);
+  check_polygamma(2, DType::f64, {1, 0.5, 10, -1.5, 0, -2, kInf}, DType::f64,
+                  {-2.4041138063191886, -16.82879664423432, -0.011049834970802067, -0.2362040516417274, -kInf,
+                  -kInf, kNan}, 1e-13);
+  check_polygamma(3, DType::f64, {1, 2.5, 0}, DType::f64, {6.4939394022668291, 0.22390584881725205, kInf}, 1e-13);
+  check_polygamma(4, DType::i64, {1, 2}, DType::f32, {-24.886266123440878, -0.88626612344087823}, 1e-7);
+  Graph g;  // a negative order is refused, as PyTorch refuses it
+  EXPECT_THROW(g.call1(OpKind::Polygamma, {-1, g.add_input("x", DType::f32, {2})}), Error);
+}
+
+// Hurwitz zeta(x, q): +inf at x = 1 and at q a non-positive integer, NaN for x < 1, for q < 0
+// with x not an integer and at q = +inf (PyTorch's values).
+REF_TEST(SpecialZeta, ValuesAndDomain) {
+  check_binary(OpKind::SpecialZeta, {DType::f64, {2, 3, 2, 4, 2.5, 1, 0.5, 2, 2, 2.5, 2}},
+               {DType::f64, {1, 2, 0.5, -1.5, 10, 3, 3, 0, -1, -1.5, kInf}}, DType::f64,
+               {1.6449340668482264, 0.20205690315959429, 4.9348022005446793, 32.432379369864604, 0.022728699194534541,
+                kInf, kNan, kInf, kInf, kNan, kNan}, {}, 1e-13);
+  check_binary(OpKind::SpecialZeta, {DType::i64, {2}}, {DType::i32, {1}}, DType::f32,
+               {1.6449340668482264});  // integers become f32
+  Graph g;  // f16 is refused
+  EXPECT_THROW(g.call1(OpKind::SpecialZeta, {g.add_input("a", DType::f16, {2}), g.add_input("b", DType::f16, {2})}),
+               Error);
+}
+
+REF_TEST(SpecialZetaSelfScalar, Values) {
+  check_scalar_first(OpKind::SpecialZetaSelfScalar, 2.0, DType::f64, {1, 0.5}, DType::f64,
+                     {1.6449340668482264, 4.9348022005446793});
+}
+
+REF_TEST(SpecialZetaOtherScalar, Values) {
+  Graph g;
+  g.outputs = {g.call1(OpKind::SpecialZetaOtherScalar, {g.add_input("x", DType::f64, {2}), 2.0})};
+  expect_tensor(run1(g, {{"x", make(DType::f64, {2}, {3, 2})}}), DType::f64, {2},
+                {0.20205690315959429, 0.64493406684822644}, 1e-14);
+}
+
+REF_TEST(SpecialChebyshevPolynomialT, ValuesAndDegrees) {
+  check_polynomial(OpKind::SpecialChebyshevPolynomialT, {0.3, -0.7, 1.5, 0.3, -0.2, 2, 0.9}, {3, 5, 4, 9, 12, 0, -1},
+                   {-0.792, 0.67088, 23.5, 0.388827648, -0.748302036992, 1.0, 0.0});
+}
+
+REF_TEST(SpecialChebyshevPolynomialTXScalar, Values) {
+  check_scalar_first(OpKind::SpecialChebyshevPolynomialTXScalar, 0.5, DType::i64, {2, 7}, DType::f32, {-0.5, 0.5});
+}
+
+REF_TEST(SpecialChebyshevPolynomialTNScalar, Values) {
+  Graph g;
+  g.outputs = {g.call1(OpKind::SpecialChebyshevPolynomialTNScalar, {g.add_input("x", DType::f64, {2}), 3})};
+  expect_tensor(run1(g, {{"x", make(DType::f64, {2}, {0.25, -1.5})}}), DType::f64, {2}, {-0.6875, -9.0}, 1e-14);
+}
+
+REF_TEST(SpecialChebyshevPolynomialU, ValuesAndDegrees) {
+  check_polynomial(OpKind::SpecialChebyshevPolynomialU, {0.3, -0.7, 1.5, 0.3, -0.2, 2, 0.9}, {3, 5, 4, 9, 12, 0, -1},
+                   {-0.984, 1.39776, 55.0, 0.099088896, -0.883709456384, 1.0, 0.0});
+}
+
+REF_TEST(SpecialChebyshevPolynomialUXScalar, Values) {
+  check_scalar_first(OpKind::SpecialChebyshevPolynomialUXScalar, 0.5, DType::i64, {2, 7}, DType::f32, {0.0, 1.0});
+}
+
+REF_TEST(SpecialChebyshevPolynomialUNScalar, Values) {
+  Graph g;
+  g.outputs = {g.call1(OpKind::SpecialChebyshevPolynomialUNScalar, {g.add_input("x", DType::f64, {2}), 3})};
+  expect_tensor(run1(g, {{"x", make(DType::f64, {2}, {0.25, -1.5})}}), DType::f64, {2}, {-0.875, -21.0}, 1e-14);
+}
+
+REF_TEST(SpecialChebyshevPolynomialV, ValuesAndDegrees) {
+  check_polynomial(OpKind::SpecialChebyshevPolynomialV, {0.3, -0.7, 1.5, 0.3, -0.2, 2, 0.9}, {3, 5, 4, 9, 12, 0, -1},
+                   {-0.344, 2.43616, 34.0, 1.064884736, -1.560746553344, 1.0, 0.0});
+}
+
+REF_TEST(SpecialChebyshevPolynomialVXScalar, Values) {
+  check_scalar_first(OpKind::SpecialChebyshevPolynomialVXScalar, 0.5, DType::i64, {2, 7}, DType::f32, {-1.0, 0.0});
+}
+
+REF_TEST(SpecialChebyshevPolynomialVNScalar, Values) {
+  Graph g;
+  g.outputs = {g.call1(OpKind::SpecialChebyshevPolynomialVNScalar, {g.add_input("x", DType::f64, {2}), 3})};
+  expect_tensor(run1(g, {{"x", make(DType::f64, {2}, {0.25, -1.5})}}), DType::f64, {2}, {-0.125, -29.0}, 1e-14);
+}
+
+REF_TEST(SpecialChebyshevPolynomialW, ValuesAndDegrees) {
+  check_polynomial(OpKind::SpecialChebyshevPolynomialW, {0.3, -0.7, 1.5, 0.3, -0.2, 2, 0.9}, {3, 5, 4, 9, 12, 0, -1},
+                   {-1.624, 0.35936, 76.0, -0.866706944, -0.206672359424, 1.0, 0.0});
+}
+
+REF_TEST(SpecialChebyshevPolynomialWXScalar, Values) {
+  check_scalar_first(OpKind::SpecialChebyshevPolynomialWXScalar, 0.5, DType::i64, {2, 7}, DType::f32, {1.0, 2.0});
+}
+
+REF_TEST(SpecialChebyshevPolynomialWNScalar, Values) {
+  Graph g;
+  g.outputs = {g.call1(OpKind::SpecialChebyshevPolynomialWNScalar, {g.add_input("x", DType::f64, {2}), 3})};
+  expect_tensor(run1(g, {{"x", make(DType::f64, {2}, {0.25, -1.5})}}), DType::f64, {2}, {-1.625, -13.0}, 1e-14);
+}
+
+REF_TEST(SpecialShiftedChebyshevPolynomialT, ValuesAndDegrees) {
+  check_polynomial(OpKind::SpecialShiftedChebyshevPolynomialT, {0.3, -0.7, 1.5, 0.3, -0.2, 2, 0.9},
+                   {3, 5, 4, 9, 12, 0, -1},
+                   {0.944, -1009.53984, 97.0, 0.532929536, 16498.579054071808, 1.0, 0.0});
+}
+
+REF_TEST(SpecialShiftedChebyshevPolynomialTXScalar, Values) {
+  check_scalar_first(OpKind::SpecialShiftedChebyshevPolynomialTXScalar, 0.5, DType::i64, {2, 7}, DType::f32,
+                     {-1.0, 0.0});
+}
+
+REF_TEST(SpecialShiftedChebyshevPolynomialTNScalar, Values) {
+  Graph g;
+  g.outputs = {g.call1(OpKind::SpecialShiftedChebyshevPolynomialTNScalar, {g.add_input("x", DType::f64, {2}), 3})};
+  expect_tensor(run1(g, {{"x", make(DType::f64, {2}, {0.25, -1.5})}}), DType::f64, {2}, {1.0, -244.0}, 1e-14);
+}
+
+REF_TEST(SpecialShiftedChebyshevPolynomialU, ValuesAndDegrees) {
+  check_polynomial(OpKind::SpecialShiftedChebyshevPolynomialU, {0.3, -0.7, 1.5, 0.3, -0.2, 2, 0.9},
+                   {3, 5, 4, 9, 12, 0, -1},
+                   {1.088, -2120.07168, 209.0, 0.902223872, 40072.887439446016, 1.0, 0.0});
+}
+
+REF_TEST(SpecialShiftedChebyshevPolynomialUXScalar, Values) {
+  check_scalar_first(OpKind::SpecialShiftedChebyshevPolynomialUXScalar, 0.5, DType::i64, {2, 7}, DType::f32,
+                     {-1.0, 0.0});
+}
+
+REF_TEST(SpecialShiftedChebyshevPolynomialUNScalar, Values) {
+  Graph g;
+  g.outputs = {g.call1(OpKind::SpecialShiftedChebyshevPolynomialUNScalar, {g.add_input("x", DType::f64, {2}), 3})};
+  expect_tensor(run1(g, {{"x", make(DType::f64, {2}, {0.25, -1.5})}}), DType::f64, {2}, {1.0, -496.0}, 1e-14);
+}
+
+REF_TEST(SpecialShiftedChebyshevPolynomialV, ValuesAndDegrees) {
+  check_polynomial(OpKind::SpecialShiftedChebyshevPolynomialV, {0.3, -0.7, 1.5, 0.3, -0.2, 2, 0.9},
+                   {3, 5, 4, 9, 12, 0, -1},
+                   {1.448, -2582.79328, 153.0, 1.825459712, 56911.679143284736, 1.0, 0.0});
+}
+
+REF_TEST(SpecialShiftedChebyshevPolynomialVXScalar, Values) {
+  check_scalar_first(OpKind::SpecialShiftedChebyshevPolynomialVXScalar, 0.5, DType::i64, {2, 7}, DType::f32,
+                     {-1.0, 1.0});
+}
+
+REF_TEST(SpecialShiftedChebyshevPolynomialVNScalar, Values) {
+  Graph g;
+  g.outputs = {g.call1(OpKind::SpecialShiftedChebyshevPolynomialVNScalar, {g.add_input("x", DType::f64, {2}), 3})};
+  expect_tensor(run1(g, {{"x", make(DType::f64, {2}, {0.25, -1.5})}}), DType::f64, {2}, {1.0, -559.0}, 1e-14);
+}
+
+REF_TEST(SpecialShiftedChebyshevPolynomialW, ValuesAndDegrees) {
+  check_polynomial(OpKind::SpecialShiftedChebyshevPolynomialW, {0.3, -0.7, 1.5, 0.3, -0.2, 2, 0.9},
+                   {3, 5, 4, 9, 12, 0, -1},
+                   {0.728, -1657.35008, 265.0, -0.021011968, 23234.095735607296, 1.0, 0.0});
+}
+
+REF_TEST(SpecialShiftedChebyshevPolynomialWXScalar, Values) {
+  check_scalar_first(OpKind::SpecialShiftedChebyshevPolynomialWXScalar, 0.5, DType::i64, {2, 7}, DType::f32,
+                     {-1.0, -1.0});
+}
+
+REF_TEST(SpecialShiftedChebyshevPolynomialWNScalar, Values) {
+  Graph g;
+  g.outputs = {g.call1(OpKind::SpecialShiftedChebyshevPolynomialWNScalar, {g.add_input("x", DType::f64, {2}), 3})};
+  expect_tensor(run1(g, {{"x", make(DType::f64, {2}, {0.25, -1.5})}}), DType::f64, {2}, {1.0, -433.0}, 1e-14);
+}
+
+REF_TEST(SpecialHermitePolynomialH, ValuesAndDegrees) {
+  check_polynomial(OpKind::SpecialHermitePolynomialH, {0.3, -0.7, 1.5, 0.3, -0.2, 2, 0.9}, {3, 5, 4, 9, 12, 0, -1},
+                   {-3.384, -34.49824, -15.0, 7010.287658496, 366784.27453397402, 1.0, 0.0});
+}
+
+REF_TEST(SpecialHermitePolynomialHXScalar, Values) {
+  check_scalar_first(OpKind::SpecialHermitePolynomialHXScalar, 0.5, DType::i64, {2, 7}, DType::f32, {-1.0, -461.0});
+}
+
+REF_TEST(SpecialHermitePolynomialHNScalar, Values) {
+  Graph g;
+  g.outputs = {g.call1(OpKind::SpecialHermitePolynomialHNScalar, {g.add_input("x", DType::f64, {2}), 3})};
+  expect_tensor(run1(g, {{"x", make(DType::f64, {2}, {0.25, -1.5})}}), DType::f64, {2}, {-2.875, -9.0}, 1e-14);
+}
+
+REF_TEST(SpecialHermitePolynomialHe, ValuesAndDegrees) {
+  check_polynomial(OpKind::SpecialHermitePolynomialHe, {0.3, -0.7, 1.5, 0.3, -0.2, 2, 0.9}, {3, 5, 4, 9, 12, 0, -1},
+                   {-0.873, -7.23807, -5.4375, 250.390686483, 7982.476754845696, 1.0, 0.0});
+}
+
+REF_TEST(SpecialHermitePolynomialHeXScalar, Values) {
+  check_scalar_first(OpKind::SpecialHermitePolynomialHeXScalar, 0.5, DType::i64, {2, 7}, DType::f32,
+                     {-0.75, -40.0234375});
+}
+
+REF_TEST(SpecialHermitePolynomialHeNScalar, Values) {
+  Graph g;
+  g.outputs = {g.call1(OpKind::SpecialHermitePolynomialHeNScalar, {g.add_input("x", DType::f64, {2}), 3})};
+  expect_tensor(run1(g, {{"x", make(DType::f64, {2}, {0.25, -1.5})}}), DType::f64, {2}, {-0.734375, 1.125}, 1e-14);
+}
+
+REF_TEST(SpecialLaguerrePolynomialL, ValuesAndDegrees) {
+  check_polynomial(OpKind::SpecialLaguerrePolynomialL, {0.3, -0.7, 1.5, 0.3, -0.2, 2, 0.9}, {3, 5, 4, 9, 12, 0, -1},
+                   {0.2305, 7.5730880833333333, -0.2890625, -0.41794299755200893, 5.0485295098360838, 1.0, 0.0});
+}
+
+REF_TEST(SpecialLaguerrePolynomialLXScalar, Values) {
+  check_scalar_first(OpKind::SpecialLaguerrePolynomialLXScalar, 0.5, DType::i64, {2, 7}, DType::f32,
+                     {0.125, -0.51833922371031746});
+}
+
+REF_TEST(SpecialLaguerrePolynomialLNScalar, Values) {
+  Graph g;
+  g.outputs = {g.call1(OpKind::SpecialLaguerrePolynomialLNScalar, {g.add_input("x", DType::f64, {2}), 3})};
+  expect_tensor(run1(g, {{"x", make(DType::f64, {2}, {0.25, -1.5})}}), DType::f64, {2},
+                {0.34114583333333333, 9.4375}, 1e-14);
+}
+
+REF_TEST(SpecialLegendrePolynomialP, ValuesAndDegrees) {
+  check_polynomial(OpKind::SpecialLegendrePolynomialP, {0.3, -0.7, 1.5, 0.3, -0.2, 2, 0.9}, {3, 5, 4, 9, 12, 0, -1},
+                   {-0.3825, 0.36519875, 14.0859375, 0.0637003817578125, -0.185136902144, 1.0, 0.0});
+}
+
+REF_TEST(SpecialLegendrePolynomialPXScalar, Values) {
+  check_scalar_first(OpKind::SpecialLegendrePolynomialPXScalar, 0.5, DType::i64, {2, 7}, DType::f32,
+                     {-0.125, 0.22314453125});
+}
+
+REF_TEST(SpecialLegendrePolynomialPNScalar, Values) {
+  Graph g;
+  g.outputs = {g.call1(OpKind::SpecialLegendrePolynomialPNScalar, {g.add_input("x", DType::f64, {2}), 3})};
+  expect_tensor(run1(g, {{"x", make(DType::f64, {2}, {0.25, -1.5})}}), DType::f64, {2}, {-0.3359375, -6.1875}, 1e-14);
+}
+
+
+REF_TEST(SpecialChebyshevPolynomialT, SpecialValuesAndTrigonometricForm) {
+  // x = +-1 exactly, cos(n acos x) past degree 6, negative and fractional degrees (truncated),
+  // NaN and out-of-range degrees read as a negative one; integer operands compute in f32.
+  check_polynomial(OpKind::SpecialChebyshevPolynomialT, {1, -1, -1, 0.5, 0.5, 0.5, 0.5, 0.5},
+                   {7, 7, 8, 9, 2.9, -3, kNan, 1e30}, {1, -1, 1, std::cos(9 * std::acos(0.5)), -0.5, 0, 0, 0});
+  check_binary(OpKind::SpecialChebyshevPolynomialT, {DType::i64, {2, 3}}, {DType::b8, {1, 0}}, DType::f32, {2, 1});
+  Graph g;  // f16 is refused, as PyTorch's kernels refuse it
+  EXPECT_THROW(g.call1(OpKind::SpecialChebyshevPolynomialT, {g.add_input("x", DType::f16,
+               {2}), g.add_input("n", DType::i64, {2})}),
+               Error);
+}
+
+REF_TEST(SpecialHermitePolynomialH, DegreeLimitOfTheDtype) {
+  // PyTorch's CPU kernels: NaN past degree 128 in f32 and 512 in f64.
+  check_binary(OpKind::SpecialHermitePolynomialH, {DType::f32, {0, 0.5}}, {DType::f32, {129, 513}}, DType::f32,
+               {kNan, kNan});
+  check_polynomial(OpKind::SpecialHermitePolynomialH, {0, 0}, {129, 513}, {0, kNan});
 }
 
 }  // namespace
