@@ -339,6 +339,12 @@ _OWN = {
     aten.adaptive_max_pool2d.default: lambda self, output_size: _adaptive_pool(self, output_size, "max"),
     aten.adaptive_max_pool3d.default: lambda self, output_size: _adaptive_pool(self, output_size, "max"),
     aten._adaptive_avg_pool3d.default: lambda self, output_size: _adaptive_pool(self, output_size, "avg"),
+    aten.expand_as.default: lambda self, other: aten.expand.default(self, list(other.shape)),
+    aten.split.Tensor: lambda self, split_size, dim=0: aten.split_with_sizes.default(
+        self, [min(split_size, self.shape[dim] - i) for i in range(0, self.shape[dim], split_size)] or [0], dim),
+    aten.split.sizes: lambda self, split_size, dim=0: aten.split_with_sizes.default(self, list(split_size), dim),
+    aten.split.default: lambda self, split_sizes, dim=0: aten.split_with_sizes.default(self, list(split_sizes), dim),
+    aten.lift_fresh.default: aten.alias.default,
     torch.ops.prims.convert_element_type.default: lambda a, dtype: aten._to_copy.default(a, dtype=dtype),
     torch.ops.prims.scalar_tensor.default: lambda s, *, dtype=None, device=None: aten.scalar_tensor.default(
         s, dtype=dtype, device=device),

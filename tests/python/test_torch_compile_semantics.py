@@ -274,3 +274,27 @@ def test_dynamo_restarts_are_not_coil_failures():
         for x in [torch.rand(5, dtype=torch.float64), torch.tensor(0.7, dtype=torch.float64)]:
             torch.testing.assert_close(fn(x), torch.i0(x))
     assert not [str(w.message) for w in caught if issubclass(w.category, coil.FallbackWarning)]
+
+
+def test_own_decompositions_of_ops_dynamo_rarely_hands_over():
+    """expand_as, split (three overloads) and lift_fresh are decomposed by coil's own table into
+    ops coil compiles, with eager's values (Dynamo and AOTAutograd usually decompose them first)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from coil import _decompositions
+
+    aten = torch.ops.aten
+    x, y = torch.randn(4, 8), torch.randn(4, 1)
+    cases = {
+        aten.expand_as.default: lambda: aten.expand_as.default(y, x),
+        aten.split.Tensor: lambda: aten.split.Tensor(x, 3, 1),
+        aten.split.sizes: lambda: aten.split.sizes(x, [2, 6], 1),
+        aten.split.default: lambda: aten.split.default(x, [1, 3], 0),
+        aten.lift_fresh.default: lambda: aten.lift_fresh.default(x),
+    }
+    for op, fn in cases.items():
+        traced = make_fx(fn, decomposition_table=_decompositions._extra())()
+        assert all(n.target != op for n in traced.graph.nodes), op
+        want = fn()
+        for g, w in zip(*[list(v) if isinstance(v, (list, tuple)) else [v] for v in (traced(), want)]):
+            torch.testing.assert_close(g, w)
