@@ -303,6 +303,23 @@ def _max_pool3d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1
     return _best_of_windows(x, pos, None, 3)
 
 
+def _as_strided_scatter(self, src, size, stride, storage_offset=None):
+    # src stored at the elements the strided view of self's storage reads: an index_put on
+    # self flattened (a contiguous self, whose storage order is its flat order).
+    if not self.is_contiguous():
+        raise NotImplementedError("as_strided_scatter of a non-contiguous self")
+    position = aten.scalar_tensor.default(storage_offset or 0, dtype=torch.int64, device=self.device)
+    for d, (n, st) in enumerate(zip(size, stride)):
+        shape = [1] * len(size)
+        shape[d] = n
+        step = aten.mul.Tensor(aten.arange.start_step(0, n, dtype=torch.int64, device=self.device), st)
+        position = aten.add.Tensor(position, aten.view.default(step, shape))
+    flat = aten.view.default(aten.clone.default(self), [-1])
+    put = aten.index_put.default(flat, [aten.view.default(aten.clone.default(aten.expand.default(position, list(size))), [-1])],
+                                 aten.view.default(aten.clone.default(src, memory_format=torch.contiguous_format), [-1]))
+    return aten.view.default(put, list(self.shape))
+
+
 def _new_empty_strided(self, size, stride, *, dtype=None, layout=None, device=None, pin_memory=None):
     return aten.empty_strided.default(size, stride, dtype=dtype or self.dtype, device=device or self.device)
 
@@ -333,6 +350,7 @@ _OWN = {
     aten.as_strided_copy.default: lambda self, size, stride, storage_offset=None: aten.clone.default(
         aten.as_strided.default(self, size, stride, storage_offset)),
     aten.new_empty_strided.default: _new_empty_strided,
+    aten.as_strided_scatter.default: _as_strided_scatter,
     aten.unbind.int: _unbind,
     aten.avg_pool3d.default: _avg_pool3d,
     aten.max_pool3d_with_indices.default: _max_pool3d_with_indices,
