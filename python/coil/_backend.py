@@ -99,8 +99,7 @@ def _mask_put_supported(node):
     """index_put with boolean masks compiles as one mask, the only index, whose values broadcast
     over the selected count (x[mask] = v with one v for every selected row); other masked puts
     depend on how many elements the mask selects."""
-    indices = [i for i in node.args[1]]
-    vals = [i.meta.get("val") if isinstance(i, torch.fx.Node) else None for i in indices]
+    vals = [i.meta.get("val") if isinstance(i, torch.fx.Node) else None for i in node.args[1]]
     if not any(v is not None and v.dtype in (torch.bool, torch.uint8) for v in vals):
         return True
     given = [(p, v) for p, v in enumerate(vals) if v is not None]

@@ -299,3 +299,16 @@ def test_own_decompositions_of_ops_dynamo_rarely_hands_over():
         want = fn()
         for g, w in zip(*[list(v) if isinstance(v, (list, tuple)) else [v] for v in (traced(), want)]):
             torch.testing.assert_close(g, w)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_masked_put_of_one_value_per_row_runs_in_eager(device):
+    """x[mask] = v with one row of v per selected row depends on how many rows the mask selects:
+    that index_put runs in eager with a FallbackWarning (coil's inference refuses it, which would
+    otherwise fail the whole graph with a CompileErrorWarning)."""
+    x = torch.randn(6, 4, device=device)
+    mask = torch.tensor([True, False, True, False, False, True], device=device)
+    rows = torch.randn(3, 4, device=device)
+    want, got, said = run(lambda x, m, v: x.index_put((m,), v) * 2, x, mask, rows)
+    same(want, got)
+    assert said and not [w for w in said if issubclass(w.category, coil.CompileErrorWarning)], [str(w.message) for w in said]
