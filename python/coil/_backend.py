@@ -3,6 +3,7 @@ graph here; nodes coil takes are compiled in C++ (coil._coil), the rest stay in 
 """
 import copy
 import functools
+import logging
 import operator
 import os
 import sys
@@ -10,7 +11,9 @@ import warnings
 
 import torch
 
-from . import _cache, _coil, _decompositions, _fx, _runner
+from . import _cache, _coil, _decompositions, _fx, _library, _runner
+
+_log = logging.getLogger("coil")
 
 _OPTIONS = {"freeze", "autotune", "cache_dir", "fallback"}
 _MODES = {None, "default", "max-autotune", "max-autotune-no-cudagraphs"}
@@ -163,13 +166,22 @@ def _node_values(gm):
     return out
 
 
+def _op_names(nodes):
+    return sorted({str(n.target) for n in nodes if n.target is not operator.getitem})
+
+
 def _fallback_report(gm, unsupported):
-    ops = sorted({str(n.target) for n in unsupported if n.target is not operator.getitem})
     _warn(f"coil: {len(unsupported)} node(s) of this graph run in PyTorch eager (ops coil does not compile: "
-          f"{', '.join(ops)})")
+          f"{', '.join(_op_names(unsupported))})")
     if _debug():
         for n in unsupported:
             print(f"coil: eager: {n.format_node()}", file=sys.stderr)
+
+
+def _library_report(library):
+    """Library calls are part of the program (see _library): logged, not warned."""
+    _log.info("%d node(s) of this graph call PyTorch's library kernels: %s", len(library),
+              ", ".join(_op_names(library)))
 
 
 def _compile_forward(gm, options, frozen_tensors):
@@ -193,10 +205,14 @@ def _compile_forward(gm, options, frozen_tensors):
     takes_inputs = all(isinstance(v, torch.Tensor) and _takes(v, device) for v in values)
     if not unsupported and takes_inputs and not any(n.op == "get_attr" for n in gm.graph.nodes):
         return _compile_whole(gm, values, device, options, frozen_tensors)
-    if unsupported and options.get("fallback", "eager") == "error":
-        raise _coil.CoilError(f"coil: ops coil does not compile: {sorted({str(n.target) for n in unsupported})}")
-    if unsupported:
-        _fallback_report(gm, unsupported)
+    library = [n for n in unsupported if _library.is_library_call(n)]
+    eager = [n for n in unsupported if not _library.is_library_call(n)]
+    if eager and options.get("fallback", "eager") == "error":
+        raise _coil.CoilError(f"coil: ops coil does not compile: {_op_names(eager)}")
+    if eager:
+        _fallback_report(gm, eager)
+    if library:
+        _library_report(library)
     return _partition(gm, device, options)
 
 

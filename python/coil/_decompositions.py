@@ -244,6 +244,17 @@ def _best_of_windows(x, pos, inside, nd):
     windows never) and its flat position (pos: [outs, Ks])."""
     flat = lambda t: aten.view.default(aten.clone.default(t, memory_format=torch.contiguous_format), list(t.shape[:-nd]) + [-1])  # noqa: E731
     x, pos = flat(x), flat(pos)
+    if not x.dtype.is_floating_point:
+        # Integers: the first element inside the window (a position, not padding) that equals
+        # the window's largest.
+        real = aten.ge.Scalar(aten.expand.default(pos, list(x.shape)), 0)
+        if inside is not None:
+            real = aten.logical_and.default(real, flat(inside))
+        top = aten.amax.default(x, [-1], True)
+        first = aten._to_copy.default(aten.logical_and.default(aten.eq.Tensor(x, top), real), dtype=torch.int32)
+        best = aten.argmax.default(first, -1, True)
+        values = aten.squeeze.dims(aten.gather.default(x, -1, best), [-1])
+        return values, aten.squeeze.dims(aten.gather.default(aten.expand.default(pos, list(x.shape)), -1, best), [-1])
     if inside is not None:
         x = aten.where.self(flat(inside), x, aten.scalar_tensor.default(float("-inf"), dtype=x.dtype, device=x.device))
     best = aten.argmax.default(x, -1, True)
@@ -283,8 +294,8 @@ def _max_pool3d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1
     # The windows of the (-inf) padded input, their elements `dilation` apart, gathered with
     # each element's flat position in the input (-1 in the padding, which never wins but where
     # a window holds only -inf).
-    if not self.dtype.is_floating_point:
-        raise NotImplementedError("max_pool3d of integers")
+    if self.dtype == torch.bool:
+        raise NotImplementedError("max_pool3d of booleans")
     three = lambda v: [v] * 3 if isinstance(v, int) else (list(v) * 3 if len(v) == 1 else list(v))  # noqa: E731
     k, p, dl = three(kernel_size), three(padding), three(dilation)
     st = three(stride) if stride else k
@@ -294,13 +305,53 @@ def _max_pool3d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1
     outs = [_pool_size(sizes[d], span[d], st[d], p[d], ceil_mode) for d in range(3)]
     right = [max(p[d], (outs[d] - 1) * st[d] + span[d] - sizes[d] - p[d]) for d in range(3)]
     pads = [v for d in (2, 1, 0) for v in (p[d], right[d])]
-    x = aten.constant_pad_nd.default(self, pads, float("-inf"))
+    lowest = float("-inf") if self.dtype.is_floating_point else torch.iinfo(self.dtype).min
+    x = aten.constant_pad_nd.default(self, pads, lowest)
     pos = _positions(sizes, self.device, pads)
     for d in range(3):
         x, pos = _unfold(x, lead + d, span[d], st[d]), _unfold(pos, d, span[d], st[d])
         if dl[d] > 1:
             x, pos = (aten.slice.Tensor(t, -1, 0, None, dl[d]) for t in (x, pos))
     return _best_of_windows(x, pos, None, 3)
+
+
+def _max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    # Each input element gathers, from the kh * kw windows that can hold it as their element
+    # (i, j), the gradient of those whose max it was (indices: flat positions in H * W), summed
+    # in f32: a gather per element, not a scatter of the windows.
+    two = lambda v: [v, v] if isinstance(v, int) else (list(v) * 2 if len(v) == 1 else list(v))  # noqa: E731
+    k, p, dl = two(kernel_size), two(padding), two(dilation)
+    st = two(stride) if stride else k
+    sizes, outs = list(self.shape[-2:]), list(grad_output.shape[-2:])
+    dev = self.device
+
+    def windows(d):
+        # [k, n]: the window along dim d whose element i input position x is, and whether one is.
+        x = aten.arange.start_step(0, sizes[d], dtype=torch.int64, device=dev)
+        i = aten.view.default(aten.arange.start_step(0, k[d], dtype=torch.int64, device=dev), [k[d], 1])
+        start = aten.sub.Tensor(aten.add.Tensor(x, p[d]), aten.mul.Tensor(i, dl[d]))
+        at = aten.div.Tensor_mode(start, st[d], rounding_mode="floor")
+        exact = aten.eq.Scalar(aten.remainder.Scalar(start, st[d]), 0)
+        inside = aten.logical_and.default(aten.ge.Scalar(start, 0), aten.lt.Scalar(at, outs[d]))
+        return aten.clamp.default(at, 0, outs[d] - 1), aten.logical_and.default(exact, inside)
+
+    (wh, vh), (ww, vw) = windows(0), windows(1)
+    flat = lambda t, shape: aten.view.default(aten.clone.default(t, memory_format=torch.contiguous_format), shape)  # noqa: E731
+    window = flat(aten.add.Tensor(aten.view.default(aten.mul.Tensor(wh, outs[1]), [k[0], 1, sizes[0], 1]),
+                                  aten.view.default(ww, [1, k[1], 1, sizes[1]])), [k[0] * k[1], sizes[0] * sizes[1]])
+    valid = flat(aten.logical_and.default(aten.view.default(vh, [k[0], 1, sizes[0], 1]),
+                                          aten.view.default(vw, [1, k[1], 1, sizes[1]])), [k[0] * k[1], sizes[0] * sizes[1]])
+    lead = list(self.shape[:-2])
+    pick = lambda t: aten.index.Tensor(flat(t, lead + [outs[0] * outs[1]]), [None] * len(lead) + [window])  # noqa: E731
+    position = aten.arange.start_step(0, sizes[0] * sizes[1], dtype=torch.int64, device=dev)
+    hit = aten.logical_and.default(aten.eq.Tensor(pick(indices), position), valid)
+    acc = torch.float32 if grad_output.dtype in (torch.float16, torch.bfloat16) else grad_output.dtype
+    zero = aten.scalar_tensor.default(0.0, dtype=acc, device=dev)
+    total = aten.sum.dim_IntList(aten.where.self(hit, aten._to_copy.default(pick(grad_output), dtype=acc), zero), [-2])
+    grad = aten._to_copy.default(aten.view.default(total, list(self.shape)), dtype=grad_output.dtype)
+    if self.dim() == 4 and not self.is_contiguous() and self.is_contiguous(memory_format=torch.channels_last):
+        return aten.clone.default(grad, memory_format=torch.channels_last)  # ATen's layout: self's
+    return grad
 
 
 def _as_strided_scatter(self, src, size, stride, storage_offset=None):
@@ -332,7 +383,7 @@ def _unbind(self, dim=0):
 # floor_divide floors; addbmm adds the batch's products; lift_fresh_copy is a copy;
 # index_reduce / index_add are scatters along one dim; masked_scatter reads source in order;
 # searchsorted / bucketize count the boundaries below; unfold and diagonal_scatter index;
-# the 3-d and adaptive pools reduce gathered windows).
+# the 3-d and adaptive pools reduce gathered windows; max pooling's gradient gathers).
 _OWN = {
     aten.var_mean.correction: _var_mean,
     aten.addbmm.default: _addbmm,
@@ -354,6 +405,7 @@ _OWN = {
     aten.unbind.int: _unbind,
     aten.avg_pool3d.default: _avg_pool3d,
     aten.max_pool3d_with_indices.default: _max_pool3d_with_indices,
+    aten.max_pool2d_with_indices_backward.default: _max_pool2d_with_indices_backward,
     aten.adaptive_max_pool2d.default: lambda self, output_size: _adaptive_pool(self, output_size, "max"),
     aten.adaptive_max_pool3d.default: lambda self, output_size: _adaptive_pool(self, output_size, "max"),
     aten._adaptive_avg_pool3d.default: lambda self, output_size: _adaptive_pool(self, output_size, "avg"),

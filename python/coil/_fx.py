@@ -130,6 +130,7 @@ _SCALAR_OVERLOADS = {
     ("Tensor", ("other",)): "Scalar", ("Tensor_Tensor", ("exponent",)): "Tensor_Scalar",
     ("Tensor_Tensor", ("self",)): "Scalar", ("self", ("other",)): "ScalarOther",
     ("self", ("self",)): "ScalarSelf", ("self", ("other", "self")): "Scalar",
+    ("Tensor_mode", ("other",)): "Scalar_mode",
 }
 
 

@@ -1,7 +1,9 @@
 """One OpInfo sample through eager and torch.compile, classified.
 
 A sample's status is one of
-  pass      the backend compiled every graph and the results match eager;
+  pass      the backend compiled every graph and the results match eager (graphs may call
+            ATen library kernels, as both backends do for linear algebra, FFTs, sorting:
+            recorded as the sample's "aten_calls");
   fallback  they match, but coil sent part or all of a graph to eager (a coil.FallbackWarning);
   mismatch  outputs or mutated inputs differ (values, shape, dtype, device);
   crash     the compiled call raised, or coil failed on a graph it had accepted
@@ -10,6 +12,7 @@ A sample's status is one of
 """
 import copy
 import itertools
+import logging
 import time
 import warnings
 
@@ -46,7 +49,8 @@ def worst(statuses):
 
 class Backend:
     """A torch.compile backend by name, wrapped to count the graphs Dynamo hands it (a sample
-    that reaches no graph compiled nothing) and, for Inductor, to note its ATen fallbacks."""
+    that reaches no graph compiled nothing) and to note the ops it ran as ATen kernels: coil's
+    library calls (logged by coil) and Inductor's ATen fallbacks."""
 
     def __init__(self, name):
         self.name = name
@@ -57,8 +61,10 @@ class Backend:
         self.inner = torch._dynamo.lookup_backend(name)
         self.graphs = []  # call_function nodes per graph, this sample
         self.targets = set()  # Inductor: the post-grad graphs' ops, this sample
+        self.library = set()  # coil: the ops it logged as library calls, this sample
         if name == "coil":
             self.fallback_warning, self.error_warning = coil.FallbackWarning, coil.CompileErrorWarning
+            self._watch_coil()
         else:
             self.fallback_warning = self.error_warning = None
         if name == "inductor":
@@ -69,13 +75,30 @@ class Backend:
         return self.inner(gm, example_inputs)
 
     def start_sample(self):
-        self.graphs, self.targets = [], set()
+        self.graphs, self.targets, self.library = [], set(), set()
 
-    def aten_fallbacks(self):
-        """The ops of this sample that Inductor ran as ATen fallback kernels (Inductor only)."""
+    def aten_calls(self):
+        """The ops of this sample the backend ran as ATen kernels."""
+        if self.name == "coil":
+            return sorted(self.library)
         from torch._inductor.lowering import fallbacks
 
         return sorted(str(t) for t in self.targets if t in fallbacks)
+
+    def _watch_coil(self):
+        """coil logs its library calls ("... call PyTorch's library kernels: a, b") at INFO."""
+        backend = self
+
+        class Recorder(logging.Handler):
+            def emit(self, record):
+                _, found, ops = record.getMessage().partition("library kernels: ")
+                if found:
+                    backend.library.update(op.strip() for op in ops.split(","))
+
+        logger = logging.getLogger("coil")
+        logger.setLevel(logging.INFO)
+        logger.addHandler(Recorder())
+        logger.propagate = False
 
     def _watch_inductor(self):
         """Notes the ops of each post-grad graph; those in torch._inductor.lowering.fallbacks
@@ -143,8 +166,7 @@ def check_sample(op, sample, device, dtype, backend, seed):
         except Exception as e:
             return dict(record, status="crash", detail=_message(e), graphs=backend.graphs)
     record["graphs"] = backend.graphs
-    if backend.name == "inductor":
-        record["aten_fallbacks"] = backend.aten_fallbacks()
+    record["aten_calls"] = backend.aten_calls()
     errors = _messages(caught, backend.error_warning)
     if errors:
         return dict(record, status="crash", detail=errors[0])

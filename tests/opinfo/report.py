@@ -24,21 +24,26 @@ def fully_compiled(statuses):
     return sum(all(s == "pass" for s in v) for v in per_op.values()), len(per_op)
 
 
-def aten_fallback_units(records):
-    """The units in which Inductor ran some op as an ATen fallback kernel."""
-    return {(r["op"], r["dtype"]) for r in records if r.get("aten_fallbacks")}
+def aten_call_units(records):
+    """The units in which the backend ran some op as an ATen kernel (coil's library calls,
+    Inductor's ATen fallbacks)."""
+    return {(r["op"], r["dtype"]) for r in records if r.get("aten_calls")}
+
+
+def own_kernels_only(statuses, records):
+    """The fully compiled ops none of whose samples called an ATen kernel."""
+    calling = {key for key, _ in aten_call_units(records)}
+    return fully_compiled({u: s for u, s in statuses.items() if u[0] not in calling})[0]
 
 
 def summary_line(meta, statuses, records):
     counts = collections.Counter(statuses.values())
     full, ran = fully_compiled(statuses)
-    line = (f"opinfo {meta['backend']} {meta['device']} {','.join(meta['dtypes'])}: {len(statuses)} ops·dtypes, "
+    return (f"opinfo {meta['backend']} {meta['device']} {','.join(meta['dtypes'])}: {len(statuses)} ops·dtypes, "
             f"{counts['pass']} pass, {counts['fallback']} fallback, {counts['mismatch']} mismatch, "
             f"{counts['crash']} crash, {counts['skip']} skip ({meta['seconds']:.0f} s); "
-            f"ops fully compiled: {full} of {ran}")
-    if meta["backend"] == "inductor":
-        line += f"; ATen fallbacks in {len(aten_fallback_units(records))} ops·dtypes"
-    return line
+            f"ops fully compiled: {full} of {ran}, {own_kernels_only(statuses, records)} of them without ATen "
+            f"kernels (ATen calls in {len(aten_call_units(records))} ops·dtypes)")
 
 
 def write(out_dir, meta, records, statuses, summary):
@@ -77,11 +82,12 @@ def markdown(meta, records, statuses, summary):
     if blockers:
         lines += ["", "## ATen ops coil sent to eager, by the ops·dtypes they appear in", ""]
         lines += [f"- {op}: {n}" for op, n in blockers.most_common()]
-    if meta["backend"] == "inductor":
-        lines += ["", "## ATen fallbacks of Inductor", ""]
-        by_unit = collections.defaultdict(set)
-        for r in records:
-            by_unit[(r["op"], r["dtype"])].update(r.get("aten_fallbacks") or ())
+    by_unit = collections.defaultdict(set)
+    for r in records:
+        by_unit[(r["op"], r["dtype"])].update(r.get("aten_calls") or ())
+    if any(by_unit.values()):
+        what = "library calls of coil" if meta["backend"] == "coil" else "ATen fallbacks of Inductor"
+        lines += ["", f"## ATen kernels: {what}", ""]
         lines += [f"- {k} {d}: {', '.join(sorted(ops))}" for (k, d), ops in sorted(by_unit.items()) if ops]
     return "\n".join(lines) + "\n"
 

@@ -2,6 +2,7 @@
 
 Runs on the CPU everywhere and on CUDA where there is a GPU (scripts/gpu-check).
 """
+import logging
 import warnings
 
 import pytest
@@ -157,22 +158,43 @@ def test_inputs_at_unaligned_addresses(device, dtype):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_unsupported_op_falls_back_and_is_reported(device):
-    def f(x):
+    def f(x, a):
         y = torch.relu(x) * 3
-        s, _ = torch.sort(y, dim=-1)   # coil has no sort
-        return s + 1, torch.topk(y, 3, dim=-1).values * 2  # nor topk
+        return torch.polar(y, a).abs() + 1, y * 2  # coil has no complex dtype
 
-    x = torch.randn(4, 6, 8, device=device)
+    x, a = torch.randn(4, 6, 8, device=device), torch.randn(4, 6, 8, device=device)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        check(f, x)
-    messages = [str(w.message) for w in caught if "coil:" in str(w.message)]
-    assert any("aten.sort.default, aten.topk.default)" in m for m in messages), messages  # getitem is not an op
+        check(f, x, a)
+    messages = [str(w.message) for w in caught if issubclass(w.category, coil.FallbackWarning)]
+    assert len(messages) == 1 and "(ops coil does not compile: aten.abs.default, aten.polar.default)" in messages[0], \
+        messages
 
 
 def test_unsupported_op_with_fallback_error_raises():
-    with pytest.raises(Exception, match="sort"):
-        check(lambda x: torch.sort(x)[0], torch.randn(5), backend=coil.backend, options={"fallback": "error"})
+    with pytest.raises(Exception, match="polar"):
+        check(lambda x: torch.polar(x, x).abs(), torch.randn(5), backend=coil.backend, options={"fallback": "error"})
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_library_calls_run_in_pytorch_without_a_warning(device, caplog):
+    """Sorting, selection, linear algebra and FFTs are PyTorch's library kernels (as they are
+    Inductor's): the nodes around them compile, they run in ATen, logged at INFO, not warned,
+    and fallback="error" accepts them."""
+    def f(x, m):
+        y = torch.relu(x) * 3
+        s, _ = torch.sort(y, dim=-1)
+        inv = torch.linalg.inv(m + 4 * torch.eye(5, device=m.device))
+        return s + 1, torch.topk(y, 3, dim=-1).values * 2, inv.sum(dim=0), torch.fft.rfft(y)
+
+    x, m = torch.randn(4, 6, 8, device=device), torch.randn(5, 5, device=device)
+    with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.INFO, logger="coil"):
+        warnings.simplefilter("always")
+        check(f, x, m, backend=coil.backend, options={"fallback": "error"})
+    assert not [str(w.message) for w in caught if issubclass(w.category, coil.FallbackWarning)]
+    logged = " ".join(r.getMessage() for r in caplog.records if r.name == "coil")
+    for op in ("aten.sort.default", "aten.topk.default", "aten.linalg_inv_ex.default", "aten._fft_r2c.default"):
+        assert op in logged, logged
 
 
 def test_inference_mode_and_entry_point_name():

@@ -216,6 +216,12 @@ DECOMPOSED = {
         + F.adaptive_max_pool2d(y.view(2, 4, 8), (3, 5), return_indices=True)[0].sum()
         + F.adaptive_avg_pool3d(x.view(1, 4, 4, 4), (3, 2, 3))),
     "as_strided_scatter": lambda x, y: torch.as_strided_scatter(x * 1, y[:3, :2] + 1, (3, 2), (9, 2), 1),
+    "int_div_by_number_tri_indices": lambda x, y: (
+        x[:2, :3] * torch.triu_indices(4, 3, 1, device=x.device) + torch.tril_indices(3, 4, 1, device=x.device)[:, :3]
+        + torch.div((y * 4).long(), -3, rounding_mode="floor")[:2, :3] + torch.div((y * 4).long(), 3, rounding_mode="trunc")[:2, :3]),
+    "max_pool2d_backward": lambda x, y: torch.ops.aten.max_pool2d_with_indices_backward(
+        y[:4, :4].reshape(1, 2, 2, 4), x.view(1, 2, 4, 8), [3, 3], [2, 2], [1, 1], [1, 1], False,
+        F.max_pool2d(x.view(1, 2, 4, 8), 3, 2, 1, return_indices=True)[1]),
     "avg_pool3d": lambda x, y: (F.avg_pool3d(x.view(1, 1, 4, 4, 4), 3, 2, padding=1, ceil_mode=True, count_include_pad=False)
                                 .sum() + F.avg_pool3d(y.view(2, 2, 4, 4), (2, 3, 1), divisor_override=5)),
 }
@@ -228,6 +234,42 @@ def test_ops_compiled_through_decompositions(name, device):
     want, got, said = run(DECOMPOSED[name], x, y)
     same(want, got, rtol=1e-4, atol=1e-4, strides=False)
     assert not said, [str(w.message) for w in said]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("case", ["overlapping-ceil", "dilated-channels-last", "unbatched"])
+def test_max_pool2d_backward_gathers_each_elements_windows(device, dtype, case):
+    """max_pool2d_with_indices_backward (a training graph's) compiles as a gather: every input
+    element sums the gradients of the overlapping windows whose max it was, in f32, and the
+    result has ATen's layout (channels-last for a channels-last input)."""
+    shape, k, stride, pad, dil, ceil = {"overlapping-ceil": ((2, 3, 9, 11), [3, 3], [2, 2], [1, 1], [1, 1], True),
+                                        "dilated-channels-last": ((2, 4, 10, 9), [3, 2], [1, 2], [1, 0], [2, 1], False),
+                                        "unbatched": ((3, 7, 8), [2, 2], [], [0, 0], [1, 1], False)}[case]
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(shape, generator=g).to(device, dtype)
+    if case == "dilated-channels-last":
+        x = x.to(memory_format=torch.channels_last)
+    out, idx = F.max_pool2d(x, k, stride or None, pad, dil, ceil_mode=ceil, return_indices=True)
+    grad = torch.randn(out.shape, generator=g).to(device, dtype)
+
+    def f(grad, x, idx):
+        return torch.ops.aten.max_pool2d_with_indices_backward(grad, x, k, stride, pad, dil, ceil, idx)
+
+    want, got, said = run(f, grad, x, idx)
+    reference = f(grad.float(), x.float(), idx).to(dtype)  # sums in f32, rounded once
+    tol = 1e-5 if dtype == torch.float32 else 1e-2  # one 16-bit rounding
+    torch.testing.assert_close(got.float(), reference.float(), rtol=tol, atol=tol)
+    assert got.stride() == want.stride() and not said, [str(w.message) for w in said]
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.uint8])
+def test_max_pool3d_of_integers_picks_the_first_largest(dtype):
+    """Integer max_pool3d (CPU: ATen's CUDA kernel takes floats only) pads with the dtype's
+    lowest value and picks, among many ties, the first element of the window equal to its max."""
+    x = torch.randint(0, 5, (2, 3, 5, 6, 7), generator=torch.Generator().manual_seed(2)).to(dtype)
+    want, got, said = run(lambda x: F.max_pool3d(x, 3, 2, 1, dilation=(1, 2, 1), ceil_mode=True, return_indices=True), x)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]) and not said, [str(w.message) for w in said]
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -1,0 +1,57 @@
+"""ATen ops coil calls as PyTorch's library kernels, by design.
+
+Linear algebra (LAPACK, cuSOLVER, MAGMA), FFTs (cuFFT, pocketfft), sorting and selection and a
+few more are library routines that no tensor compiler generates: Inductor too runs them as ATen
+fallback kernels. coil runs such a node in PyTorch between the parts it compiles, as it runs any
+node it does not take, but without a FallbackWarning and also under fallback="error": they are
+part of the compiled program, not a gap in it. The adapter logs them (logger "coil", INFO).
+
+Every op here must be one Inductor does not compile (tests/python/test_library.py checks it
+against torch._inductor's lowering and decomposition tables): where Inductor generates a kernel
+for an op, coil must too, and an unsupported node of it warns.
+"""
+import operator
+
+# str(OpOverload) of each op, by the library that does its work.
+LIBRARY_OPS = frozenset({
+    # Linear algebra: LAPACK on the CPU, cuSOLVER / MAGMA / cuBLAS on CUDA.
+    "aten._linalg_check_errors.default", "aten._linalg_det.default", "aten._linalg_eigh.default",
+    "aten._linalg_slogdet.default", "aten._linalg_solve_ex.default", "aten._linalg_svd.default",
+    "aten.cholesky.default", "aten.cholesky_inverse.default", "aten.cholesky_solve.default", "aten.geqrf.default",
+    "aten.linalg_cholesky_ex.default", "aten.linalg_eig.default", "aten.linalg_householder_product.default",
+    "aten.linalg_inv_ex.default", "aten.linalg_ldl_factor_ex.default", "aten.linalg_ldl_solve.default",
+    "aten.linalg_lu.default", "aten.linalg_lu_factor_ex.default", "aten.linalg_lu_solve.default",
+    "aten.linalg_matrix_exp.default", "aten.linalg_pinv.atol_rtol_tensor", "aten.linalg_qr.default",
+    "aten.linalg_solve_triangular.default", "aten.lu_unpack.default", "aten.ormqr.default",
+    "aten.triangular_solve.default",
+    # FFTs: cuFFT on CUDA, pocketfft or MKL on the CPU.
+    "aten._fft_r2c.default", "aten._fft_c2c.default", "aten._fft_c2r.default",
+    # Sorting and selection: CUB's radix sort and ATen's selection kernels.
+    "aten.sort.default", "aten.sort.stable", "aten.topk.default", "aten.kthvalue.default",
+    "aten.median.default", "aten.median.dim", "aten.nanmedian.default", "aten.nanmedian.dim", "aten.mode.default",
+    # Segmented and binned reductions, distances, bags of embeddings.
+    "aten.segment_reduce.default", "aten.histc.default", "aten.histogram.bin_ct",
+    "aten._histogramdd_bin_edges.default", "aten._histogramdd_from_bin_cts.default",
+    "aten._embedding_bag.default", "aten._embedding_bag_forward_only.default",
+    "aten._cdist_forward.default", "aten._pdist_forward.default",
+    # Special functions with series/continued-fraction kernels of their own in ATen.
+    "aten.igamma.default", "aten.igammac.default",
+    # Sampling with 3-d grids and antialiased resizing: ATen's gather kernels.
+    "aten.grid_sampler_3d.default", "aten._upsample_bilinear2d_aa.default",
+    # Fixed-size nonzero and content hashing: ATen's kernels (CUB on CUDA).
+    "aten.nonzero_static.default", "aten.hash_tensor.default",
+    # Attention whose logsumexp or random state a later node reads (training): the fused kernels.
+    "aten._efficient_attention_forward.default", "aten._flash_attention_forward.default",
+    "aten._scaled_dot_product_efficient_attention.default", "aten._scaled_dot_product_flash_attention.default",
+    "aten._scaled_dot_product_cudnn_attention.default",
+    "aten._scaled_dot_product_flash_attention_for_cpu.default",
+})
+
+
+def is_library_call(node):
+    """Whether this FX node (or the getitem of one) is a call coil leaves to a library kernel."""
+    if node.op != "call_function":
+        return False
+    if node.target is operator.getitem:
+        return is_library_call(node.args[0])
+    return str(node.target) in LIBRARY_OPS
