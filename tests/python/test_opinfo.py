@@ -86,3 +86,30 @@ def test_expected_entries_only_shrink(tmp_path):
     assert expected.differences(listed, {"cpu": 2}, statuses, coverage)[0].startswith("samples: the cpu entries")
     expected.write(tmp_path / "expected.txt", merged, {"cpu": 1, "cuda": 2})
     assert expected.read(tmp_path / "expected.txt") == (merged, {"cpu": 1, "cuda": 2})
+
+
+def test_merge_joins_shards_and_refuses_mismatched_runs(tmp_path):
+    from tests.opinfo import merge, report
+
+    def doc(selection, records, backend="inductor"):
+        meta = {"backend": backend, "device": "cuda", "dtypes": ["f32"], "samples": 2, "selection": selection,
+                "commit": "abc", "seconds": 10.0, "torch": "2.11.0", "jobs": 1}
+        return {"meta": meta, "samples": records}
+
+    a = doc("shard 0:2", [{"op": "add", "dtype": "f32", "status": "pass", "aten_calls": []},
+                          {"op": "sort", "dtype": "f32", "status": "pass", "aten_calls": ["aten.sort.default"]}])
+    b = doc("shard 1:2", [{"op": "mul", "dtype": "f32", "status": "fallback"}])
+    meta, records = merge.merge([a, b])
+    statuses = report.unit_statuses(records)
+    assert meta["seconds"] == 20.0 and meta["selection"] == "shard 0:2 + shard 1:2"
+    line = report.summary_line(meta, statuses, records)
+    assert "3 ops·dtypes, 2 pass, 1 fallback" in line and "ops fully compiled: 2 of 3, 1 of them without ATen kernels" in line
+    with pytest.raises(ValueError, match="backend"):
+        merge.merge([a, doc("shard 1:2", [], backend="coil")])
+    with pytest.raises(ValueError, match="more than one run"):
+        merge.merge([a, a])
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "results.json").write_text(json.dumps(a))
+    (tmp_path / "b.json").write_text(json.dumps(b))
+    assert merge.main(["--out", str(tmp_path / "m"), str(tmp_path / "a"), str(tmp_path / "b.json")]) == 0
+    assert "ATen fallbacks of Inductor" in (tmp_path / "m" / "summary.md").read_text()
