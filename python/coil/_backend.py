@@ -11,7 +11,7 @@ import warnings
 
 import torch
 
-from . import _cache, _coil, _decompositions, _fx, _library, _runner
+from . import _cache, _coil, _decompositions, _fx, _library, _rewrites, _runner
 
 _log = logging.getLogger("coil")
 
@@ -307,11 +307,15 @@ def backend(gm, example_inputs, mode=None, options=None):
 
 
 # Exceptions Dynamo's compile steps raise to steer Dynamo (restart the trace with a Python
-# scalar specialized, skip the frame): theirs to catch, not failures of coil.
-_DYNAMO_CONTROL = (torch._dynamo.exc.RestartAnalysis, torch._dynamo.exc.SkipFrame)
+# scalar specialized, skip the frame), and those of fake tensors that Dynamo turns into a graph
+# break (AOTAutograd tracing a data-dependent op such as narrow at a tensor's value): theirs to
+# catch, not failures of coil.
+_DYNAMO_CONTROL = (torch._dynamo.exc.RestartAnalysis, torch._dynamo.exc.SkipFrame,
+                   *torch._dynamo.exc.exceptions_allowed_to_be_fallback)
 
 
 def _compile_graph(gm, example_inputs, mode, options):
+    gm = _rewrites.recover_addcdiv(gm)
     frozen = {}
     if options.get("freeze"):
         # Prepared here: the forward compiler runs under AOTAutograd's fake mode.

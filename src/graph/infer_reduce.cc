@@ -222,10 +222,16 @@ std::vector<TensorMeta> normalizations(const ArgReader& a) {
       require_shape(a.tensor("running_mean"), c, op, "running_mean");
       require_shape(a.tensor("running_var"), c, op, "running_var");
       bool mixed = mixed_params(input, {a.opt_tensor("weight"), a.opt_tensor("bias"), a.tensor("running_mean"), a.tensor("running_var")}, op);
-      DType stat_dtype = mixed ? DType::f32 : input.dtype;
+      // PyTorch's CPU kernel saves nothing in inference; its CUDA kernel saves the running mean
+      // and the inverse standard deviation, per channel, in the computation dtype.
+      bool cpu = input.device.kind == Device::Kind::cpu;
+      DType stat_dtype = !cpu && (input.dtype == DType::f16 || input.dtype == DType::bf16) ? DType::f32
+                         : mixed                                                       ? DType::f32
+                                                                                       : input.dtype;
+      SymShape saved = cpu ? SymShape{0} : c;
       return {TensorMeta::contiguous(input.dtype, input.sizes, input.device),
-              TensorMeta::contiguous(stat_dtype, {0}, input.device),
-              TensorMeta::contiguous(stat_dtype, {0}, input.device)};
+              TensorMeta::contiguous(stat_dtype, saved, input.device),
+              TensorMeta::contiguous(stat_dtype, saved, input.device)};
     }
     case OpKind::BatchNormFunctional:
     case OpKind::BatchNormNoStats: {

@@ -287,8 +287,17 @@ std::vector<Value> normalizations(Context& c, const Node& n, const ArgReader& ar
       if (!n.arg("weight").is_none()) y = op(LoopOp::Mul, {y, per_channel("weight")});
       if (!n.arg("bias").is_none()) y = op(LoopOp::Add, {y, per_channel("bias")});
       std::vector<Value> v = {Value{meta, -1, cast(y, meta.dtype)}};
-      for (size_t o = 1; o < 3; ++o)  // save_mean / save_invstd: empty in inference
-        v.push_back(Value{n.outputs[o].meta, c.add_buffer(n.outputs[o].name, loop::Buffer::Role::temporary, n.outputs[o].meta), nullptr});
+      const TensorMeta& saved = n.outputs[1].meta;
+      if (saved.sizes == SymShape{0}) {  // save_mean / save_invstd: empty in inference (CPU)
+        for (size_t o = 1; o < 3; ++o)
+          v.push_back(Value{n.outputs[o].meta, c.add_buffer(n.outputs[o].name, loop::Buffer::Role::temporary, n.outputs[o].meta), nullptr});
+        return v;
+      }
+      // CUDA: the running mean and 1 / sqrt(running_var + eps), per channel.
+      SymShape own = index_vars(1);
+      auto stat = [&](std::string_view name) { return cast(c.at(c.value(std::get<ValueRef>(n.arg(name).value)), own), saved.dtype); };
+      v.push_back(Value{saved, -1, stat("running_mean")});
+      v.push_back(Value{n.outputs[2].meta, -1, op(LoopOp::Rsqrt, {op(LoopOp::Add, {stat("running_var"), k(args.real("eps"), saved.dtype)})})});
       return v;
     }
     default: fail("{} is not supported by the compiler yet", n.schema().name);

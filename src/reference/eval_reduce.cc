@@ -367,7 +367,12 @@ std::vector<Tensor> normalizations(const NodeEval& e) {
         if (bias) y += at(*bias, ch);
         set(out, idx, y);
       });
-      return {out, e.new_output(1), e.new_output(2)};
+      Tensor saved_mean = e.new_output(1), saved_invstd = e.new_output(2);
+      for (int64_t ch = 0; ch < saved_mean.numel(); ++ch) {  // CUDA's: saved per channel
+        set(saved_mean, {ch}, at(rm, {ch}));
+        set(saved_invstd, {ch}, 1.0 / std::sqrt(at(rv, {ch}) + eps));
+      }
+      return {out, saved_mean, saved_invstd};
     }
     case OpKind::BatchNormFunctional:
     case OpKind::BatchNormNoStats: {

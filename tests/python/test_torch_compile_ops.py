@@ -19,15 +19,14 @@ TOL = {torch.float64: (1e-12, 1e-12), torch.float32: (1e-5, 1e-5), torch.float16
        torch.bfloat16: (8e-3, 8e-3)}
 
 
-def compiles_like_eager(fn, *args, tol=None, eager=None):
-    """Runs fn eagerly (or `eager`, the program PyTorch hands the backend where Dynamo rewrites
-    fn) and compiled (under no_grad, on copies of args) and compares the outputs and every
+def compiles_like_eager(fn, *args, tol=None):
+    """Runs fn eagerly and compiled (under no_grad, on copies of args) and compares the outputs and every
     tensor argument afterwards (the mutated ones); coil must not warn."""
     torch._dynamo.reset()
     eager_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
     coil_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
     with torch.no_grad():
-        want = (eager or fn)(*eager_args)
+        want = fn(*eager_args)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             got = torch.compile(fn, backend="coil")(*coil_args)
@@ -196,12 +195,37 @@ def test_convolution_with_bias_rounds_once(dtype):
 def test_addcdiv_addcmul_f16_round_once(op):
     """aten.addcdiv / addcmul reach coil whole (the adapter's Core ATen table keeps them) and are
     computed in f32 and rounded once, as ATen's kernels: equal to eager. (torch.addcdiv(...,
-    value=v) written in Python is rewritten by Dynamo itself into div, mul and add, each rounded
-    to f16 as eager rounds them one by one; that program coil follows exactly.)"""
+    value=v) written in Python is rewritten by Dynamo itself into div, mul and add; coil's
+    adapter puts them back together, so that too equals eager.)"""
     g = torch.Generator().manual_seed(5)
     x, a = torch.randn(64, 33, generator=g).half(), torch.randn(64, 33, generator=g).half()
     b = (torch.rand(64, 33, generator=g) + 0.5).half()
     aten_op = getattr(torch.ops.aten, op).default
     compiles_like_eager(lambda x, a, b: aten_op(x, a, b, value=0.3), x, a, b, tol=(0, 0))
-    rewritten = (lambda x, a, b: x + torch.div(a, b) * 0.3) if op == "addcdiv" else None  # addcmul reaches AOT whole
-    compiles_like_eager(lambda x, a, b: getattr(torch, op)(x, a, b, value=0.3), x, a, b, tol=(0, 0), eager=rewritten)
+    compiles_like_eager(lambda x, a, b: getattr(torch, op)(x, a, b, value=0.3), x, a, b, tol=(0, 0))
+
+
+def test_addcdiv_with_a_value_rounds_once():
+    """Dynamo traces addcdiv(a, b, c, value=v) as add(a, mul(div(b, c), v)), which rounds bf16
+    twice more than ATen's kernel: coil puts the op back together and matches eager's bits."""
+    g = torch.Generator().manual_seed(0)
+    a, b, c = ((torch.randn(4000, generator=g) * 5).bfloat16() for _ in range(3))
+    compiles_like_eager(lambda a, b, c: torch.addcdiv(a, b, c, value=3.14), a, b, c, tol=(0, 0))
+    # Written out by hand, the chain is the program: its roundings stay.
+    compiles_like_eager(lambda a, b, c: a + b / c * 3.14, a, b, c, tol=(0, 0))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA's kernel: on the CPU ATen returns bf16 where "
+                    "PyTorch's meta function, which every compiled graph follows, says f32")
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_softmax_gradients_of_bf16_for_an_f32_input(op):
+    """_softmax_backward_data / _log_softmax_backward_data of bf16 tensors with input_dtype f32
+    (autocast's): on CUDA ATen computes in f32 and returns f32; coil must not round to bf16 on
+    the way, as the Core ATen table's decomposition does."""
+    device = "cuda"
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(16, 40, generator=g)
+    out = (torch.softmax(x, -1) if op == "softmax" else torch.log_softmax(x, -1)).to(device, torch.bfloat16)
+    grad = torch.randn(16, 40, generator=g).to(device, torch.bfloat16)
+    aten_op = torch.ops.aten._softmax_backward_data if op == "softmax" else torch.ops.aten._log_softmax_backward_data
+    compiles_like_eager(lambda grad, out: aten_op(grad, out, 1, torch.float32), grad, out)

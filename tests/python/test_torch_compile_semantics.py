@@ -319,6 +319,21 @@ def test_dynamo_restarts_are_not_coil_failures():
     assert not [str(w.message) for w in caught if issubclass(w.category, coil.FallbackWarning)]
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_data_dependent_ops_are_dynamos_graph_breaks(device):
+    """narrow / tensor_split at a tensor's value: AOTAutograd's fake tensors raise
+    DataDependentOutputException, which Dynamo turns into a graph break (as for Inductor), not
+    a coil failure (CompileErrorWarning) with the whole graph in eager."""
+    x = torch.randn(5, 6, device=device)
+    start, sections = torch.tensor(1), torch.tensor([1, 4])
+    cases = [lambda x, s: torch.narrow(x * 2, 1, s, 3) + 1, lambda x, s: [t * 2 for t in torch.tensor_split(x, s, 1)]]
+    for fn, arg in zip(cases, (start, sections)):
+        torch._dynamo.reset()
+        want, got, said = run(fn, x, arg)
+        same(want, got)
+        assert not said, [str(w.message) for w in said]
+
+
 def test_own_decompositions_of_ops_dynamo_rarely_hands_over():
     """expand_as, split (three overloads) and lift_fresh are decomposed by coil's own table into
     ops coil compiles, with eager's values (Dynamo and AOTAutograd usually decompose them first)."""
