@@ -94,8 +94,30 @@ def _node_supported(node, device):
         return False  # a layout whose elements share memory: coil's outputs have none
     val = node.meta.get("val")
     outputs = list(val) if isinstance(val, (list, tuple)) else [val]
-    inputs = [n.meta.get("val") for n in node.all_input_nodes]
+    inputs = [n.meta.get("val") for n in node.all_input_nodes if not _cpu_index_of(n, node)]
     return all(_takes(v, device) for v in outputs + inputs)
+
+
+_INDEXING = {"aten::index", "aten::index_put", "aten::_unsafe_index", "aten::_unsafe_index_put"}
+
+
+def _cpu_index_of(value, node):
+    """Whether `value` is a CPU tensor among the indices of an indexing node: PyTorch copies such
+    indices to the indexed tensor's device, and so does coil's runner, once per call."""
+    val = value.meta.get("val")
+    return (isinstance(val, torch.Tensor) and val.device.type == "cpu" and node.op == "call_function"
+            and isinstance(node.target, torch._ops.OpOverload) and node.target.name() in _INDEXING
+            and len(node.args) > 1 and isinstance(node.args[1], (list, tuple)) and value in node.args[1])
+
+
+def _takes_input(placeholder, device):
+    """Whether a compiled graph on `device` can take this placeholder's value as an input: one
+    it can hold, or CPU indices that only indexing nodes read (copied to the device per call)."""
+    value = placeholder.meta.get("val")
+    if not isinstance(value, torch.Tensor):
+        return False
+    return _takes(value, device) or (_takes(value, value.device) and bool(placeholder.users)
+                                     and all(_cpu_index_of(placeholder, user) for user in placeholder.users))
 
 
 def _mask_put_supported(node):
@@ -202,7 +224,7 @@ def _compile_forward(gm, options, frozen_tensors):
         if decomposed is not None:
             gm = decomposed
             unsupported = [n for n in gm.graph.nodes if n.op == "call_function" and not _node_supported(n, device)]
-    takes_inputs = all(isinstance(v, torch.Tensor) and _takes(v, device) for v in values)
+    takes_inputs = all(_takes_input(n, device) for n in gm.graph.nodes if n.op == "placeholder")
     if not unsupported and takes_inputs and not any(n.op == "get_attr" for n in gm.graph.nodes):
         return _compile_whole(gm, values, device, options, frozen_tensors)
     library = [n for n in unsupported if _library.is_library_call(n)]

@@ -440,6 +440,8 @@ _OWN = {
     aten.split.sizes: lambda self, split_size, dim=0: aten.split_with_sizes.default(self, list(split_size), dim),
     aten.split.default: lambda self, split_sizes, dim=0: aten.split_with_sizes.default(self, list(split_sizes), dim),
     aten.lift_fresh.default: aten.alias.default,
+    # F.grid_sample's choice on CUDA for 4-d bilinear sampling with zero padding, corners aligned.
+    aten.cudnn_grid_sampler.default: lambda self, grid: aten.grid_sampler_2d.default(self, grid, 0, 0, True),
     torch.ops.prims.convert_element_type.default: lambda a, dtype: aten._to_copy.default(a, dtype=dtype),
     torch.ops.prims.scalar_tensor.default: lambda s, *, dtype=None, device=None: aten.scalar_tensor.default(
         s, dtype=dtype, device=device),

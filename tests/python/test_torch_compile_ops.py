@@ -229,3 +229,17 @@ def test_softmax_gradients_of_bf16_for_an_f32_input(op):
     grad = torch.randn(16, 40, generator=g).to(device, torch.bfloat16)
     aten_op = torch.ops.aten._softmax_backward_data if op == "softmax" else torch.ops.aten._log_softmax_backward_data
     compiles_like_eager(lambda grad, out: aten_op(grad, out, 1, torch.float32), grad, out)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_batch_norm_inference_saved_statistics(device, dtype):
+    """native_batch_norm in inference: the CPU kernel saves nothing (0 elements); CUDA's saves
+    the running mean and 1 / sqrt(running_var + eps) per channel in f32, and the traced graph
+    says so: coil returns each device's."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(4, 3, 5, 5, generator=g).to(device, dtype)
+    w, b, mean = (torch.randn(3, generator=g).to(device, dtype) for _ in range(3))
+    var = (torch.rand(3, generator=g) + 0.5).to(device, dtype)
+    compiles_like_eager(lambda x, w, b, mean, var: torch.native_batch_norm(x, w, b, mean, var, False, 0.1, 1e-5),
+                        x, w, b, mean, var)

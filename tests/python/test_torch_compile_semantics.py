@@ -216,6 +216,9 @@ DECOMPOSED = {
         + F.adaptive_max_pool2d(y.view(2, 4, 8), (3, 5), return_indices=True)[0].sum()
         + F.adaptive_avg_pool3d(x.view(1, 4, 4, 4), (3, 2, 3))),
     "as_strided_scatter": lambda x, y: torch.as_strided_scatter(x * 1, y[:3, :2] + 1, (3, 2), (9, 2), 1),
+    # cudnn_grid_sampler on CUDA (grid_sampler_2d on the CPU)
+    "grid_sample_aligned_corners": lambda x, y: F.grid_sample(x.view(1, 2, 4, 8), (y[:6].reshape(1, 3, 8, 2) - 3) * 0.6,
+                                                              align_corners=True),
     "int_div_by_number_tri_indices": lambda x, y: (
         x[:2, :3] * torch.triu_indices(4, 3, 1, device=x.device) + torch.tril_indices(3, 4, 1, device=x.device)[:, :3]
         + torch.div((y * 4).long(), -3, rounding_mode="floor")[:2, :3] + torch.div((y * 4).long(), 3, rounding_mode="trunc")[:2, :3]),
@@ -320,6 +323,21 @@ def test_dynamo_restarts_are_not_coil_failures():
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_cpu_indices_of_device_tensors(device):
+    """PyTorch indexes a CUDA tensor with CPU indices and masks (copying them over); coil
+    compiles such graphs whole, the indices copied to the device per call."""
+    x, v = torch.randn(5, 6, device=device), torch.randn(6, device=device)
+    mask, idx = torch.tensor([True, False, True, True, False]), torch.tensor([4, 0, 2])
+
+    def fn(x, mask, idx, v):
+        return x.index_put((mask,), v) * 2, x[idx] + 1, x[:, idx].sum(dim=1)
+
+    want, got, said = run(fn, x, mask, idx, v)
+    same(want, got)
+    assert not said, [str(w.message) for w in said]
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_data_dependent_ops_are_dynamos_graph_breaks(device):
     """narrow / tensor_split at a tensor's value: AOTAutograd's fake tensors raise
     DataDependentOutputException, which Dynamo turns into a graph break (as for Inductor), not
@@ -332,6 +350,16 @@ def test_data_dependent_ops_are_dynamos_graph_breaks(device):
         want, got, said = run(fn, x, arg)
         same(want, got)
         assert not said, [str(w.message) for w in said]
+
+
+def test_cudnn_grid_sampler_is_bilinear_grid_sampling_with_aligned_corners():
+    """The decomposition of CUDA's cudnn_grid_sampler, checked where it runs on any device."""
+    from coil import _decompositions
+
+    g = torch.Generator().manual_seed(4)
+    x, grid = torch.randn(2, 3, 5, 7, generator=g), torch.rand(2, 4, 6, 2, generator=g) * 2.4 - 1.2
+    got = _decompositions._extra()[torch.ops.aten.cudnn_grid_sampler.default](x, grid)
+    torch.testing.assert_close(got, F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=True))
 
 
 def test_own_decompositions_of_ops_dynamo_rarely_hands_over():
