@@ -11,7 +11,7 @@ import warnings
 
 import torch
 
-from . import _cache, _coil, _decompositions, _fx, _library, _rewrites, _runner
+from . import _cache, _coil, _complex, _decompositions, _fx, _library, _rewrites, _runner
 
 _log = logging.getLogger("coil")
 
@@ -218,7 +218,8 @@ def _compile_forward(gm, options, frozen_tensors):
     calls = [n for n in gm.graph.nodes if n.op == "call_function"]
     if not calls:
         return gm
-    unsupported = [n for n in calls if not _node_supported(n, device)]
+    gm = _complex.as_real_pairs(gm, values) or gm
+    unsupported = [n for n in gm.graph.nodes if n.op == "call_function" and not _node_supported(n, device)]
     if unsupported:
         decomposed = _decompositions.decompose_unsupported(gm, values, unsupported)
         if decomposed is not None:
@@ -228,7 +229,8 @@ def _compile_forward(gm, options, frozen_tensors):
     if not unsupported and takes_inputs and not any(n.op == "get_attr" for n in gm.graph.nodes):
         return _compile_whole(gm, values, device, options, frozen_tensors)
     library = [n for n in unsupported if _library.is_library_call(n)]
-    eager = [n for n in unsupported if not _library.is_library_call(n)]
+    # Views between complex tensors and their real pairs (see _complex) compute nothing: silent.
+    eager = [n for n in unsupported if not _library.is_library_call(n) and str(n.target) not in _complex.BOUNDARY]
     if eager and options.get("fallback", "eager") == "error":
         raise _coil.CoilError(f"coil: ops coil does not compile: {_op_names(eager)}")
     if eager:
