@@ -144,11 +144,11 @@ def _bucketize(self, boundaries, *, out_int32=False, right=False):
 
 
 def _trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
-    # i1 * i2 * i3, each unsqueezed at its expand dims, summed over sumdim (which go away).
-    if i1.dtype in (torch.float16, torch.bfloat16):
-        # ATen rounds each pairwise product to 16 bits; near cancellation one rounding less is
-        # further from eager than 16-bit tolerances allow: left to eager.
-        raise NotImplementedError("_trilinear of 16-bit operands")
+    # i1 * i2 * i3, each unsqueezed at its expand dims, summed over sumdim (which go away);
+    # 16-bit operands in f32, rounded once.
+    dtype = i1.dtype
+    if dtype in (torch.float16, torch.bfloat16):
+        i1, i2, i3 = (aten._to_copy.default(t, dtype=torch.float32) for t in (i1, i2, i3))
 
     def spread(t, expand):
         for d in sorted(expand):
@@ -156,7 +156,8 @@ def _trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
         return t
 
     out = aten.mul.Tensor(aten.mul.Tensor(spread(i1, expand1), spread(i2, expand2)), spread(i3, expand3))
-    return aten.sum.dim_IntList(out, list(sumdim)) if sumdim else out
+    out = aten.sum.dim_IntList(out, list(sumdim)) if sumdim else out
+    return aten._to_copy.default(out, dtype=dtype) if out.dtype != dtype else out
 
 
 def _unfold(self, dimension, size, step):

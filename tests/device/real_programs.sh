@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Real programs on the GPU machine: the torch.compile semantics and model tests on CUDA,
+# Real programs on the GPU machine: the torch.compile semantics, op and complex tests on CUDA,
 # PyTorch's OpInfo samples through coil (and through Inductor, the baseline, in the same session)
 # and the model zoo. Uses the adapter from .devdeps/bundle.tar.xz (tests/device/bundle.sh).
 # Each step's log (and its results, packed) goes to $OUT:
@@ -28,6 +28,7 @@ for step in "$@"; do
   case "$step" in
     semantics)
       python3 -m pytest -q -p no:cacheprovider tests/python/test_torch_compile_semantics.py tests/python/test_torch_compile.py \
+        tests/python/test_torch_compile_ops.py tests/python/test_torch_compile_complex.py tests/python/test_library.py \
         2>&1 | tee "$out/semantics.log" | tail -15 ;;
     opinfo)
       python3 -m tests.opinfo.run --device cuda --dtypes f32,bf16 --samples 2 --jobs "$jobs" --out "$out/opinfo-cuda" \

@@ -243,3 +243,22 @@ def test_batch_norm_inference_saved_statistics(device, dtype):
     var = (torch.rand(3, generator=g) + 0.5).to(device, dtype)
     compiles_like_eager(lambda x, w, b, mean, var: torch.native_batch_norm(x, w, b, mean, var, False, 0.1, 1e-5),
                         x, w, b, mean, var)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_bilinear_16_bit_in_f32(device, dtype):
+    """F.bilinear (_trilinear) of 16-bit tensors: coil's decomposition multiplies and sums in f32
+    and rounds once; ATen rounds its pairwise products to 16 bits, so eager is checked against
+    the f32 computation rounded once, within one 16-bit rounding."""
+    g = torch.Generator().manual_seed(6)
+    x1, x2 = torch.randn(7, 5, generator=g), torch.randn(7, 6, generator=g)
+    w, b = torch.randn(3, 5, 6, generator=g), torch.randn(3, generator=g)
+    args = [t.to(device, dtype) for t in (x1, x2, w, b)]
+    torch._dynamo.reset()
+    with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = torch.compile(F.bilinear, backend="coil")(*args)
+    assert not [str(w.message) for w in caught if "coil" in str(w.message)]
+    reference = F.bilinear(*[t.float() for t in args]).to(dtype)
+    torch.testing.assert_close(got.float(), reference.float(), rtol=TOL[dtype][0], atol=TOL[dtype][1])
