@@ -106,7 +106,7 @@ def _cpu_index_of(value, node):
     indices to the indexed tensor's device, and so does coil's runner, once per call."""
     val = value.meta.get("val")
     return (isinstance(val, torch.Tensor) and val.device.type == "cpu" and node.op == "call_function"
-            and isinstance(node.target, torch._ops.OpOverload) and node.target.name() in _INDEXING
+            and isinstance(node.target, torch._ops.OpOverload) and node.target._schema.name in _INDEXING
             and len(node.args) > 1 and isinstance(node.args[1], (list, tuple)) and value in node.args[1])
 
 

@@ -20,32 +20,22 @@ def core():
     # computes them in f32 and rounds once, as ATen does (the table's div/mul/add round each).
     for op in (aten._scaled_dot_product_flash_attention_for_cpu.default, aten.addcdiv.default, aten.addcmul.default):
         table.pop(op, None)
-    for op, own in ((aten._softmax_backward_data.default, _softmax_backward), (aten._log_softmax_backward_data.default,
-                                                                                _log_softmax_backward)):
-        table[op] = functools.partial(own, table[op])
+    table[aten._softmax_backward_data.default] = functools.partial(_softmax_backward,
+                                                                   table[aten._softmax_backward_data.default])
     return table
 
 
-def _half_to_float(grad_output, output, input_dtype):
-    """CUDA's softmax gradients of 16-bit tensors for an f32 input (autocast): ATen computes
-    them in f32 from the 16-bit values and returns f32; the table's decomposition rounds to
-    16 bits first. (The CPU kernel returns the 16-bit dtype: the table's is right there.)"""
-    return grad_output.device.type == "cuda" and grad_output.dtype != input_dtype
-
-
 def _softmax_backward(table_fn, grad_output, output, dim, input_dtype):
-    if not _half_to_float(grad_output, output, input_dtype):
+    # CUDA's kernel multiplies grad_output by output in their 16-bit dtype (a rounded tensor),
+    # then sums and finishes in f32: the table's decomposition keeps the product in f32, up to
+    # 16 units in the last place off where the sum cancels. The CPU kernel keeps it in f32.
+    if grad_output.device.type != "cuda" or grad_output.dtype not in (torch.float16, torch.bfloat16) \
+            or output.dtype != grad_output.dtype:
         return table_fn(grad_output, output, dim, input_dtype)
-    g, o = (aten._to_copy.default(t, dtype=input_dtype) for t in (grad_output, output))
-    product = aten.mul.Tensor(g, o)
-    return aten.sub.Tensor(product, aten.mul.Tensor(o, aten.sum.dim_IntList(product, [dim], True)))
-
-
-def _log_softmax_backward(table_fn, grad_output, output, dim, input_dtype):
-    if not _half_to_float(grad_output, output, input_dtype):
-        return table_fn(grad_output, output, dim, input_dtype)
-    g, o = (aten._to_copy.default(t, dtype=input_dtype) for t in (grad_output, output))
-    return aten.sub.Tensor(g, aten.mul.Tensor(aten.exp.default(o), aten.sum.dim_IntList(g, [dim], True)))
+    product = aten._to_copy.default(aten.mul.Tensor(grad_output, output), dtype=torch.float32)
+    o = aten._to_copy.default(output, dtype=torch.float32)
+    grad = aten.sub.Tensor(product, aten.mul.Tensor(o, aten.sum.dim_IntList(product, [dim], True)))
+    return aten._to_copy.default(grad, dtype=input_dtype)
 
 
 def _var_mean(x, dim=None, *, correction=None, keepdim=False):

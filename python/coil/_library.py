@@ -30,8 +30,9 @@ LIBRARY_OPS = frozenset({
     "aten.sort.default", "aten.sort.stable", "aten.topk.default", "aten.kthvalue.default",
     "aten.median.default", "aten.median.dim", "aten.nanmedian.default", "aten.nanmedian.dim", "aten.mode.default",
     # Segmented and binned reductions, distances, bags of embeddings.
-    "aten.segment_reduce.default", "aten.histc.default", "aten.histogram.bin_ct",
+    "aten.segment_reduce.default", "aten.histc.default", "aten.histogram.bin_ct", "aten.histogram.bins_tensor",
     "aten._histogramdd_bin_edges.default", "aten._histogramdd_from_bin_cts.default",
+    "aten._histogramdd_from_bin_tensors.default",
     "aten._embedding_bag.default", "aten._embedding_bag_forward_only.default",
     "aten._cdist_forward.default", "aten._pdist_forward.default",
     # Special functions with series/continued-fraction kernels of their own in ATen.

@@ -212,10 +212,11 @@ def _differs_between_runs(op, call, want, eager_inputs, seed):
 
 
 def _as_accurate_as_eager(op, call, seed, got, want):
-    """Whether an f32 result is, element by element, no further from the op run in float64 (on
-    the same inputs, upcast) than eager's result is, within assert_close's f32 tolerances: sums
-    taken in another order (a GEMM's algorithm, a reduction's split) differ from eager's by the
-    rounding each order makes, and the one closer to the exact answer is not wrong."""
+    """Whether an f32 result is no further from the op run in float64 (on the same inputs,
+    upcast) than eager's result is, element by element or within twice eager's largest error over
+    the tensor, and within assert_close's f32 tolerances: sums taken in another order (a GEMM's
+    algorithm, a reduction's split) differ from eager's by the rounding each order makes, and a
+    result as close to the exact answer is not wrong."""
     inputs = map_tensors(_copy(call), lambda t: t.double() if t.dtype == torch.float32 else t)
     try:
         exact = _run(op.op, inputs, seed)
@@ -233,7 +234,13 @@ def _as_accurate_as_eager(op, call, seed, got, want):
             continue
         g64, w64, r64 = g.double(), w.double(), r.double().to(g.device)
         same_nan = g64.isnan() == w64.isnan()
-        allowed = (w64 - r64).abs() + 1e-5 + 1.3e-6 * r64.abs()
+        # Eager's own error, element by element, or twice its largest over the tensor: another
+        # summation order (a GEMM library's blocking) has errors of that size where eager's
+        # happen to be small.
+        eager_error = (w64 - r64).abs()
+        finite = eager_error[torch.isfinite(eager_error)]
+        scale = 2 * finite.max() if finite.numel() else torch.zeros((), dtype=torch.float64, device=g.device)
+        allowed = torch.maximum(eager_error, scale) + 1e-5 + 1.3e-6 * r64.abs()
         close = ((g64 - r64).abs() <= allowed) | (g64 == w64) | (g64.isnan() & w64.isnan())
         if not bool((same_nan & close).all()):
             return False

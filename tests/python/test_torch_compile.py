@@ -160,20 +160,21 @@ def test_inputs_at_unaligned_addresses(device, dtype):
 def test_unsupported_op_falls_back_and_is_reported(device):
     def f(x, a):
         y = torch.relu(x) * 3
-        return torch.polar(y, a).abs() + 1, y * 2  # coil has no complex dtype
+        c = torch.polar(y, a)
+        return (c / torch.polar(a.abs() + 1, y)).abs() + 1, y * 2  # coil has no complex division
 
     x, a = torch.randn(4, 6, 8, device=device), torch.randn(4, 6, 8, device=device)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         check(f, x, a)
     messages = [str(w.message) for w in caught if issubclass(w.category, coil.FallbackWarning)]
-    assert len(messages) == 1 and "(ops coil does not compile: aten.abs.default, aten.polar.default)" in messages[0], \
-        messages
+    assert len(messages) == 1 and "(ops coil does not compile: aten.div.Tensor)" in messages[0], messages
 
 
 def test_unsupported_op_with_fallback_error_raises():
-    with pytest.raises(Exception, match="polar"):
-        check(lambda x: torch.polar(x, x).abs(), torch.randn(5), backend=coil.backend, options={"fallback": "error"})
+    with pytest.raises(Exception, match="div"):
+        check(lambda x: (torch.polar(x, x) / torch.polar(x, -x)).abs(), torch.randn(5), backend=coil.backend,
+              options={"fallback": "error"})
 
 
 @pytest.mark.parametrize("device", DEVICES)

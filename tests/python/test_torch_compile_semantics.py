@@ -176,9 +176,12 @@ def test_a_graph_coil_fails_on_still_runs(monkeypatch):
 
 @pytest.mark.parametrize("dtype", [torch.uint16, torch.float8_e4m3fn, torch.complex64])
 def test_dtypes_coil_does_not_know_run_in_eager(dtype):
+    """uint16 and fp8 run in PyTorch; complex values compile as real pairs (see
+    test_torch_compile_complex.py) except in ops with no rule, here a product with a complex
+    number, which run in PyTorch."""
     def f(x):
         y = (x * 2).to(dtype)
-        return torch.view_as_real(y) if dtype.is_complex else y.to(torch.float32) + 1
+        return torch.view_as_real(y * (1 + 2j)) if dtype.is_complex else y.to(torch.float32) + 1
 
     want, got, said = run(f, torch.randn(4, 4))
     same(want, got)
@@ -320,6 +323,26 @@ def test_dynamo_restarts_are_not_coil_failures():
         for x in [torch.rand(5, dtype=torch.float64), torch.tensor(0.7, dtype=torch.float64)]:
             torch.testing.assert_close(fn(x), torch.i0(x))
     assert not [str(w.message) for w in caught if issubclass(w.category, coil.FallbackWarning)]
+
+
+def test_cpu_indices_are_taken_by_indexing_nodes_only():
+    """Which nodes take CPU indices of a device tensor, checked with the device played by "meta"
+    (runs without a GPU): index / index_put take them and a graph whose CPU inputs only they
+    read compiles whole; another op reading the CPU tensor does not take it."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from coil import _backend
+
+    x, v = torch.randn(5, 6, device="meta"), torch.randn(6, device="meta")
+    idx, mask = torch.tensor([4, 0, 2]), torch.tensor([True, False, True, True, False])
+    meta = torch.device("meta")
+    gm = make_fx(lambda x, idx, mask, v: (x[idx] + 1, x[:, idx].sum(dim=1), x.index_put((mask,), v)))(x, idx, mask, v)
+    assert all(_backend._node_supported(n, meta) for n in gm.graph.nodes if n.op == "call_function")
+    assert all(_backend._takes_input(n, meta) for n in gm.graph.nodes if n.op == "placeholder")
+    gm = make_fx(lambda x, idx: (x[idx], idx * 2))(x, idx)
+    assert not [n.name for n in gm.graph.nodes if n.op == "placeholder" and _backend._takes_input(n, meta)
+                and n.name.startswith("idx")]
+    assert not _backend._node_supported(next(n for n in gm.graph.nodes if n.name == "mul"), meta)
 
 
 @pytest.mark.parametrize("device", DEVICES)
