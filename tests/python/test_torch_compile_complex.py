@@ -8,30 +8,7 @@ import pytest
 import torch
 
 coil = pytest.importorskip("coil")
-coil.register()
-
-DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
-def compiled_like_eager(fn, *args, rtol=1e-5, atol=1e-5):
-    with torch.no_grad():
-        want = fn(*args)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            got = torch.compile(fn, backend="coil")(*args)
-    said = [str(w.message) for w in caught if issubclass(w.category, coil.FallbackWarning)]
-    assert not said, said
-    want, got = (list(v) if isinstance(v, (tuple, list)) else [v] for v in (want, got))
-    for w, g in zip(want, got, strict=True):
-        assert (g.dtype, g.shape, g.device) == (w.dtype, w.shape, w.device)
-        torch.testing.assert_close(g.resolve_conj(), w.resolve_conj(), rtol=rtol, atol=atol)
+from test_torch_compile_ops import DEVICES, compiles_like_eager  # noqa: E402  (resets Dynamo per call)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -46,7 +23,7 @@ def test_complex_arithmetic_on_real_pairs(device):
         f = torch.neg(e[1:, ::2]).permute(1, 0).reshape(-1) + 2 * c[0, :4].repeat(5)[:20]
         return torch.view_as_real(e), e.abs(), f, d.unsqueeze(0).expand(3, 6, 8)[1, 2]
 
-    compiled_like_eager(fn, x, y)
+    compiles_like_eager(fn, x, y)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -54,7 +31,7 @@ def test_complex_arithmetic_on_real_pairs(device):
 def test_casts_to_and_between_complex_dtypes(device, dtype):
     g = torch.Generator().manual_seed(1)
     x = torch.randn(5, 7, generator=g).to(device)
-    compiled_like_eager(lambda x: (x.to(dtype) * 3, (x.to(torch.complex64) + x).to(dtype)), x)
+    compiles_like_eager(lambda x: (x.to(dtype) * 3, (x.to(torch.complex64) + x).to(dtype)), x)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -67,7 +44,7 @@ def test_complex_inputs_and_outputs_around_ffts(device):
         spectrum = torch.fft.rfft(x * 2) * c  # r2c (a library call), then a complex product on pairs
         return torch.fft.irfft(spectrum.conj(), n=16) + 1, torch.fft.fft2(torch.nn.functional.pad(x, (0, 2))), c[:, 1:] - 1
 
-    compiled_like_eager(fn, x, c, rtol=1e-4, atol=1e-4)
+    compiles_like_eager(fn, x, c, tol=(1e-4, 1e-4))
 
 
 def test_the_pass_leaves_real_graphs_and_unknown_complex_ops_alone():
@@ -85,6 +62,7 @@ def test_the_pass_leaves_real_graphs_and_unknown_complex_ops_alone():
         return (c / (c + 2)) * 2
 
     x, y = torch.randn(5), torch.randn(5)
+    torch._dynamo.reset()
     with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         got = torch.compile(fn, backend="coil")(x, y)

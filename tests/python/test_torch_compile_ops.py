@@ -39,9 +39,10 @@ def compiles_like_eager(fn, *args, tol=None):
             continue
         what = f"output {i}" if i < len(want) else f"argument {i - len(want)}"
         assert (g.dtype, g.shape, g.device) == (w.dtype, w.shape, w.device), what
-        if w.dtype.is_floating_point:
-            rtol, atol = tol or TOL[w.dtype]
-            torch.testing.assert_close(g, w, rtol=rtol, atol=atol, equal_nan=True, msg=lambda m: f"{what}: {m}")
+        if w.dtype.is_floating_point or w.dtype.is_complex:
+            rtol, atol = tol or TOL[w.dtype.to_real()]
+            torch.testing.assert_close(g.resolve_conj(), w.resolve_conj(), rtol=rtol, atol=atol, equal_nan=True,
+                                       msg=lambda m: f"{what}: {m}")
         else:
             assert torch.equal(g, w), f"{what}:\ncoil  {g}\neager {w}"
 
