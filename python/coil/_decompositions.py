@@ -431,6 +431,10 @@ _OWN = {
     aten.split.sizes: lambda self, split_size, dim=0: aten.split_with_sizes.default(self, list(split_size), dim),
     aten.split.default: lambda self, split_sizes, dim=0: aten.split_with_sizes.default(self, list(split_sizes), dim),
     aten.lift_fresh.default: aten.alias.default,
+    # The legacy entry point (TorchScript-era code): its backend flags choose no arithmetic.
+    aten._convolution.default: lambda input, weight, bias, stride, padding, dilation, transposed, output_padding,
+    groups, *flags: aten.convolution.default(input, weight, bias, stride, padding, dilation, transposed,
+                                             output_padding, groups),
     # F.grid_sample's choice on CUDA for 4-d bilinear sampling with zero padding, corners aligned.
     aten.cudnn_grid_sampler.default: lambda self, grid: aten.grid_sampler_2d.default(self, grid, 0, 0, True),
     torch.ops.prims.convert_element_type.default: lambda a, dtype: aten._to_copy.default(a, dtype=dtype),

@@ -219,6 +219,8 @@ DECOMPOSED = {
         + F.adaptive_max_pool2d(y.view(2, 4, 8), (3, 5), return_indices=True)[0].sum()
         + F.adaptive_avg_pool3d(x.view(1, 4, 4, 4), (3, 2, 3))),
     "as_strided_scatter": lambda x, y: torch.as_strided_scatter(x * 1, y[:3, :2] + 1, (3, 2), (9, 2), 1),
+    "legacy_convolution": lambda x, y: torch._convolution(x.view(1, 2, 4, 8), y[:4].reshape(2, 2, 2, 4), None, [1, 2],
+                                                          [1, 0], [1, 1], False, [0, 0], 1, False, False, True, True),
     # cudnn_grid_sampler on CUDA (grid_sampler_2d on the CPU)
     "grid_sample_aligned_corners": lambda x, y: F.grid_sample(x.view(1, 2, 4, 8), (y[:6].reshape(1, 3, 8, 2) - 3) * 0.6,
                                                               align_corners=True),
