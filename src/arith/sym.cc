@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "support/check.h"
+#include "support/checked.h"
 
 namespace coil {
 
@@ -20,22 +21,9 @@ namespace {
 
 size_t mix(size_t seed, size_t v) { return seed ^ (v + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2)); }
 
-// Size arithmetic in int64 that fails instead of wrapping: a size this large is a user error.
-int64_t checked_add(int64_t a, int64_t b) {
-  int64_t r;
-  if (__builtin_add_overflow(a, b, &r)) fail("size expression {} + {} is too large: it overflows int64", a, b);
-  return r;
-}
-
-int64_t checked_mul(int64_t a, int64_t b) {
-  int64_t r;
-  if (__builtin_mul_overflow(a, b, &r)) fail("size expression {} * {} is too large: it overflows int64", a, b);
-  return r;
-}
-
 int64_t floor_div(int64_t a, int64_t b) {
   if (b == 0) fail("division by zero in a size expression");
-  if (b == -1) return checked_mul(a, -1);
+  if (b == -1) return checked_mul(a, -1, "a size expression");
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
@@ -161,12 +149,12 @@ int64_t SymInt::eval(const std::map<std::string, int64_t>& bindings) const {
     }
     case Kind::add: {
       int64_t s = 0;
-      for (const auto& o : operands()) s = checked_add(s, o.eval(bindings));
+      for (const auto& o : operands()) s = checked_add(s, o.eval(bindings), "a size expression");
       return s;
     }
     case Kind::mul: {
       int64_t p = 1;
-      for (const auto& o : operands()) p = checked_mul(p, o.eval(bindings));
+      for (const auto& o : operands()) p = checked_mul(p, o.eval(bindings), "a size expression");
       return p;
     }
     case Kind::floordiv:
@@ -242,20 +230,20 @@ std::string SymInt::str() const {
 }
 
 SymInt operator+(const SymInt& a, const SymInt& b) {
-  if (a.is_constant() && b.is_constant()) return checked_add(*a.constant(), *b.constant());
+  if (a.is_constant() && b.is_constant()) return checked_add(*a.constant(), *b.constant(), "a size expression");
   // Flatten into (coefficient, factors) terms, combining like terms.
   std::vector<std::pair<int64_t, SymInt>> terms;  // coefficient, base (coefficient-free)
   int64_t constant = 0;
   auto add_term = [&](const SymInt& t) {
     auto [coeff, factors] = split_coefficient(t);
     if (factors.empty()) {
-      constant = checked_add(constant, coeff);
+      constant = checked_add(constant, coeff, "a size expression");
       return;
     }
     SymInt base = factors.size() == 1 ? factors[0] : SymInt::make(SymInt::Kind::mul, factors);
     for (auto& [c, existing] : terms) {
       if (existing == base) {
-        c = checked_add(c, coeff);
+        c = checked_add(c, coeff, "a size expression");
         return;
       }
     }
@@ -281,12 +269,12 @@ SymInt operator+(const SymInt& a, const SymInt& b) {
 SymInt operator-(const SymInt& a, const SymInt& b) { return a + SymInt(-1) * b; }
 
 SymInt operator*(const SymInt& a, const SymInt& b) {
-  if (a.is_constant() && b.is_constant()) return checked_mul(*a.constant(), *b.constant());
+  if (a.is_constant() && b.is_constant()) return checked_mul(*a.constant(), *b.constant(), "a size expression");
   int64_t coeff = 1;
   std::vector<SymInt> factors;
   for (const SymInt* side : {&a, &b}) {
     auto [c, f] = split_coefficient(*side);
-    coeff = checked_mul(coeff, c);
+    coeff = checked_mul(coeff, c, "a size expression");
     factors.insert(factors.end(), f.begin(), f.end());
   }
   if (coeff == 0) return 0;

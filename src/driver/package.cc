@@ -4,11 +4,13 @@
 
 #include <filesystem>
 #include <thread>
+#include <type_traits>
 
 #include "build/cache.h"
 #include "coil/io.h"
 #include "frontend/zip_reader.h"
 #include "support/check.h"
+#include "support/json_depth.h"
 #include "support/temp_dir.h"
 
 namespace coil {
@@ -20,6 +22,19 @@ using json = nlohmann::json;
 
 constexpr const char* kFormat = "coilpkg";
 constexpr int kVersion = 1;
+
+// A manifest field of the type coil wrote, or `fallback` where it is absent; a field of another
+// type is a broken package, named as such (not a JSON library's internal error).
+template <typename T>
+T manifest_field(const json& manifest, const std::string& path, const char* key, T fallback) {
+  auto it = manifest.find(key);
+  if (it == manifest.end()) return fallback;
+  bool fits = std::is_same_v<T, std::string> ? it->is_string() : std::is_same_v<T, bool> ? it->is_boolean()
+                                                                                         : it->is_number_integer();
+  if (!fits) fail("{}: bad manifest: \"{}\" is a {}, not a {}", path, key, it->type_name(),
+                  std::is_same_v<T, std::string> ? "string" : std::is_same_v<T, bool> ? "boolean" : "whole number");
+  return it->get<T>();
+}
 constexpr const char* kRoot = "coilpkg/";
 
 }  // namespace
@@ -57,11 +72,14 @@ Package Package::load(const std::string& path, const std::string& cache_dir) {
   auto zip = frontend::ZipReader::open(path);
   auto entry = [](const std::string& rel) { return std::string(kRoot) + rel; };
   if (!zip.contains(entry("manifest.json"))) fail("{}: not a coil package (no {}manifest.json)", path, kRoot);
-  json manifest = json::parse(zip.read(entry("manifest.json"), 1 << 20), nullptr, false);
-  if (manifest.is_discarded() || !manifest.is_object() || manifest.value("format", "") != kFormat)
+  std::string manifest_text = zip.read(entry("manifest.json"), 1 << 20);
+  check_json_depth(manifest_text, fmt::format("{}: the manifest", path));
+  json manifest = json::parse(manifest_text, nullptr, false);
+  if (manifest.is_discarded() || !manifest.is_object() || manifest_field<std::string>(manifest, path, "format", "") != kFormat)
     fail("{}: not a coil package (bad manifest)", path);
-  if (manifest.value("version", 0) != kVersion)
-    fail("{}: package format version {} is not supported (this coil reads version {})", path, manifest.value("version", 0), kVersion);
+  int version = manifest_field<int>(manifest, path, "version", 0);
+  if (version != kVersion)
+    fail("{}: package format version {} is not supported (this coil reads version {})", path, version, kVersion);
 
   Package p;
   p.graph_ = parse_graph(zip.read(entry("graph.coil")), path + ":graph.coil");
@@ -80,9 +98,9 @@ Package Package::load(const std::string& path, const std::string& cache_dir) {
     write_file_atomic(target.string(), zip.read(name));
   }
   CompileOptions o;
-  o.device = manifest.value("device", "cpu");
-  o.build_threads = manifest.value("build_threads", 1);
-  o.allow_tf32 = manifest.value("allow_tf32", false);
+  o.device = manifest_field<std::string>(manifest, path, "device", "cpu");
+  o.build_threads = manifest_field<int>(manifest, path, "build_threads", 1);
+  o.allow_tf32 = manifest_field<bool>(manifest, path, "allow_tf32", false);
   o.cache_dir = cache.dir();
   o.build = false;
   try {

@@ -68,6 +68,8 @@ ValueRef reshape(Graph& g, ValueRef x, IntList shape, const std::string& name) {
 
 ValueRef linear(Graph& g, const Args& a, const std::string& name) {
   ValueRef x = a.tensor("input"), w = a.tensor("weight");
+  if (g.meta(x).sizes.empty()) fail("linear: the input is a 0-dim tensor; it needs at least one dim");
+  if (g.meta(w).sizes.size() != 2) fail("linear: a weight of {} dims is not supported (2 dims: [out, in])", g.meta(w).sizes.size());
   ValueRef wt = g.call1(OpKind::Permute, {w, IntList{1, 0}}, {}, g.fresh_name(name + "_wt"));
   SymShape xs = g.meta(x).sizes;
   SymInt rows = 1;

@@ -5,6 +5,7 @@
 #include "coil/tensor.h"
 #include "frontend/export_nodes.h"
 #include "support/check.h"
+#include "support/json_depth.h"
 
 namespace coil {
 
@@ -73,6 +74,7 @@ Graph read(const json& program) {
 }  // namespace
 
 Graph graph_from_fx(const std::string& json_text) {
+  check_json_depth(json_text, "torch.compile graph");
   json program = json::parse(json_text, nullptr, false);
   if (program.is_discarded()) fail("torch.compile graph: not valid JSON");
   try {

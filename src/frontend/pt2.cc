@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "support/check.h"
+#include "support/json_depth.h"
 #include "coil/reference.h"
 #include "frontend/export_nodes.h"
 #include "frontend/zip_reader.h"
@@ -42,6 +43,7 @@ class Reader {
 
 json Reader::read_json(const std::string& rel) const {
   std::string text = zip_.read(entry(rel), size_t{1} << 30);
+  check_json_depth(text, fmt::format("{}: {}", path_, rel));
   json j = json::parse(text, nullptr, false);
   if (j.is_discarded()) fail("{}: {} is not valid JSON", path_, rel);
   return j;
@@ -66,8 +68,14 @@ void Reader::read_tensors(const std::string& config_rel, const std::string& dir_
       if (sizes.back() < 0 || strides.back() < 0) fail("{}: negative size or stride", where);
     }
     int64_t elements = static_cast<int64_t>(bytes->size()) / dtype_size(m.dtype);
-    int64_t span = span_of(sizes, strides, m.offset);
-    if (m.offset < 0 || span > elements)
+    if (m.offset < 0) fail("{}: negative storage offset {}", where, m.offset);
+    int64_t span = 0;
+    try {
+      span = span_of(sizes, strides, m.offset);
+    } catch (const Error& e) {
+      fail("{}: {}", where, e.what());
+    }
+    if (span > elements)
       fail("{}: the tensor reaches element {} of a {}-element file '{}'", where, span - 1, elements, file);
     auto keep = bytes;
     out[name] = Tensor::borrow(bytes->data(), m.dtype, sizes, strides, m.offset, {}, [keep](void*) {});

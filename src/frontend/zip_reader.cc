@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "support/check.h"
+#include "support/output_path.h"
 
 namespace coil::frontend {
 
@@ -55,14 +56,21 @@ std::string ZipReader::read(const std::string& name, size_t max_bytes) const {
   if (!f) fail("{}: cannot open entry '{}': {}", path_, name, zip_strerror(handle_->zip));
   std::string data(static_cast<size_t>(st.size), '\0');
   zip_int64_t got = data.empty() ? 0 : zip_fread(f, data.data(), st.size);
-  std::string why = got < 0 ? zip_file_strerror(f) : "";
+  // One read past the declared size: libzip checks the entry's CRC-32 when it reaches the end,
+  // and a stored entry whose bytes were changed is found only there.
+  char past = 0;
+  zip_int64_t more = got < 0 ? 0 : zip_fread(f, &past, 1);
+  std::string why = got < 0 || more < 0 ? zip_file_strerror(f) : "";
   zip_fclose(f);
   if (got < 0 || static_cast<zip_uint64_t>(got) != st.size)
     fail("{}: entry '{}' is corrupt ({} of {} bytes read{})", path_, name, got < 0 ? 0 : got, st.size, why.empty() ? "" : ": " + why);
+  if (more != 0)
+    fail("{}: entry '{}' is corrupt ({})", path_, name, more < 0 ? why : "longer than its declared size");
   return data;
 }
 
-void write_zip(const std::string& path, const std::vector<std::pair<std::string, std::string>>& entries) {
+void write_zip(const std::string& requested, const std::vector<std::pair<std::string, std::string>>& entries) {
+  const std::string path = replaceable_output(requested);
   std::string temp = path + ".tmp";
   int code = 0;
   zip_t* z = zip_open(temp.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &code);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "coil/graph.h"
@@ -52,6 +53,26 @@ void check_size(const TensorMeta& m) {
   }
 }
 
+// A constant's value must be one its integer dtype holds once truncated (a float literal
+// truncates, as a cast does; bool is `!= 0`): [300, -1] as u8 became [44, 255] without a word,
+// where torch.tensor refuses it.
+void check_constant_values(const FloatList& values, DType dtype) {
+  double lo = 0, hi = 0;
+  switch (dtype) {
+    case DType::i8: lo = -128, hi = 127; break;
+    case DType::u8: lo = 0, hi = 255; break;
+    case DType::i16: lo = -32768, hi = 32767; break;
+    case DType::i32: lo = -2147483648.0, hi = 2147483647.0; break;
+    case DType::i64: lo = -9223372036854775808.0, hi = 9223372036854775807.0; break;
+    default: return;  // floats and bool
+  }
+  for (double v : values) {
+    double t = std::trunc(v);
+    bool inside = std::isfinite(v) && t >= lo && (dtype == DType::i64 ? t < hi : t <= hi);
+    if (!inside) fail("constant value {} does not fit {} (from {} to {})", v, dtype_name(dtype), lo, hi);
+  }
+}
+
 }  // namespace
 
 void verify_node(const Graph& g, size_t index, const std::set<std::string>& symbols) {
@@ -92,6 +113,7 @@ void verify_node(const Graph& g, size_t index, const std::set<std::string>& symb
       size_t have = std::get<FloatList>(node.arg("value").value).size();
       if (static_cast<int64_t>(have) != numel)
         fail("constant of shape {} needs {} value{}, got {}", shape_str(m.sizes), numel, numel == 1 ? "" : "s", have);
+      check_constant_values(std::get<FloatList>(node.arg("value").value), m.dtype);
     }
     return;
   }

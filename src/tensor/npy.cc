@@ -13,6 +13,7 @@
 
 #include "coil/io.h"
 #include "support/check.h"
+#include "support/output_path.h"
 
 namespace coil {
 
@@ -296,7 +297,8 @@ std::string read_file(const std::string& path) {
   return out;
 }
 
-void write_file_atomic(const std::string& path, const std::string& bytes) {
+void write_file_atomic(const std::string& requested, const std::string& bytes) {
+  const std::string path = replaceable_output(requested);
   // Same folder as the target, so the rename stays on one filesystem and is atomic.
   std::random_device random;
   const std::string temp = fmt::format("{}.tmp.{}.{:08x}", path, ::getpid(), random());

@@ -10,6 +10,7 @@
 
 #include "coil/io.h"
 #include "support/check.h"
+#include "support/json_depth.h"
 
 namespace coil {
 
@@ -158,6 +159,7 @@ Json parse_header(std::string_view text, const std::string& what) {
       duplicate = duplicate.value_or(parsed.get<std::string>());
     return true;
   };
+  check_json_depth(text, fmt::format("{}: the safetensors header", what));
   Json header;
   try {
     header = Json::parse(text, on_event);

@@ -7,13 +7,14 @@
 #include <limits>
 
 #include "support/check.h"
+#include "support/checked.h"
 #include "support/half.h"
 
 namespace coil {
 
 Storage::Storage(int64_t bytes, bool zero) : bytes_(bytes) {
   // Aligned for any vector load a kernel may issue; at least one byte so data() is non-null.
-  size_t rounded = static_cast<size_t>((std::max<int64_t>(bytes, 1) + 63) / 64 * 64);
+  size_t rounded = static_cast<size_t>(checked_add(std::max<int64_t>(bytes, 1), 63, "an allocation") / 64 * 64);
   data_ = std::aligned_alloc(64, rounded);
   if (!data_) fail("out of memory allocating {} bytes", bytes);
   if (zero) std::memset(data_, 0, rounded);
@@ -32,19 +33,22 @@ Shape contiguous_strides(const Shape& sizes) {
   int64_t s = 1;
   for (size_t i = sizes.size(); i-- > 0;) {
     strides[i] = s;
-    s *= std::max<int64_t>(sizes[i], 1);
+    s = checked_mul(s, std::max<int64_t>(sizes[i], 1), "a tensor's element count");
   }
   return strides;
 }
 
 int64_t span_of(const Shape& sizes, const Shape& strides, int64_t offset) {
+  if (offset < 0) fail("a tensor's storage offset is negative ({})", offset);
   int64_t last = offset;
   for (size_t i = 0; i < sizes.size(); ++i) {
     if (sizes[i] == 0) return 0;
-    COIL_CHECK(strides[i] >= 0) << "negative strides are not supported";
-    last += (sizes[i] - 1) * strides[i];
+    if (sizes[i] < 0) fail("negative size {} in tensor shape {}", sizes[i], shape_to_string(sizes));
+    if (strides[i] < 0) fail("negative strides are not supported (shape {}, strides {})", shape_to_string(sizes),
+                             shape_to_string(strides));
+    last = checked_add(last, checked_mul(sizes[i] - 1, strides[i], "a tensor's extent"), "a tensor's extent");
   }
-  return last + 1;
+  return checked_add(last, 1, "a tensor's extent");
 }
 
 Tensor Tensor::zeros(DType dtype, Shape sizes) {
@@ -66,7 +70,8 @@ Tensor Tensor::allocate(DType dtype, Shape sizes, Shape strides, bool zero) {
     if (s < 0) fail("negative size {} in tensor shape {}", s, shape_to_string(sizes));
   Tensor t;
   t.dtype_ = dtype;
-  t.storage_ = std::make_shared<Storage>(span_of(sizes, strides) * dtype_size(dtype), zero);
+  t.storage_ = std::make_shared<Storage>(
+      checked_mul(span_of(sizes, strides), static_cast<int64_t>(dtype_size(dtype)), "a tensor's byte size"), zero);
   t.sizes_ = std::move(sizes);
   t.strides_ = std::move(strides);
   return t;
@@ -77,7 +82,8 @@ Tensor Tensor::borrow(void* data, DType dtype, Shape sizes, Shape strides, int64
   COIL_CHECK(sizes.size() == strides.size()) << "sizes and strides differ in rank";
   Tensor t;
   t.dtype_ = dtype;
-  int64_t bytes = (offset + span_of(sizes, strides)) * dtype_size(dtype);
+  int64_t bytes = checked_mul(checked_add(offset, span_of(sizes, strides), "a tensor's extent"),
+                              static_cast<int64_t>(dtype_size(dtype)), "a tensor's byte size");
   t.storage_ = std::make_shared<Storage>(data, bytes, std::move(release));
   t.sizes_ = std::move(sizes);
   t.strides_ = std::move(strides);
@@ -107,7 +113,8 @@ void* Tensor::data() const { return static_cast<char*>(storage_->data()) + offse
 
 Tensor Tensor::view(Shape sizes, Shape strides, int64_t offset) const {
   COIL_CHECK(defined()) << "view of an undefined tensor";
-  COIL_CHECK(offset + span_of(sizes, strides) <= storage_->bytes() / dtype_size(dtype_) || span_of(sizes, strides) == 0)
+  int64_t span = span_of(sizes, strides);
+  COIL_CHECK(span == 0 || checked_add(offset, span, "a view's extent") <= storage_->bytes() / dtype_size(dtype_))
       << "view " << shape_to_string(sizes) << " at offset " << offset << " runs past its storage";
   Tensor t = *this;
   t.sizes_ = std::move(sizes);

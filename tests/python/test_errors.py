@@ -252,6 +252,31 @@ def test_size_malformed(coil_bin, work, size, words):
     assert words in line and size in line
 
 
+CUBE = """graph g {
+  sym B = 2
+  %x = input() : f32[B]
+  %a = view(%x, [B, 1, 1])
+  %b = view(%x, [1, B, 1])
+  %c = view(%x, [1, 1, B])
+  %ab = add.Tensor(%a, %b)
+  %y = add.Tensor(%ab, %c)
+  return %y
+}
+"""
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("graph, size", [("symbolic", 72057594037927936), ("symbolic", 4611686018427387904),
+                                         ("symbolic", 9223372036854775807), ("cube", 2097152)])
+def test_sizes_whose_bytes_overflow_are_errors(coil_bin, work, mode, graph, size):
+    """--size values whose tensors' element or byte counts overflow int64 (an f32[B, 3] input
+    with B = 2^56 or 2^62; an output [B, B, B] with B = 2^21): SIGABRT in malloc and SIGSEGV in a
+    kernel before; now one error line."""
+    (work / "cube.coil").write_text(CUBE)
+    line = run_fails(work, f"{graph}.coil", *MODES[mode], "--size", f"B={size}")
+    assert "too large" in line or "out of memory" in line, line
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_runtime_error_embedding_index_out_of_range(coil_bin, work, mode):
     line = run_fails(work, "embedding.coil", *MODES[mode], "--seed", "0")
@@ -265,6 +290,23 @@ def test_out_not_writable(coil_bin, work, where):
     proc = coil("run", "mm.coil", "--interpret", "--out", where, cwd=work)
     assert where in error_line(proc)
     assert set(os.listdir(work)) == before and list((work / "a_dir").iterdir()) == []
+
+
+def test_out_replaces_only_regular_files(coil_bin, work):
+    """--out over a FIFO (as over a device such as /dev/full, which a run as root once replaced
+    with a regular file) is refused and the FIFO stays; a symbolic link is followed: the file it
+    names gets the output and the link stays a link."""
+    fifo = work / "pipe"
+    os.mkfifo(fifo)
+    proc = coil("run", "mm.coil", "--interpret", "--out", "pipe", cwd=work)
+    line = error_line(proc)
+    assert "pipe" in line and "FIFO" in line and "regular files" in line
+    assert fifo.is_fifo()
+    (work / "real.safetensors").write_bytes(b"old")
+    (work / "link.safetensors").symlink_to("real.safetensors")
+    proc = coil("run", "mm.coil", "--interpret", "--out", "link.safetensors", cwd=work)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert (work / "link.safetensors").is_symlink() and (work / "real.safetensors").read_bytes() != b"old"
 
 
 def test_failed_run_keeps_an_existing_out_file(coil_bin, work):

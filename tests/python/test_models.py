@@ -165,3 +165,15 @@ def test_package_compiles_and_runs_from_the_command_line_and_from_cpp(name, coil
     ran = subprocess.run([str(example), str(package), str(fixtures / f"{name}.io.safetensors"), str(out2)], capture_output=True, text=True, env=env)
     assert ran.returncode == 0, ran.stderr
     torch.testing.assert_close(next(iter(read_safetensors(out2).values())), io["out0"], rtol=1e-4, atol=1e-4)
+
+
+def test_check_counts_equal_infinities_as_no_error(coil_bin, tmp_path):
+    """`--check` where both the compiled graph and the interpreter give inf: inf - inf is NaN,
+    which the error printed as `inf`; equal values are no error."""
+    graph = tmp_path / "overflow.coil"
+    graph.write_text("graph g {\n  %x = input(low=100, high=200) : f32[4, 8]\n  %y = exp(%x)\n  return %y\n}\n")
+    proc = subprocess.run([coil_bin, "run", str(graph), "--check"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "inf" in proc.stdout  # the outputs' summary shows them
+    error = re.search(r"max abs error vs reference: (\S+)", proc.stdout)
+    assert error and float(error.group(1)) == 0, proc.stdout

@@ -195,6 +195,11 @@ TEST(SafetensorsErrors, HeaderProblems) {
   EXPECT_ERROR(parse_safetensors(u64_le(1000) + "{}", "x.st"), "header length 1000 is larger");
   EXPECT_THAT_ERROR(parse_error("{not json}", ""), "bad.safetensors: the safetensors header is not valid JSON");
   EXPECT_THAT_ERROR(parse_error("[1, 2]", ""), "not a JSON object");
+  // A megabyte of nesting overflowed the stack when the error message printed the value.
+  EXPECT_THAT_ERROR(parse_error(R"({"a": )" + std::string(1 << 20, '[') + std::string(1 << 20, ']') + "}", ""),
+                    "bad.safetensors: the safetensors header: its JSON nests deeper than 512 levels");
+  EXPECT_THAT_ERROR(parse_error(R"({"a": {"shape": "[[[[[[", "dtype": "F32", "data_offsets": [0, 0]}})", ""),
+                    "shape");  // brackets inside strings are not nesting
   EXPECT_THAT_ERROR(parse_error(R"({"a": 5})", ""), "tensor 'a': expected an object");
   EXPECT_THAT_ERROR(parse_error(R"({"a": {"shape": [], "data_offsets": [0, 4]}})", ""), "missing \"dtype\"");
   std::string twice = R"({"a": {"dtype":"U8","shape":[1],"data_offsets":[0,1]},
@@ -258,9 +263,10 @@ TEST_F(IoTest, AtomicWriteReplacesWholeFileOrNothing) {
   write_file_atomic(path("f"), "2nd");
   EXPECT_EQ(read_file(path("f")), "2nd");
   fs::create_directories(dir_ / "sub" / "keep");
-  // Renaming a file over a non-empty folder fails after the temporary file was written.
-  EXPECT_ERROR(write_file_atomic(path("sub"), "x"), "cannot write '" + path("sub") + "': rename failed");
-  EXPECT_EQ(files_in_dir(), 2) << "the temporary file was not removed";
+  // Only regular files are replaced: a folder (a device, a FIFO) is refused before anything is written.
+  EXPECT_ERROR(write_file_atomic(path("sub"), "x"),
+               "cannot write '" + path("sub") + "': it is a directory, and coil replaces only regular files");
+  EXPECT_EQ(files_in_dir(), 2) << "a temporary file was left behind";
   EXPECT_ERROR(read_file(path("sub")), "cannot read '" + path("sub") + "': Is a directory");
 }
 

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "coil/coil.h"
 #include "frontend/pt2.h"
@@ -68,11 +70,38 @@ TEST(Package, RefusesWhatItCannotUse) {
     return true;
   });
   expect_error([&] { Package::load(newer, dir + "/c1"); }, "format version 9 is not supported");
+  // A field of the wrong type was "internal error: [json.exception.type_error.302]".
+  std::string typed = rewrite(dir + "/typed.coilpkg", [](auto& e) {
+    if (e.first.ends_with("manifest.json")) e.second.replace(e.second.find("\"version\": 1"), 12, "\"version\": \"1\"");
+    return true;
+  });
+  expect_error([&] { Package::load(typed, dir + "/c1"); }, "bad manifest: \"version\" is a string, not a whole number");
   // Without its kernels (as if made for another compiler or GPU), loading says so instead of compiling.
   std::string bare = rewrite(dir + "/bare.coilpkg", [](auto& e) { return e.first.find("/cache/") == std::string::npos; });
   fs::remove_all(dir + "/c2");
   expect_error([&] { Package::load(bare, dir + "/c2"); }, "compiling is off");
   expect_error([&] { write_package(dir + "/x.coilpkg", load_pt2(testing::pt2_fixture("mlp.pt2")).graph, {}); }, "was not given");
+}
+
+TEST(Zip, AStoredEntryWithAChangedByteIsFoundByItsCrc) {
+  // A .pt2 or .coilpkg holds its weights stored, not compressed: one flipped byte read back as a
+  // different weight with exit 0 until the CRC-32 was checked.
+  std::string dir = testing::temp_dir("package");
+  std::string path = dir + "/flipped.zip", marker = "coil-weights:";
+  std::string payload = marker + std::string(4096, '\x5a');
+  frontend::write_zip(path, {{"archive/data/0", payload}, {"archive/version", "3"}});
+  EXPECT_EQ(frontend::ZipReader::open(path).read("archive/data/0"), payload);
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  size_t at = bytes.find(marker);
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + marker.size() + 100] ^= 0x01;
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  expect_error([&] { frontend::ZipReader::open(path).read("archive/data/0"); }, "is corrupt");
+  EXPECT_EQ(frontend::ZipReader::open(path).read("archive/version"), "3");  // the others still read
 }
 
 }  // namespace

@@ -8,6 +8,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <limits>
+#include <nlohmann/json.hpp>
 
 #include "coil/coil.h"
 #include "coil/io.h"
@@ -102,6 +105,34 @@ TEST(Pt2, ErrorsNameTheProblem) {
                  return replace_all(s, "torch.ops.aten.conv2d.default", "torch.ops.aten.conv2d.padding");
                }),
                {"node 'conv2d'", "conv2d.padding"});
+}
+
+TEST(Pt2, HostileShapesAreErrors) {
+  // Edits of the archive's JSON as structures: the input of `linear` made 0-dim (a segfault on
+  // the empty shape's last dim), a weight's stride or storage offset near 2^63 (its extent
+  // wrapped past the bounds check: values read from outside the file, or an ASan overflow).
+  auto json_edit = [](std::function<void(nlohmann::json&)> f) {
+    return [f](std::string s) {
+      auto j = nlohmann::json::parse(s);
+      f(j);
+      return j.dump();
+    };
+  };
+  expect_error(edited("mlp_raw.pt2", "mlp_raw/models/model.json", json_edit([](nlohmann::json& j) {
+                 auto& x = j["graph_module"]["graph"]["tensor_values"]["x"];
+                 x["sizes"] = x["strides"] = nlohmann::json::array();
+               })),
+               {"linear", "0-dim"});
+  const std::string config = "mlp_raw/data/weights/model_weights_config.json";
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  expect_error(edited("mlp_raw.pt2", config, json_edit([&](nlohmann::json& j) {
+                 j["config"]["fc1.weight"]["tensor_meta"]["strides"][0]["as_int"] = kMax;
+               })),
+               {"fc1.weight", "too large"});
+  expect_error(edited("mlp_raw.pt2", config, json_edit([&](nlohmann::json& j) {
+                 j["config"]["fc1.weight"]["tensor_meta"]["storage_offset"]["as_int"] = kMax - 8;
+               })),
+               {"fc1.weight", "too large"});
 }
 
 // Seeded mutations of the model JSON and of the archive bytes: every load either works or
