@@ -131,9 +131,9 @@ def _parts(p):
 
 
 def _to_copy(x, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
-    if (device is not None and torch.device(device) != x.real.device if isinstance(x, _Pair) else device is not None
-            and torch.device(device) != x.device) or layout not in (None, torch.strided) or non_blocking:
-        raise _NoRule
+    where = x.real.device if isinstance(x, _Pair) else x.device
+    if (device is not None and torch.device(device) != where) or layout not in (None, torch.strided) or non_blocking:
+        raise _NoRule  # a move between devices, another layout: PyTorch's
     if isinstance(x, torch.Tensor) and not x.dtype.is_complex:
         if dtype not in _REAL:
             return None  # a real cast: not this pass's
