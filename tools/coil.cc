@@ -228,7 +228,7 @@ void report_outputs(const coil::Graph& g, const std::vector<coil::Tensor>& outpu
 // A compiled package: no compiler runs; the kernels it holds are the ones that run.
 int run_package(const RunOptions& o) {
   auto t0 = std::chrono::steady_clock::now();
-  coil::Package p = coil::Package::load(o.file, o.cache_dir);
+  coil::Package p = coil::Package::load(o.file);
   fmt::print("loaded {} ({}) in {:.1f} ms\n", o.file, p.device(), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   coil::TensorMap inputs = o.inputs.empty() ? coil::random_inputs(p.graph(), o.seed, parse_sizes(o.sizes)) : read_inputs(p.graph(), o.inputs);
   std::vector<coil::Tensor> outputs = p.run(inputs), reference;
@@ -295,6 +295,7 @@ int run(const RunOptions& o) {
 
 int main(int argc, char** argv) {
   CLI::App app{"coil: a tensor compiler for PyTorch programs"};
+  app.set_version_flag("--version", "coil " COIL_VERSION);
   app.require_subcommand(1);
   std::string check_file;
   auto* check_cmd = app.add_subcommand("check", "Verify a graph file and print it in normalized form");
@@ -338,6 +339,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // A usage mistake is one line too, naming the help of the subcommand it was in.

@@ -29,6 +29,10 @@ struct CompileOptions {
   // false: every kernel must come from the cache (a package's prebuilt kernels); a miss is an
   // error and no compiler or NVRTC runs.
   bool build = true;
+  // With build off: the toolchain the kernels were built with, as Executable::toolchain gave it
+  // (a package records it), so that no C++ compiler or NVRTC is looked for; empty: this
+  // machine's.
+  std::string toolchain;
   // CUDA: every kernel takes its i-th candidate configuration (the last when it has fewer)
   // instead of the heuristic's or the tuner's choice; -1 for none (tests of every candidate).
   int cuda_candidate = -1;
@@ -76,6 +80,7 @@ class Executable {
   std::string source;           // the generated C++ or CUDA C++
   std::string device = "cpu";   // what it runs on: "cpu" or the GPU's description
   std::string device_note;      // why "auto" chose the CPU, when it did
+  std::string toolchain;        // what built the kernels: the C++ compiler's version line or NVRTC's version
   std::shared_ptr<Plan> plan;   // internal: the CPU executor
   std::shared_ptr<GpuPlan> gpu_plan;  // internal: the GPU executor
 };

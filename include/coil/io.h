@@ -23,6 +23,7 @@ std::string safetensors_bytes(const NamedTensors& tensors, const std::map<std::s
                               const std::string& path = "<memory>");
 
 Tensor read_npy(const std::string& path);
+Tensor parse_npy(const std::string& bytes, const std::string& what);
 void write_npy(const std::string& path, const Tensor& tensor);
 
 // Writes `bytes` to `path` through a temporary file in the same folder and a rename.

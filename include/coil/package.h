@@ -1,11 +1,15 @@
 // Compiled packages (.coilpkg): a model compiled once, then loaded and run by a C++ program
-// with no Python, no compiler and no NVRTC run. A package is a zip holding the graph (text
+// with no Python, no C++ compiler and no NVRTC. A package is a zip holding the graph (text
 // form), its weights (.safetensors), the kernels built for it (CPU libraries or cubins, the
 // content-addressed cache entries) and the CUDA tuning results, plus a manifest (format
-// version, device, translation-unit count). Loading puts the kernels into the kernel cache and
-// rebuilds the Plan from the graph with compiling off, so the kernels the package holds are
-// exactly the ones that run; a package made for another compiler, instruction set, GPU
-// architecture or coil version is refused with that reason.
+// version, device, the toolchain that built the kernels, and the size and hash of every other
+// entry). A package is code, like a shared library: coil loads one only when told to
+// (Package::load, `coil run x.coilpkg`), checks every entry against the manifest before using
+// any, and loads its kernels from a private scratch folder, never through the shared kernel
+// cache. The Plan is rebuilt from the graph with compiling off, so the kernels the package
+// holds are exactly the ones that run; a package made for another compiler, instruction set,
+// GPU architecture or coil version is refused with that reason. docs/packages.md has the
+// trust model.
 #pragma once
 #include <string>
 #include <vector>
@@ -23,9 +27,10 @@ void write_package(const std::string& path, const Graph& graph, const TensorMap&
 
 class Package {
  public:
-  // Throws coil::Error for a file that is not a coil package, a newer package format, or
-  // kernels this machine cannot use. `cache_dir`: where the kernels go (default: coil's cache).
-  static Package load(const std::string& path, const std::string& cache_dir = "");
+  // Runs the package's code in this process: load only packages you trust as you would a
+  // shared library. Throws coil::Error for a file that is not a coil package, another package
+  // format, an entry that does not match the manifest, or kernels this machine cannot use.
+  static Package load(const std::string& path);
 
   // Inputs by name; returns the graph's outputs in order.
   std::vector<Tensor> run(const TensorMap& inputs) const { return executable_.run(inputs, weights_); }

@@ -145,6 +145,7 @@ class Compiled {
 
 NB_MODULE(_coil, m) {
   m.doc() = "coil's compiler and runtime, for the torch.compile adapter";
+  m.attr("__version__") = COIL_VERSION;
   // Compiled graphs live in torch.compile's caches until the interpreter exits; that is not a leak.
   nb::set_leak_warnings(false);
   nb::exception<coil::Error>(m, "CoilError");

@@ -103,10 +103,42 @@ std::optional<std::string> load_verified(const std::string& path, const std::str
   return std::nullopt;
 }
 
+// The cache holds code coil loads and runs, so only its owner may write it: a folder another
+// user owns, or one that others may write (a shared /tmp folder, a group-writable home), would
+// let them plant a library with a valid footer. Symlinks are followed (a cache moved to another
+// disk is fine); the folder they reach is what is checked.
+void check_private_folder(const std::string& dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) {
+    if (errno == ENOENT) return;  // created 0700 by the first store
+    fail("cannot use kernel cache folder '{}': {}", dir, std::strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode)) fail("kernel cache folder '{}' is not a folder; set COIL_CACHE_DIR to a private folder", dir);
+  if (st.st_uid != ::geteuid())
+    fail("kernel cache folder '{}' belongs to user id {}, not to this user ({}): coil runs the code its cache holds, so it "
+         "uses only a folder of its own; set COIL_CACHE_DIR to a private folder",
+         dir, st.st_uid, ::geteuid());
+  if (st.st_mode & (S_IWGRP | S_IWOTH))
+    fail("kernel cache folder '{}' is writable by {} (mode {:03o}): coil runs the code its cache holds, so it uses only a "
+         "folder no one else can write; run `chmod go-w '{}'` or set COIL_CACHE_DIR to a private folder",
+         dir, (st.st_mode & S_IWOTH) ? "every user" : "its group", st.st_mode & 0777, dir);
+}
+
+// Creates `folder` and the folders above it that are missing, each 0700 (the umask may only
+// narrow that).
+void create_private_folders(const std::filesystem::path& folder) {
+  if (folder.empty() || std::filesystem::exists(folder)) return;
+  create_private_folders(folder.parent_path());
+  if (::mkdir(folder.c_str(), 0700) != 0 && errno != EEXIST)
+    fail("cannot create kernel cache folder '{}': {}; set COIL_CACHE_DIR to a writable folder", folder.string(),
+         std::strerror(errno));
+}
+
 }  // namespace
 
 ArtifactCache::ArtifactCache(std::string dir) : dir_(std::move(dir)) {
   COIL_CHECK(!dir_.empty()) << "artifact cache directory is empty";
+  check_private_folder(dir_);
 }
 
 std::string ArtifactCache::default_dir() {
@@ -162,9 +194,8 @@ std::optional<std::string> ArtifactCache::read(const std::string& key, std::stri
 std::string ArtifactCache::store(const std::string& key, std::string_view ext, std::string_view bytes) const {
   std::string path = entry_path(key, ext);
   std::filesystem::path folder = std::filesystem::path(path).parent_path();
-  std::error_code ec;
-  std::filesystem::create_directories(folder, ec);
-  if (ec) fail("cannot create kernel cache folder '{}': {}; set COIL_CACHE_DIR to a writable folder", folder.string(), ec.message());
+  create_private_folders(folder);
+  check_private_folder(dir_);  // created by this call, or checked when this object was made
 
   // Unique per process and per call, in the entry's own folder so the rename is atomic.
   std::random_device random;

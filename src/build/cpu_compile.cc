@@ -131,6 +131,12 @@ CpuBuildOptions CpuBuildOptions::detect(ArtifactCache cache) {
   return CpuBuildOptions{.cache = std::move(cache), .compiler = std::move(compiler), .host_isa = std::move(isa)};
 }
 
+CpuBuildOptions CpuBuildOptions::prebuilt(ArtifactCache cache, std::string compiler_id) {
+  Compiler compiler{.path = "", .id = std::move(compiler_id)};
+  std::string isa = host_isa_fingerprint(compiler);
+  return CpuBuildOptions{.cache = std::move(cache), .compiler = std::move(compiler), .host_isa = std::move(isa), .compile = false};
+}
+
 std::string cpu_build_key(const std::string& source, const CpuBuildOptions& options) {
   std::string flags;
   bool native = false;

@@ -54,6 +54,9 @@ struct CpuBuildOptions {
 
   // Detects the compiler and the host ISA once; keep the result and reuse it for every build.
   static CpuBuildOptions detect(ArtifactCache cache = ArtifactCache::from_environment());
+  // For loading prebuilt kernels only (compile off): the compiler is known by its version line
+  // and never run, so loading needs no compiler on the machine.
+  static CpuBuildOptions prebuilt(ArtifactCache cache, std::string compiler_id);
 };
 
 // What one build did. compile_seconds is the compiler's own run (0 on a hit); total_seconds

@@ -112,8 +112,14 @@ std::vector<std::string> CudaBuildOptions::all_flags() const {
   return all;
 }
 
+CudaBuildOptions CudaBuildOptions::prebuilt(ArtifactCache cache, std::string arch, std::string nvrtc_version) {
+  return CudaBuildOptions{.cache = std::move(cache), .nvrtc = nullptr, .nvrtc_version = std::move(nvrtc_version),
+                          .arch = std::move(arch), .compile = false};
+}
+
 CudaBuildOptions CudaBuildOptions::detect(ArtifactCache cache, std::string arch) {
   CudaBuildOptions options{.cache = std::move(cache), .nvrtc = Nvrtc::load(), .arch = std::move(arch)};
+  options.nvrtc_version = options.nvrtc->version();
   // Experiments (compile time against kernel speed): extra NVRTC flags, space-separated; they
   // are part of every cubin's cache key like the others.
   if (const char* extra = std::getenv("COIL_NVRTC_FLAGS")) {
@@ -129,7 +135,7 @@ std::string cubin_key(const std::string& source, const CudaBuildOptions& options
     flags += f;
     flags += '\0';
   }
-  return ArtifactCache::key({"coil-cubin-v1", source, options.nvrtc->version(), options.arch, flags});
+  return ArtifactCache::key({"coil-cubin-v1", source, options.nvrtc_version, options.arch, flags});
 }
 
 std::string compile_cubin(const std::string& source, const CudaBuildOptions& options, BuildStats* stats) {

@@ -39,13 +39,16 @@ class Nvrtc {
 
 struct CudaBuildOptions {
   ArtifactCache cache;
-  std::shared_ptr<const Nvrtc> nvrtc;
+  std::shared_ptr<const Nvrtc> nvrtc;  // null when loading prebuilt cubins only
+  std::string nvrtc_version;           // part of every key: nvrtc->version(), or a package's record
   std::string arch = "sm_90a";  // the exact target: sm_90a for Hopper's wgmma and TMA
   std::vector<std::string> flags = {"-std=c++17", "-default-device"};
   bool compile = true;  // false: a miss is an error, NVRTC does not run (a package's prebuilt kernels)
   std::vector<std::string> all_flags() const;  // --gpu-architecture, then flags
 
   static CudaBuildOptions detect(ArtifactCache cache, std::string arch);
+  // For loading prebuilt cubins only (compile off): NVRTC is known by its version, not loaded.
+  static CudaBuildOptions prebuilt(ArtifactCache cache, std::string arch, std::string nvrtc_version);
 };
 
 std::string cubin_key(const std::string& source, const CudaBuildOptions& options);

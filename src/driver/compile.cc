@@ -94,6 +94,22 @@ bool cublas_takes(const loop::ExternCall& call, const loop::Program& program) {
   return true;
 }
 
+namespace {
+
+// Generated code past this size would keep the C++ compiler or NVRTC busy for minutes (a
+// graph of tens of thousands of ops; GPT-2's whole forward is about 1 MB): an error that says
+// so, which torch.compile turns into running the graph in PyTorch.
+constexpr size_t kMaxSourceBytes = size_t{32} << 20;
+
+void check_source_budget(size_t bytes) {
+  if (bytes > kMaxSourceBytes)
+    fail("the generated code is {:.1f} MB, more than the {} MB coil compiles at once (building it would take the "
+         "compiler minutes): split the graph",
+         static_cast<double>(bytes) / (1 << 20), kMaxSourceBytes >> 20);
+}
+
+}  // namespace
+
 Generated generate(const Graph& graph, const Target& target) {
   Generated out;
   auto t0 = std::chrono::steady_clock::now();
@@ -130,6 +146,7 @@ Generated generate(const Graph& graph, const Target& target) {
     out.source = codegen::generate_cpu(out.lowered.program, symbols);
     if (debug_enabled("code")) dump("code", out.source.code());
   }
+  check_source_budget(target.cuda ? out.cuda.code().size() : out.source.code().size());
   out.stats.codegen_ms = ms_since(t1);
   return out;
 }
@@ -164,9 +181,12 @@ Executable compile_cpu(const Graph& graph, const CompileOptions& options) {
 
   // The kernels compile as a few translation units in parallel, one per hardware thread.
   auto t2 = std::chrono::steady_clock::now();
-  auto build_options = build::CpuBuildOptions::detect(
-      options.cache_dir.empty() ? build::ArtifactCache::from_environment() : build::ArtifactCache(options.cache_dir));
+  build::ArtifactCache cache =
+      options.cache_dir.empty() ? build::ArtifactCache::from_environment() : build::ArtifactCache(options.cache_dir);
+  auto build_options = options.build || options.toolchain.empty() ? build::CpuBuildOptions::detect(std::move(cache))
+                                                                  : build::CpuBuildOptions::prebuilt(std::move(cache), options.toolchain);
   build_options.compile = options.build;
+  exe.toolchain = build_options.compiler.id;
   size_t threads = options.build_threads > 0 ? static_cast<size_t>(options.build_threads) : std::thread::hardware_concurrency();
   auto units = codegen::partition_kernels(gen.source, threads);
   std::vector<std::string> sources;

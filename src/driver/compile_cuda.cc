@@ -34,8 +34,11 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
 
   auto t0 = std::chrono::steady_clock::now();
   build::ArtifactCache cache = options.cache_dir.empty() ? build::ArtifactCache::from_environment() : build::ArtifactCache(options.cache_dir);
-  auto build_options = build::CudaBuildOptions::detect(cache, context->device().arch());
+  auto build_options = options.build || options.toolchain.empty()
+                           ? build::CudaBuildOptions::detect(cache, context->device().arch())
+                           : build::CudaBuildOptions::prebuilt(cache, context->device().arch(), options.toolchain);
   build_options.compile = options.build;
+  exe.toolchain = build_options.nvrtc_version;
   std::vector<std::string> symbols;
   for (const auto& s : gen.graph.symbols) symbols.push_back(s.name);
   std::vector<TuningUnit> tuning;

@@ -5,9 +5,12 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <functional>
+#include <map>
 #include <memory>
 
 #include "support/check.h"
+#include "support/checked.h"
 #include "support/json_depth.h"
 #include "coil/reference.h"
 #include "frontend/export_nodes.h"
@@ -50,35 +53,52 @@ json Reader::read_json(const std::string& rel) const {
 }
 
 // Raw little-endian tensors: entries that share a file share its bytes (views of one storage).
+// torch.export stores these files uncompressed, so their size is their bytes on disk; a
+// compressed one (a re-zipped archive) is read only up to the bytes its tensors reach, so a
+// small archive cannot inflate to gigabytes.
 void Reader::read_tensors(const std::string& config_rel, const std::string& dir_rel, TensorMap& out) {
   if (!zip_.contains(entry(config_rel))) return;
   json config = field(read_json(config_rel), "config", path_ + ": " + config_rel);
-  std::map<std::string, std::shared_ptr<std::string>> files;
-  for (const auto& [name, spec] : config.items()) {
-    std::string where = fmt::format("{}: {} '{}'", path_, config_rel, name);
-    if (spec.value("use_pickle", false)) fail("{}: a pickled tensor is not supported: save without pickling", where);
-    std::string file = field(spec, "path_name", where).get<std::string>();
-    ExportMeta m = frontend::export_meta(field(spec, "tensor_meta", where), where);
-    auto& bytes = files[file];
-    if (!bytes) bytes = std::make_shared<std::string>(zip_.read(entry(dir_rel + file)));
+  struct Spec {
+    std::string name, file, where;
+    ExportMeta meta;
     Shape sizes, strides;
-    for (size_t d = 0; d < m.sizes.size(); ++d) {
-      sizes.push_back(*m.sizes[d].constant());
-      strides.push_back(*m.strides[d].constant());
-      if (sizes.back() < 0 || strides.back() < 0) fail("{}: negative size or stride", where);
+    int64_t span = 0;  // elements reached, from the storage's start
+  };
+  std::vector<Spec> specs;
+  std::map<std::string, size_t> reached;  // bytes of each file its tensors reach
+  for (const auto& [name, spec] : config.items()) {
+    Spec s{.name = name, .where = fmt::format("{}: {} '{}'", path_, config_rel, name)};
+    if (spec.value("use_pickle", false)) fail("{}: a pickled tensor is not supported: save without pickling", s.where);
+    s.file = field(spec, "path_name", s.where).get<std::string>();
+    s.meta = frontend::export_meta(field(spec, "tensor_meta", s.where), s.where);
+    for (size_t d = 0; d < s.meta.sizes.size(); ++d) {
+      s.sizes.push_back(*s.meta.sizes[d].constant());
+      s.strides.push_back(*s.meta.strides[d].constant());
+      if (s.sizes.back() < 0 || s.strides.back() < 0) fail("{}: negative size or stride", s.where);
     }
-    int64_t elements = static_cast<int64_t>(bytes->size()) / dtype_size(m.dtype);
-    if (m.offset < 0) fail("{}: negative storage offset {}", where, m.offset);
-    int64_t span = 0;
+    if (s.meta.offset < 0) fail("{}: negative storage offset {}", s.where, s.meta.offset);
     try {
-      span = span_of(sizes, strides, m.offset);
+      s.span = span_of(s.sizes, s.strides, s.meta.offset);
+      size_t bytes = static_cast<size_t>(checked_mul(s.span, dtype_size(s.meta.dtype), "a weight's bytes"));
+      reached[s.file] = std::max(reached[s.file], bytes);
     } catch (const Error& e) {
-      fail("{}: {}", where, e.what());
+      fail("{}: {}", s.where, e.what());
     }
-    if (span > elements)
-      fail("{}: the tensor reaches element {} of a {}-element file '{}'", where, span - 1, elements, file);
+    specs.push_back(std::move(s));
+  }
+  std::map<std::string, std::shared_ptr<std::string>> files;
+  for (const auto& [file, bytes] : reached) {
+    std::string name = entry(dir_rel + file);
+    files[file] = std::make_shared<std::string>(zip_.read(name, zip_.is_stored(name) ? size_t{1} << 40 : bytes));
+  }
+  for (const Spec& s : specs) {
+    const auto& bytes = files.at(s.file);
+    int64_t elements = static_cast<int64_t>(bytes->size()) / dtype_size(s.meta.dtype);
+    if (s.span > elements)
+      fail("{}: the tensor reaches element {} of a {}-element file '{}'", s.where, s.span - 1, elements, s.file);
     auto keep = bytes;
-    out[name] = Tensor::borrow(bytes->data(), m.dtype, sizes, strides, m.offset, {}, [keep](void*) {});
+    out[s.name] = Tensor::borrow(bytes->data(), s.meta.dtype, s.sizes, s.strides, s.meta.offset, {}, [keep](void*) {});
   }
 }
 
@@ -160,18 +180,32 @@ Pt2Program Reader::load(const std::string& model) {
   return std::move(out_);
 }
 
-}  // namespace
-
-Pt2Program load_pt2(const std::string& path, const std::string& model) {
+// Errors other than coil::Error become one: the JSON library's (a missing key, a value of the
+// wrong kind where the schema wants another) name the archive like every other.
+Pt2Program load_reporting(const std::string& path, const std::function<Pt2Program()>& load) {
   try {
-    return Reader(path, frontend::ZipReader::open(path)).load(model);
+    return load();
   } catch (const Error&) {
     throw;
   } catch (const json::exception& e) {
     fail("{}: malformed export JSON: {}", path, e.what());
-  } catch (const std::exception& e) {  // a value of the wrong kind where the schema wants another
+  } catch (const std::exception& e) {
+#ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+    throw;  // the fuzz targets (tests/fuzz) report the code that leaned on a library's own check
+#else
     fail("{}: malformed export program: {}", path, e.what());
+#endif
   }
+}
+
+}  // namespace
+
+Pt2Program load_pt2(const std::string& path, const std::string& model) {
+  return load_reporting(path, [&] { return Reader(path, frontend::ZipReader::open(path)).load(model); });
+}
+
+Pt2Program load_pt2_bytes(std::string bytes, const std::string& name, const std::string& model) {
+  return load_reporting(name, [&] { return Reader(name, frontend::ZipReader::from_bytes(std::move(bytes), name)).load(model); });
 }
 
 }  // namespace coil

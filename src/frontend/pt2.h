@@ -23,5 +23,7 @@ struct Pt2Program {
 
 // `model`: which models/<model>.json (empty: the only one, or "model").
 Pt2Program load_pt2(const std::string& path, const std::string& model = "");
+// The same from the archive's bytes; `name` stands for the file in error messages.
+Pt2Program load_pt2_bytes(std::string bytes, const std::string& name, const std::string& model = "");
 
 }  // namespace coil

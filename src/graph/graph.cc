@@ -51,6 +51,11 @@ const std::string& Graph::value_name(ValueRef v) const {
 }
 
 std::optional<ValueRef> Graph::find(std::string_view value_name) const {
+  if (index_covers_all()) {
+    auto it = names_.find(std::string(value_name));
+    if (it == names_.end()) return std::nullopt;
+    return it->second;
+  }
   for (size_t n = 0; n < nodes.size(); ++n)
     for (size_t o = 0; o < nodes[n].outputs.size(); ++o)
       if (nodes[n].outputs[o].name == value_name) return ValueRef{static_cast<int32_t>(n), static_cast<int32_t>(o)};
@@ -70,15 +75,33 @@ std::vector<int> Graph::input_nodes() const { return nodes_of(*this, OpKind::Inp
 std::vector<int> Graph::weight_nodes() const { return nodes_of(*this, OpKind::Weight); }
 
 std::string Graph::fresh_name(std::string_view stem) const {
-  std::set<std::string> used;
-  for (const auto& n : nodes)
-    for (const auto& o : n.outputs) used.insert(o.name);
   std::string base(stem.empty() ? "v" : stem);
-  if (!used.count(base)) return base;
+  if (!find(base)) return base;
   for (int i = 1;; ++i) {
     std::string candidate = fmt::format("{}_{}", base, i);
-    if (!used.count(candidate)) return candidate;
+    if (!find(candidate)) return candidate;
   }
+}
+
+std::string Graph::fresh_call_name(const std::string& stem) {
+  index_new_nodes();
+  if (!names_.count(stem)) return stem;
+  int& next = next_suffix_[stem];
+  for (next = std::max(next, 1);; ++next) {
+    std::string candidate = fmt::format("{}_{}", stem, next);
+    if (!names_.count(candidate)) return candidate;
+  }
+}
+
+void Graph::index_new_nodes() {
+  if (named_nodes_ > nodes.size()) {  // nodes were removed: start over
+    names_.clear();
+    named_nodes_ = 0;
+  }
+  for (; named_nodes_ < nodes.size(); ++named_nodes_)
+    for (size_t o = 0; o < nodes[named_nodes_].outputs.size(); ++o)
+      names_.emplace(nodes[named_nodes_].outputs[o].name,
+                     ValueRef{static_cast<int32_t>(named_nodes_), static_cast<int32_t>(o)});
 }
 
 bool is_reserved_symbol_name(std::string_view name) {
@@ -96,9 +119,15 @@ SymInt Graph::add_symbol(std::string symbol_name, std::optional<int64_t> hint) {
 }
 
 ValueRef Graph::append(Node node) {
-  for (const auto& o : node.outputs)
-    if (find(o.name)) fail("value name '%{}' is defined twice", o.name);
+  index_new_nodes();
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    const std::string& out_name = node.outputs[i].name;
+    if (names_.count(out_name)) fail("value name '%{}' is defined twice", out_name);
+    for (size_t j = 0; j < i; ++j)
+      if (node.outputs[j].name == out_name) fail("value name '%{}' is defined twice", out_name);
+  }
   nodes.push_back(std::move(node));
+  index_new_nodes();
   return ValueRef{static_cast<int32_t>(nodes.size() - 1), 0};
 }
 
@@ -157,9 +186,9 @@ std::vector<ValueRef> Graph::call(OpKind op, std::vector<Arg> positional,
     if (out_name.empty()) {
       // A fresh name that neither the graph nor this node's earlier outputs use.
       std::string stem = schema.base.front() == '_' ? schema.base.substr(1) : schema.base;
-      out_name = fresh_name(stem);
+      out_name = fresh_call_name(stem);
       for (int k = 1; std::any_of(node.outputs.begin(), node.outputs.end(), [&](const Output& o) { return o.name == out_name; }); ++k)
-        out_name = fresh_name(stem + "_" + std::to_string(k));
+        out_name = fresh_call_name(stem + "_" + std::to_string(k));
     }
     node.outputs.push_back({std::move(out_name), std::move(metas[i])});
     refs.push_back({index, static_cast<int32_t>(i)});

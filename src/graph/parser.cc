@@ -156,7 +156,7 @@ class Parser {
       for (size_t i = 0; i < inferred.size(); ++i)
         node.outputs.push_back({names[i].text, declared.empty() ? inferred[i] : declared[i].first});
     }
-    graph_.nodes.push_back(std::move(node));
+    graph_.append(std::move(node));  // names checked above: defined once
     try {
       verify_node(graph_, graph_.nodes.size() - 1, symbols_);
     } catch (const Error& e) {

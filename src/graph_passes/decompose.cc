@@ -3,6 +3,8 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "graph_passes/decompose_batch_norm.h"
 #include "graph_passes/decompose_pooling.h"
@@ -21,13 +23,17 @@ class Namer {
   }
   std::string next(const std::string& stem) {
     std::string name = stem;
-    for (int i = 1; used_.count(name); ++i) name = stem + "_" + std::to_string(i);
+    // A stem named many times resumes where its last search ended (100,000 slices of one
+    // pooling node searched from _1 each time).
+    int& i = next_suffix_[stem];
+    while (used_.count(name)) name = stem + "_" + std::to_string(++i);
     used_.insert(name);
     return name;
   }
 
  private:
-  std::set<std::string> used_;
+  std::unordered_set<std::string> used_;
+  std::unordered_map<std::string, int> next_suffix_;
 };
 
 // Grouped-query attention: each key/value head serves query_heads / kv_heads consecutive query

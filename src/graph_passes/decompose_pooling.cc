@@ -1,6 +1,8 @@
 #include "graph_passes/decompose_pooling.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <limits>
 
 #include "graph/infer_util.h"
@@ -161,6 +163,41 @@ ValueRef avg_pool(Builder& b, ValueRef x, const Pool2d& p, bool include_pad, std
   return b.output(mean, t, name);
 }
 
+// Adaptive average pooling along one dim: output i averages [floor(i * in / out),
+// ceil((i + 1) * in / out)). Few outputs: a mean per window (a slice each), concatenated. Many
+// outputs (4x4 -> [1, 100000] made 100,000 slices and megabytes of source): the nodes follow
+// the widest window instead, a gather per window offset, masked past each window's end.
+ValueRef adaptive_mean(Builder& b, ValueRef v, int64_t dim, int64_t in, int64_t out) {
+  int64_t widest = 0;
+  for (int64_t i = 0; i < out; ++i) widest = std::max(widest, adaptive_end(i, in, out) - adaptive_start(i, in, out));
+  if (out <= 64 || out <= 4 * widest) {
+    std::vector<ValueRef> parts;
+    for (int64_t i = 0; i < out; ++i) {
+      ValueRef slice = b.call(OpKind::SliceTensor, {v, dim, adaptive_start(i, in, out), adaptive_end(i, in, out), int64_t{1}});
+      parts.push_back(b.call(OpKind::MeanDim, {slice, IntList{dim}, true}));
+    }
+    return b.call(OpKind::Cat, {Arg(parts), dim});
+  }
+  const Device device = b.n.outputs[0].meta.device;
+  auto floor_div = [&](ValueRef x, int64_t by) { return b.call(OpKind::DivScalarMode, {x, by}, {{"rounding_mode", "floor"}}); };
+  auto scaled = [&](int64_t first, int64_t add) {  // floor(((i + first) * in + add) / out) for every output i
+    ValueRef i = b.call(OpKind::ArangeStartStep, {first, first + out, int64_t{1}}, {{"device", device}});
+    return floor_div(b.call(OpKind::AddScalar, {b.call(OpKind::MulScalar, {i, in}), add}), out);
+  };
+  ValueRef start = scaled(0, 0), end = scaled(1, out - 1);
+  const bool rows = dim == b.rank(v) - 2;  // H: per-output values broadcast as a column
+  auto shaped = [&](ValueRef per_output) { return rows ? b.column(per_output) : per_output; };
+  ValueRef zero = b.call(OpKind::ScalarTensor, {0.0}, {{"dtype", b.g.meta(v).dtype}, {"device", device}});
+  std::optional<ValueRef> sum;
+  for (int64_t k = 0; k < widest; ++k) {
+    ValueRef at = b.call(OpKind::AddScalar, {start, k});
+    ValueRef taken = b.call(OpKind::IndexSelect, {v, dim, b.call(OpKind::Clamp, {at, std::nullopt, in - 1})});
+    ValueRef term = b.call(OpKind::WhereSelf, {shaped(b.call(OpKind::LtTensor, {at, end})), taken, zero});
+    sum = sum ? b.call(OpKind::AddTensor, {*sum, term}) : term;
+  }
+  return b.call(OpKind::DivTensor, {*sum, shaped(b.call(OpKind::SubTensor, {end, start}))});
+}
+
 ValueRef adaptive_avg_pool(Builder& b, ValueRef x) {
   const Node& n = b.n;
   ArgReader args(b.g, n);
@@ -174,19 +211,12 @@ ValueRef adaptive_avg_pool(Builder& b, ValueRef x) {
     p.out = {out[0], out[1]};
     return avg_pool(b, x, p, true, std::nullopt, n.outputs[0].name);
   }
-  // Windows of two sizes: a mean per window column, then per window row.
+  // Windows of two sizes, one output dim at a time (W, then H).
   DType t = b.g.meta(x).dtype;
   ValueRef v = b.widen(x);
   for (int d = 1; d >= 0; --d) {
-    int64_t dim = b.rank(v) - 2 + d;
     auto du = static_cast<size_t>(d);
-    std::vector<ValueRef> parts;
-    for (int64_t i = 0; i < out[du]; ++i) {
-      int64_t s = adaptive_start(i, in[du], out[du]), e = adaptive_end(i, in[du], out[du]);
-      ValueRef slice = b.call(OpKind::SliceTensor, {v, dim, s, e, int64_t{1}});
-      parts.push_back(b.call(OpKind::MeanDim, {slice, IntList{dim}, true}));
-    }
-    v = b.call(OpKind::Cat, {Arg(parts), dim});
+    v = adaptive_mean(b, v, b.rank(v) - 2 + d, in[du], out[du]);
   }
   return b.output(v, t, n.outputs[0].name);
 }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -51,6 +52,7 @@ ExprRef Expr::make(Expr e) {
   h = mix(h, static_cast<size_t>(e.op_));
   for (const auto& o : e.operands_) h = mix(h, o->hash());
   e.hash_ = h;
+  for (const auto& o : e.operands_) e.depth_ = std::max(e.depth_, o->depth() + 1);
   return std::shared_ptr<const Expr>(new Expr(std::move(e)));
 }
 

@@ -155,6 +155,12 @@ LoweredGraph lower(const Graph& g) {
     for (size_t o = 0; o < vals.size(); ++o) {
       Value& v = vals[o];
       int uses = c.uses[{static_cast<int>(i), static_cast<int>(o)}];
+      // A value inlined into its consumers is rewritten by each of them; past this depth it is
+      // stored and read instead (loop/expr.h).
+      if (!v.realized() && v.body && v.body->depth() > loop::kMaxExprDepth) {
+        c.realize(v, node.outputs[o].name);
+        continue;
+      }
       if (v.realized() || uses <= 1) continue;
       // Buffers at least as large as the value (unknown sizes count as large).
       auto mine = static_elements(v.meta.sizes);

@@ -10,6 +10,8 @@ namespace coil::lowering {
 
 namespace {
 
+constexpr int kMaxSymbolicCat = 128;
+
 ExprRef op(LoopOp o, std::vector<ExprRef> a) { return Expr::apply(o, std::move(a)); }
 
 // Row-major linear position of `index` in `sizes`, and its inverse.
@@ -121,6 +123,12 @@ std::vector<Value> lower_view(Context& c, const Node& n) {
     case OpKind::Cat: {
       auto list = std::get<TensorList>(n.arg("tensors").value);
       auto d = static_cast<size_t>(wrap_dim(args.integer("dim"), meta.dim(), ""));
+      // Each input's position is the sum of the sizes before it, so inputs of symbolic sizes
+      // make index expressions that grow with the count (2,000 took hours to simplify).
+      int symbolic = 0;
+      for (const auto& r : list) symbolic += c.value(*r).meta.sizes.size() > d && !c.value(*r).meta.sizes[d].constant();
+      if (symbolic > kMaxSymbolicCat)
+        fail("cat of {} tensors whose sizes along dim {} are symbolic: more than the {} coil compiles in one step", symbolic, d, kMaxSymbolicCat);
       std::vector<std::pair<SymInt, ExprRef>> parts;  // (end position, value)
       SymInt start = 0;
       for (const auto& r : list) {

@@ -45,7 +45,7 @@ std::optional<LoopKernel> fuse_into(const loop::Program& p, size_t at, size_t re
   LoopKernel fused = *cons;
   for (auto& s : fused.stores) {
     auto v = replace_loads(s.value, st.buffer, st.offset, st.value);
-    if (!v) return std::nullopt;
+    if (!v || (*v)->depth() > loop::kMaxExprDepth) return std::nullopt;
     s.value = *v;
   }
   fused.origins.insert(fused.origins.begin(), prod.origins.begin(), prod.origins.end());

@@ -1,6 +1,7 @@
 // NumPy .npy files (format versions 1.0, 2.0 and 3.0), and the whole-file read and atomic
 // write that both tensor formats go through.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -176,7 +177,8 @@ uint64_t read_le(const std::string& bytes, size_t at, size_t width) {
 }
 
 // Fortran-order data: scatter each element's bytes to its row-major place. Bytes rather than
-// values, so NaN payloads survive.
+// values, so NaN payloads survive. Not empty: the strides are partial products of the element
+// count, which the file's length bounds.
 Tensor from_fortran_order(DType dtype, const Shape& shape, const char* data) {
   Shape strides(shape.size());
   int64_t s = 1;
@@ -197,43 +199,46 @@ Tensor from_fortran_order(DType dtype, const Shape& shape, const char* data) {
 
 }  // namespace
 
-Tensor read_npy(const std::string& path) {
-  const std::string bytes = read_file(path);
+Tensor parse_npy(const std::string& bytes, const std::string& what) {
   if (bytes.size() < kMagic.size() || std::string_view(bytes).substr(0, kMagic.size()) != kMagic)
-    fail("{}: not a .npy file (bad magic: it does not start with \\x93NUMPY)", path);
-  if (bytes.size() < 10) fail("{}: the .npy file is truncated inside its preamble", path);
+    fail("{}: not a .npy file (bad magic: it does not start with \\x93NUMPY)", what);
+  if (bytes.size() < 10) fail("{}: the .npy file is truncated inside its preamble", what);
   const int major = static_cast<unsigned char>(bytes[6]);
   const int minor = static_cast<unsigned char>(bytes[7]);
   if (minor != 0 || major < 1 || major > 3)
-    fail("{}: unsupported .npy format version {}.{} (coil reads 1.0, 2.0 and 3.0)", path, major, minor);
+    fail("{}: unsupported .npy format version {}.{} (coil reads 1.0, 2.0 and 3.0)", what, major, minor);
   const size_t width = major == 1 ? 2 : 4;
   const size_t header_start = 8 + width;
-  if (bytes.size() < header_start) fail("{}: the .npy file is truncated inside its preamble", path);
+  if (bytes.size() < header_start) fail("{}: the .npy file is truncated inside its preamble", what);
   const uint64_t header_size = read_le(bytes, 8, width);
   if (header_size > bytes.size() - header_start)
-    fail("{}: the .npy header length {} runs past the end of the file (truncated)", path, header_size);
+    fail("{}: the .npy header length {} runs past the end of the file (truncated)", what, header_size);
 
-  Header h = HeaderParser(std::string_view(bytes).substr(header_start, header_size), path).parse();
-  DType dtype = dtype_from_descr(h.descr, path);
+  Header h = HeaderParser(std::string_view(bytes).substr(header_start, header_size), what).parse();
+  DType dtype = dtype_from_descr(h.descr, what);
   uint64_t needed = static_cast<uint64_t>(dtype_size(dtype));
   for (int64_t d : h.shape)
     if (__builtin_mul_overflow(needed, static_cast<uint64_t>(d), &needed))
-      fail("{}: shape {} is too large to address", path, shape_to_string(h.shape));
+      fail("{}: shape {} is too large to address", what, shape_to_string(h.shape));
   const size_t data_start = header_start + header_size;
   const uint64_t available = bytes.size() - data_start;
   if (available < needed)
-    fail("{}: the .npy data is truncated: '{}' {} needs {} bytes but the file holds {}", path, h.descr,
+    fail("{}: the .npy data is truncated: '{}' {} needs {} bytes but the file holds {}", what, h.descr,
          shape_to_string(h.shape), needed, available);
   if (available > needed)
-    fail("{}: {} unexpected bytes after the .npy data ('{}' {} needs {})", path, available - needed, h.descr,
+    fail("{}: {} unexpected bytes after the .npy data ('{}' {} needs {})", what, available - needed, h.descr,
          shape_to_string(h.shape), needed);
 
   const char* data = bytes.data() + data_start;
-  if (h.fortran_order && h.shape.size() > 1) return from_fortran_order(dtype, h.shape, data);
+  // An empty array has nothing to reorder, and its Fortran strides (products of the other
+  // dims, which no byte count bounds) may not fit int64.
+  if (h.fortran_order && h.shape.size() > 1 && needed > 0) return from_fortran_order(dtype, h.shape, data);
   Tensor t = Tensor::zeros(dtype, h.shape);
   if (needed > 0) std::memcpy(t.data(), data, needed);
   return t;
 }
+
+Tensor read_npy(const std::string& path) { return parse_npy(read_file(path), path); }
 
 void write_npy(const std::string& path, const Tensor& tensor) {
   if (!tensor.defined()) fail("cannot write '{}': the tensor is undefined", path);
@@ -280,7 +285,13 @@ void write_npy(const std::string& path, const Tensor& tensor) {
 std::string read_file(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail("cannot open '{}': {}", path, std::strerror(errno));
+  // A regular file is read at its size; anything else (a pipe, /dev/stdin, a device) up to a
+  // bound, so `weights "/dev/zero"` is an error instead of reading until memory runs out.
+  constexpr size_t kMaxStreamBytes = size_t{256} << 20;
+  struct stat st;
+  bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
   std::string out;
+  if (regular) out.reserve(static_cast<size_t>(st.st_size));
   char buffer[1 << 16];
   while (true) {
     ssize_t n = ::read(fd, buffer, sizeof buffer);
@@ -292,6 +303,10 @@ std::string read_file(const std::string& path) {
     }
     if (n == 0) break;
     out.append(buffer, static_cast<size_t>(n));
+    if (!regular && out.size() > kMaxStreamBytes) {
+      ::close(fd);
+      fail("cannot read '{}': it is not a regular file and gives more than {} bytes", path, kMaxStreamBytes);
+    }
   }
   ::close(fd);
   return out;

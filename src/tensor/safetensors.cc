@@ -11,6 +11,7 @@
 #include "coil/io.h"
 #include "support/check.h"
 #include "support/json_depth.h"
+#include "support/mapped_file.h"
 
 namespace coil {
 
@@ -163,7 +164,7 @@ Json parse_header(std::string_view text, const std::string& what) {
   Json header;
   try {
     header = Json::parse(text, on_event);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // parse_error, and out_of_range for a number past 64 bits
     fail("{}: the safetensors header is not valid JSON: {}", what, e.what());
   }
   if (!header.is_object()) fail("{}: the safetensors header is not a JSON object, got {}", what, brief(header));
@@ -171,9 +172,8 @@ Json parse_header(std::string_view text, const std::string& what) {
   return header;
 }
 
-}  // namespace
 
-NamedTensors parse_safetensors(const std::string& bytes, const std::string& what) {
+NamedTensors parse_view(std::string_view bytes, const std::string& what) {
   if (bytes.size() < 8)
     fail("{}: file is too short to be safetensors ({} bytes; the 8-byte header length is missing)", what, bytes.size());
   uint64_t header_size;
@@ -181,7 +181,7 @@ NamedTensors parse_safetensors(const std::string& bytes, const std::string& what
   if (header_size > bytes.size() - 8)
     fail("{}: header length {} is larger than the {} bytes that follow it (truncated or not a safetensors file)", what,
          header_size, bytes.size() - 8);
-  const Json header = parse_header(std::string_view(bytes).substr(8, header_size), what);
+  const Json header = parse_header(bytes.substr(8, header_size), what);
   const uint64_t data_start = 8 + header_size;
   const uint64_t buffer_size = bytes.size() - data_start;
 
@@ -204,7 +204,14 @@ NamedTensors parse_safetensors(const std::string& bytes, const std::string& what
   return out;
 }
 
-NamedTensors read_safetensors(const std::string& path) { return parse_safetensors(read_file(path), path); }
+}  // namespace
+
+NamedTensors parse_safetensors(const std::string& bytes, const std::string& what) { return parse_view(bytes, what); }
+
+NamedTensors read_safetensors(const std::string& path) {
+  if (std::optional<MappedFile> mapped = MappedFile::open(path)) return parse_view(mapped->bytes(), path);
+  return parse_safetensors(read_file(path), path);
+}
 
 std::string safetensors_bytes(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata,
                               const std::string& path) {

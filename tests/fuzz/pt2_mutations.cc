@@ -1,6 +1,7 @@
 // Seeded mutation fuzzing of the .pt2 reader, built with AddressSanitizer, UndefinedBehavior-
-// Sanitizer and LeakSanitizer (tests/CMakeLists.txt; clang's libFuzzer is not on the CI
-// machines). Every fixture under tests/fixtures/pt2 is mutated three ways: characters of its
+// Sanitizer and LeakSanitizer by gcc (tests/CMakeLists.txt), so ctest checks the reader where
+// clang's libFuzzer is missing; tests/fuzz/pt2.cc is the coverage-guided target (scripts/fuzz).
+// Every fixture under tests/fixtures/pt2 is mutated three ways: characters of its
 // model JSON replaced by JSON punctuation and digits, raw bytes of the zip flipped, and the file
 // truncated. Each mutant must load or fail with a coil::Error; anything else (a crash, a
 // sanitizer report, a leak at exit, another exception) fails the run.

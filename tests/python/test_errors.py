@@ -12,6 +12,7 @@ Three parts:
 import json
 import os
 import random
+import re
 import struct
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
@@ -243,6 +244,33 @@ def test_weights_file_not_named(coil_bin, work):
     assert "weights" in run_fails(work, "noweights.coil")
 
 
+def test_weights_from_a_device_are_bounded(coil_bin, work):
+    """`weights "/dev/zero"` read until bad_alloc: a file that is not regular is read only up to
+    a bound."""
+    (work / "zero.coil").write_text(WEIGHTED.replace('weights "w.safetensors"', 'weights "/dev/zero"'))
+    line = run_fails(work, "zero.coil")
+    assert "/dev/zero" in line and "not a regular file" in line
+
+
+def test_pt2_weight_entry_cannot_inflate_past_its_tensors(coil_bin, tmp_path):
+    """A 4 MB .pt2 inflating to 4 GiB was read fully: a compressed weight file is read only up
+    to the bytes its tensors reach (torch.export stores them uncompressed)."""
+    import zipfile
+    source = ROOT / "tests" / "fixtures" / "pt2" / "mlp.pt2"
+    bomb = tmp_path / "bomb.pt2"
+    with zipfile.ZipFile(source) as zin, zipfile.ZipFile(bomb, "w") as zout:
+        for info in zin.infolist():
+            data = zin.read(info.filename)
+            if info.filename.endswith("weights/weight_0"):
+                data += bytes(256 << 20)
+                zout.writestr(info.filename, data, compress_type=zipfile.ZIP_DEFLATED)
+            else:
+                zout.writestr(info, data)
+    assert bomb.stat().st_size < (2 << 20)
+    line = error_line(coil("run", bomb))
+    assert "weight_0" in line and "more than the 512 allowed" in line
+
+
 @pytest.mark.parametrize("size, words", [("B=x", "non-negative integer"), ("B=-1", "non-negative integer"),
                                          ("B=1.5", "non-negative integer"), ("B=", "non-negative integer"),
                                          ("=3", "NAME=VALUE"), ("B", "NAME=VALUE"),
@@ -322,6 +350,26 @@ def test_help(coil_bin, args):
     proc = coil(*args, "--help")
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")
     assert "Usage" in proc.stdout.decode() and proc.stderr == b""
+
+
+def test_version_is_defined_once(coil_bin):
+    """`coil --version`, `python -m coil --version` and coil.__version__ all give VERSION's."""
+    import sys
+
+    import coil as coil_package
+    version = (ROOT / "VERSION").read_text().strip()
+    proc = coil("--version")
+    assert proc.returncode == 0 and proc.stdout.decode().strip() == f"coil {version}", proc
+    module = subprocess.run([sys.executable, "-m", "coil", "--version"], capture_output=True, text=True,
+                            env=dict(os.environ, COIL_BIN=str(COIL)))
+    assert module.returncode == 0 and module.stdout.strip() == f"coil {version}", module
+    assert coil_package.__version__ == version
+    import tomllib
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert "version" in project["dynamic"]
+    # The wheel says what it needs and carries its license.
+    assert any(d.startswith("torch") for d in project["dependencies"])
+    assert project["license-files"] == ["LICENSE"] and (ROOT / "LICENSE").read_text().startswith("MIT License")
 
 
 @pytest.mark.parametrize("args, words", [
@@ -461,3 +509,44 @@ PATHOLOGICAL = {
 def test_pathological_input(coil_bin, tmp_path, name):
     problem = check_bytes(tmp_path / "p.coil", PATHOLOGICAL[name])
     assert problem is None, problem
+
+
+def _chain(op, n, shape="4, 4"):
+    return ("graph g {\n  %x0 = input() : f32[" + shape + "]\n" + "".join(f"  %x{i + 1} = {op}(%x{i})\n" for i in range(n))
+            + f"  return %x{n}\n}}\n")
+
+
+BOUNDED = {
+    # Each value inlined into the next: 81 s and 3.3 GB, then minutes of g++ on one expression.
+    "relu_chain_5000": (_chain("relu", 5000), ["run", "--check"]),
+    # A slice per output column: > 300 s and megabytes of source.
+    "adaptive_pool_to_100000": ("graph g {\n  %x = input() : f32[1, 1, 4, 4]\n  %y = _adaptive_avg_pool2d(%x, [1, 100000])\n"
+                                "  return %y\n}\n", ["run", "--check"]),
+    # Windows of two sizes along both dims, many outputs per dim (the gather per window offset).
+    "adaptive_pool_uneven": ("graph g {\n  %x = input() : f32[2, 3, 7, 301]\n  %y = _adaptive_avg_pool2d(%x, [5, 100])\n"
+                             "  return %y\n}\n", ["run", "--check"]),
+    # Graph::find scanned every node for every name: minutes for 100,000 nodes.
+    "neg_chain_100000": (_chain("neg", 100000, "4"), ["check"]),
+}
+
+
+@pytest.mark.parametrize("name", BOUNDED)
+def test_compile_time_stays_bounded(coil_bin, tmp_path, name):
+    text, command = BOUNDED[name]
+    path = tmp_path / f"{name}.coil"
+    path.write_text(text)
+    proc = coil(command[0], path, *command[1:], timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    if "--check" in command:
+        error = re.search(rb"max abs error vs reference: (\S+)", proc.stdout)
+        assert error and float(error.group(1)) < 1e-5, proc.stdout[-2000:]
+
+
+def test_cat_of_many_symbolic_sizes_is_an_error(coil_bin, tmp_path):
+    """cat of 2,000 tensors of symbolic sizes simplified index sums of every length for hours."""
+    n = 300
+    text = ("graph g {\n" + "".join(f"  sym S{i} = 2\n" for i in range(n)) + "".join(f"  %x{i} = input() : f32[S{i}]\n" for i in range(n))
+            + "  %y = cat([" + ", ".join(f"%x{i}" for i in range(n)) + "], 0)\n  return %y\n}\n")
+    (tmp_path / "cat.coil").write_text(text)
+    line = error_line(coil("run", tmp_path / "cat.coil", timeout=120))
+    assert "cat of 300 tensors whose sizes along dim 0 are symbolic" in line

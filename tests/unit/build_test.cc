@@ -27,6 +27,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using coil::testing::message_of;
+using coil::testing::ScopedEnv;
 
 std::string add_source(int k) {
   return fmt::format("extern \"C\" int add{0}(int x) {{ return x + {0}; }}\n", k);
@@ -52,32 +53,6 @@ void replace_file(const std::string& path, const std::string& bytes) {
   std::ofstream(temp, std::ios::binary) << bytes;
   fs::rename(temp, path);
 }
-
-// Sets environment variables for one test and restores them after.
-class ScopedEnv {
- public:
-  void set(const char* name, const char* value) {
-    const char* old = std::getenv(name);
-    saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
-    if (value) {
-      ::setenv(name, value, 1);
-    } else {
-      ::unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
-      if (it->second) {
-        ::setenv(it->first.c_str(), it->second->c_str(), 1);
-      } else {
-        ::unsetenv(it->first.c_str());
-      }
-    }
-  }
-
- private:
-  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
-};
 
 class BuildTest : public ::testing::Test {
  protected:
@@ -178,6 +153,39 @@ TEST_F(BuildTest, CacheStoresAndVerifiesEntries) {
   fs::create_directories(fs::path(cache().entry_path(other, "bin")).parent_path());
   replace_file(cache().entry_path(other, "bin"), file);
   EXPECT_FALSE(cache().lookup(other, "bin"));
+}
+
+// The cache holds code that runs, so coil uses only a folder no one else can write.
+TEST(BuildCacheFolder, IsCreatedPrivateAndRefusedWhenOthersCanWrite) {
+  std::string root = coil::testing::temp_dir("cache_folder");
+  fs::remove_all(root);
+  ArtifactCache fresh(root + "/a/b/cache");
+  fresh.store(ArtifactCache::key({"x"}), "bin", "payload");
+  for (std::string dir : {root + "/a", root + "/a/b", root + "/a/b/cache"})
+    EXPECT_EQ(fs::status(dir).permissions() & (fs::perms::group_all | fs::perms::others_all), fs::perms::none) << dir;
+
+  std::string shared = root + "/shared";
+  fs::create_directories(shared);
+  fs::permissions(shared, fs::perms::all);  // 0777, like a planted folder under /tmp
+  std::string message = message_of([&] { ArtifactCache{shared}; });
+  EXPECT_NE(message.find("writable by every user"), std::string::npos) << message;
+  EXPECT_NE(message.find("chmod go-w"), std::string::npos) << message;
+  fs::permissions(shared, fs::perms::owner_all | fs::perms::group_all);
+  message = message_of([&] { ArtifactCache{shared}; });
+  EXPECT_NE(message.find("writable by its group"), std::string::npos) << message;
+  fs::permissions(shared, fs::perms::owner_all | fs::perms::group_read | fs::perms::others_read);
+  EXPECT_NO_THROW(ArtifactCache{shared});  // 0755 is fine: only its owner writes it
+
+  std::string file = root + "/not-a-folder";
+  std::ofstream(file) << "x";
+  message = message_of([&] { ArtifactCache{file}; });
+  EXPECT_NE(message.find("is not a folder"), std::string::npos) << message;
+  // Another owner cannot be made without privileges; /proc is root's, so it stands in, unless
+  // these tests run as root.
+  if (::geteuid() != 0) {
+    message = message_of([&] { ArtifactCache{"/proc"}; });
+    EXPECT_NE(message.find("belongs to user id 0"), std::string::npos) << message;
+  }
 }
 
 // ---- compiling ----

@@ -401,7 +401,7 @@ TEST(CudaCodegen, EveryCandidateBuildsWithNvrtc) {
       }
     }
     EXPECT_GT(n, 25);
-    build::CudaBuildOptions options{.cache = build::ArtifactCache(testing::TempDir() + "/cuda_candidates"), .nvrtc = nvrtc, .arch = arch};
+    build::CudaBuildOptions options{.cache = build::ArtifactCache(testing::TempDir() + "/cuda_candidates"), .nvrtc = nvrtc, .nvrtc_version = nvrtc->version(), .arch = arch};
     EXPECT_FALSE(build::compile_cubin(unit, options).empty()) << arch;
   }
 }
@@ -446,7 +446,7 @@ TEST(CudaCodegen, FusedAttentionWhereItAppliesAndBuildsWithNvrtc) {
       EXPECT_EQ(gen.cuda.code().find("mma.sync.aligned.m16n8k16") != std::string::npos, c.fused);
       unit = gen.cuda.code();
       if (!nvrtc) continue;
-      build::CudaBuildOptions options{.cache = build::ArtifactCache(testing::TempDir() + "/cuda_attention"), .nvrtc = nvrtc, .arch = arch};
+      build::CudaBuildOptions options{.cache = build::ArtifactCache(testing::TempDir() + "/cuda_attention"), .nvrtc = nvrtc, .nvrtc_version = nvrtc->version(), .arch = arch};
       EXPECT_FALSE(build::compile_cubin(unit, options).empty()) << arch << c.body;
     }
   }
@@ -485,7 +485,7 @@ TEST(CudaCodegen, HopperAttentionRunsWgmmaOverAStageRing) {
     const std::string kernel = code.substr(code.find("__global__"));
     EXPECT_EQ(kernel.find("_mma("), std::string::npos);  // the shared helpers define it, the kernel does not use it
     if (!nvrtc) continue;
-    build::CudaBuildOptions options{.cache = build::ArtifactCache(testing::TempDir() + "/cuda_attention_wgmma"), .nvrtc = nvrtc, .arch = "sm_90a"};
+    build::CudaBuildOptions options{.cache = build::ArtifactCache(testing::TempDir() + "/cuda_attention_wgmma"), .nvrtc = nvrtc, .nvrtc_version = nvrtc->version(), .arch = "sm_90a"};
     EXPECT_FALSE(build::compile_cubin(gen.cuda.code(), options).empty()) << body;
   }
   if (!nvrtc) GTEST_SKIP() << "NVRTC is not available here: the kernels were checked, not built";

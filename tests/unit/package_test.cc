@@ -1,11 +1,14 @@
-// Compiled packages (.coilpkg): compiled once, loaded into an empty kernel cache with compiling
+// Compiled packages (.coilpkg): compiled once, loaded with no compiler on the PATH and compiling
 // off, run against eager's saved outputs (on the GPU too with COIL_TEST_DEVICE=cuda); clear
-// errors for files that are not packages, newer formats and kernels this machine lacks.
+// errors for files that are not packages, other formats, entries that do not match the
+// manifest and kernels this machine lacks.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+
+#include <nlohmann/json.hpp>
 
 #include "coil/coil.h"
 #include "frontend/pt2.h"
@@ -34,20 +37,43 @@ void expect_error(const std::function<void()>& f, const std::string& part) {
   }
 }
 
-TEST(Package, RunsFromAnEmptyCacheWithoutCompiling) {
+// The package's entries, rewritten by `edit` (return false to drop one) into `out`.
+std::string rewritten(const std::string& out, const std::function<bool(std::pair<std::string, std::string>&)>& edit) {
+  auto zip = frontend::ZipReader::open(made_package("mlp"));
+  std::vector<std::pair<std::string, std::string>> entries;
+  for (const auto& n : zip.names()) {
+    std::pair<std::string, std::string> e{n, zip.read(n)};
+    if (edit(e)) entries.push_back(e);
+  }
+  frontend::write_zip(out, entries);
+  return out;
+}
+
+void replace_once(std::string& text, const std::string& from, const std::string& to) {
+  size_t at = text.find(from);
+  ASSERT_NE(at, std::string::npos) << from;
+  text.replace(at, from.size(), to);
+}
+
+TEST(Package, RunsWithoutACompilerAndAddsNothingToTheCache) {
   for (const char* name : {"mlp", "block", "cnn"}) {
     SCOPED_TRACE(name);
-    std::string cache = testing::temp_dir("package") + "/load_cache_" + name;
+    std::string package = made_package(name);
+    std::string cache = testing::temp_dir("package") + "/shared_cache_" + name;
     fs::remove_all(cache);
-    Package p = Package::load(made_package(name), cache);
-    EXPECT_FALSE(fs::is_empty(cache));  // the package's kernels now live in the cache
+    testing::ScopedEnv env;  // no compiler to be found, and a kernel cache that must stay empty
+    env.set("COIL_CACHE_DIR", cache.c_str());
+    env.set("COIL_CXX", nullptr);
+    env.set("CXX", nullptr);
+    env.set("PATH", "/nonexistent-coil-test-dir");
+    Package p = Package::load(package);
+    EXPECT_FALSE(fs::exists(cache)) << "a package's kernels went into the shared cache";
     TensorMap io;
     for (auto& [key, t] : read_safetensors(testing::pt2_fixture(std::string(name) + ".io.safetensors"))) io[key] = t;
     auto got = p.run(io);
     ASSERT_EQ(got.size(), p.graph().outputs.size());
     for (size_t i = 0; i < got.size(); ++i) testing::expect_close(got[i], io.at("out" + std::to_string(i)), "output " + std::to_string(i), 1e-4);
-    // A second load finds the kernels already there.
-    EXPECT_EQ(Package::load(made_package(name), cache).run(io).size(), got.size());
+    EXPECT_EQ(Package::load(package).run(io).size(), got.size());  // loads again the same way
   }
 }
 
@@ -55,32 +81,76 @@ TEST(Package, RefusesWhatItCannotUse) {
   std::string dir = testing::temp_dir("package");
   expect_error([&] { Package::load(dir + "/absent.coilpkg"); }, "not a readable zip");
   expect_error([&] { Package::load(testing::pt2_fixture("mlp.pt2")); }, "not a coil package");
-  auto rewrite = [&](const std::string& out, const std::function<bool(std::pair<std::string, std::string>&)>& keep) {
-    auto zip = frontend::ZipReader::open(made_package("mlp"));
-    std::vector<std::pair<std::string, std::string>> entries;
-    for (const auto& n : zip.names()) {
-      std::pair<std::string, std::string> e{n, zip.read(n)};
-      if (keep(e)) entries.push_back(e);
-    }
-    frontend::write_zip(out, entries);
-    return out;
-  };
-  std::string newer = rewrite(dir + "/newer.coilpkg", [](auto& e) {
-    if (e.first.ends_with("manifest.json")) e.second.replace(e.second.find("\"version\": 1"), 12, "\"version\": 9");
+  std::string newer = rewritten(dir + "/newer.coilpkg", [](auto& e) {
+    if (e.first.ends_with("manifest.json")) replace_once(e.second, "\"version\": 2", "\"version\": 9");
     return true;
   });
-  expect_error([&] { Package::load(newer, dir + "/c1"); }, "format version 9 is not supported");
+  expect_error([&] { Package::load(newer); }, "format version 9 is not supported");
+  std::string older = rewritten(dir + "/older.coilpkg", [](auto& e) {
+    if (e.first.ends_with("manifest.json")) replace_once(e.second, "\"version\": 2", "\"version\": 1");
+    return true;
+  });
+  expect_error([&] { Package::load(older); }, "write the package again");
   // A field of the wrong type was "internal error: [json.exception.type_error.302]".
-  std::string typed = rewrite(dir + "/typed.coilpkg", [](auto& e) {
-    if (e.first.ends_with("manifest.json")) e.second.replace(e.second.find("\"version\": 1"), 12, "\"version\": \"1\"");
+  std::string typed = rewritten(dir + "/typed.coilpkg", [](auto& e) {
+    if (e.first.ends_with("manifest.json")) replace_once(e.second, "\"version\": 2", "\"version\": \"2\"");
     return true;
   });
-  expect_error([&] { Package::load(typed, dir + "/c1"); }, "bad manifest: \"version\" is a string, not a whole number");
-  // Without its kernels (as if made for another compiler or GPU), loading says so instead of compiling.
-  std::string bare = rewrite(dir + "/bare.coilpkg", [](auto& e) { return e.first.find("/cache/") == std::string::npos; });
-  fs::remove_all(dir + "/c2");
-  expect_error([&] { Package::load(bare, dir + "/c2"); }, "compiling is off");
+  expect_error([&] { Package::load(typed); }, "bad manifest: \"version\" is a string, not a whole number");
+  // Without its kernels (as if made for another compiler or GPU), loading says so instead of
+  // compiling. The manifest lists the kernels, so they are dropped from it too.
+  std::string bare = rewritten(dir + "/bare.coilpkg", [](auto& e) {
+    if (e.first.ends_with("manifest.json")) {
+      auto manifest = nlohmann::json::parse(e.second);
+      for (auto it = manifest["entries"].begin(); it != manifest["entries"].end();)
+        it = it.key().find("/cache/") != std::string::npos ? manifest["entries"].erase(it) : std::next(it);
+      e.second = manifest.dump();
+    }
+    return e.first.find("/cache/") == std::string::npos;
+  });
+  expect_error([&] { Package::load(bare); }, "compiling is off");
   expect_error([&] { write_package(dir + "/x.coilpkg", load_pt2(testing::pt2_fixture("mlp.pt2")).graph, {}); }, "was not given");
+}
+
+// Every entry is checked against the manifest before anything is used: 11 of 40 random bit
+// flips in a package's weights ran with changed outputs, and a kernel library swapped for
+// another was loaded (its constructor ran) and copied into the shared cache.
+TEST(Package, EntriesThatDoNotMatchTheManifestAreRefused) {
+  std::string dir = testing::temp_dir("package");
+  std::string weights = rewritten(dir + "/weights.coilpkg", [](auto& e) {
+    if (e.first.ends_with("weights.safetensors")) e.second.back() = static_cast<char>(e.second.back() ^ 0x01);
+    return true;
+  });
+  expect_error([&] { Package::load(weights); }, "weights.safetensors': the entry's bytes do not match the manifest");
+  int kernels_changed = 0;  // CPU libraries, or cubins on CUDA
+  std::string kernel = rewritten(dir + "/kernel.coilpkg", [&](auto& e) {
+    if (e.first.ends_with(".so") || e.first.ends_with(".cubin")) {
+      e.second[e.second.size() / 2] ^= 0x40;
+      ++kernels_changed;
+    }
+    return true;
+  });
+  ASSERT_GT(kernels_changed, 0);
+  expect_error([&] { Package::load(kernel); }, "do not match the manifest");
+  std::string extra = rewritten(dir + "/extra.coilpkg", [](auto& e) {
+    if (e.first.ends_with("graph.coil")) e.first = "coilpkg/cache/00/planted.so";  // the graph entry goes missing too
+    return true;
+  });
+  expect_error([&] { Package::load(extra); }, "entry 'coilpkg/cache/00/planted.so' is not listed in the manifest");
+  std::string longer = rewritten(dir + "/longer.coilpkg", [](auto& e) {
+    if (e.first.ends_with("graph.coil")) e.second += "\n";
+    return true;
+  });
+  expect_error([&] { Package::load(longer); }, "more than the");
+  std::string unlisted = rewritten(dir + "/unlisted.coilpkg", [](auto& e) {
+    if (e.first.ends_with("manifest.json")) {
+      auto manifest = nlohmann::json::parse(e.second);
+      manifest.erase("entries");
+      e.second = manifest.dump();
+    }
+    return true;
+  });
+  expect_error([&] { Package::load(unlisted); }, "bad manifest: no \"entries\" object");
 }
 
 TEST(Zip, AStoredEntryWithAChangedByteIsFoundByItsCrc) {
@@ -102,6 +172,36 @@ TEST(Zip, AStoredEntryWithAChangedByteIsFoundByItsCrc) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
   expect_error([&] { frontend::ZipReader::open(path).read("archive/data/0"); }, "is corrupt");
   EXPECT_EQ(frontend::ZipReader::open(path).read("archive/version"), "3");  // the others still read
+}
+
+TEST(Zip, AForgedEntrySizeIsNotAllocatedBeforeTheEntryEnds) {
+  // A directory entry claiming 4 GiB was allocated (and zero-filled) before the read found the
+  // entry short; now memory follows the bytes that really come out.
+  std::string dir = testing::temp_dir("package");
+  std::string path = dir + "/forged.zip";
+  frontend::write_zip(path, {{"archive/data/0", std::string(1000, 'x')}});
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  auto put32 = [&](size_t at, uint32_t v) {
+    for (int i = 0; i < 4; ++i) bytes[at + static_cast<size_t>(i)] = static_cast<char>((v >> (8 * i)) & 0xff);
+  };
+  // The inflated size in the local header (offset 22) and the central directory (24); the
+  // stored bytes stay 1000.
+  size_t local = bytes.find("PK\x03\x04"), central = bytes.find("PK\x01\x02");
+  ASSERT_NE(local, std::string::npos);
+  ASSERT_NE(central, std::string::npos);
+  for (size_t at : {local + 22, central + 24}) put32(at, 0xF0000000u);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  try {
+    auto zip = frontend::ZipReader::open(path);
+    zip.read("archive/data/0");
+    ADD_FAILURE() << "a forged entry size was read";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("forged.zip"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

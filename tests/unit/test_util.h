@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <limits>
 #include <numbers>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -34,6 +35,32 @@ inline std::string temp_dir(const std::string& stem) {
   std::filesystem::create_directories(d);
   return d.string();
 }
+
+// Sets environment variables for one test and restores them after.
+class ScopedEnv {
+ public:
+  void set(const char* name, const char* value) {
+    const char* old = std::getenv(name);
+    saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+    if (value) {
+      ::setenv(name, value, 1);
+    } else {
+      ::unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
+      if (it->second) {
+        ::setenv(it->first.c_str(), it->second->c_str(), 1);
+      } else {
+        ::unsetenv(it->first.c_str());
+      }
+    }
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
 
 // The message of the coil::Error `body` throws (a test failure when it throws none).
 inline std::string message_of(const std::function<void()>& body) {
