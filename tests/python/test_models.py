@@ -171,6 +171,17 @@ def test_package_compiles_and_runs_from_the_command_line_and_from_cpp(name, coil
     torch.testing.assert_close(next(iter(read_safetensors(out2).values())), io["out0"], rtol=1e-4, atol=1e-4)
 
 
+def test_installed_library_is_found_by_another_cmake_project(coil_bin, tmp_path):
+    """`cmake --install`, then examples/ built as a project of its own with find_package(coil)
+    against the prefix, runs a package the installed CLI compiled, matching eager."""
+    build = Path(coil_bin).parents[1]
+    proc = subprocess.run(["bash", str(MODELS_DIR.parent / "tests" / "install" / "check.sh"), str(build), str(tmp_path)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    io = read_safetensors(MODELS_DIR.parent / "tests" / "fixtures" / "pt2" / "mlp.io.safetensors")
+    torch.testing.assert_close(next(iter(read_safetensors(tmp_path / "out.safetensors").values())), io["out0"], rtol=1e-4, atol=1e-4)
+
+
 def test_check_counts_equal_infinities_as_no_error(coil_bin, tmp_path):
     """`--check` where both the compiled graph and the interpreter give inf: inf - inf is NaN,
     which the error printed as `inf`; equal values are no error."""
