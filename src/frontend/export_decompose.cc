@@ -1,6 +1,7 @@
 #include "frontend/export_decompose.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "support/check.h"
@@ -159,11 +160,53 @@ std::vector<ValueRef> split(Graph& g, const Args& a, const std::vector<std::stri
   ValueRef x = a.tensor("self");
   const SymShape& s = g.meta(x).sizes;
   int64_t dim = wrap(a.integer("dim", 0), s.size()), each = a.integer("split_size", 0);
-  auto total = s.at(static_cast<size_t>(dim)).constant();
+  if (dim < 0 || dim >= static_cast<int64_t>(s.size())) fail("split: dim {} out of range for rank {}", a.integer("dim", 0), s.size());
+  auto total = s[static_cast<size_t>(dim)].constant();
   if (!total || each <= 0) fail("split: needs a positive split size over a dim of static size");
+  // One piece per output the node lists (an empty dim still gives one): counted first, so a
+  // split size of 1 over a dim of 2^40 is an error, not 2^40 pieces.
+  const int64_t pieces = std::max<int64_t>(*total / each + (*total % each != 0), 1);
+  if (pieces != static_cast<int64_t>(names.size()))
+    fail("split: {} pieces of {} make {} outputs, but the node has {}", *total, each, pieces, names.size());
   IntList sizes;
-  for (int64_t at = 0; at < *total || sizes.empty(); at += each) sizes.push_back(std::min(each, *total - at));
+  for (int64_t i = 0; i < pieces; ++i) sizes.push_back(std::min(each, *total - i * each));
   return g.call(OpKind::SplitWithSizes, {x, sizes, dim}, {}, names);
+}
+
+// RMS normalization as PyTorch's composite computes it (_fused_rms_norm): in f32 (f64 for f64
+// inputs), x * rsqrt(mean(x^2) + eps) * weight, then the input's dtype; eps defaults to the
+// computation type's epsilon.
+ValueRef rms_norm(Graph& g, const Args& a, const std::string& name) {
+  ValueRef x = a.tensor("input");
+  const DType t = g.meta(x).dtype;
+  if (!is_float(t)) fail("rms_norm: the input is {}, not a floating-point tensor", dtype_name(t));
+  const DType compute = t == DType::f64 ? DType::f64 : DType::f32;
+  IntList normalized = a.ints("normalized_shape", 0, 1);
+  const int64_t rank = g.meta(x).dim();
+  if (static_cast<int64_t>(normalized.size()) > rank) fail("rms_norm: normalized_shape is longer than the input's rank");
+  IntList dims;
+  for (size_t i = 0; i < normalized.size(); ++i) dims.push_back(rank - 1 - static_cast<int64_t>(i));
+  double eps = compute == DType::f32 ? static_cast<double>(std::numeric_limits<float>::epsilon()) : std::numeric_limits<double>::epsilon();
+  Arg given = a.get("eps");
+  if (const auto* d = std::get_if<double>(&given.value)) eps = *d;
+  else if (const auto* s = std::get_if<SymInt>(&given.value); s && s->constant()) eps = static_cast<double>(*s->constant());
+  auto step = [&](OpKind op, std::vector<Arg> args, std::vector<std::pair<std::string, Arg>> kw = {}) {
+    return g.call1(op, std::move(args), std::move(kw), g.fresh_name(name + "_rms"));
+  };
+  ValueRef up = t == compute ? x : step(OpKind::ToCopy, {x}, {{"dtype", compute}});
+  ValueRef mean = step(OpKind::MeanDim, {step(OpKind::PowTensorScalar, {up, int64_t{2}}), dims, true});
+  ValueRef y = step(OpKind::MulTensor, {up, step(OpKind::Rsqrt, {step(OpKind::AddScalar, {mean, eps})})});
+  if (!a.get("weight").is_none()) y = step(OpKind::MulTensor, {y, a.tensor("weight")});
+  if (g.meta(y).dtype == t) return g.call1(OpKind::Clone, {y}, {{"memory_format", std::string("contiguous_format")}}, name);
+  return g.call1(OpKind::ToCopy, {y}, {{"dtype", t}}, name);
+}
+
+// softmax.int / log_softmax.int: the input cast to `dtype` when one is given, then the Core op.
+ValueRef softmax(Graph& g, const Args& a, bool log, const std::string& name) {
+  ValueRef x = a.tensor("self");
+  if (Arg dtype = a.get("dtype"); !dtype.is_none())
+    x = g.call1(OpKind::ToCopy, {x}, {{"dtype", dtype}}, g.fresh_name(name + "_in"));
+  return g.call1(log ? OpKind::LogSoftmax : OpKind::Softmax, {x, a.integer("dim", 0), false}, {}, name);
 }
 
 }  // namespace
@@ -171,7 +214,8 @@ std::vector<ValueRef> split(Graph& g, const Args& a, const std::vector<std::stri
 bool export_decomposes(const std::string& op) {
   static const std::set<std::string> ops = {"linear", "t", "layer_norm", "batch_norm", "conv1d", "conv2d", "conv3d", "matmul",
                                             "reshape", "split.Tensor", "transpose.int", "arange", "arange.start", "max_pool2d",
-                                            "adaptive_avg_pool2d", "flatten.using_ints"};
+                                            "adaptive_avg_pool2d", "flatten.using_ints", "softmax.int", "log_softmax.int",
+                                            "rms_norm", "dropout", "unflatten.int", "contiguous", "to.dtype"};
   return ops.count(op) > 0;
 }
 
@@ -186,6 +230,29 @@ std::vector<ValueRef> decompose_export_op(Graph& g, const std::string& op, const
   if (op == "matmul") return one(matmul(g, a, name));
   if (op == "reshape") return one(reshape(g, a.tensor("self"), a.ints("shape", 0, 1), name));
   if (op == "split.Tensor") return split(g, a, names);
+  if (op == "softmax.int" || op == "log_softmax.int") return one(softmax(g, a, op == "log_softmax.int", name));
+  if (op == "rms_norm") return one(rms_norm(g, a, name));
+  if (op == "dropout") {  // identity in eval mode; training draws random masks, which coil does not
+    Arg train = a.get("train", false);
+    if (const auto* t = std::get_if<bool>(&train.value); t && *t)
+      fail("dropout in training mode is not supported (export the model after .eval())");
+    return one(g.call1(OpKind::Clone, {a.tensor("input")}, {}, name));
+  }
+  if (op == "to.dtype")  // a copy in the new dtype (torch.export keeps `.float()` as to.dtype)
+    return one(g.call1(OpKind::ToCopy, {a.tensor("self")}, {{"dtype", a.at("dtype")}}, name));
+  if (op == "contiguous")
+    return one(g.call1(OpKind::Clone, {a.tensor("self")}, {{"memory_format", std::string("contiguous_format")}}, name));
+  if (op == "unflatten.int") {  // dim split into `sizes` (one may be -1)
+    ValueRef x = a.tensor("self");
+    const SymShape& sizes = g.meta(x).sizes;
+    int64_t dim = wrap(a.integer("dim", 0), std::max<size_t>(sizes.size(), 1));
+    if (dim < 0 || dim >= static_cast<int64_t>(sizes.size())) fail("unflatten: dim {} out of range for rank {}", dim, sizes.size());
+    IntList parts = a.ints("sizes", 0, 1);
+    IntList shape(sizes.begin(), sizes.begin() + dim);
+    shape.insert(shape.end(), parts.begin(), parts.end());
+    shape.insert(shape.end(), sizes.begin() + dim + 1, sizes.end());
+    return one(reshape(g, x, shape, name));
+  }
   if (op == "flatten.using_ints") {  // dims start_dim..end_dim merged into one
     ValueRef x = a.tensor("self");
     const SymShape& sizes = g.meta(x).sizes;
@@ -202,10 +269,14 @@ std::vector<ValueRef> decompose_export_op(Graph& g, const std::string& op, const
   if (op == "conv1d" || op == "conv2d" || op == "conv3d") return one(convolution(g, a, name));
   if (op == "transpose.int") {
     ValueRef x = a.tensor("self");
-    size_t rank = g.meta(x).sizes.size();
+    const size_t rank = g.meta(x).sizes.size();
+    const size_t range = std::max<size_t>(rank, 1);  // a 0-d tensor takes dims 0 and -1, as itself
+    const int64_t d0 = wrap(a.integer("dim0", 0), range), d1 = wrap(a.integer("dim1", 0), range);
+    if (std::min(d0, d1) < 0 || std::max(d0, d1) >= static_cast<int64_t>(range))
+      fail("transpose: dims {} and {} out of range for rank {}", a.integer("dim0", 0), a.integer("dim1", 0), rank);
     IntList dims;
     for (size_t i = 0; i < rank; ++i) dims.push_back(static_cast<int64_t>(i));
-    std::swap(dims.at(static_cast<size_t>(wrap(a.integer("dim0", 0), rank))), dims.at(static_cast<size_t>(wrap(a.integer("dim1", 0), rank))));
+    if (rank > 0) std::swap(dims[static_cast<size_t>(d0)], dims[static_cast<size_t>(d1)]);
     return one(g.call1(OpKind::Permute, {x, dims}, {}, name));
   }
   if (op == "layer_norm") {

@@ -20,9 +20,16 @@ using json = nlohmann::json;
 constexpr auto field = json_field;
 
 int64_t as_int(const json& j, const std::string& where) {
-  if (j.is_object() && j.contains("as_int")) return j.at("as_int").get<int64_t>();
-  if (j.is_number_integer()) return j.get<int64_t>();
+  if (j.is_object() && j.contains("as_int")) return json_int(j.at("as_int"), where);
+  if (j.is_number_integer()) return json_int(j, where);
   fail("{}: a symbolic size ({}) is not supported yet: export with static shapes", where, j.dump().substr(0, 120));
+}
+
+std::vector<int64_t> json_ints(const json& list, const std::string& where) {
+  if (!list.is_array()) fail("{}: expected a list of integers, got {}", where, list.dump().substr(0, 80));
+  std::vector<int64_t> out;
+  for (const auto& e : list) out.push_back(json_int(e, where));
+  return out;
 }
 
 SymShape int_list(const json& list, const std::string& where) {
@@ -65,6 +72,13 @@ const json& json_field(const json& j, const char* key, const std::string& where)
   return j.at(key);
 }
 
+int64_t json_int(const json& j, const std::string& where) {
+  constexpr auto kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  if (!j.is_number_integer() || (j.is_number_unsigned() && j.get<uint64_t>() > kMax))
+    fail("{}: expected an integer (int64), got {}", where, j.dump().substr(0, 80));
+  return j.get<int64_t>();
+}
+
 DType export_dtype(int64_t code, const std::string& where) {
   switch (code) {
     case 1: return DType::u8;
@@ -83,13 +97,36 @@ DType export_dtype(int64_t code, const std::string& where) {
 
 ExportMeta export_meta(const json& m, const std::string& where) {
   ExportMeta t;
-  t.dtype = export_dtype(field(m, "dtype", where).get<int64_t>(), where);
+  t.dtype = export_dtype(json_int(field(m, "dtype", where), where), where);
   t.sizes = int_list(field(m, "sizes", where), where);
   t.strides = int_list(field(m, "strides", where), where);
   if (m.contains("storage_offset")) t.offset = as_int(m.at("storage_offset"), where);
   if (t.sizes.size() != t.strides.size()) fail("{}: {} sizes but {} strides", where, t.sizes.size(), t.strides.size());
   return t;
 }
+
+namespace {
+
+// A Python number where a .Tensor overload takes a tensor (`x * 2` exported without
+// run_decompositions): the .Scalar overload of the same op, as the Core ATen decompositions use.
+std::string scalar_overload(const std::string& target, const std::vector<std::pair<std::string, Arg>>& keywords) {
+  auto number = [&](const char* key) {
+    for (const auto& [k, a] : keywords)
+      if (k == key) return !std::holds_alternative<ValueRef>(a.value) && !a.is_none();
+    return false;
+  };
+  auto swap_suffix = [&](std::string_view from, std::string_view to) {
+    return target.ends_with(from) ? target.substr(0, target.size() - from.size()) + std::string(to) : target;
+  };
+  if (target.ends_with(".Tensor") && number("other")) {
+    std::string scalar = swap_suffix(".Tensor", ".Scalar");
+    if (op_from_name(scalar)) return scalar;
+  }
+  if (target.ends_with(".Tensor_Tensor") && number("exponent")) return swap_suffix(".Tensor_Tensor", ".Tensor_Scalar");
+  return target;
+}
+
+}  // namespace
 
 bool export_target_supported(const std::string& target) {
   std::string op = aten_op(target);
@@ -123,11 +160,11 @@ Arg ExportNodes::argument(const json& a, const std::string& where) const {
     return Arg(list);
   }
   if (kind == "as_optional_tensor") return v.contains("as_none") ? Arg(std::nullopt) : argument(v, where);
-  if (kind == "as_int") return v.get<int64_t>();
+  if (kind == "as_int") return json_int(v, where);
   if (kind == "as_sym_int") return SymInt(as_int(v, where));
   if (kind == "as_ints" || kind == "as_sym_ints") {
     IntList list;
-    for (const auto& e : v) list.push_back(kind == "as_ints" ? SymInt(e.get<int64_t>()) : SymInt(as_int(e, where)));
+    for (const auto& e : v) list.push_back(kind == "as_ints" ? SymInt(json_int(e, where)) : SymInt(as_int(e, where)));
     return Arg(list);
   }
   if (kind == "as_float") {
@@ -143,10 +180,10 @@ Arg ExportNodes::argument(const json& a, const std::string& where) const {
   if (kind == "as_floats") return Arg(v.get<FloatList>());
   if (kind == "as_bool") return v.get<bool>();
   if (kind == "as_string") return v.get<std::string>();
-  if (kind == "as_scalar_type") return export_dtype(v.get<int64_t>(), where);
-  if (kind == "as_memory_format") return memory_format(v.get<int64_t>(), where);
+  if (kind == "as_scalar_type") return export_dtype(json_int(v, where), where);
+  if (kind == "as_memory_format") return memory_format(json_int(v, where), where);
   if (kind == "as_layout") {
-    if (v.get<int64_t>() != 7) fail("{}: only the strided layout is supported", where);
+    if (json_int(v, where) != 7) fail("{}: only the strided layout is supported", where);
     return std::string("strided");
   }
   if (kind == "as_device") {
@@ -169,12 +206,18 @@ ValueRef ExportNodes::attention(const std::string& op, const std::map<std::strin
   Arg causal = args.count("is_causal") ? args.at("is_causal") : Arg(false);
   // These kernels take grouped-query attention by its shapes alone (fewer key/value heads than
   // query heads), which scaled_dot_product_attention is told with enable_gqa.
+  auto tensor = [&](const char* key) {
+    auto it = args.find(key);
+    const ValueRef* v = it == args.end() ? nullptr : std::get_if<ValueRef>(&it->second.value);
+    if (!v) fail("{}: argument '{}' must be a tensor", op, key);
+    return *v;
+  };
   auto heads = [&](const char* key) {
-    const TensorMeta& m = graph_.meta(std::get<ValueRef>(args.at(key).value));
+    const TensorMeta& m = graph_.meta(tensor(key));
     return m.dim() >= 3 ? m.sizes[static_cast<size_t>(m.dim() - 3)] : SymInt(1);
   };
   bool grouped = heads("key") != heads("query") || heads("value") != heads("query");
-  ValueRef out = graph_.call1(OpKind::ScaledDotProductAttention, {args.at("query"), args.at("key"), args.at("value"), mask},
+  ValueRef out = graph_.call1(OpKind::ScaledDotProductAttention, {tensor("query"), tensor("key"), tensor("value"), mask},
                               {{"is_causal", causal}, {"scale", get("scale")}, {"enable_gqa", grouped}}, graph_.fresh_name(name + "_bhtd"));
   // These ops return [B, H, T, hd] over [B, T, H, hd] memory, and the graph's views after them
   // rely on that layout.
@@ -191,6 +234,9 @@ void ExportNodes::add_node(const json& node) {
     where += "\n  stack trace:\n" + node.at("metadata").at("stack_trace").get<std::string>() + "\n ";
   std::string op = aten_op(target);
   if (op.empty()) fail("{}: only ATen ops are supported", where);
+  // Checks of metadata that torch.export inserts (for `.float()`, `.to(...)`) and that has no
+  // output: the reader has checked every value's dtype, sizes and strides already.
+  if (op == "_assert_tensor_metadata") return;
   try {
     std::vector<std::pair<std::string, Arg>> keywords;
     for (const auto& in : field(node, "inputs", where))
@@ -215,7 +261,7 @@ void ExportNodes::add_node(const json& node) {
     } else if (export_decomposes(op)) {
       outs = decompose_export_op(graph_, op, std::map<std::string, Arg>(keywords.begin(), keywords.end()), given);
     } else {
-      auto kind = op_from_name(target);
+      auto kind = op_from_name(scalar_overload(target, keywords));
       if (!kind) fail("op '{}' is not supported", op);
       outs = *kind == OpKind::View ? view_or_copy(graph_, std::move(keywords), given)
                                    : graph_.call(*kind, {}, std::move(keywords), given);
@@ -224,8 +270,8 @@ void ExportNodes::add_node(const json& node) {
       if (!names[i].empty()) values_[names[i]] = outs[i];
     for (const auto& [out, layout] : layouts)
       if (values_.count(out))
-        values_[out] = with_layout(graph_, values_[out], layout.at("sizes").get<std::vector<int64_t>>(),
-                                   layout.at("strides").get<std::vector<int64_t>>(), out);
+        values_[out] = with_layout(graph_, values_[out], json_ints(layout.at("sizes"), where),
+                                   json_ints(layout.at("strides"), where), out);
   } catch (const Error& e) {
     if (std::string(e.what()).rfind(where_, 0) == 0) throw;
     fail("{}: {}", where, e.what());

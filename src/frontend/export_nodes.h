@@ -7,6 +7,7 @@
 // backend-specific attention ops (_scaled_dot_product_{flash,efficient}_attention...) become
 // scaled_dot_product_attention when only their first output is read.
 #pragma once
+#include <cstdint>
 #include <map>
 #include <string>
 
@@ -18,6 +19,9 @@ namespace coil::frontend {
 
 // A JSON object's field, or an error naming what was expected.
 const nlohmann::json& json_field(const nlohmann::json& j, const char* key, const std::string& where);
+// A JSON integer that fits int64, or an error naming `where`: nlohmann's get<int64_t>() would
+// truncate a float (2.5 -> 2), and converting one past int64's range is undefined behaviour.
+int64_t json_int(const nlohmann::json& j, const std::string& where);
 
 // The export schema's ScalarType numbers (torch/_export/serde/schema.py).
 DType export_dtype(int64_t code, const std::string& where);

@@ -127,9 +127,10 @@ Pt2Program Reader::load(const std::string& model) {
   json ep = read_json("models/" + name + ".json");
   std::string where = path_ + ": models/" + name + ".json";
   const json& version = field(ep, "schema_version", where);
-  int major = field(version, "major", where).get<int>();
+  int64_t major = frontend::json_int(field(version, "major", where), where + " schema_version");
   if (major != kSchemaMajor)
-    fail("{}: export schema version {}.{} is not supported (coil reads major version {})", where, major, version.value("minor", 0), kSchemaMajor);
+    fail("{}: export schema version {}.{} is not supported (coil reads major version {})", where, major,
+         version.contains("minor") ? version.at("minor").dump() : "0", kSchemaMajor);
   const json& gm = field(ep, "graph_module", where);
   const json& graph = field(gm, "graph", where);
   const json& tensor_values = field(graph, "tensor_values", where);

@@ -7,8 +7,9 @@
 // the entries rather than the archive: it unpacks the input, mutates one entry (usually a .json
 // one), and packs it again with fresh CRCs; one mutation in eight is of the raw bytes, for the
 // zip layer itself. A JSON entry is mutated half the time as a tree (one value replaced by a
-// hostile number, by another value of the document, or dropped), which keeps it valid JSON and
-// reaches the checks behind the parser; otherwise as bytes, by libFuzzer's own mutations.
+// hostile number, a float, another value of the document, or dropped), which keeps it valid
+// JSON and reaches the checks behind the parser; otherwise as bytes, by libFuzzer's own
+// mutations.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -47,7 +48,7 @@ std::optional<std::string> mutate_json(const std::string& text, std::minstd_rand
   std::vector<json*> values;
   collect(doc, values);
   json& v = *values[rng() % values.size()];
-  switch (rng() % 5) {
+  switch (rng() % 6) {
     case 0: v = hostile[rng() % std::size(hostile)]; break;
     case 1:  // a number moved by -2..2 (wrapping at the int64 limits), anything else made null
       v = v.is_number_integer() ? json(static_cast<int64_t>(v.get<uint64_t>() + rng() % 5 - 2)) : json(nullptr);
@@ -60,7 +61,8 @@ std::optional<std::string> mutate_json(const std::string& text, std::minstd_rand
     case 3:  // one element or key fewer
       if (v.is_structured() && !v.empty()) v.erase(std::next(v.begin(), static_cast<std::ptrdiff_t>(rng() % v.size())));
       break;
-    default: v = rng() % 2 ? json::array() : json::object(); break;
+    case 4: v = rng() % 2 ? json::array() : json::object(); break;
+    case 5: v = rng() % 2 ? 2.5 : 1e300; break;  // a float where an integer belongs
   }
   try {
     return doc.dump();

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import COMPILED_MODES, ROOT, read_safetensors, run_coil
+from conftest import COMPILED_MODES, ROOT, read_safetensors, run_coil, write_safetensors
 
 MODELS_DIR = ROOT / "models"
 sys.path.insert(0, str(MODELS_DIR))
@@ -192,3 +192,69 @@ def test_check_counts_equal_infinities_as_no_error(coil_bin, tmp_path):
     assert "inf" in proc.stdout  # the outputs' summary shows them
     error = re.search(r"max abs error vs reference: (\S+)", proc.stdout)
     assert error and float(error.group(1)) == 0, proc.stdout
+
+
+class _Softmaxes(torch.nn.Module):
+    def forward(self, x):
+        return torch.nn.functional.softmax(x, -1) + torch.nn.functional.log_softmax(x, 1, dtype=torch.float64).float()
+
+
+class _Scalars(torch.nn.Module):
+    def forward(self, x):
+        return x * 2 + 1 - x / 3 + x ** 2
+
+
+class _RmsNorm(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.RMSNorm(8)
+        self.plain = torch.nn.RMSNorm([4, 8], elementwise_affine=False, eps=1e-3)
+
+    def forward(self, x):
+        return self.norm(x) + self.plain(x)
+
+
+class _DropoutLinear(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear, self.drop = torch.nn.Linear(8, 8), torch.nn.Dropout(0.25)
+
+    def forward(self, x):
+        return self.drop(self.linear(x))
+
+
+class _Attention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+
+    def forward(self, x):
+        return self.attn(x, x, x)[0]
+
+
+PLAIN_EXPORTS = {"softmax": (_Softmaxes, torch.float32), "scalars": (_Scalars, torch.float32),
+                 "rms_norm": (_RmsNorm, torch.float32), "rms_norm_bf16": (_RmsNorm, torch.bfloat16),
+                 "dropout_eval": (_DropoutLinear, torch.float32), "multihead_attention": (_Attention, torch.float32)}
+
+
+@pytest.mark.parametrize("name", PLAIN_EXPORTS)
+def test_plain_export_runs_without_run_decompositions(coil_bin, tmp_path, name):
+    """The README's AOT recipe on ordinary exports: `torch.export.export(model, args)` keeps
+    softmax.int, rms_norm, dropout, unflatten, `x * 2` with a Python number and friends, which
+    the C++ reader decomposes as PyTorch's composites do."""
+    torch.manual_seed(0)
+    module, dtype = PLAIN_EXPORTS[name]
+    model = module().to(dtype).eval()
+    x = torch.randn(2, 4, 8, dtype=dtype)
+    program = torch.export.export(model, (x,))
+    torch.export.save(program, tmp_path / "model.pt2")
+    input_name = program.graph_signature.user_inputs[0]
+    write_safetensors(tmp_path / "in.safetensors", {input_name: x})
+    proc = subprocess.run([coil_bin, "run", str(tmp_path / "model.pt2"), "--inputs", str(tmp_path / "in.safetensors"),
+                           "--out", str(tmp_path / "out.safetensors")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    with torch.no_grad():
+        want = model(x)
+    got = next(iter(read_safetensors(tmp_path / "out.safetensors").values()))
+    tolerance = 1e-5 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(got, want, rtol=tolerance, atol=tolerance)

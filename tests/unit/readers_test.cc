@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "coil/error.h"
@@ -78,6 +80,69 @@ TEST(Readers, NpyEmptyFortranOrderWithHugeDims) {
   const std::string small = "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 0, 3), }\n";
   Tensor t = parse_npy(std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(small.size()) + '\0' + small, "e.npy");
   EXPECT_EQ(t.sizes(), Shape({2, 0, 3}));
+}
+
+// A copy of a .pt2 fixture, in memory, with the JSON entry `entry` changed by `edit`; a string
+// value "@literal@" it leaves is then replaced by `literal`, text no JSON library writes.
+std::string pt2_edited(const std::string& fixture, const std::string& entry,
+                       const std::function<void(nlohmann::json&)>& edit, const std::string& literal = "") {
+  frontend::ZipReader zip = frontend::ZipReader::open(testing::pt2_fixture(fixture));
+  frontend::ZipEntries entries;
+  for (const auto& name : zip.names()) {
+    std::string bytes = zip.read(name);
+    if (name == entry) {
+      auto j = nlohmann::json::parse(bytes);
+      edit(j);
+      bytes = j.dump();
+      if (size_t at = bytes.find("\"@literal@\""); at != std::string::npos) bytes.replace(at, 11, literal);
+    }
+    entries.emplace_back(name, std::move(bytes));
+  }
+  return frontend::zip_bytes(entries);
+}
+
+// The message loading the mlp_raw fixture gives with the value at `path` (a JSON pointer) of
+// `entry` set to the text `literal`.
+std::string mlp_raw_error(const std::string& entry, const std::string& path, const std::string& literal) {
+  auto edit = [&](nlohmann::json& j) { j[nlohmann::json::json_pointer(path)] = "@literal@"; };
+  return message_of([&] { load_pt2_bytes(pt2_edited("mlp_raw.pt2", "mlp_raw/" + entry, edit, literal), "a.pt2"); });
+}
+
+// An integer past 64 bits ("as_int": 555...5, which JSON parsers read as a float) or a float
+// where the schema has an integer: nlohmann's get<int64_t>() converted 5.6e123 to int64
+// (undefined behaviour, UBSan's report) and truncated 2.5 to 2.
+TEST(Readers, Pt2IntegersMustBeIntegers) {
+  const std::string config = "data/weights/model_weights_config.json";
+  const std::string size = "/config/fc1.bias/tensor_meta/sizes/0/as_int";
+  expect_error(mlp_raw_error(config, size, std::string(40, '5')), "'fc1.bias': expected an integer (int64), got 5.55");
+  expect_error(mlp_raw_error(config, size, "2.5"), "expected an integer (int64), got 2.5");
+  expect_error(mlp_raw_error(config, "/config/fc1.bias/tensor_meta/dtype", "1e300"), "expected an integer (int64), got 1e+300");
+  expect_error(mlp_raw_error("models/model.json", "/schema_version/major", "9.99e99"),
+               "a.pt2: models/model.json schema_version: expected an integer");
+}
+
+// Arguments of block_raw's first node of `target` set: `name` to {"as_int": value}.
+std::string block_raw_error(const std::string& target, const std::string& name, int64_t value) {
+  auto edit = [&](nlohmann::json& j) {
+    for (auto& node : j["graph_module"]["graph"]["nodes"]) {
+      if (node["target"] != target) continue;
+      for (auto& input : node["inputs"])
+        if (input["name"] == name) input["arg"] = {{"as_int", value}};
+      return;
+    }
+  };
+  return message_of([&] { load_pt2_bytes(pt2_edited("block_raw.pt2", "block_raw/models/model.json", edit), "b.pt2"); });
+}
+
+// Dims out of range in the non-core ops the reader decomposes: transpose.int and split.Tensor
+// indexed a vector with them (std::out_of_range, which came out as "malformed export program:
+// vector::_M_range_check ..."); split's pieces are counted before they are listed.
+TEST(Readers, Pt2DecomposedOpsCheckTheirDims) {
+  expect_error(block_raw_error("torch.ops.aten.transpose.int", "dim0", 65536), "transpose: dims 65536 and 2 out of range for rank 4");
+  expect_error(block_raw_error("torch.ops.aten.transpose.int", "dim1", -5), "transpose: dims 1 and -5 out of range for rank 4");
+  expect_error(block_raw_error("torch.ops.aten.split.Tensor", "dim", 3), "split: dim 3 out of range for rank 3");
+  expect_error(block_raw_error("torch.ops.aten.split.Tensor", "split_size", 1),
+               "split: 48 pieces of 1 make 48 outputs, but the node has 3");
 }
 
 }  // namespace
