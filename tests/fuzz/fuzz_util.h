@@ -7,9 +7,11 @@
 #pragma once
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <string_view>
 
 #include "coil/error.h"
+#include "coil/graph.h"
 
 namespace coil::fuzz {
 
@@ -40,6 +42,16 @@ void must_pass(std::string_view what, Check&& check) {
   } catch (const Error& e) {
     finding(what, e.what());
   }
+}
+
+// A graph a reader accepted passes the verifier, and its text form reads back as itself
+// (packages store graphs as text; `coil check` and COIL_DEBUG=graph print them).
+inline void check_graph(const Graph& graph) {
+  must_pass("an accepted graph fails the verifier", [&] { verify(graph); });
+  const std::string printed = print_graph(graph);
+  std::string reprinted;
+  must_pass("the printed graph does not parse", [&] { reprinted = print_graph(parse_graph(printed, "printed.coil")); });
+  if (reprinted != printed) finding("print -> parse -> print is not a fixed point", printed + "\n---- printed again:\n" + reprinted);
 }
 
 }  // namespace coil::fuzz
