@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+// Header-only (inlined): no libxxhash at run time, so the wheel carries one shared library fewer.
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include <array>

@@ -1,5 +1,7 @@
 #include "build/host_isa.h"
 
+// Header-only (inlined): no libxxhash at run time, so the wheel carries one shared library fewer.
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include <array>

@@ -9,6 +9,7 @@
 #include "build/failure.h"
 #include "build/parallel.h"
 #include "support/check.h"
+#include "support/foreign_library.h"
 
 namespace coil::build {
 
@@ -76,7 +77,7 @@ std::shared_ptr<const Nvrtc> Nvrtc::load() {
 }
 
 Nvrtc::~Nvrtc() {
-  if (handle_) ::dlclose(handle_);
+  close_foreign_library(handle_);
 }
 
 std::string Nvrtc::compile(const std::string& source, const std::vector<std::string>& options, std::string& log) const {

@@ -8,11 +8,16 @@ ones `scripts/fuzz --merge` added (named by their SHA-1) and the regression seed
   pt2          the tests/fixtures/pt2 archives, and two of many ops (as exported, and in Core ATen)
   safetensors  the fixtures' small .io.safetensors, and files written here, valid and not
   npy          arrays numpy writes (every dtype, 0-d, empty, Fortran order, versions 1 to 3), and not
+  package      small packages the coil CLI writes ($COIL_BIN, or build/tools/coil), and the same with
+               the manifest broken in the ways read_package names
 """
 import json
 import re
+import os
 import struct
+import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -185,11 +190,66 @@ def npy():
                        "True", "False", "'<f4'", "'>f8'", "'|b1'", "'<u2'", "(", ")", ",)", "L", "9223372036854775807"])
 
 
+PACKAGE_GRAPHS = {
+    "add": "graph add {\n  %x = input() : f32[4, 3]\n  %y = add.Scalar(%x, 1.5)\n  return %y\n}\n",
+    "weighted": "graph weighted {\n  sym B = 2\n  weights \"w.safetensors\"\n  %x = input() : f32[B, 3]\n"
+                "  %w = weight(key=\"w\") : f32[3]\n  %y = mul.Tensor(%x, %w)\n  %s = sum.dim_IntList(%y, [1])\n  return %s\n}\n",
+}
+
+
+def repacked(data, manifest_edit=None, drop=None, add=None):
+    """The package's zip again, with its manifest edited, an entry dropped or one added."""
+    import io
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as dst:
+        for name in src.namelist():
+            if name == drop:
+                continue
+            body = src.read(name)
+            if name == "coilpkg/manifest.json" and manifest_edit:
+                m = json.loads(body)
+                manifest_edit(m)
+                body = json.dumps(m, indent=1).encode()
+            dst.writestr(name, body)
+        for name, body in (add or {}).items():
+            dst.writestr(name, body)
+    return out.getvalue()
+
+
+def package():
+    clear_generated("package")
+    cli = os.environ.get("COIL_BIN", str(ROOT / "build/tools/coil"))
+    seeds = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        (tmp / "w.safetensors").write_bytes(safetensors_file({"w": {"dtype": "F32", "shape": [3], "data_offsets": [0, 12]}},
+                                                             struct.pack("<3f", 1.0, -2.0, 0.5)))
+        for name, text in PACKAGE_GRAPHS.items():
+            (tmp / f"{name}.coil").write_text(text)
+            subprocess.run([cli, "compile", str(tmp / f"{name}.coil"), "-o", str(tmp / f"{name}.coilpkg"),
+                            "--cache-dir", str(tmp / "cache")], check=True)
+            seeds[name] = (tmp / f"{name}.coilpkg").read_bytes()
+            keep("package", f"{name}.coilpkg", seeds[name])
+    data = seeds["add"]
+    keep("package", "bad_version.coilpkg", repacked(data, lambda m: m.update(version=1)))
+    keep("package", "bad_type.coilpkg", repacked(data, lambda m: m.update(build_threads="4")))
+    keep("package", "bad_device.coilpkg", repacked(data, lambda m: m.update(device="tpu")))
+    keep("package", "no_toolchain.coilpkg", repacked(data, lambda m: m.pop("toolchain")))
+    keep("package", "bad_size.coilpkg", repacked(data, lambda m: m["entries"]["coilpkg/graph.coil"].update(bytes=3)))
+    keep("package", "missing_entry.coilpkg", repacked(data, drop="coilpkg/graph.coil"))
+    keep("package", "unlisted_entry.coilpkg", repacked(data, add={"coilpkg/cache/extra.so": b"\x7fELF"}))
+    write_dict("package", ["coilpkg/", "coilpkg/manifest.json", "coilpkg/graph.coil", "coilpkg/weights.safetensors",
+                           "coilpkg/cache/", "\"format\"", "\"coilpkg\"", "\"version\"", "\"entries\"", "\"bytes\"",
+                           "\"hash\"", "\"device\"", "\"cuda\"", "\"toolchain\"", "\"build_threads\"", "\"allow_tf32\"",
+                           "\"compiled_on\"", "..", "/", "PK\x03\x04", "PK\x01\x02", "PK\x05\x06"])
+
+
 if __name__ == "__main__":
     graph_text()
     pt2()
     safetensors()
     npy()
+    package()
     for d in sorted(CORPUS.iterdir()):
         files = list(d.iterdir())
         print(f"{d.name}: {len(files)} seeds, {sum(f.stat().st_size for f in files) // 1024} KiB")

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "coil/coil.h"
+#include "driver/package_format.h"
 #include "frontend/pt2.h"
 #include "frontend/zip_reader.h"
 #include "test_util.h"
@@ -151,6 +152,62 @@ TEST(Package, EntriesThatDoNotMatchTheManifestAreRefused) {
     return true;
   });
   expect_error([&] { Package::load(unlisted); }, "bad manifest: no \"entries\" object");
+}
+
+// The package format without compiling: what is written reads back the same, and what a
+// rewritten manifest vouches for (sizes and hashes recomputed, as anyone changing a package can
+// do) is still checked: kernel paths stay inside the cache folder, every entry is a part of a
+// package, and the options are of coil's values.
+TEST(PackageFormat, WhatTheManifestCannotVouchForIsStillChecked) {
+  driver::PackageContents c;
+  c.graph = parse_graph("graph g {\n  %x = input() : f32[4]\n  %y = relu(%x)\n  return %y\n}\n", "g.coil");
+  c.weights = {{"w", Tensor::zeros(DType::f32, {3})}};
+  c.kernels = {{"ab/k.so", "kernel bytes"}, {"tuning/t.json", "{}"}};
+  c.device = "cuda";
+  c.toolchain = "nvrtc 13.0";
+  c.build_threads = 4;
+  const frontend::ZipEntries entries = driver::package_entries(c);
+  ASSERT_EQ(entries.front().first, "coilpkg/manifest.json");
+  auto read = [](const frontend::ZipEntries& e) {
+    return driver::read_package(frontend::ZipReader::from_bytes(frontend::zip_bytes(e), "p.coilpkg"), "p.coilpkg");
+  };
+  driver::PackageContents back = read(entries);
+  EXPECT_EQ(print_graph(back.graph), print_graph(c.graph));
+  EXPECT_EQ(back.kernels, c.kernels);
+  EXPECT_EQ(back.device, "cuda");
+  EXPECT_EQ(back.toolchain, "nvrtc 13.0");
+  EXPECT_EQ(back.build_threads, 4);
+  ASSERT_EQ(back.weights.size(), 1u);
+  EXPECT_EQ(back.weights[0].first, "w");
+
+  // `edit` changes the entries, then the manifest lists them all again with true sizes and hashes.
+  auto relisted = [&](const std::function<void(frontend::ZipEntries&, nlohmann::json&)>& edit) {
+    frontend::ZipEntries e = entries;
+    auto manifest = nlohmann::json::parse(e.front().second);
+    edit(e, manifest);
+    manifest["entries"] = nlohmann::json::object();
+    for (size_t i = 1; i < e.size(); ++i)
+      manifest["entries"][e[i].first] = {{"bytes", e[i].second.size()}, {"hash", driver::package_entry_hash(e[i].second)}};
+    e.front().second = manifest.dump();
+    return e;
+  };
+  auto rename = [&](const std::string& from, const std::string& to) {
+    return relisted([&](frontend::ZipEntries& e, nlohmann::json&) {
+      for (auto& [name, bytes] : e)
+        if (name == from) name = to;
+    });
+  };
+  for (const char* escape : {"coilpkg/cache/../../home/x/.bashrc", "coilpkg/cache/ab/../../x.so", "coilpkg/cache//x.so",
+                             "coilpkg/cache/./x.so", "coilpkg/cache/a\\b.so"})
+    expect_error([&] { read(rename("coilpkg/cache/ab/k.so", escape)); }, "leaves the cache folder");
+  expect_error([&] { read(rename("coilpkg/cache/tuning/t.json", "coilpkg/cache/ab")); }, "is both a file and a folder");
+  expect_error([&] { read(rename("coilpkg/cache/tuning/t.json", "coilpkg/run.sh")); }, "entry 'coilpkg/run.sh' is not part of a coil package");
+  expect_error([&] { read(rename("coilpkg/graph.coil", "coilpkg/cache/graph.coil")); }, "the package has no coilpkg/graph.coil");
+  expect_error([&] { read(relisted([](auto&, auto& m) { m["device"] = "tpu"; })); }, "bad manifest: device \"tpu\"");
+  expect_error([&] { read(relisted([](auto&, auto& m) { m["build_threads"] = -1; })); }, "\"build_threads\" is out of range");
+  expect_error([&] { read(relisted([](auto&, auto& m) { m["allow_tf32"] = 1; })); }, "\"allow_tf32\" is a number");
+  expect_error([&] { read(relisted([](auto&, auto& m) { m.erase("toolchain"); })); }, "no \"toolchain\"");
+  EXPECT_EQ(read(relisted([](auto&, auto&) {})).kernels, c.kernels);  // relisting alone changes nothing
 }
 
 TEST(Zip, AStoredEntryWithAChangedByteIsFoundByItsCrc) {

@@ -13,6 +13,7 @@
 
 #include "runtime/cuda/cublaslt_api.h"
 #include "support/check.h"
+#include "support/foreign_library.h"
 
 namespace coil::cuda {
 
@@ -238,7 +239,7 @@ CublasLt::CublasLt() = default;
 
 CublasLt::~CublasLt() {
   if (handle_) api_->destroy(handle_);
-  if (library_) ::dlclose(library_);
+  close_foreign_library(library_);
 }
 
 std::shared_ptr<const CublasLt> CublasLt::load() {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "support/check.h"
+#include "support/foreign_library.h"
 
 namespace coil::cuda {
 
@@ -64,7 +65,7 @@ std::shared_ptr<const Driver> Driver::load() {
 }
 
 Driver::~Driver() {
-  if (handle_) ::dlclose(handle_);
+  close_foreign_library(handle_);
 }
 
 void* Driver::entry(const char* name, bool required) const {
