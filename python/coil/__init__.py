@@ -7,7 +7,7 @@ Graphs come through AOTAutograd with the Core ATen decompositions; compiling hap
 (coil._coil). Nodes coil cannot compile run in PyTorch eager.
 """
 from ._backend import CompileErrorWarning, FallbackWarning, backend, compile  # noqa: F401
-from ._coil import CoilError, __version__  # noqa: F401
+from ._coil import CoilError, LimitError, __version__  # noqa: F401
 
 
 def register():

@@ -167,6 +167,9 @@ def _compile_whole(gm, values, device, options, frozen_tensors, check_inputs=Fal
     except (_coil.CoilError, _fx.Unsupported) as e:
         if options.get("fallback", "eager") == "error":
             raise
+        if isinstance(e, _coil.LimitError):  # a valid graph too large to compile at once: not a bug
+            _warn(f"coil: a graph runs in PyTorch eager instead: {str(e).splitlines()[0]}")
+            return gm
         _warn(f"coil: failed to compile a graph, which runs in PyTorch eager instead (a bug in coil; please report "
               f"it): {str(e).splitlines()[0]}", CompileErrorWarning)
         if _debug():

@@ -15,6 +15,7 @@
 
 #include "build/cache.h"
 #include "coil/coil.h"
+#include "coil/limit_error.h"
 #include "frontend/export_nodes.h"
 #include "frontend/fx.h"
 
@@ -148,7 +149,9 @@ NB_MODULE(_coil, m) {
   m.attr("__version__") = COIL_VERSION;
   // Compiled graphs live in torch.compile's caches until the interpreter exits; that is not a leak.
   nb::set_leak_warnings(false);
-  nb::exception<coil::Error>(m, "CoilError");
+  nb::exception<coil::Error> coil_error(m, "CoilError");
+  // After CoilError: nanobind tries the most recently registered translator first.
+  nb::exception<coil::LimitError>(m, "LimitError", coil_error);
   m.def("supported", &coil::frontend::export_target_supported, nb::arg("target"),
         "Whether coil compiles nodes of this target (\"torch.ops.aten.add.Tensor\").");
   // The kernel cache's store (build/cache.h), for the adapter's warm-start entries: verified on

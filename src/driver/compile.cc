@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "build/cpu_compile.h"
+#include "coil/limit_error.h"
 #include "codegen/cpu/cpu_codegen.h"
 #include "graph_passes/decompose.h"
 #include "loop/kernel.h"
@@ -97,15 +98,28 @@ bool cublas_takes(const loop::ExternCall& call, const loop::Program& program) {
 namespace {
 
 // Generated code past this size would keep the C++ compiler or NVRTC busy for minutes (a
-// graph of tens of thousands of ops; GPT-2's whole forward is about 1 MB): an error that says
-// so, which torch.compile turns into running the graph in PyTorch.
-constexpr size_t kMaxSourceBytes = size_t{32} << 20;
+// graph of tens of thousands of ops; GPT-2's whole forward is about 1 MB): a LimitError that says
+// so, which torch.compile turns into running the graph in PyTorch. COIL_MAX_SOURCE_MB sets it.
+constexpr double kDefaultMaxSourceMb = 32;
+
+double max_source_mb() {
+  const char* env = std::getenv("COIL_MAX_SOURCE_MB");
+  if (!env || !*env) return kDefaultMaxSourceMb;
+  char* end = nullptr;
+  double mb = std::strtod(env, &end);
+  if (end == env || *end != '\0' || !(mb > 0) || mb > 1e6)
+    fail("COIL_MAX_SOURCE_MB is '{}': give the budget for generated code in megabytes (a positive number; {} by default)",
+         env, kDefaultMaxSourceMb);
+  return mb;
+}
 
 void check_source_budget(size_t bytes) {
-  if (bytes > kMaxSourceBytes)
-    fail("the generated code is {:.1f} MB, more than the {} MB coil compiles at once (building it would take the "
-         "compiler minutes): split the graph",
-         static_cast<double>(bytes) / (1 << 20), kMaxSourceBytes >> 20);
+  const double mb = static_cast<double>(bytes) / (1 << 20);
+  const double budget = max_source_mb();
+  if (mb > budget)
+    throw LimitError(fmt::format("the generated code is {:.2f} MB, more than the {:g} MB coil compiles at once (building "
+                                 "it would take the compiler minutes): split the graph, or raise COIL_MAX_SOURCE_MB",
+                                 mb, budget));
 }
 
 }  // namespace

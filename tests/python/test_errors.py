@@ -542,6 +542,35 @@ def test_compile_time_stays_bounded(coil_bin, tmp_path, name):
         assert error and float(error.group(1)) < 1e-5, proc.stdout[-2000:]
 
 
+def test_generated_code_past_the_budget_is_a_limit(coil_bin, monkeypatch):
+    """Generated code past the source budget (32 MB by default; COIL_MAX_SOURCE_MB) is an error
+    that says so on the CLI, and under torch.compile the graph runs in PyTorch with one
+    FallbackWarning, not a CompileErrorWarning: a valid graph too large is not a bug."""
+    import warnings
+
+    import coil as coil_module
+
+    def run(budget):
+        env = dict(os.environ, COIL_MAX_SOURCE_MB=budget)
+        return subprocess.run([COIL, "run", ROOT / "models/mlp.coil"], capture_output=True, env=env, timeout=300)
+
+    assert "more than the 0.001 MB coil compiles at once" in error_line(run("0.001"))
+    assert "COIL_MAX_SOURCE_MB is 'lots'" in error_line(run("lots"))
+    assert run("64").returncode == 0
+
+    monkeypatch.setenv("COIL_MAX_SOURCE_MB", "0.001")
+    model = torch.nn.Sequential(torch.nn.Linear(9, 17), torch.nn.ReLU(), torch.nn.Linear(17, 5)).eval()
+    x = torch.randn(3, 9)
+    with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+        warnings.simplefilter("always")
+        got = torch.compile(model, backend="coil")(x)
+        want = model(x)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    fallbacks = [w for w in caught if issubclass(w.category, coil_module.FallbackWarning)]
+    assert [w.category for w in fallbacks] == [coil_module.FallbackWarning], [str(w.message) for w in fallbacks]
+    assert "more than the 0.001 MB" in str(fallbacks[0].message)
+
+
 def test_cat_of_many_symbolic_sizes_is_an_error(coil_bin, tmp_path):
     """cat of 2,000 tensors of symbolic sizes simplified index sums of every length for hours."""
     n = 300
