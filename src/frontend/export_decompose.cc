@@ -215,7 +215,8 @@ bool export_decomposes(const std::string& op) {
   static const std::set<std::string> ops = {"linear", "t", "layer_norm", "batch_norm", "conv1d", "conv2d", "conv3d", "matmul",
                                             "reshape", "split.Tensor", "transpose.int", "arange", "arange.start", "max_pool2d",
                                             "adaptive_avg_pool2d", "flatten.using_ints", "softmax.int", "log_softmax.int",
-                                            "rms_norm", "dropout", "unflatten.int", "contiguous", "to.dtype"};
+                                            "rms_norm", "dropout", "unflatten.int", "contiguous", "to.dtype", "pad",
+                                            "narrow"};
   return ops.count(op) > 0;
 }
 
@@ -242,6 +243,30 @@ std::vector<ValueRef> decompose_export_op(Graph& g, const std::string& op, const
     return one(g.call1(OpKind::ToCopy, {a.tensor("self")}, {{"dtype", a.at("dtype")}}, name));
   if (op == "contiguous")
     return one(g.call1(OpKind::Clone, {a.tensor("self")}, {{"memory_format", std::string("contiguous_format")}}, name));
+  if (op == "pad") {  // F.pad: constant padding is constant_pad_nd (negative amounts crop)
+    Arg mode = a.get("mode", std::string("constant"));
+    const auto* m = std::get_if<std::string>(&mode.value);
+    if (!m || *m != "constant")
+      fail("pad: mode '{}' is not supported when reading a .pt2 (only 'constant'); export after "
+           "run_decompositions(), or compile the model with torch.compile(backend=\"coil\")",
+           m ? *m : std::string("?"));
+    Arg value = a.get("value");
+    if (value.is_none()) value = Arg(0.0);
+    return one(g.call1(OpKind::ConstantPadNd, {a.tensor("self"), a.at("pad"), value}, {}, name));
+  }
+  if (op == "narrow") {  // the view slice(dim, start, start + length); a negative start counts from the end
+    ValueRef x = a.tensor("self");
+    const SymShape& sizes = g.meta(x).sizes;
+    const int64_t dim = wrap(a.integer("dim", 0), sizes.size());
+    if (sizes.empty() || dim < 0 || dim >= static_cast<int64_t>(sizes.size()))
+      fail("narrow: dim {} out of range for rank {}", a.integer("dim", 0), sizes.size());
+    const SymInt& size = sizes[static_cast<size_t>(dim)];
+    int64_t start = a.integer("start", 0), length = a.integer("length", 0);
+    if (start < 0 && size.constant()) start += *size.constant();
+    if (start < 0 || length < 0 || (size.constant() && start + length > *size.constant()))
+      fail("narrow: start {} and length {} do not fit dim {} of size {}", a.integer("start", 0), length, dim, size.str());
+    return one(g.call1(OpKind::SliceTensor, {x, dim, start, start + length, int64_t{1}}, {}, name));
+  }
   if (op == "unflatten.int") {  // dim split into `sizes` (one may be -1)
     ValueRef x = a.tensor("self");
     const SymShape& sizes = g.meta(x).sizes;

@@ -232,16 +232,23 @@ class _Attention(torch.nn.Module):
         return self.attn(x, x, x)[0]
 
 
+class _PadNarrow(torch.nn.Module):
+    def forward(self, x):
+        padded = torch.nn.functional.pad(x, (1, 2, 0, 1), value=0.5) + torch.nn.functional.pad(x, (-1, 4, 1, 0))
+        return padded.narrow(1, 1, 3) * 2 + padded.narrow(-1, -4, 2).sum(-1, keepdim=True).narrow(1, -3, 3)
+
+
 PLAIN_EXPORTS = {"softmax": (_Softmaxes, torch.float32), "scalars": (_Scalars, torch.float32),
                  "rms_norm": (_RmsNorm, torch.float32), "rms_norm_bf16": (_RmsNorm, torch.bfloat16),
-                 "dropout_eval": (_DropoutLinear, torch.float32), "multihead_attention": (_Attention, torch.float32)}
+                 "dropout_eval": (_DropoutLinear, torch.float32), "multihead_attention": (_Attention, torch.float32),
+                 "pad_narrow": (_PadNarrow, torch.float32), "pad_narrow_f16": (_PadNarrow, torch.float16)}
 
 
 @pytest.mark.parametrize("name", PLAIN_EXPORTS)
 def test_plain_export_runs_without_run_decompositions(coil_bin, tmp_path, name):
     """The README's AOT recipe on ordinary exports: `torch.export.export(model, args)` keeps
-    softmax.int, rms_norm, dropout, unflatten, `x * 2` with a Python number and friends, which
-    the C++ reader decomposes as PyTorch's composites do."""
+    softmax.int, rms_norm, dropout, unflatten, pad, narrow, `x * 2` with a Python number and
+    friends, which the C++ reader decomposes as PyTorch's composites do."""
     torch.manual_seed(0)
     module, dtype = PLAIN_EXPORTS[name]
     model = module().to(dtype).eval()
@@ -258,3 +265,16 @@ def test_plain_export_runs_without_run_decompositions(coil_bin, tmp_path, name):
     got = next(iter(read_safetensors(tmp_path / "out.safetensors").values()))
     tolerance = 1e-5 if dtype == torch.float32 else 2e-2
     torch.testing.assert_close(got, want, rtol=tolerance, atol=tolerance)
+
+
+def test_plain_export_of_a_padding_mode_the_reader_lacks_is_a_clear_error(coil_bin, tmp_path):
+    """F.pad(mode="reflect") stays aten.pad in a plain export; the reader says what to do."""
+    class Reflect(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.pad(x, (1, 2), mode="reflect")
+
+    torch.export.save(torch.export.export(Reflect(), (torch.randn(2, 3, 6),)), tmp_path / "reflect.pt2")
+    proc = subprocess.run([coil_bin, "run", str(tmp_path / "reflect.pt2")], capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert "pad: mode 'reflect' is not supported when reading a .pt2 (only 'constant'); export after run_decompositions()" \
+        in proc.stderr, proc.stderr
