@@ -182,6 +182,19 @@ def test_installed_library_is_found_by_another_cmake_project(coil_bin, tmp_path)
     torch.testing.assert_close(next(iter(read_safetensors(tmp_path / "out.safetensors").values())), io["out0"], rtol=1e-4, atol=1e-4)
 
 
+def test_a_build_missing_dependencies_names_their_packages(tmp_path):
+    """`pip install .` on a machine without the -dev packages: the configure stops with one
+    message listing each missing library and the Debian/Ubuntu packages to install."""
+    root = MODELS_DIR.parent
+    proc = subprocess.run(["cmake", "-S", str(root), "-B", str(tmp_path / "build"), "-DCOIL_TESTS=OFF",
+                           "-DCMAKE_DISABLE_FIND_PACKAGE_fmt=ON", "-DCMAKE_DISABLE_FIND_PACKAGE_CLI11=ON"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "coil cannot be built here: missing" in proc.stderr, proc.stderr
+    assert "fmt (formatting)" in proc.stderr and "CLI11 (the command line)" in proc.stderr
+    assert "sudo apt install libfmt-dev libcli11-dev" in proc.stderr
+
+
 def test_check_counts_equal_infinities_as_no_error(coil_bin, tmp_path):
     """`--check` where both the compiled graph and the interpreter give inf: inf - inf is NaN,
     which the error printed as `inf`; equal values are no error."""
