@@ -42,9 +42,9 @@ if(coil_missing)
                       "(scripts/setup installs everything coil's build and tests need)")
 endif()
 
-# A wheel (pip install, pip wheel) takes fmt header-only, so the extension and the CLI need no libfmt at
-# run time; libzip, OpenBLAS and OpenMP's runtime are shared libraries that scripts/wheel
-# copies into the wheel (auditwheel), as manylinux wheels do.
+# A wheel (pip install, pip wheel) takes fmt header-only, so the extension and the CLI need no
+# libfmt at run time; libzip and OpenBLAS are shared libraries that scripts/wheel copies into the
+# wheel (auditwheel), as manylinux wheels do.
 if(SKBUILD_STATE STREQUAL "wheel")
   set(coil_fmt_default ON)
 else()

@@ -7,11 +7,13 @@
 #pragma once
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <string_view>
 
 #include "coil/error.h"
 #include "coil/graph.h"
+#include "coil/tensor.h"
 
 namespace coil::fuzz {
 
@@ -42,6 +44,13 @@ void must_pass(std::string_view what, Check&& check) {
   } catch (const Error& e) {
     finding(what, e.what());
   }
+}
+
+// The same dtype, sizes and bytes (a reader's output written out and read back).
+inline bool same_tensor(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.sizes() != b.sizes()) return false;
+  const size_t bytes = static_cast<size_t>(a.numel() * dtype_size(a.dtype()));
+  return bytes == 0 || std::memcmp(a.data(), b.data(), bytes) == 0;
 }
 
 // A graph a reader accepted passes the verifier, and its text form reads back as itself

@@ -12,9 +12,7 @@
 // and the weights.
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <iterator>
-#include <optional>
 #include <random>
 #include <string>
 
@@ -26,19 +24,14 @@ namespace {
 
 using coil::driver::PackageContents;
 
-bool same(const coil::Tensor& a, const coil::Tensor& b) {
-  if (a.dtype() != b.dtype() || a.sizes() != b.sizes()) return false;
-  const size_t bytes = static_cast<size_t>(a.numel() * coil::dtype_size(a.dtype()));
-  return bytes == 0 || std::memcmp(a.data(), b.data(), bytes) == 0;
-}
-
 bool same(const PackageContents& a, const PackageContents& b) {
   if (coil::print_graph(a.graph) != coil::print_graph(b.graph) || a.kernels != b.kernels || a.device != b.device ||
       a.toolchain != b.toolchain || a.compiled_on != b.compiled_on || a.build_threads != b.build_threads ||
       a.allow_tf32 != b.allow_tf32 || a.weights.size() != b.weights.size())
     return false;
   for (size_t i = 0; i < a.weights.size(); ++i)
-    if (a.weights[i].first != b.weights[i].first || !same(a.weights[i].second, b.weights[i].second)) return false;
+    if (a.weights[i].first != b.weights[i].first || !coil::fuzz::same_tensor(a.weights[i].second, b.weights[i].second))
+      return false;
   return true;
 }
 
@@ -70,18 +63,10 @@ void rename_one(coil::frontend::ZipEntries& entries, std::minstd_rand& rng) {
 }  // namespace
 
 extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size, unsigned int seed) {
-  std::minstd_rand rng(seed);
-  if (rng() % 8 != 0) {
-    auto fixup = [](coil::frontend::ZipEntries& entries, std::minstd_rand& r) {
-      if (r() % 8 == 0) rename_one(entries, r);
-      if (r() % 2 == 0) relist(entries);
-    };
-    if (std::optional<std::string> out = coil::fuzz::mutate_entry(data, size, max_size, rng, fixup)) {
-      std::memcpy(data, out->data(), out->size());
-      return out->size();
-    }
-  }
-  return LLVMFuzzerMutate(data, size, max_size);
+  return coil::fuzz::mutate_archive(data, size, max_size, seed, [](coil::frontend::ZipEntries& entries, std::minstd_rand& rng) {
+    if (rng() % 8 == 0) rename_one(entries, rng);
+    if (rng() % 2 == 0) relist(entries);
+  });
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -5,9 +5,7 @@
 // the zip layer itself.
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <optional>
-#include <random>
 #include <string>
 
 #include "coil/graph.h"
@@ -16,14 +14,7 @@
 #include "zip_mutator.h"
 
 extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size, unsigned int seed) {
-  std::minstd_rand rng(seed);
-  if (rng() % 8 != 0) {
-    if (std::optional<std::string> out = coil::fuzz::mutate_entry(data, size, max_size, rng, [](auto&, auto&) {})) {
-      std::memcpy(data, out->data(), out->size());
-      return out->size();
-    }
-  }
-  return LLVMFuzzerMutate(data, size, max_size);
+  return coil::fuzz::mutate_archive(data, size, max_size, seed, [](auto&, auto&) {});
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

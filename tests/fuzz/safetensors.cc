@@ -3,21 +3,10 @@
 // again and read back as the same tensors.
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <string>
 
 #include "coil/io.h"
 #include "fuzz_util.h"
-
-namespace {
-
-bool same(const coil::Tensor& a, const coil::Tensor& b) {
-  if (a.dtype() != b.dtype() || a.sizes() != b.sizes()) return false;
-  const size_t bytes = static_cast<size_t>(a.numel() * coil::dtype_size(a.dtype()));
-  return bytes == 0 || std::memcmp(a.data(), b.data(), bytes) == 0;
-}
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);
@@ -29,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   });
   if (again.size() != tensors.size()) coil::fuzz::finding("the rewritten file has another number of tensors", "");
   for (size_t i = 0; i < tensors.size(); ++i)
-    if (again[i].first != tensors[i].first || !same(again[i].second, tensors[i].second))
+    if (again[i].first != tensors[i].first || !coil::fuzz::same_tensor(again[i].second, tensors[i].second))
       coil::fuzz::finding("a tensor changed in the round trip", tensors[i].first);
   return 0;
 }

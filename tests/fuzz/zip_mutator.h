@@ -8,6 +8,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -102,6 +103,20 @@ std::optional<std::string> mutate_entry(const uint8_t* data, size_t size, size_t
   } catch (const coil::Error&) {
   }
   return std::nullopt;
+}
+
+// LLVMFuzzerCustomMutator of a zip-based target: seven mutations in eight are of one entry
+// (then `fixup`), the rest of the raw bytes, for the zip layer itself.
+template <typename Fixup>
+size_t mutate_archive(uint8_t* data, size_t size, size_t max_size, unsigned int seed, Fixup&& fixup) {
+  std::minstd_rand rng(seed);
+  if (rng() % 8 != 0) {
+    if (std::optional<std::string> out = mutate_entry(data, size, max_size, rng, fixup)) {
+      std::memcpy(data, out->data(), out->size());
+      return out->size();
+    }
+  }
+  return LLVMFuzzerMutate(data, size, max_size);
 }
 
 }  // namespace coil::fuzz
