@@ -21,6 +21,14 @@ coil_need(COIL_XXHASH_INCLUDE "xxHash (content hashes; header-only)" libxxhash-d
 # OpenMP: the generated CPU kernels' threads and the matrix products split over them.
 find_package(OpenMP QUIET)
 coil_need(OpenMP_CXX_FOUND "OpenMP (comes with g++)" g++)
+# oneDNN: the CPU's convolutions (found as a library and its header: Debian's CMake config for it
+# asks for OpenCL's development files, which coil does not use).
+find_library(COIL_DNNL_LIBRARY dnnl)
+find_path(COIL_DNNL_INCLUDE oneapi/dnnl/dnnl.hpp)
+if(COIL_DNNL_LIBRARY AND COIL_DNNL_INCLUDE)
+  set(COIL_DNNL_FOUND TRUE)
+endif()
+coil_need(COIL_DNNL_FOUND "oneDNN (CPU convolutions)" libdnnl-dev)
 find_package(PkgConfig QUIET)
 coil_need(PKG_CONFIG_FOUND "pkg-config (finds OpenBLAS and libzip)" pkgconf)
 if(PKG_CONFIG_FOUND)
@@ -43,7 +51,7 @@ if(coil_missing)
 endif()
 
 # A wheel (pip install, pip wheel) takes fmt header-only, so the extension and the CLI need no
-# libfmt at run time; libzip and OpenBLAS are shared libraries that scripts/wheel copies into the
+# libfmt at run time; libzip, OpenBLAS and oneDNN are shared libraries that scripts/wheel copies into the
 # wheel (auditwheel), as manylinux wheels do.
 if(SKBUILD_STATE STREQUAL "wheel")
   set(coil_fmt_default ON)

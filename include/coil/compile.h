@@ -22,7 +22,9 @@ struct CompileOptions {
   int cuda_device = 0;     // the GPU's ordinal
   bool allow_tf32 = false; // f32 matrix products may use TF32 (torch float32_matmul_precision "high")
   bool externs_as_loops = false;  // matrix products and convolutions as loop kernels (tests)
-  bool conv_as_gemm = true;       // convolutions as im2col + GEMM on the CPU (false: the direct loop; CUDA always)
+  // CPU: convolutions as im2col + GEMM (tests; false: oneDNN's, or a direct loop kernel for
+  // dtypes oneDNN lacks). CUDA: always.
+  bool conv_as_gemm = false;
   // CUDA: measure the candidate configurations of kernels with enough work on the device when
   // first compiled (the winner is cached on disk by kernel and device).
   bool autotune = true;

@@ -23,6 +23,7 @@
 #include "schedule/inline_pointwise.h"
 #include "schedule/pad_gemm_outputs.h"
 #include "schedule/simplify_indices.h"
+#include "runtime/cpu_onednn.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/gpu_plan.h"
 #include "support/check.h"
@@ -95,6 +96,27 @@ bool cublas_takes(const loop::ExternCall& call, const loop::Program& program) {
   return true;
 }
 
+bool cpu_library_takes(const loop::ExternCall& call, const loop::Program& program) {
+  auto dtype = [&](int buffer) { return program.buffers[static_cast<size_t>(buffer)].dtype; };
+  DType t = dtype(call.inputs[call.kind == loop::ExternKind::addmm ? 1 : 0].buffer);
+  for (const auto& v : call.inputs)
+    if (dtype(v.buffer) != t) return false;
+  DType result = dtype(call.output);
+  switch (call.kind) {
+    case loop::ExternKind::convolution: return result == t && onednn::takes_convolution(t);
+    case loop::ExternKind::mm:
+    case loop::ExternKind::bmm:
+    case loop::ExternKind::addmm: {
+      bool half = t == DType::f16 || t == DType::bf16;
+      // An f32 sum of 16-bit operands: an im2col product whose bias is still to be added.
+      bool f32_sum = half && result == DType::f32 && call.kind != loop::ExternKind::addmm;
+      return (t == DType::f32 || t == DType::f64 || half) && (result == t || f32_sum);
+    }
+    case loop::ExternKind::attention: return false;
+  }
+  return false;
+}
+
 namespace {
 
 // Generated code past this size would keep the C++ compiler or NVRTC busy for minutes (a
@@ -131,11 +153,11 @@ Generated generate(const Graph& graph, const Target& target) {
   out.graph = decompose(graph, target.cuda && !target.externs_as_loops);
   out.lowered = lower(out.graph);
   if (target.cuda || target.conv_as_gemm) out.lowered.program = schedule::convolutions_to_gemm(out.lowered.program);
-  if (target.externs_as_loops || target.cuda) {
+  {
     const loop::Program& p = out.lowered.program;
-    bool all = target.externs_as_loops;
     out.lowered.program = schedule::externs_to_loops(p, [&](const loop::ExternCall& c) {
-      return c.kind != loop::ExternKind::attention && (all || !cublas_takes(c, p));
+      if (c.kind == loop::ExternKind::attention) return false;
+      return target.externs_as_loops || !(target.cuda ? cublas_takes(c, p) : cpu_library_takes(c, p));
     });
   }
   if (!target.kernel_prefix.empty())

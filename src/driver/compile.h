@@ -47,6 +47,8 @@ Executable compile_cpu(const Graph& graph, const CompileOptions& options);
 Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::shared_ptr<cuda::Context> context);
 // Whether the CUDA runtime runs this extern call through cuBLASLt (else it becomes a loop kernel).
 bool cublas_takes(const loop::ExternCall& call, const loop::Program& program);
-
+// Whether the CPU runtime runs this extern call through a library (matrix products of float
+// dtypes: OpenBLAS; f32/f16/bf16 convolutions: oneDNN), else it becomes a loop kernel.
+bool cpu_library_takes(const loop::ExternCall& call, const loop::Program& program);
 
 }  // namespace coil

@@ -7,6 +7,9 @@
 #include <cmath>
 
 #include "coil/tensor.h"
+#include "loop/conv_params.h"
+#include "runtime/cpu_convert.h"
+#include "runtime/cpu_onednn.h"
 #include "support/check.h"
 
 namespace coil {
@@ -83,36 +86,42 @@ void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int
   }
 }
 
-// `fn(T{})` for a float or double tensor dtype; false for the others (generic element access).
-template <typename F>
-bool typed(DType t, F&& fn) {
-  if (t == DType::f32) fn(float{});
-  else if (t == DType::f64) fn(double{});
-  else return false;
-  return true;
-}
+bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
 
-// c = alpha * a @ b + beta * c for 2-D views; c is written in place.
+// c = alpha * a @ b + beta * c for 2-D views (beta 0 or 1) through BLAS: f32 and f64 as they
+// are; f16 and bf16 widened to f32 and rounded once into c (which may itself be f32, an
+// im2col product's sum), so the products accumulate in f32 as PyTorch's do.
 void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta) {
-  int64_t m = a.sizes()[0], k = a.sizes()[1], n = b.sizes()[1];
+  const int64_t m = a.sizes()[0], k = a.sizes()[1], n = b.sizes()[1];
   if (m == 0 || n == 0) return;
-  bool c_rows = c.strides()[1] == 1 && c.strides()[0] >= std::max<int64_t>(n, 1);
-  if (c_rows && k > 0 && typed(a.dtype(), [&](auto tag) {
-        using T = decltype(tag);
-        Matrix<T> ma = as_matrix<T>(a), mb = as_matrix<T>(b);
-        blas_gemm<T>(ma.trans, mb.trans, m, n, k, alpha, ma.data, ma.ld, mb.data, mb.ld, beta, static_cast<T*>(c.data()),
-                     c.strides()[0]);
-      }))
+  if (is_half(a.dtype())) {
+    Tensor sum = c.dtype() == DType::f32 ? c : beta != 0 ? widen_to_f32(c) : f32_like(c);
+    gemm(widen_to_f32(a), widen_to_f32(b), sum, alpha, beta);
+    if (sum.data() != c.data()) narrow_into(sum, c);
     return;
-  // Other dtypes and layouts: accumulate in double, round once.
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      double acc = 0;
-      for (int64_t p = 0; p < k; ++p) acc += a.load(a.element_index(Shape{i, p})) * b.load(b.element_index(Shape{p, j}));
-      int64_t at = c.element_index(Shape{i, j});
-      double prior = beta == 0 ? 0.0 : beta * c.load(at);
-      c.store(at, alpha * acc + prior);
+  }
+  const bool c_rows = c.strides()[1] == 1 && c.strides()[0] >= std::max<int64_t>(n, 1);
+  if (!c_rows) {  // BLAS writes rows: a dense result, then copied into c's layout
+    Tensor dense = beta != 0 ? c.contiguous_copy() : Tensor::empty_strided(c.dtype(), {m, n}, {n, 1});
+    gemm(a, b, dense, alpha, beta);
+    dense.for_each_index([&](std::span<const int64_t> idx) { c.store(c.element_index(idx), dense.load(dense.element_index(idx))); });
+    return;
+  }
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    T* out = static_cast<T*>(c.data());
+    if (k == 0) {  // an empty sum
+      if (beta == 0)
+        for (int64_t i = 0; i < m; ++i) std::fill_n(out + i * c.strides()[0], n, T(0));
+      return;
     }
+    Matrix<T> ma = as_matrix<T>(a), mb = as_matrix<T>(b);
+    blas_gemm<T>(ma.trans, mb.trans, m, n, k, alpha, ma.data, ma.ld, mb.data, mb.ld, beta, out, c.strides()[0]);
+  };
+  COIL_CHECK(a.dtype() == b.dtype() && a.dtype() == c.dtype()) << "gemm: operands of different dtypes";
+  if (a.dtype() == DType::f32) run(float{});
+  else if (a.dtype() == DType::f64) run(double{});
+  else fail("matrix products of {} run as loop kernels on the CPU, not through BLAS", dtype_name(a.dtype()));
 }
 
 Tensor select0(const Tensor& t, int64_t i) {
@@ -120,144 +129,44 @@ Tensor select0(const Tensor& t, int64_t i) {
   return t.view(sizes, strides, t.offset() + i * t.strides()[0]);
 }
 
-// Convolution over 1 to 3 spatial dims as one GEMM per (image, group). params: k, then k
-// each of stride, padding, dilation, output_padding, then groups and transposed.
-// - Forward: im2col gathers the input into cols[c*K + tap, out position] and
-//   out[group channels, out positions] = W_g[og, cg*K] @ cols.
-// - Transposed: cols[oc*K + tap, in position] = W_g^T @ x_g, then col2im adds each column into
-//   output position in*stride - padding + tap*dilation.
-struct ConvParams {
-  size_t k;
-  Shape stride, padding, dilation;
-  int64_t groups;
-  bool transposed;
-};
-
-ConvParams conv_params(const std::vector<double>& params) {
-  ConvParams c;
-  c.k = static_cast<size_t>(params.at(0));
-  auto array = [&](size_t which) {
-    Shape v;
-    for (size_t d = 0; d < c.k; ++d) v.push_back(static_cast<int64_t>(params.at(1 + which * c.k + d)));
-    return v;
-  };
-  c.stride = array(0), c.padding = array(1), c.dilation = array(2);
-  c.groups = static_cast<int64_t>(params.at(1 + 4 * c.k));
-  c.transposed = params.at(2 + 4 * c.k) != 0;
-  return c;
-}
-
-// Row-major position `lin` in `sizes`.
-void unravel(int64_t lin, const Shape& sizes, Shape& out) {
-  for (size_t d = sizes.size(); d-- > 0;) {
-    out[d] = lin % sizes[d];
-    lin /= sizes[d];
-  }
-}
-
-int64_t product_of(const Shape& s) {
-  int64_t p = 1;
-  for (int64_t v : s) p *= v;
-  return p;
-}
-
-void convolution(const Tensor& input, const Tensor& weight, const Tensor* bias, const Tensor& out,
-                 const std::vector<double>& params) {
-  ConvParams cp = conv_params(params);
-  size_t k = cp.k;
-  Shape in_sp(input.sizes().begin() + 2, input.sizes().end()), out_sp(out.sizes().begin() + 2, out.sizes().end());
-  Shape ker(weight.sizes().begin() + 2, weight.sizes().end());
-  int64_t n_img = input.sizes()[0], c_out = out.sizes()[1], c_in = input.sizes()[1];
-  int64_t cg = c_in / cp.groups, og = c_out / cp.groups;
-  int64_t taps = product_of(ker), p_in = product_of(in_sp), p_out = product_of(out_sp);
-  // f16/bf16 compute in f32 and round once, at the end.
-  DType work = out.dtype() == DType::f16 || out.dtype() == DType::bf16 ? DType::f32 : out.dtype();
-  auto dense = [&](const Tensor& t) {
-    Tensor c = Tensor::zeros(work, t.sizes());
-    Shape idx(t.sizes().size());
-    for (int64_t lin = 0; lin < c.numel(); ++lin) {
-      unravel(lin, t.sizes(), idx);
-      c.store(lin, t.load(t.element_index(idx)));
-    }
-    return c;
-  };
-  Tensor wc = dense(weight), xc = dense(input);
-  Tensor oc = Tensor::zeros(work, out.sizes());  // written whole, then copied into `out`
-  Shape tap(k), pos(k);
-  // (spatial position, tap) -> the position it meets on the other side, or -1 out of range.
-  // Forward: the input position output `at` reads at tap `t`; transposed: the output position
-  // input `at` writes at tap `t`. Row-major linear, or -1 when out of range.
-  auto meet = [&](const Shape& at, const Shape& t, const Shape& bounds) -> int64_t {
-    int64_t lin = 0;
-    for (size_t d = 0; d < k; ++d) {
-      int64_t v = at[d] * cp.stride[d] - cp.padding[d] + t[d] * cp.dilation[d];
-      if (v < 0 || v >= bounds[d]) return -1;
-      lin = lin * bounds[d] + v;
-    }
-    return lin;
-  };
-  for (int64_t n = 0; n < n_img; ++n) {
-    for (int64_t g = 0; g < cp.groups; ++g) {
-      if (!cp.transposed) {
-        Tensor col = Tensor::zeros(work, {cg * taps, p_out});
-        for (int64_t c = 0; c < cg; ++c)
-          for (int64_t t = 0; t < taps; ++t) {
-            unravel(t, ker, tap);
-            for (int64_t o = 0; o < p_out; ++o) {
-              unravel(o, out_sp, pos);
-              int64_t i = meet(pos, tap, in_sp);
-              if (i >= 0) col.store((c * taps + t) * p_out + o, xc.load(((n * c_in) + g * cg + c) * p_in + i));
-            }
-          }
-        Tensor wg = wc.view({og, cg * taps}, {cg * taps, 1}, g * og * cg * taps);
-        Tensor dst = oc.view({og, p_out}, {p_out, 1}, (n * c_out + g * og) * p_out);
-        gemm(wg, col, dst, 1.0, 0.0);
-      } else {
-        // W_g is [cg, og*taps]; its transpose times x_g [cg, p_in] gives cols [og*taps, p_in].
-        Tensor wg = wc.view({og * taps, cg}, {1, og * taps}, g * cg * og * taps);
-        Tensor xg = xc.view({cg, p_in}, {p_in, 1}, (n * c_in + g * cg) * p_in);
-        Tensor cols = Tensor::zeros(work, {og * taps, p_in});
-        gemm(wg, xg, cols, 1.0, 0.0);
-        for (int64_t c = 0; c < og; ++c)
-          for (int64_t t = 0; t < taps; ++t) {
-            unravel(t, ker, tap);
-            for (int64_t i = 0; i < p_in; ++i) {
-              unravel(i, in_sp, pos);
-              int64_t o = meet(pos, tap, out_sp);
-              if (o < 0) continue;
-              int64_t at = (n * c_out + g * og + c) * p_out + o;
-              oc.store(at, oc.load(at) + cols.load((c * taps + t) * p_in + i));
-            }
-          }
-      }
-    }
-  }
-  Shape idx(out.sizes().size());
-  for (int64_t lin = 0; lin < oc.numel(); ++lin) {
-    unravel(lin, out.sizes(), idx);
-    double v = oc.load(lin) + (bias ? bias->load(bias->element_index(Shape{idx[1]})) : 0.0);
-    out.store(out.element_index(idx), v);
-  }
-}
-
-// out = beta * b over a 2-D out (b broadcast to its shape through strides).
+// out = beta * b over a 2-D out of b's dtype (f32 or f64; b broadcast to its shape through strides).
 void fill_scaled(const Tensor& out, const Tensor& b, double beta) {
   const int64_t m = out.sizes()[0], n = out.sizes()[1];
   const int64_t os0 = out.strides()[0], os1 = out.strides()[1], bs0 = b.strides()[0], bs1 = b.strides()[1];
-  if (typed(out.dtype(), [&](auto tag) {
-        using T = decltype(tag);
-        T* o = static_cast<T*>(out.data());
-        const T* src = static_cast<const T*>(b.data());
-        const T scale = static_cast<T>(beta);
-        for (int64_t i = 0; i < m; ++i)
-          for (int64_t j = 0; j < n; ++j) o[i * os0 + j * os1] = beta == 0 ? T(0) : scale * src[i * bs0 + j * bs1];
-      }))
-    return;
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      const int64_t idx[2] = {i, j};
-      out.store(out.element_index(idx), beta == 0 ? 0.0 : beta * b.load(b.element_index(idx)));
-    }
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    T* o = static_cast<T*>(out.data());
+    const T* src = static_cast<const T*>(b.data());
+    const T scale = static_cast<T>(beta);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) o[i * os0 + j * os1] = beta == 0 ? T(0) : scale * src[i * bs0 + j * bs1];
+  };
+  COIL_CHECK(out.dtype() == b.dtype()) << "fill_scaled: dtypes differ";
+  if (out.dtype() == DType::f32) run(float{});
+  else run(double{});
+}
+
+// out[i] = a[i] @ b[i]. 16-bit operands are widened once for all the batch.
+void bmm(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const bool half = is_half(a.dtype());
+  Tensor wa = half ? widen_to_f32(a) : a, wb = half ? widen_to_f32(b) : b;
+  Tensor sum = half && out.dtype() != DType::f32 ? f32_like(out) : out;
+  for (int64_t i = 0; i < out.sizes()[0]; ++i) gemm(select0(wa, i), select0(wb, i), select0(sum, i), 1.0, 0.0);
+  if (sum.data() != out.data()) narrow_into(sum, out);
+}
+
+// out = beta * bias + alpha * mat1 @ mat2, the bias broadcast from the right. 16-bit operands
+// are summed in an f32 result rounded once into out.
+void addmm(const Tensor& bias, const Tensor& mat1, const Tensor& mat2, const Tensor& out, double beta, double alpha) {
+  const bool half = is_half(out.dtype());
+  Tensor sum = half ? f32_like(out) : out;
+  Tensor b = half ? widen_to_f32(bias) : bias;
+  Shape strides(out.sizes().size(), 0);
+  const size_t lead = out.sizes().size() - static_cast<size_t>(b.dim());
+  for (size_t d = 0; d < static_cast<size_t>(b.dim()); ++d) strides[d + lead] = b.sizes()[d] == 1 ? 0 : b.strides()[d];
+  fill_scaled(sum, b.view(out.sizes(), strides, b.offset()), beta);
+  gemm(mat1, mat2, sum, alpha, 1.0);
+  if (half) narrow_into(sum, out);
 }
 
 }  // namespace
@@ -276,27 +185,13 @@ void run_extern_cpu(const loop::ExternCall& call, const loop::Program& p, const 
       gemm(in[0], in[1], out, 1.0, 0.0);
       return;
     case loop::ExternKind::bmm:
-      for (int64_t i = 0; i < out.sizes()[0]; ++i) gemm(select0(in[0], i), select0(in[1], i), select0(out, i), 1.0, 0.0);
+      bmm(in[0], in[1], out);
       return;
-    case loop::ExternKind::addmm: {
-      double beta = call.params[0], alpha = call.params[1];
-      if (is_integral(out.dtype(), true)) {  // PyTorch truncates the scalars for integer tensors
-        beta = std::trunc(beta);
-        alpha = std::trunc(alpha);
-      }
-      // out = beta * bias (broadcast), then out += alpha * mat1 @ mat2.
-      Shape sizes = out.sizes();
-      Tensor bias = in[0];
-      Shape bstrides(sizes.size(), 0);
-      size_t lead = sizes.size() - static_cast<size_t>(bias.dim());
-      for (size_t d = 0; d < static_cast<size_t>(bias.dim()); ++d)
-        bstrides[d + lead] = bias.sizes()[d] == 1 ? 0 : bias.strides()[d];
-      fill_scaled(out, bias.view(sizes, bstrides, bias.offset()), beta);
-      gemm(in[1], in[2], out, alpha, 1.0);
+    case loop::ExternKind::addmm:
+      addmm(in[0], in[1], in[2], out, call.params[0], call.params[1]);
       return;
-    }
     case loop::ExternKind::convolution:
-      convolution(in[0], in[1], in.size() > 2 ? &in[2] : nullptr, out, call.params);
+      onednn::convolution(in[0], in[1], in.size() > 2 ? &in[2] : nullptr, out, loop::conv_params(call.params), call.name);
       return;
     case loop::ExternKind::attention: break;  // the CPU target decomposes attention
   }

@@ -1,6 +1,7 @@
 #include "schedule/conv_to_gemm.h"
 
 #include "coil/graph.h"
+#include "loop/conv_params.h"
 #include "support/check.h"
 
 namespace coil::schedule {
@@ -13,25 +14,9 @@ using loop::LoopOp;
 
 SymInt var(int i) { return SymInt::symbol(loop::loop_var(i)); }
 
-struct ConvParams {
-  size_t k;  // spatial dims
-  std::vector<int64_t> stride, padding, dilation;
-  int64_t groups;
-  bool transposed;
-};
+using loop::ConvParams;
 
-ConvParams params_of(const loop::ExternCall& call) {
-  ConvParams c;
-  c.k = static_cast<size_t>(call.params.at(0));
-  for (size_t d = 0; d < c.k; ++d) {
-    c.stride.push_back(static_cast<int64_t>(call.params.at(1 + d)));
-    c.padding.push_back(static_cast<int64_t>(call.params.at(1 + c.k + d)));
-    c.dilation.push_back(static_cast<int64_t>(call.params.at(1 + 2 * c.k + d)));
-  }
-  c.groups = static_cast<int64_t>(call.params.at(1 + 4 * c.k));
-  c.transposed = call.params.at(2 + 4 * c.k) != 0;
-  return c;
-}
+ConvParams params_of(const loop::ExternCall& call) { return loop::conv_params(call.params); }
 
 SymInt product(const SymShape& s, size_t from, size_t to) {
   SymInt p = 1;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "loop/conv_params.h"
 #include "support/check.h"
 
 namespace coil::schedule {
@@ -87,10 +88,10 @@ loop::LoopKernel convolution(const loop::Program& p, const loop::ExternCall& cal
   const loop::Buffer& out = p.buffers[static_cast<size_t>(call.output)];
   const loop::View& x = call.inputs[0];
   const loop::View& w = call.inputs[1];
-  size_t k = static_cast<size_t>(call.params.at(0));
-  auto param = [&](size_t which, size_t d) { return static_cast<int64_t>(call.params.at(1 + which * k + d)); };
-  int64_t groups = static_cast<int64_t>(call.params.at(1 + 4 * k));
-  bool transposed = call.params.at(2 + 4 * k) != 0;
+  const loop::ConvParams cp = loop::conv_params(call.params);
+  const size_t k = cp.k;
+  const int64_t groups = cp.groups;
+  const bool transposed = cp.transposed;
   DType acc = accumulator(out.dtype);
   SymInt c_out = out.sizes[1], c_in = x.sizes[1];
   SymInt cg = floordiv(c_in, SymInt(groups)), og = floordiv(c_out, SymInt(groups));
@@ -109,7 +110,7 @@ loop::LoopKernel convolution(const loop::Program& p, const loop::ExternCall& cal
     SymInt o = var(static_cast<int>(d) + 2), t = rvar(static_cast<int>(d) + 1);
     kern.inner.push_back(w.sizes[d + 2]);
     wi.push_back(t);
-    SymInt size = x.sizes[d + 2], stride = param(0, d), pad = param(1, d), dil = param(2, d);
+    SymInt size = x.sizes[d + 2], stride = cp.stride[d], pad = cp.padding[d], dil = cp.dilation[d];
     SymInt pos;
     if (!transposed) {
       pos = o * stride - pad + t * dil;

@@ -11,7 +11,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 debs=(libfmt-dev libfmt9 nlohmann-json3-dev libcli11-dev libgtest-dev libxxhash-dev libzip-dev libzip4 libopenblas-dev
-      libopenblas0-pthread libopenblas-pthread-dev libgfortran5 pkgconf pkgconf-bin libpkgconf3 zlib1g-dev libbz2-dev)
+      libopenblas0-pthread libopenblas-pthread-dev libgfortran5 pkgconf pkgconf-bin libpkgconf3 zlib1g-dev libbz2-dev
+      libdnnl-dev libdnnl2 ocl-icd-libopencl1)
 if [ "${1:-}" = "--fetch" ]; then
   mkdir -p .devdeps/debs
   (cd .devdeps/debs && apt-get download "${debs[@]}" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true)

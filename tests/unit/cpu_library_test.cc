@@ -1,0 +1,134 @@
+// The CPU runtime's library paths: f16/bf16 <-> f32 conversion of whole tensors (every layout
+// path, rounding to nearest even, NaN and infinities), and convolutions through oneDNN and
+// 16-bit matrix products through OpenBLAS against the reference interpreter.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "coil/coil.h"
+#include "driver/compile.h"
+#include "runtime/cpu_convert.h"
+#include "support/half.h"
+#include "test_util.h"
+
+namespace coil {
+namespace {
+
+// Values that exercise rounding: ties to even both ways, the largest finite values, halves'
+// subnormals, infinities and NaN, and random ones.
+std::vector<float> hard_values() {
+  std::vector<float> v = {0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, 65520.0f, 6e-8f, 3e-5f, 1e-40f,
+                          std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::max()};
+  // Exactly between two bf16 values: 1 + 2^-8 (to even: 1), 1 + 3 * 2^-8 (to even: 1 + 2^-6).
+  v.push_back(1.0f + std::ldexp(1.0f, -8));
+  v.push_back(1.0f + 3 * std::ldexp(1.0f, -8));
+  // Exactly between two f16 values: 1 + 2^-11 and 1 + 3 * 2^-11.
+  v.push_back(1.0f + std::ldexp(1.0f, -11));
+  v.push_back(1.0f + 3 * std::ldexp(1.0f, -11));
+  std::mt19937 gen(3);
+  std::normal_distribution<float> normal(0.0f, 100.0f);
+  for (int i = 0; i < 200003; ++i) v.push_back(normal(gen));  // past one parallel chunk, odd length
+  return v;
+}
+
+std::string temp_cache() {
+  static const std::string dir = [] {
+    auto d = std::filesystem::temp_directory_path() / ("coil_cpu_library_test_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(d);
+    return d.string();
+  }();
+  return dir;
+}
+
+double expected(double x, DType t) {
+  return t == DType::f16 ? f16_bits_to_double(f16_bits_from_double(x)) : bf16_bits_to_double(bf16_bits_from_double(x));
+}
+
+void expect_same(double got, double want, int64_t i) {
+  if (std::isnan(want)) EXPECT_TRUE(std::isnan(got)) << "element " << i;
+  else EXPECT_EQ(got, want) << "element " << i;
+}
+
+TEST(CpuConvert, NarrowsAndWidensEveryValueAsTheReferenceRounds) {
+  std::vector<float> values = hard_values();
+  const int64_t n = static_cast<int64_t>(values.size());
+  Tensor src = Tensor::borrow(values.data(), DType::f32, {n}, {1});
+  for (DType t : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(t));
+    Tensor half = Tensor::zeros(t, {n});
+    narrow_into(src, half);
+    for (int64_t i = 0; i < n; ++i) expect_same(half.load(i), expected(values[static_cast<size_t>(i)], t), i);
+    Tensor back = widen_to_f32(half);
+    ASSERT_EQ(back.dtype(), DType::f32);
+    for (int64_t i = 0; i < n; ++i) expect_same(back.load(i), half.load(i), i);
+  }
+}
+
+TEST(CpuConvert, KeepsDenseLayoutsAndConvertsOthersElementwise) {
+  // Channels-last [2, 3, 4, 5] (dense: one flat pass, layout kept), a slice of it (not dense),
+  // and a broadcast dim (stride 0 stays 0).
+  Tensor cl = Tensor::zeros_strided(DType::bf16, {2, 3, 4, 5}, {60, 1, 15, 3});
+  for (int64_t i = 0; i < cl.numel(); ++i) cl.store(i, 0.25 * static_cast<double>(i) - 7);
+  Tensor wide = widen_to_f32(cl);
+  EXPECT_EQ(wide.strides(), cl.strides());
+  Tensor sliced = cl.view({2, 3, 2, 5}, {60, 1, 30, 3}, 15);
+  Tensor ws = widen_to_f32(sliced);
+  Tensor bcast = cl.view({2, 3, 4, 5}, {0, 1, 15, 3}, 0);
+  Tensor wb = widen_to_f32(bcast);
+  EXPECT_EQ(wb.strides()[0], 0);
+  for (const auto& [from, to] : {std::pair{cl, wide}, std::pair{sliced, ws}, std::pair{bcast, wb}})
+    from.for_each_index([&](std::span<const int64_t> idx) {
+      EXPECT_EQ(to.load(to.element_index(idx)), from.load(from.element_index(idx)));
+    });
+  // Narrowing into a layout other than the source's goes element by element.
+  Tensor f = Tensor::zeros(DType::f32, {3, 4});
+  for (int64_t i = 0; i < 12; ++i) f.store(i, 1.0 / 3.0 * static_cast<double>(i));
+  Tensor t = Tensor::zeros_strided(DType::f16, {3, 4}, {1, 3});
+  narrow_into(f, t);
+  f.for_each_index([&](std::span<const int64_t> idx) {
+    EXPECT_EQ(t.load(t.element_index(idx)), expected(f.load(f.element_index(idx)), DType::f16));
+  });
+}
+
+// Convolutions (oneDNN) and products (OpenBLAS) on the CPU against the reference, f16 and bf16
+// included; a depthwise and a transposed grouped convolution, channels-last input.
+TEST(CpuLibraries, ConvolutionsAndProductsMatchTheReference) {
+  const char* bodies[] = {
+      "  %x = input() : DT[2, 6, 9, 7]\n  %w = input() : DT[6, 1, 3, 3]\n  %b = input() : DT[6]\n"
+      "  %y = convolution(%x, %w, %b, [2, 1], [1, 1], [1, 2], false, [0, 0], 6)\n  return %y\n",
+      "  %t = input() : DT[2, 5, 4, 6]\n  %x = permute(%t, [0, 3, 1, 2])\n  %w = input() : DT[6, 4, 2, 2]\n"
+      "  %y = convolution(%x, %w, none, [2, 2], [0, 1], [1, 1], true, [1, 0], 2)\n  return %y\n",
+      "  %x = input() : DT[2, 3, 5, 4, 6]\n  %w = input() : DT[4, 3, 2, 3, 2]\n  %b = input() : DT[4]\n"
+      "  %y = convolution(%x, %w, %b, [1, 2, 1], [1, 0, 1], [1, 1, 2], false, [0, 0, 0], 1)\n  return %y\n",
+      "  %a = input() : DT[7, 33]\n  %w = input() : DT[5, 33]\n  %b = input() : DT[5]\n  %t = permute(%w, [1, 0])\n"
+      "  %y = addmm(%b, %a, %t, beta=0.5, alpha=2)\n  %p = input() : DT[3, 4, 9]\n  %q = input() : DT[3, 9, 2]\n"
+      "  %z = bmm(%p, %q)\n  return %y, %z\n",
+  };
+  uint64_t seed = 0;
+  for (const char* dt : {"f32", "f16", "bf16"})
+    for (const char* body : bodies) {
+      std::string text = body;
+      for (size_t at; (at = text.find("DT")) != std::string::npos;) text.replace(at, 2, dt);
+      SCOPED_TRACE(text);
+      Graph g = parse_graph("graph t {\n" + text + "}\n");
+      Generated gen = generate(g, {});
+      int calls = 0;
+      for (const auto& k : gen.lowered.program.kernels) calls += std::holds_alternative<loop::ExternCall>(k);
+      EXPECT_GE(calls, 1) << "the library call became a loop kernel";
+      Executable exe = compile(g, {.cache_dir = temp_cache()});
+      TensorMap inputs = random_inputs(g, seed++);
+      auto got = exe.run(inputs, {});
+      auto want = evaluate_reference(g, inputs);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) testing::expect_close(got[i], want[i], "output " + std::to_string(i));
+    }
+}
+
+}  // namespace
+}  // namespace coil
