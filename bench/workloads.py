@@ -30,6 +30,7 @@ def _sizes(device, quick):
         "swiglu": ((2048, 1024, 2816) if quick else (8192, 4096, 11008)) if gpu else ((128, 256, 704) if quick else (512, 512, 1408)),
         "gpt": ((2, 256) if quick else (8, 1024)) if gpu else ((1, 64) if quick else (2, 128)),
         "cnn": ((8, 64) if quick else (64, 128)) if gpu else ((2, 32) if quick else (8, 64)),
+        "vision": ((8, 112) if quick else (32, 224)) if gpu else ((1, 64) if quick else (2, 224)),
     }
 
 
@@ -160,10 +161,19 @@ def _model(name, cls, device, dtype, make_input, note):
     return Workload(name, "model", module, inputs, note)
 
 
+def _torchvision(name):
+    def make():
+        import torchvision.models
+
+        return getattr(torchvision.models, name)()
+    return make
+
+
 def _models(device, dtype, quick):
     s = _sizes(device, quick)
     B, T = s["gpt"]
     N, HW = s["cnn"]
+    VN, VHW = s["vision"]
     g = torch.Generator(device=device).manual_seed(4)
     return {
         "gpt2_block": lambda: _model("gpt2_block", Block, device, dtype, lambda: _randn(g, device, dtype, B, T, 768),
@@ -171,11 +181,16 @@ def _models(device, dtype, quick):
         "gpt2": lambda: _model("gpt2", GPT2, device, dtype, lambda: torch.randint(0, 50257, (B, T), device=device, generator=g),
                                f"12-layer GPT-2 small, B={B} T={T}"),
         "cnn": lambda: _model("cnn", CNN, device, dtype, lambda: _randn(g, device, dtype, N, 3, HW, HW), f"small CNN, {N}x3x{HW}x{HW}"),
+        **{name: (lambda name=name, note=note: _model(name, _torchvision(name), device, dtype,
+                                                       lambda: _randn(g, device, dtype, VN, 3, VHW, VHW),
+                                                       f"torchvision {note}, {VN}x3x{VHW}x{VHW}"))
+           for name, note in [("resnet18", "ResNet-18"), ("mobilenet_v3_large", "MobileNet-V3 large"),
+                              ("convnext_tiny", "ConvNeXt-T (depthwise 7x7)")]},
     }
 
 
 NAMES = ["gelu_bias", "softmax", "layer_norm", "rms_norm", "sum_dim0", "add_transpose", "row_center",
-         "attention", "mlp", "swiglu", "gpt2_block", "gpt2", "cnn"]
+         "attention", "mlp", "swiglu", "gpt2_block", "gpt2", "cnn", "resnet18", "mobilenet_v3_large", "convnext_tiny"]
 
 
 def build(names, device, quick):

@@ -87,10 +87,12 @@ def _calibrate(module, images):
 
 
 def _vision(full, small):
-    """A vision net: `full()` (its default config) at 224x224 and batch 32; `small()` (a tiny
-    config with 10 classes) at 32x32 and batch 2."""
+    """A vision net: `full()` (its default config) at 224x224 and batch 32 (or
+    $COIL_ZOO_VISION_BATCH: run.py's --batch); `small()` (a tiny config with 10 classes) at 32x32
+    and batch 2."""
     def build(size):
-        module, side, batch = (full(), 224, 32) if size == "full" else (small(), 32, 2)
+        full_batch = int(os.environ.get("COIL_ZOO_VISION_BATCH", "32"))
+        module, side, batch = (full(), 224, full_batch) if size == "full" else (small(), 32, 2)
         with torch.no_grad():
             _calibrate(module, torch.randn(32, 3, side, side))  # on the device of make()'s torch.device
         return module, _images(side, batch)

@@ -3,6 +3,7 @@ one machine in one run; results to bench/results/zoo-DEVICE-DTYPE-DATE.md and .j
 
     python -m bench.zoo.run [--device cuda|cpu] [--dtype bf16|f32] [--size full|small]
                             [--only NAMES] [--modes eager,inductor,coil] [--out DIR] [--timeout S] [--part I/N]
+                            [--batch B]
     python -m bench.zoo.run --merge PART.json ...     # the parts of a run joined into one report
 
 Each model runs in a process of its own (bench/zoo/child.py) on empty caches made for it (coil's,
@@ -75,6 +76,8 @@ def measure_model(name, args):
                TORCHINDUCTOR_CACHE_DIR=str(cache / "inductor"), TRITON_CACHE_DIR=str(cache / "triton"))
     if args.threads:
         env["OMP_NUM_THREADS"] = str(args.threads)
+    if args.batch:
+        env["COIL_ZOO_VISION_BATCH"] = str(args.batch)
     try:
         while True:
             steps, status, tail = launch(name, modes, args, env)
@@ -121,6 +124,7 @@ def main():
     p.add_argument("--threads", type=int, help="OMP_NUM_THREADS of the models' processes (PyTorch's, Inductor's and "
                    "coil's CPU kernels); where other work shares the cores, 1 keeps OpenMP's barriers from waiting on "
                    "threads the system has put aside")
+    p.add_argument("--batch", type=int, help="the full vision nets' batch (default 32; a CPU of few cores takes a smaller one)")
     p.add_argument("--part", help="I/N: every N-th model from the I-th (a run in parts, each within a time limit)")
     p.add_argument("--merge", nargs="+", metavar="JSON", help="only join the results of parts into one report")
     p.add_argument("--verbose", action="store_true", help="echo the processes' other output")

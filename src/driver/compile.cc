@@ -152,12 +152,21 @@ Generated generate(const Graph& graph, const Target& target) {
   dump("graph", print_graph(graph));
   out.graph = decompose(graph, target.cuda && !target.externs_as_loops);
   out.lowered = lower(out.graph);
-  if (target.cuda || target.conv_as_gemm) out.lowered.program = schedule::convolutions_to_gemm(out.lowered.program);
+  // CUDA: cuDNN's convolutions (their bias split off), else im2col + cuBLASLt where it applies.
+  auto library_convolution = [&](const loop::ExternCall& c, const loop::Program& p) {
+    return !target.externs_as_loops && target.library_convolution && target.library_convolution(c, p);
+  };
+  if (target.cuda || target.conv_as_gemm) {
+    const loop::Program& p = out.lowered.program;
+    out.lowered.program = schedule::convolutions_to_gemm(p, [&](const loop::ExternCall& c) { return library_convolution(c, p); });
+  }
   {
     const loop::Program& p = out.lowered.program;
     out.lowered.program = schedule::externs_to_loops(p, [&](const loop::ExternCall& c) {
       if (c.kind == loop::ExternKind::attention) return false;
-      return target.externs_as_loops || !(target.cuda ? cublas_takes(c, p) : cpu_library_takes(c, p));
+      if (target.externs_as_loops) return true;
+      if (!target.cuda) return !cpu_library_takes(c, p);
+      return c.kind == loop::ExternKind::convolution ? !library_convolution(c, p) : !cublas_takes(c, p);
     });
   }
   if (!target.kernel_prefix.empty())

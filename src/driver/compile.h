@@ -3,6 +3,7 @@
 // each stage to stderr.
 #pragma once
 #include <chrono>
+#include <functional>
 #include <string>
 
 #include "coil/compile.h"
@@ -28,6 +29,9 @@ struct Target {
   bool externs_as_loops = false;
   // Convolutions as im2col + GEMM (schedule/conv_to_gemm.h). The CUDA target always does it.
   bool conv_as_gemm = false;
+  // CUDA: whether a convolution stays a library call (cuDNN offers plans for it; compile_cuda
+  // asks it) instead of im2col + GEMM or a loop kernel. Empty: none does.
+  std::function<bool(const loop::ExternCall&, const loop::Program&)> library_convolution;
   std::string kernel_prefix;  // prepended to kernel names (several graphs in one unit)
   int cuda_candidate = -1;    // CompileOptions::cuda_candidate
 };

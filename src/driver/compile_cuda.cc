@@ -15,17 +15,62 @@
 
 #include "build/nvrtc.h"
 #include "driver/autotune.h"
+#include "driver/autotune_conv.h"
 #include "driver/autotune_gemm.h"
 #include "driver/compile.h"
+#include "coil/error.h"
+#include "loop/conv_params.h"
 #include "runtime/cuda/gpu_plan.h"
 
 namespace coil {
+
+namespace {
+
+// Whether cuDNN offers a plan for convolution `call` (forward, f32/f16/bf16, static non-empty
+// sizes), as the GPU plan will run it: without its bias (split off into a kernel writing the
+// output), so into a contiguous temporary when it has one.
+bool cudnn_takes(const loop::ExternCall& call, const loop::Program& program, const cuda::Cudnn& cudnn, bool tf32) {
+  const loop::ConvParams c = loop::conv_params(call.params);
+  const DType t = program.buffers[static_cast<size_t>(call.output)].dtype;
+  if (c.transposed || c.k < 1 || c.k > 3 || (t != DType::f32 && t != DType::f16 && t != DType::bf16)) return false;
+  for (const auto& v : call.inputs)
+    if (program.buffers[static_cast<size_t>(v.buffer)].dtype != t) return false;
+  loop::ExternCall plain = call;
+  const loop::Buffer& out = program.buffers[static_cast<size_t>(call.output)];
+  if (plain.inputs.size() == 3) {
+    plain.inputs.pop_back();
+    plain.output_view = loop::View{call.output, out.sizes, contiguous_strides(out.sizes), 0};
+  }
+  for (const SymShape* sizes : {&call.inputs[0].sizes, &call.inputs[1].sizes, &out.sizes})
+    for (const SymInt& d : *sizes)
+      if (!d.constant() || *d.constant() <= 0) return false;
+  return cudnn.engines(static_conv_problem(plain, program, tf32)) > 0;
+}
+
+}  // namespace
 
 Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::shared_ptr<cuda::Context> context) {
   Target target;
   target.cuda = true;
   target.device = context->device();
   target.cuda_candidate = options.cuda_candidate;
+  // cuDNN, loaded when the graph has a convolution it may take; without it (not installed),
+  // convolutions are im2col + cuBLASLt products or loop kernels.
+  std::shared_ptr<const cuda::Cudnn> cudnn;
+  bool cudnn_tried = false;
+  std::string exe_note_cudnn;
+  target.library_convolution = [&](const loop::ExternCall& call, const loop::Program& program) {
+    if (!cudnn_tried) {
+      cudnn_tried = true;
+      try {
+        context->make_current();
+        cudnn = cuda::Cudnn::load();
+      } catch (const Error& e) {
+        exe_note_cudnn = e.what();
+      }
+    }
+    return cudnn && cudnn_takes(call, program, *cudnn, options.allow_tf32);
+  };
   Generated gen = generate(graph, target);
   Executable exe;
   exe.stats = gen.stats;
@@ -90,15 +135,30 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
   // which must not share the GPU with it.
   const size_t nk = gen.lowered.program.kernels.size();
   if (nk > gen.cuda.kernels.size()) gpu->cublas = cuda::CublasLt::load();
-  std::future<std::vector<GemmTuning>> gemm_tuning;
-  if (gpu->cublas && options.autotune && symbols.empty())
-    gemm_tuning = std::async(std::launch::async, [&] {
-      return tune_gemms(gen.lowered.program, options.allow_tf32, *gpu->cublas, *context, cache);
+  const bool has_convolutions = std::any_of(gen.lowered.program.kernels.begin(), gen.lowered.program.kernels.end(), [](const loop::Kernel& k) {
+    const auto* call = std::get_if<loop::ExternCall>(&k);
+    return call && call->kind == loop::ExternKind::convolution;
+  });
+  if (has_convolutions) gpu->cudnn = cudnn;
+  // One tuner on the GPU at a time: the products', then the convolutions'.
+  struct LibraryTunings {
+    std::vector<GemmTuning> gemms;
+    std::vector<ConvTuning> convs;
+  };
+  std::future<LibraryTunings> library_tuning;
+  if (options.autotune && symbols.empty() && (gpu->cublas || gpu->cudnn))
+    library_tuning = std::async(std::launch::async, [&] {
+      LibraryTunings t;
+      if (gpu->cublas) t.gemms = tune_gemms(gen.lowered.program, options.allow_tf32, *gpu->cublas, *context, cache);
+      if (gpu->cudnn) t.convs = tune_convolutions(gen.lowered.program, options.allow_tf32, *gpu->cudnn, *context, cache);
+      return t;
     });
   std::vector<build::BuildStats> stats;
   auto cubins = build::compile_cubins(sources, build_options, &stats);
-  auto gemm_wait = std::chrono::steady_clock::now();
-  std::vector<GemmTuning> gemm_tunings = gemm_tuning.valid() ? gemm_tuning.get() : std::vector<GemmTuning>{};
+  auto gemm_wait = std::chrono::steady_clock::now();  // the libraries' tuning
+  LibraryTunings library_tunings = library_tuning.valid() ? library_tuning.get() : LibraryTunings{};
+  std::vector<GemmTuning>& gemm_tunings = library_tunings.gemms;
+  std::vector<ConvTuning>& conv_tunings = library_tunings.convs;
   const double gemm_wait_ms = ms_since(gemm_wait);
   std::vector<void*> function_of(bodies.size(), nullptr);
   for (size_t u = 0; u < units.size(); ++u) {
@@ -159,6 +219,18 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
       ++exe.stats.tuning_cache_hits;
     }
   }
+  gpu->conv_plans.assign(nk, 0);
+  for (auto& t : conv_tunings) {
+    gpu->conv_plans[t.kernel] = t.plan;
+    if (t.measured) {
+      ++exe.stats.tuned_kernels;
+      exe.stats.tuning.push_back(tuning_report(t));
+    } else if (!t.note.empty()) {
+      exe.stats.tuning.push_back(tuning_report(t));
+    } else {
+      ++exe.stats.tuning_cache_hits;
+    }
+  }
   // What tuning added to the compile: the loop kernels' timing, and the wait for the products'.
   exe.stats.tune_ms = exe.stats.tuned_kernels ? ms_since(tune0) + gemm_wait_ms : 0;
   exe.stats.cache_hit = std::all_of(stats.begin(), stats.end(), [](const build::BuildStats& s) { return s.cache_hit; });
@@ -180,6 +252,7 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
   gpu->lowered = std::move(gen.lowered);
   exe.source = gen.cuda.prelude;
   for (const auto& b : chosen_bodies) exe.source += b + "\n";
+  if (!exe_note_cudnn.empty()) exe.device_note = "convolutions without cuDNN: " + exe_note_cudnn;
   exe.gpu_plan = std::move(gpu);
   return exe;
 }

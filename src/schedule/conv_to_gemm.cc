@@ -138,11 +138,26 @@ bool applies(const loop::ExternCall& call, const loop::Program& p) {
 
 }  // namespace
 
-loop::Program convolutions_to_gemm(const loop::Program& program) {
+loop::Program convolutions_to_gemm(const loop::Program& program, const std::function<bool(const loop::ExternCall&)>& library_takes) {
   loop::Program p = program;
   std::vector<loop::Kernel> kernels;
   for (const auto& kernel : program.kernels) {
     const auto* call = std::get_if<loop::ExternCall>(&kernel);
+    if (call && call->kind == loop::ExternKind::convolution && library_takes && library_takes(*call)) {
+      if (call->inputs.size() == 2) {  // no bias: the call writes the output itself
+        kernels.push_back(kernel);
+        continue;
+      }
+      const loop::Buffer out = p.buffers[static_cast<size_t>(call->output)];
+      SymInt positions = product(out.sizes, 2, out.sizes.size());
+      int y = add_temp(p, out.name + "_conv", out.dtype, out.sizes);
+      loop::ExternCall conv = *call;
+      conv.inputs.pop_back();
+      conv.output = y;
+      kernels.push_back(std::move(conv));
+      kernels.push_back(write_out(p, *call, params_of(*call), y, positions));
+      continue;
+    }
     if (!call || !applies(*call, p)) {
       kernels.push_back(kernel);
       continue;

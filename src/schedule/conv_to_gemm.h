@@ -6,11 +6,17 @@
 // stride and no padding over dense spatial dims multiplies the input itself: no col.
 // Taken for forward convolutions with one group, float dtypes, a weight dense over
 // (c_in, taps) and one image's col of static size up to 256 MiB; the rest stays a direct loop.
+// A convolution a library takes (`library_takes`: cuDNN) stays a call instead; its bias, which
+// the library's plain convolution does not add, moves into a pointwise kernel after it (the
+// call writing a temporary), which the scheduler then fuses into what reads the result.
 #pragma once
+#include <functional>
+
 #include "loop/kernel.h"
 
 namespace coil::schedule {
 
-loop::Program convolutions_to_gemm(const loop::Program& program);
+loop::Program convolutions_to_gemm(const loop::Program& program,
+                                   const std::function<bool(const loop::ExternCall&)>& library_takes = {});
 
 }  // namespace coil::schedule

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "loop/conv_params.h"
 #include "runtime/plan.h"
 #include "support/check.h"
 
@@ -72,6 +73,60 @@ cuda::GemmProblem gemm_problem(const loop::ExternCall& call, const loop::Program
     case loop::Activation::gelu_tanh: g.epilogue = addmm ? cuda::Epilogue::bias_gelu : cuda::Epilogue::gelu; break;
   }
   return g;
+}
+
+cuda::ConvProblem conv_problem(const loop::ExternCall& call, const loop::Program& p, const std::map<std::string, int64_t>& symbols,
+                               bool tf32) {
+  const loop::ConvParams c = loop::conv_params(call.params);
+  COIL_CHECK(call.kind == loop::ExternKind::convolution && !c.transposed && call.inputs.size() == 2)
+      << call.name << ": cuDNN runs forward convolutions without a bias";
+  const loop::View& x = call.inputs[0];
+  const loop::View& w = call.inputs[1];
+  const loop::Buffer& out = p.buffers[static_cast<size_t>(call.output)];
+  const loop::View y = call.output_view ? *call.output_view : loop::View{call.output, out.sizes, out.strides, out.offset};
+  cuda::ConvProblem g;
+  g.dtype = out.dtype;
+  g.tf32 = tf32;
+  g.x_dims = eval_all(x.sizes, symbols), g.x_strides = eval_all(x.strides, symbols);
+  g.w_dims = eval_all(w.sizes, symbols), g.w_strides = eval_all(w.strides, symbols);
+  g.y_dims = eval_all(y.sizes, symbols), g.y_strides = eval_all(y.strides, symbols);
+  for (size_t d = 0; d < c.k; ++d) {
+    const int64_t in = g.x_dims[2 + d], o = g.y_dims[2 + d], kernel = g.w_dims[2 + d];
+    g.stride.push_back(c.stride[d]);
+    g.dilation.push_back(c.dilation[d]);
+    g.pre_padding.push_back(c.padding[d]);
+    // The padding after the input that makes cuDNN's output size PyTorch's.
+    g.post_padding.push_back((o - 1) * c.stride[d] + (kernel - 1) * c.dilation[d] + 1 - in - c.padding[d]);
+  }
+  if (c.k == 1) {  // [N, C, L] as [N, C, 1, L]
+    for (auto [dims, strides] : {std::pair{&g.x_dims, &g.x_strides}, {&g.w_dims, &g.w_strides}, {&g.y_dims, &g.y_strides}}) {
+      strides->insert(strides->begin() + 2, (*strides)[2] * (*dims)[2]);  // as if packed over the unit dim
+      dims->insert(dims->begin() + 2, 1);
+    }
+    g.stride.insert(g.stride.begin(), 1), g.dilation.insert(g.dilation.begin(), 1);
+    g.pre_padding.insert(g.pre_padding.begin(), 0), g.post_padding.insert(g.post_padding.begin(), 0);
+  }
+  return g;
+}
+
+uint32_t conv_alignment(const void* ptr) { return std::min<uint32_t>(16, cuda::pointer_alignment(ptr)); }
+
+void GpuPlan::run_convolution(const loop::ExternCall& call, const void* x, const void* w, void* y, size_t plan,
+                              const std::map<std::string, int64_t>& symbols, cuda::Stream stream) const {
+  cuda::ConvProblem p = conv_problem(call, lowered.program, symbols, tf32);
+  p.align_x = conv_alignment(x), p.align_w = conv_alignment(w), p.align_y = conv_alignment(y);
+  const size_t offered = cudnn->engines(p);
+  if (offered == 0) fail("{}: cuDNN offers no plan for the {}", call.name, str(p));
+  if (plan >= offered) plan = 0;
+  const size_t bytes = cudnn->workspace_bytes(p, plan);
+  const cuda::DevicePtr workspace = bytes ? allocator->allocate(bytes, stream) : 0;
+  try {
+    cudnn->convolution(p, plan, x, w, y, reinterpret_cast<void*>(workspace), stream);
+  } catch (...) {
+    if (workspace) allocator->free(workspace, stream);
+    throw;
+  }
+  if (workspace) allocator->free(workspace, stream);
 }
 
 SplitScratchLayout split_scratch_layout(const std::vector<codegen::CudaKernel>& kernels) {
@@ -318,17 +373,21 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
                            scratch, stream);
       } else {
         const auto& call = std::get<loop::ExternCall>(lowered.program.kernels[k]);
-        cuda::GemmProblem g = gemm_problem(call, lowered.program, symbols, tf32);
-        const GemmViews views = gemm_views(call);
         auto view_ptr = [&](const loop::View* v) -> const void* {
           if (!v) return nullptr;
           auto b = static_cast<size_t>(v->buffer);
           return reinterpret_cast<const void*>(at(ptrs[b], buffers[b], v->offset.eval(symbols)));
         };
         const loop::Buffer& ob = buffers[static_cast<size_t>(call.output)];
-        auto* d = reinterpret_cast<void*>(at(ptrs[static_cast<size_t>(call.output)], ob, ob.offset.eval(symbols)));
-        COIL_CHECK(g.k > 0) << "cublas_takes admits only products over a non-empty dim";
-        {
+        const SymInt& out_offset = call.output_view ? call.output_view->offset : ob.offset;
+        auto* d = reinterpret_cast<void*>(at(ptrs[static_cast<size_t>(call.output)], ob, out_offset.eval(symbols)));
+        if (call.kind == loop::ExternKind::convolution) {
+          run_convolution(call, view_ptr(&call.inputs[0]), view_ptr(&call.inputs[1]), d, conv_plans.empty() ? 0 : conv_plans[k],
+                          symbols, stream);
+        } else {
+          cuda::GemmProblem g = gemm_problem(call, lowered.program, symbols, tf32);
+          const GemmViews views = gemm_views(call);
+          COIL_CHECK(g.k > 0) << "cublas_takes admits only products over a non-empty dim";
           if (!workspace) workspace = allocator->allocate(kGemmWorkspace, stream);
           cublas->gemm(g, view_ptr(views.a), view_ptr(views.b), view_ptr(views.c), d, view_ptr(views.bias),
                        reinterpret_cast<void*>(workspace), kGemmWorkspace, stream, gemm_algos[k] ? &*gemm_algos[k] : nullptr);

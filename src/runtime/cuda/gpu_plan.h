@@ -1,6 +1,6 @@
 // The Plan on a GPU: the same step list and memory plan as the CPU executor, run on a stream
 // with device buffers. Loop kernels launch from loaded cubins with their launch description
-// (grid from the sizes at run time); matrix products go to cuBLASLt. Temporaries come from the
+// (grid from the sizes at run time); matrix products go to cuBLASLt, convolutions to cuDNN. Temporaries come from the
 // caching allocator just before their first step and go back after their last (stream order
 // makes the reuse safe); each kernel reports index and division errors in its own slot of a
 // device status array, read once at the end of the run.
@@ -19,6 +19,7 @@
 #include "runtime/cuda/allocator.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/cublaslt.h"
+#include "runtime/cuda/cudnn.h"
 #include "runtime/memory_plan.h"
 
 namespace coil {
@@ -44,6 +45,8 @@ struct GpuPlan {
   std::vector<void*> functions;                // per program kernel; nullptr for extern calls
   std::vector<codegen::CudaKernel> kernels;    // per program kernel (launch descriptions)
   std::vector<std::optional<cuda::GemmAlgo>> gemm_algos;  // per program kernel: the tuner's pick, if any
+  std::shared_ptr<const cuda::Cudnn> cudnn;    // when the program has convolutions
+  std::vector<size_t> conv_plans;              // per program kernel: the tuner's cuDNN plan (0: the heuristic's first)
   bool tf32 = false;                           // f32 matrix products may use TF32
   bool status_words = true;                    // some kernel may report an error (loop::may_fail)
   SplitScratchLayout scratch_layout;           // of `kernels`, in each stream's split scratch
@@ -79,6 +82,11 @@ struct GpuPlan {
   mutable std::mutex scratch_mutex_;
   mutable std::map<cuda::Stream, std::pair<cuda::DevicePtr, size_t>> split_scratch_;
 
+  // Convolution `call` through cuDNN with plan `plan` (the tuner's; the heuristic's first where
+  // these pointers' alignments give other plans), its workspace from the allocator.
+  void run_convolution(const loop::ExternCall& call, const void* x, const void* w, void* y, size_t plan,
+                       const std::map<std::string, int64_t>& symbols, cuda::Stream stream) const;
+
   mutable std::mutex weights_mutex_;
   mutable std::map<std::pair<const void*, size_t>, cuda::DevicePtr> device_weights_;  // by (host data, buffer)
 
@@ -104,6 +112,14 @@ GemmViews gemm_views(const loop::ExternCall& call);
 // the epilogue for its activation and bias.
 cuda::GemmProblem gemm_problem(const loop::ExternCall& call, const loop::Program& p, const std::map<std::string, int64_t>& symbols,
                                bool tf32);
+
+// Convolution `call` (forward, with no bias: schedule/conv_to_gemm.h splits it off) as cuDNN's
+// problem, with the graph's symbol values; the pointers' alignments are the caller's to set.
+// A 1-D convolution gets a unit spatial dim (cuDNN takes 2 or 3).
+cuda::ConvProblem conv_problem(const loop::ExternCall& call, const loop::Program& p, const std::map<std::string, int64_t>& symbols,
+                               bool tf32);
+// The byte alignment cuDNN is told for a pointer: at most 16.
+uint32_t conv_alignment(const void* ptr);
 
 // Launches loop kernel `info` (a CUfunction) over device buffers indexed by buffer id, with the
 // graph's symbol values, its status slot and its scratch (launch.scratch_bytes, its tickets zero; 0 when

@@ -1,0 +1,315 @@
+#include "runtime/cuda/cudnn.h"
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "runtime/cuda/cudnn_api.h"
+#include "support/check.h"
+#include "support/foreign_library.h"
+
+namespace coil::cuda {
+
+// cuDNN's entry points (types from cudnn_api.h: the handle and descriptors are void*).
+struct Cudnn::Api {
+  using Status = dnn::Status;
+  Status (*create)(void**) = nullptr;
+  Status (*destroy)(void*) = nullptr;
+  Status (*set_stream)(void*, void*) = nullptr;
+  size_t (*version)() = nullptr;
+  const char* (*error_string)(Status) = nullptr;
+  void (*last_error)(char*, size_t) = nullptr;
+  Status (*create_descriptor)(int, void**) = nullptr;
+  Status (*destroy_descriptor)(void*) = nullptr;
+  Status (*finalize)(void*) = nullptr;
+  Status (*set)(void*, int, int, int64_t, const void*) = nullptr;
+  Status (*get)(void*, int, int, int64_t, int64_t*, void*) = nullptr;
+  Status (*execute)(void*, void*, void*) = nullptr;
+};
+
+namespace {
+
+template <typename Fn>
+void bind(void* library, const char* name, Fn& fn, const std::string& path) {
+  fn = reinterpret_cast<Fn>(::dlsym(library, name));
+  if (!fn) fail("the cuDNN library '{}' has no '{}'", path, name);
+}
+
+// A backend descriptor destroyed on every path.
+class Desc {
+ public:
+  Desc(const Cudnn::Api* api, int type);
+  ~Desc() {
+    if (p_) api_->destroy_descriptor(p_);
+  }
+  Desc(Desc&& o) noexcept : api_(o.api_), p_(std::exchange(o.p_, nullptr)) {}
+  Desc(const Desc&) = delete;
+  Desc& operator=(const Desc&) = delete;
+  void* get() const { return p_; }
+  void* const* address() const { return &p_; }
+
+ private:
+  const Cudnn::Api* api_;
+  void* p_ = nullptr;
+};
+
+std::string status_text(const Cudnn::Api& a, dnn::Status s) {
+  const char* name = a.error_string ? a.error_string(s) : nullptr;
+  std::string text = fmt::format("{} ({})", name ? name : "unknown status", s);
+  if (a.last_error) {
+    char detail[512] = {};
+    a.last_error(detail, sizeof detail);
+    if (detail[0]) text += fmt::format(": {}", detail);
+  }
+  return text;
+}
+
+Desc::Desc(const Cudnn::Api* api, int type) : api_(api) {
+  if (dnn::Status s = api->create_descriptor(type, &p_); s != dnn::kSuccess) {
+    p_ = nullptr;
+    fail("cudnnBackendCreateDescriptor({}) failed: {}", type, status_text(*api, s));
+  }
+}
+
+int data_type(DType t) {
+  switch (t) {
+    case DType::f32: return dnn::kDataFloat;
+    case DType::f16: return dnn::kDataHalf;
+    case DType::bf16: return dnn::kDataBfloat16;
+    default: fail("cuDNN convolutions take f32, f16 and bf16, not {}", dtype_name(t));
+  }
+}
+
+}  // namespace
+
+std::string str(const ConvProblem& p) {
+  return fmt::format("{} convolution{}: x [{}] strides [{}] align {}, w [{}] strides [{}] align {}, y [{}] strides [{}] align {}, "
+                     "stride [{}] padding [{}]/[{}] dilation [{}]",
+                     dtype_name(p.dtype), p.tf32 && p.dtype == DType::f32 ? " (tf32)" : "", fmt::join(p.x_dims, ", "),
+                     fmt::join(p.x_strides, ", "), p.align_x, fmt::join(p.w_dims, ", "), fmt::join(p.w_strides, ", "), p.align_w,
+                     fmt::join(p.y_dims, ", "), fmt::join(p.y_strides, ", "), p.align_y, fmt::join(p.stride, ", "),
+                     fmt::join(p.pre_padding, ", "), fmt::join(p.post_padding, ", "), fmt::join(p.dilation, ", "));
+}
+
+// The execution plans of one problem and every descriptor they were built from.
+struct Cudnn::Plans {
+  std::vector<Desc> owned;  // tensors, the operation, its graph, engine configurations
+  std::vector<void*> plans;
+  std::vector<size_t> workspace;
+};
+
+struct Cudnn::Cache {
+  std::mutex mutex;  // guards `plans` and the handle's stream (set, then execute)
+  std::map<std::string, std::unique_ptr<Plans>> plans;
+};
+
+std::shared_ptr<const Cudnn> Cudnn::load() {
+  std::vector<std::string> candidates = {"libcudnn.so.9", "libcudnn.so"};
+  if (const char* env = std::getenv("COIL_CUDNN"); env && *env) candidates = {env};
+  std::string tried;
+  for (const auto& path : candidates) {
+    void* library = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!library) {
+      tried += fmt::format("\n  {}: {}", path, ::dlerror());
+      continue;
+    }
+    std::shared_ptr<Cudnn> dnn(new Cudnn());
+    dnn->library_ = library;
+    dnn->path_ = path;
+    dnn->api_ = std::make_unique<Api>();
+    dnn->cache_ = std::make_unique<Cache>();
+    Api& a = *dnn->api_;
+    bind(library, "cudnnCreate", a.create, path);
+    bind(library, "cudnnDestroy", a.destroy, path);
+    bind(library, "cudnnSetStream", a.set_stream, path);
+    bind(library, "cudnnGetVersion", a.version, path);
+    bind(library, "cudnnGetErrorString", a.error_string, path);
+    bind(library, "cudnnGetLastErrorString", a.last_error, path);
+    bind(library, "cudnnBackendCreateDescriptor", a.create_descriptor, path);
+    bind(library, "cudnnBackendDestroyDescriptor", a.destroy_descriptor, path);
+    bind(library, "cudnnBackendFinalize", a.finalize, path);
+    bind(library, "cudnnBackendSetAttribute", a.set, path);
+    bind(library, "cudnnBackendGetAttribute", a.get, path);
+    bind(library, "cudnnBackendExecute", a.execute, path);
+    if (dnn::Status s = a.create(&dnn->handle_); s != dnn::kSuccess) {
+      dnn->handle_ = nullptr;
+      fail("cudnnCreate failed: {} in {}: cuDNN needs a CUDA driver and a GPU", status_text(a, s), path);
+    }
+    return dnn;
+  }
+  fail("cannot load cuDNN for convolutions on the GPU; tried:{}\nInstall cuDNN 9 (PyTorch's wheels bring it: "
+       "site-packages/nvidia/cudnn/lib) on the library path, or set COIL_CUDNN to libcudnn's path.",
+       tried);
+}
+
+Cudnn::~Cudnn() {
+  if (cache_) {
+    for (auto& [key, built] : cache_->plans)
+      for (void* plan : built->plans) api_->destroy_descriptor(plan);
+    cache_->plans.clear();
+  }
+  if (handle_) api_->destroy(handle_);
+  close_foreign_library(library_);
+}
+
+std::string Cudnn::version() const {
+  size_t v = api_->version();  // major * 10000 + minor * 100 + patch (cuDNN 9)
+  return fmt::format("{}.{}.{}", v / 10000, v / 100 % 100, v % 100);
+}
+
+namespace {
+
+struct Builder {
+  const Cudnn::Api& a;
+  std::vector<Desc>& owned;
+  const std::string& problem;
+
+  void check(dnn::Status s, const char* what) const {
+    if (s != dnn::kSuccess) fail("{} failed: {} for the {}", what, status_text(a, s), problem);
+  }
+  void* make(int type) {
+    owned.emplace_back(&a, type);
+    return owned.back().get();
+  }
+  void set(void* d, int name, int type, int64_t count, const void* values) {
+    check(a.set(d, name, type, count, values), "cudnnBackendSetAttribute");
+  }
+  void ints(void* d, int name, const std::vector<int64_t>& v) { set(d, name, dnn::kTypeInt64, static_cast<int64_t>(v.size()), v.data()); }
+  void* tensor(int64_t uid, int dtype, const std::vector<int64_t>& dims, const std::vector<int64_t>& strides, uint32_t align) {
+    void* t = make(dnn::kTensorDescriptor);
+    const int64_t alignment = align;
+    set(t, dnn::kTensorDataType, dnn::kTypeDataType, 1, &dtype);
+    ints(t, dnn::kTensorDimensions, dims);
+    ints(t, dnn::kTensorStrides, strides);
+    set(t, dnn::kTensorUniqueId, dnn::kTypeInt64, 1, &uid);
+    set(t, dnn::kTensorByteAlignment, dnn::kTypeInt64, 1, &alignment);
+    check(a.finalize(t), "cudnnBackendFinalize (tensor)");
+    return t;
+  }
+};
+
+// Whether an engine's numerics are PyTorch's for this problem.
+bool numerics_allowed(const std::vector<int>& notes, const ConvProblem& p) {
+  for (int n : notes) {
+    if (n == dnn::kNoteReducedPrecisionReduction || n == dnn::kNoteFft || n == dnn::kNoteNondeterministic) return false;
+    if (p.dtype == DType::f32 && !p.tf32 && (n == dnn::kNoteTensorCore || n == dnn::kNoteDownConvertInputs)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+const Cudnn::Plans& Cudnn::plans(const ConvProblem& p) const {
+  const std::string key = str(p);
+  std::lock_guard<std::mutex> lock(cache_->mutex);
+  if (auto it = cache_->plans.find(key); it != cache_->plans.end()) return *it->second;
+  auto built = std::make_unique<Plans>();
+  Builder b{*api_, built->owned, key};
+  const int dtype = data_type(p.dtype);
+  void* x = b.tensor(1, dtype, p.x_dims, p.x_strides, p.align_x);
+  void* w = b.tensor(2, dtype, p.w_dims, p.w_strides, p.align_w);
+  void* y = b.tensor(3, dtype, p.y_dims, p.y_strides, p.align_y);
+  void* conv = b.make(dnn::kConvolutionDescriptor);
+  const int64_t spatial = static_cast<int64_t>(p.stride.size());
+  const int compute = dnn::kDataFloat, mode = dnn::kCrossCorrelation;
+  b.set(conv, dnn::kConvolutionSpatialDims, dnn::kTypeInt64, 1, &spatial);
+  b.set(conv, dnn::kConvolutionComputeType, dnn::kTypeDataType, 1, &compute);
+  b.set(conv, dnn::kConvolutionMode, dnn::kTypeConvolutionMode, 1, &mode);
+  b.ints(conv, dnn::kConvolutionDilations, p.dilation);
+  b.ints(conv, dnn::kConvolutionFilterStrides, p.stride);
+  b.ints(conv, dnn::kConvolutionPrePaddings, p.pre_padding);
+  b.ints(conv, dnn::kConvolutionPostPaddings, p.post_padding);
+  b.check(api_->finalize(conv), "cudnnBackendFinalize (convolution)");
+  void* op = b.make(dnn::kConvolutionForwardDescriptor);
+  const float alpha = 1, beta = 0;
+  b.set(op, dnn::kConvolutionForwardX, dnn::kTypeBackendDescriptor, 1, &x);
+  b.set(op, dnn::kConvolutionForwardW, dnn::kTypeBackendDescriptor, 1, &w);
+  b.set(op, dnn::kConvolutionForwardY, dnn::kTypeBackendDescriptor, 1, &y);
+  b.set(op, dnn::kConvolutionForwardDescriptor_, dnn::kTypeBackendDescriptor, 1, &conv);
+  b.set(op, dnn::kConvolutionForwardAlpha, dnn::kTypeFloat, 1, &alpha);
+  b.set(op, dnn::kConvolutionForwardBeta, dnn::kTypeFloat, 1, &beta);
+  // A problem cuDNN rejects (a layout or padding no engine takes) has no plans.
+  if (api_->finalize(op) != dnn::kSuccess) return *cache_->plans.emplace(key, std::move(built)).first->second;
+  void* graph = b.make(dnn::kOperationGraphDescriptor);
+  b.set(graph, dnn::kOperationGraphOps, dnn::kTypeBackendDescriptor, 1, &op);
+  b.set(graph, dnn::kOperationGraphHandle, dnn::kTypeHandle, 1, &handle_);
+  if (api_->finalize(graph) != dnn::kSuccess) return *cache_->plans.emplace(key, std::move(built)).first->second;
+  void* heuristic = b.make(dnn::kEngineHeuristicDescriptor);
+  const int heuristic_mode = dnn::kHeuristicModeA;
+  b.set(heuristic, dnn::kHeuristicOperationGraph, dnn::kTypeBackendDescriptor, 1, &graph);
+  b.set(heuristic, dnn::kHeuristicMode, dnn::kTypeHeuristicMode, 1, &heuristic_mode);
+  b.check(api_->finalize(heuristic), "cudnnBackendFinalize (engine heuristic)");
+  int64_t offered = 0;
+  b.check(api_->get(heuristic, dnn::kHeuristicResults, dnn::kTypeBackendDescriptor, 0, &offered, nullptr),
+          "cudnnBackendGetAttribute (heuristic results)");
+  std::vector<void*> configs;
+  for (int64_t i = 0; i < offered; ++i) configs.push_back(b.make(dnn::kEngineConfigDescriptor));
+  int64_t got = 0;
+  if (offered > 0)
+    b.check(api_->get(heuristic, dnn::kHeuristicResults, dnn::kTypeBackendDescriptor, offered, &got, configs.data()),
+            "cudnnBackendGetAttribute (heuristic results)");
+  for (int64_t i = 0; i < got && built->plans.size() < kMaxEngines; ++i) {
+    void* engine = b.make(dnn::kEngineDescriptor);
+    int64_t count = 0;
+    if (api_->get(configs[static_cast<size_t>(i)], dnn::kEngineConfigEngine, dnn::kTypeBackendDescriptor, 1, &count, &engine) !=
+        dnn::kSuccess)
+      continue;
+    std::vector<int> notes(16);
+    if (api_->get(engine, dnn::kEngineNumericalNote, dnn::kTypeNumericalNote, static_cast<int64_t>(notes.size()), &count,
+                  notes.data()) != dnn::kSuccess)
+      continue;
+    notes.resize(static_cast<size_t>(std::clamp<int64_t>(count, 0, 16)));
+    if (!numerics_allowed(notes, p)) continue;
+    void* plan = nullptr;
+    b.check(api_->create_descriptor(dnn::kExecutionPlanDescriptor, &plan), "cudnnBackendCreateDescriptor (plan)");
+    void* config = configs[static_cast<size_t>(i)];
+    int64_t workspace = 0;
+    bool ok = api_->set(plan, dnn::kExecutionPlanHandle, dnn::kTypeHandle, 1, &handle_) == dnn::kSuccess &&
+              api_->set(plan, dnn::kExecutionPlanEngineConfig, dnn::kTypeBackendDescriptor, 1, &config) == dnn::kSuccess &&
+              api_->finalize(plan) == dnn::kSuccess &&
+              api_->get(plan, dnn::kExecutionPlanWorkspaceSize, dnn::kTypeInt64, 1, &count, &workspace) == dnn::kSuccess;
+    if (!ok) {  // an engine the heuristic offers may still not build for this problem
+      api_->destroy_descriptor(plan);
+      continue;
+    }
+    built->plans.push_back(plan);
+    built->workspace.push_back(static_cast<size_t>(std::max<int64_t>(workspace, 0)));
+  }
+  return *cache_->plans.emplace(key, std::move(built)).first->second;
+}
+
+size_t Cudnn::engines(const ConvProblem& p) const { return plans(p).plans.size(); }
+
+size_t Cudnn::workspace_bytes(const ConvProblem& p, size_t engine) const {
+  const Plans& built = plans(p);
+  COIL_CHECK(engine < built.plans.size()) << "cuDNN plan " << engine << " of " << built.plans.size();
+  return built.workspace[engine];
+}
+
+void Cudnn::convolution(const ConvProblem& p, size_t engine, const void* x, const void* w, void* y, void* workspace,
+                        void* stream) const {
+  const Plans& built = plans(p);
+  if (engine >= built.plans.size())
+    fail("cuDNN offers {} plans for the {}; plan {} was asked for", built.plans.size(), str(p), engine);
+  const std::string problem = str(p);
+  std::vector<Desc> owned;
+  Builder b{*api_, owned, problem};
+  void* pack = b.make(dnn::kVariantPackDescriptor);
+  const int64_t uids[3] = {1, 2, 3};
+  void* pointers[3] = {const_cast<void*>(x), const_cast<void*>(w), y};
+  b.set(pack, dnn::kVariantPackUniqueIds, dnn::kTypeInt64, 3, uids);
+  b.set(pack, dnn::kVariantPackDataPointers, dnn::kTypeVoidPtr, 3, pointers);
+  b.set(pack, dnn::kVariantPackWorkspace, dnn::kTypeVoidPtr, 1, &workspace);
+  b.check(api_->finalize(pack), "cudnnBackendFinalize (variant pack)");
+  std::lock_guard<std::mutex> lock(cache_->mutex);  // the handle's stream, then the launch
+  b.check(api_->set_stream(handle_, stream), "cudnnSetStream");
+  b.check(api_->execute(handle_, built.plans[engine], pack), "cudnnBackendExecute");
+}
+
+}  // namespace coil::cuda

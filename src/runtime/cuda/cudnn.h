@@ -1,0 +1,72 @@
+// Convolutions on the GPU through cuDNN's backend (graph) API, loaded with dlopen like the driver
+// and cuBLASLt so that one coil build runs with or without it (constants from cudnn_api.h).
+// A ConvProblem states one forward convolution with its tensors' dims and element strides
+// (NCHW, channels-last or any other strides cuDNN's engines take); `engines` builds the
+// execution plans cuDNN's heuristic offers for it (mode A, its order), leaving out those whose
+// numerics PyTorch's would not allow (TF32 for f32 unless allowed, reduced-precision
+// accumulation, FFT, nondeterminism), once per problem; `convolution` runs one of them. The
+// tuner (driver/autotune_conv.h) times the plans and the GPU plan runs the winner.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "coil/dtype.h"
+
+namespace coil::cuda {
+
+// y = conv(x, w): x [N, C, spatial...], w [K, C / groups, spatial...], y [N, K, spatial...]
+// (groups follow from x's C over w's), with 2 or 3 spatial dims (a 1-D convolution is given a
+// unit dim), and per spatial dim its stride, padding before and after, and dilation.
+struct ConvProblem {
+  DType dtype = DType::f32;  // of x, w and y: f32, f16 or bf16 (accumulated in f32)
+  bool tf32 = false;         // f32 may use TF32 tensor cores (PyTorch's cudnn.allow_tf32)
+  std::vector<int64_t> x_dims, x_strides, w_dims, w_strides, y_dims, y_strides;
+  std::vector<int64_t> stride, pre_padding, post_padding, dilation;
+  uint32_t align_x = 16, align_w = 16, align_y = 16;  // byte alignment of the pointers (at most 16)
+};
+std::string str(const ConvProblem& p);  // one line, for messages, logs and cache keys
+
+class Cudnn {
+ public:
+  // The plans offered at most: the heuristic's first few hold the fast ones.
+  static constexpr size_t kMaxEngines = 8;
+
+  // $COIL_CUDNN when set (and then nothing else), else the first that loads of libcudnn.so.9
+  // and libcudnn.so (inside a process that imported torch, its copy is already loaded); then
+  // creates a handle on the current CUDA context. Throws coil::Error saying what was tried.
+  static std::shared_ptr<const Cudnn> load();
+  ~Cudnn();
+  Cudnn(const Cudnn&) = delete;
+  Cudnn& operator=(const Cudnn&) = delete;
+
+  const std::string& path() const { return path_; }
+  std::string version() const;  // "9.10.2", from cudnnGetVersion
+
+  // How many execution plans cuDNN offers for `p` (0: it cannot run it). Builds them the first
+  // time (milliseconds); thread-safe.
+  size_t engines(const ConvProblem& p) const;
+  // Device memory plan `engine` of `p` needs as workspace.
+  size_t workspace_bytes(const ConvProblem& p, size_t engine) const;
+  // y = conv(x, w) with plan `engine` on `stream` (a CUstream; nullptr: the default stream),
+  // asynchronously. Throws coil::Error naming the call and the problem when cuDNN fails.
+  void convolution(const ConvProblem& p, size_t engine, const void* x, const void* w, void* y, void* workspace,
+                   void* stream) const;
+
+  struct Api;  // the entry points (cudnn.cc)
+
+ private:
+  struct Plans;
+  struct Cache;
+  Cudnn() = default;
+  const Plans& plans(const ConvProblem& p) const;
+  void* library_ = nullptr;
+  void* handle_ = nullptr;  // cudnnHandle_t
+  std::string path_;
+  std::unique_ptr<Api> api_;
+  std::unique_ptr<Cache> cache_;
+};
+
+}  // namespace coil::cuda

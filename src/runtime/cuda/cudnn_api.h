@@ -1,0 +1,49 @@
+// The part of cuDNN's backend (graph) API that coil calls, written out from cuDNN 9's
+// cudnn_graph.h so that no cuDNN or CUDA header is needed to build coil (the library itself is
+// loaded with dlopen, see cudnn.h). Handles and descriptors are opaque pointers and the C enums
+// are ints, as in the C ABI. tests/unit/cudnn_test.cc checks every value here against the real
+// header when it is on the include path.
+#pragma once
+#include <cstdint>
+
+namespace coil::cuda::dnn {
+
+using Status = int;  // cudnnStatus_t
+inline constexpr Status kSuccess = 0;
+
+// cudnnBackendDescriptorType_t
+inline constexpr int kConvolutionDescriptor = 1, kEngineDescriptor = 2, kEngineConfigDescriptor = 3,
+                     kEngineHeuristicDescriptor = 4, kExecutionPlanDescriptor = 5, kConvolutionForwardDescriptor = 10,
+                     kOperationGraphDescriptor = 15, kVariantPackDescriptor = 16, kTensorDescriptor = 17;
+
+// cudnnBackendAttributeType_t
+inline constexpr int kTypeHandle = 0, kTypeDataType = 1, kTypeBoolean = 2, kTypeInt64 = 3, kTypeFloat = 4,
+                     kTypeVoidPtr = 6, kTypeConvolutionMode = 7, kTypeHeuristicMode = 8, kTypeNumericalNote = 11,
+                     kTypeBackendDescriptor = 15;
+
+// cudnnBackendAttributeName_t
+inline constexpr int kConvolutionComputeType = 100, kConvolutionMode = 101, kConvolutionDilations = 102,
+                     kConvolutionFilterStrides = 103, kConvolutionPostPaddings = 104, kConvolutionPrePaddings = 105,
+                     kConvolutionSpatialDims = 106;
+inline constexpr int kHeuristicMode = 200, kHeuristicOperationGraph = 201, kHeuristicResults = 202;
+inline constexpr int kEngineConfigEngine = 300;
+inline constexpr int kExecutionPlanHandle = 400, kExecutionPlanEngineConfig = 401, kExecutionPlanWorkspaceSize = 402;
+inline constexpr int kConvolutionForwardAlpha = 700, kConvolutionForwardBeta = 701, kConvolutionForwardDescriptor_ = 702,
+                     kConvolutionForwardW = 703, kConvolutionForwardX = 704, kConvolutionForwardY = 705;
+inline constexpr int kOperationGraphHandle = 800, kOperationGraphOps = 801;
+inline constexpr int kTensorByteAlignment = 900, kTensorDataType = 901, kTensorDimensions = 902, kTensorStrides = 903,
+                     kTensorUniqueId = 906;
+inline constexpr int kVariantPackUniqueIds = 1000, kVariantPackDataPointers = 1001, kVariantPackWorkspace = 1003;
+inline constexpr int kEngineNumericalNote = 1303;
+
+// cudnnDataType_t
+inline constexpr int kDataFloat = 0, kDataDouble = 1, kDataHalf = 2, kDataBfloat16 = 9;
+// cudnnConvolutionMode_t
+inline constexpr int kCrossCorrelation = 1;
+// cudnnBackendHeurMode_t
+inline constexpr int kHeuristicModeA = 3;
+// cudnnBackendNumericalNote_t
+inline constexpr int kNoteTensorCore = 0, kNoteDownConvertInputs = 1, kNoteReducedPrecisionReduction = 2, kNoteFft = 3,
+                     kNoteNondeterministic = 4;
+
+}  // namespace coil::cuda::dnn

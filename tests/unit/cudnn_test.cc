@@ -1,0 +1,161 @@
+// cuDNN's binding: the values written out in cudnn_api.h against the real header, loading (what
+// is tried, and why it fails without a GPU), and a convolution as cuDNN's problem (1-D given a
+// unit dim, the padding after the input that gives PyTorch's output size, channels-last
+// strides, the bias left to a kernel). Running convolutions is tested on the GPU machine
+// (tests/python/test_convolution.py, the CudaGpu tests).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "coil/coil.h"
+#include "driver/compile.h"
+#include "runtime/cuda/cudnn.h"
+#include "runtime/cuda/cudnn_api.h"
+#include "runtime/cuda/gpu_plan.h"
+#include "test_util.h"
+
+#if __has_include(<cudnn_graph.h>)
+#include <cudnn_graph.h>
+#define COIL_HAVE_CUDNN_HEADER 1
+#endif
+
+namespace coil::cuda {
+namespace {
+
+using coil::testing::message_of;
+
+TEST(CudnnAbi, WrittenOutValuesMatchTheHeader) {
+#ifdef COIL_HAVE_CUDNN_HEADER
+  static_assert(dnn::kSuccess == CUDNN_STATUS_SUCCESS);
+  static_assert(dnn::kConvolutionDescriptor == CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR &&
+                dnn::kEngineDescriptor == CUDNN_BACKEND_ENGINE_DESCRIPTOR &&
+                dnn::kEngineConfigDescriptor == CUDNN_BACKEND_ENGINECFG_DESCRIPTOR &&
+                dnn::kEngineHeuristicDescriptor == CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR &&
+                dnn::kExecutionPlanDescriptor == CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR &&
+                dnn::kConvolutionForwardDescriptor == CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR &&
+                dnn::kOperationGraphDescriptor == CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR &&
+                dnn::kVariantPackDescriptor == CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR &&
+                dnn::kTensorDescriptor == CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  static_assert(dnn::kTypeHandle == CUDNN_TYPE_HANDLE && dnn::kTypeDataType == CUDNN_TYPE_DATA_TYPE &&
+                dnn::kTypeBoolean == CUDNN_TYPE_BOOLEAN && dnn::kTypeInt64 == CUDNN_TYPE_INT64 &&
+                dnn::kTypeFloat == CUDNN_TYPE_FLOAT && dnn::kTypeVoidPtr == CUDNN_TYPE_VOID_PTR &&
+                dnn::kTypeConvolutionMode == CUDNN_TYPE_CONVOLUTION_MODE && dnn::kTypeHeuristicMode == CUDNN_TYPE_HEUR_MODE &&
+                dnn::kTypeNumericalNote == CUDNN_TYPE_NUMERICAL_NOTE &&
+                dnn::kTypeBackendDescriptor == CUDNN_TYPE_BACKEND_DESCRIPTOR);
+  static_assert(dnn::kConvolutionComputeType == CUDNN_ATTR_CONVOLUTION_COMP_TYPE &&
+                dnn::kConvolutionMode == CUDNN_ATTR_CONVOLUTION_CONV_MODE &&
+                dnn::kConvolutionDilations == CUDNN_ATTR_CONVOLUTION_DILATIONS &&
+                dnn::kConvolutionFilterStrides == CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES &&
+                dnn::kConvolutionPostPaddings == CUDNN_ATTR_CONVOLUTION_POST_PADDINGS &&
+                dnn::kConvolutionPrePaddings == CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS &&
+                dnn::kConvolutionSpatialDims == CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS);
+  static_assert(dnn::kHeuristicMode == CUDNN_ATTR_ENGINEHEUR_MODE &&
+                dnn::kHeuristicOperationGraph == CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH &&
+                dnn::kHeuristicResults == CUDNN_ATTR_ENGINEHEUR_RESULTS &&
+                dnn::kEngineConfigEngine == CUDNN_ATTR_ENGINECFG_ENGINE &&
+                dnn::kExecutionPlanHandle == CUDNN_ATTR_EXECUTION_PLAN_HANDLE &&
+                dnn::kExecutionPlanEngineConfig == CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG &&
+                dnn::kExecutionPlanWorkspaceSize == CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE);
+  static_assert(dnn::kConvolutionForwardAlpha == CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA &&
+                dnn::kConvolutionForwardBeta == CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA &&
+                dnn::kConvolutionForwardDescriptor_ == CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC &&
+                dnn::kConvolutionForwardW == CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W &&
+                dnn::kConvolutionForwardX == CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X &&
+                dnn::kConvolutionForwardY == CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y);
+  static_assert(dnn::kOperationGraphHandle == CUDNN_ATTR_OPERATIONGRAPH_HANDLE &&
+                dnn::kOperationGraphOps == CUDNN_ATTR_OPERATIONGRAPH_OPS);
+  static_assert(dnn::kTensorByteAlignment == CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT &&
+                dnn::kTensorDataType == CUDNN_ATTR_TENSOR_DATA_TYPE && dnn::kTensorDimensions == CUDNN_ATTR_TENSOR_DIMENSIONS &&
+                dnn::kTensorStrides == CUDNN_ATTR_TENSOR_STRIDES && dnn::kTensorUniqueId == CUDNN_ATTR_TENSOR_UNIQUE_ID);
+  static_assert(dnn::kVariantPackUniqueIds == CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS &&
+                dnn::kVariantPackDataPointers == CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS &&
+                dnn::kVariantPackWorkspace == CUDNN_ATTR_VARIANT_PACK_WORKSPACE &&
+                dnn::kEngineNumericalNote == CUDNN_ATTR_ENGINE_NUMERICAL_NOTE);
+  static_assert(dnn::kDataFloat == CUDNN_DATA_FLOAT && dnn::kDataDouble == CUDNN_DATA_DOUBLE &&
+                dnn::kDataHalf == CUDNN_DATA_HALF && dnn::kDataBfloat16 == CUDNN_DATA_BFLOAT16);
+  static_assert(dnn::kCrossCorrelation == CUDNN_CROSS_CORRELATION && dnn::kHeuristicModeA == CUDNN_HEUR_MODE_A);
+  static_assert(dnn::kNoteTensorCore == CUDNN_NUMERICAL_NOTE_TENSOR_CORE &&
+                dnn::kNoteDownConvertInputs == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS &&
+                dnn::kNoteReducedPrecisionReduction == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION &&
+                dnn::kNoteFft == CUDNN_NUMERICAL_NOTE_FFT && dnn::kNoteNondeterministic == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC);
+  static_assert(sizeof(cudnnStatus_t) == sizeof(dnn::Status) && sizeof(cudnnBackendDescriptor_t) == sizeof(void*));
+#else
+  GTEST_SKIP() << "cudnn_graph.h is not on the include path; the values in cudnn_api.h go unchecked here";
+#endif
+}
+
+TEST(CudnnLoad, AMissingOverrideIsNamed) {
+  ::setenv("COIL_CUDNN", "/nonexistent/libcudnn.so.9", 1);
+  std::string message = message_of([] { Cudnn::load(); });
+  ::unsetenv("COIL_CUDNN");
+  EXPECT_NE(message.find("cannot load cuDNN"), std::string::npos) << message;
+  EXPECT_NE(message.find("/nonexistent/libcudnn.so.9: "), std::string::npos) << message;
+  EXPECT_NE(message.find("COIL_CUDNN"), std::string::npos) << message;
+}
+
+// Without a GPU the library either is not found (the message lists what was tried) or loads and
+// cudnnCreate fails; with one it loads.
+TEST(CudnnLoad, LoadsOrSaysWhy) {
+  std::string message = message_of([] { Cudnn::load(); });
+  if (message.empty()) return;
+  EXPECT_TRUE(message.find("cannot load cuDNN") != std::string::npos || message.rfind("cudnnCreate failed: ", 0) == 0)
+      << message;
+}
+
+Graph parse(const std::string& body) { return parse_graph("graph t {\n" + body + "}\n"); }
+
+const loop::ExternCall& only_convolution(const Generated& gen) {
+  for (const auto& k : gen.lowered.program.kernels)
+    if (const auto* call = std::get_if<loop::ExternCall>(&k); call && call->kind == loop::ExternKind::convolution) return *call;
+  throw std::runtime_error("no convolution call");
+}
+
+// A library that takes every convolution: what the CUDA target generates once cuDNN offers plans.
+Generated generate_with_library(const Graph& g) {
+  Target target;
+  target.cuda = true;
+  target.device = preset_device("sm_90a");
+  target.library_convolution = [](const loop::ExternCall&, const loop::Program&) { return true; };
+  return generate(g, target);
+}
+
+TEST(CudnnProblem, OneDimensionGetsAUnitDimAndPaddingGivesPyTorchsSize) {
+  // L = 10, k = 3, stride 3, dilation 2, padding 1: (10 + 2 - 5) // 3 + 1 = 3 outputs; cuDNN's
+  // formula needs padding after of (3 - 1) * 3 + 5 - 10 - 1 = 0.
+  Generated gen = generate_with_library(parse(
+      "  %x = input() : bf16[2, 4, 10]\n  %w = input() : bf16[6, 2, 3]\n"
+      "  %y = convolution(%x, %w, none, [3], [1], [2], false, [0], 2)\n  return %y\n"));
+  ConvProblem p = conv_problem(only_convolution(gen), gen.lowered.program, {}, false);
+  EXPECT_EQ(p.dtype, DType::bf16);
+  EXPECT_EQ(p.x_dims, (std::vector<int64_t>{2, 4, 1, 10}));
+  EXPECT_EQ(p.w_dims, (std::vector<int64_t>{6, 2, 1, 3}));
+  EXPECT_EQ(p.y_dims, (std::vector<int64_t>{2, 6, 1, 3}));
+  EXPECT_EQ(p.x_strides, (std::vector<int64_t>{40, 10, 10, 1}));
+  EXPECT_EQ(p.stride, (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(p.dilation, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(p.pre_padding, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(p.post_padding, (std::vector<int64_t>{0, 0}));
+}
+
+TEST(CudnnProblem, ChannelsLastInputAndTheBiasInAKernelAfter) {
+  // A channels-last input keeps its strides; the bias moves into a kernel reading the call's
+  // contiguous result; trailing input PyTorch drops (7 with k 2, stride 3: 2 outputs, from positions 0 and 3) gives a
+  // negative padding after (the two input positions no window reaches).
+  Generated gen = generate_with_library(parse(
+      "  %t = input() : f16[2, 7, 7, 3]\n  %x = permute(%t, [0, 3, 1, 2])\n  %w = input() : f16[5, 3, 2, 2]\n"
+      "  %b = input() : f16[5]\n  %y = convolution(%x, %w, %b, [3, 3], [0, 0], [1, 1], false, [0, 0], 1)\n  return %y\n"));
+  const loop::ExternCall& call = only_convolution(gen);
+  EXPECT_EQ(call.inputs.size(), 2u) << "the bias stays with the call";
+  ConvProblem p = conv_problem(call, gen.lowered.program, {}, false);
+  EXPECT_EQ(p.x_strides, (std::vector<int64_t>{147, 1, 21, 3}));
+  EXPECT_EQ(p.y_dims, (std::vector<int64_t>{2, 5, 2, 2}));
+  EXPECT_EQ(p.y_strides, (std::vector<int64_t>{20, 4, 2, 1}));
+  EXPECT_EQ(p.post_padding, (std::vector<int64_t>{-2, -2}));
+  int bias_kernels = 0;
+  for (const auto& k : gen.lowered.program.kernels)
+    if (const auto* lk = std::get_if<loop::LoopKernel>(&k)) bias_kernels += lk->name.ends_with("_out");
+  EXPECT_EQ(bias_kernels, 1) << loop::to_string(gen.lowered.program);
+}
+
+}  // namespace
+}  // namespace coil::cuda
