@@ -25,6 +25,9 @@ struct CompileOptions {
   // CPU: convolutions as im2col + GEMM (tests; false: oneDNN's, or a direct loop kernel for
   // dtypes oneDNN lacks). CUDA: always.
   bool conv_as_gemm = false;
+  // CPU: convolution chains in channels-last layouts (schedule/channels_last.h; tests). CUDA:
+  // always, where cuDNN runs the convolutions.
+  bool channels_last = false;
   // CUDA: measure the candidate configurations of kernels with enough work on the device when
   // first compiled (the winner is cached on disk by kernel and device).
   bool autotune = true;

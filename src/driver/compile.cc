@@ -13,6 +13,7 @@
 #include "graph_passes/decompose.h"
 #include "loop/kernel.h"
 #include "lower/lower.h"
+#include "schedule/channels_last.h"
 #include "schedule/conv_to_gemm.h"
 #include "schedule/dead_stores.h"
 #include "schedule/extern_copies.h"
@@ -169,6 +170,10 @@ Generated generate(const Graph& graph, const Target& target) {
       return c.kind == loop::ExternKind::convolution ? !library_convolution(c, p) : !cublas_takes(c, p);
     });
   }
+  if (target.cuda && target.library_convolution && !target.externs_as_loops)
+    out.lowered.program = schedule::convolutions_channels_last(out.lowered.program, library_convolution);
+  else if (!target.cuda && target.channels_last)
+    out.lowered.program = schedule::convolutions_channels_last(out.lowered.program, cpu_library_takes);
   if (!target.kernel_prefix.empty())
     for (auto& k : out.lowered.program.kernels) std::visit([&](auto& x) { x.name = target.kernel_prefix + x.name; }, k);
   dump("loop", loop::to_string(out.lowered.program));
@@ -177,7 +182,7 @@ Generated generate(const Graph& graph, const Target& target) {
   if (target.cuda) out.lowered.program = schedule::fuse_gemm_epilogues(out.lowered.program);
   out.lowered.program = schedule::fuse_siblings(schedule::drop_dead_stores(schedule::fuse_epilogues(schedule::inline_pointwise(out.lowered.program))));
   out.lowered.program = schedule::simplify_indices(out.lowered.program);
-  if (target.cuda) out.lowered.program = schedule::pad_gemm_outputs(schedule::attention_writes_copies(out.lowered.program));
+  if (target.cuda) out.lowered.program = schedule::pad_gemm_outputs(schedule::externs_write_copies(out.lowered.program));
   dump("fusion", loop::to_string(out.lowered.program));
   out.stats.frontend_ms = ms_since(t0);
 
@@ -219,6 +224,7 @@ Executable compile_cpu(const Graph& graph, const CompileOptions& options) {
   Target target;
   target.externs_as_loops = options.externs_as_loops;
   target.conv_as_gemm = options.conv_as_gemm;
+  target.channels_last = options.channels_last;
   Generated gen = generate(graph, target);
   Executable exe;
   exe.stats = gen.stats;

@@ -29,6 +29,8 @@ struct Target {
   bool externs_as_loops = false;
   // Convolutions as im2col + GEMM (schedule/conv_to_gemm.h). The CUDA target always does it.
   bool conv_as_gemm = false;
+  // Convolution chains in channels-last layouts (CPU; the CUDA target with library convolutions always).
+  bool channels_last = false;
   // CUDA: whether a convolution stays a library call (cuDNN offers plans for it; compile_cuda
   // asks it) instead of im2col + GEMM or a loop kernel. Empty: none does.
   std::function<bool(const loop::ExternCall&, const loop::Program&)> library_convolution;

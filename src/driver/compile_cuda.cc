@@ -27,8 +27,8 @@ namespace coil {
 namespace {
 
 // Whether cuDNN offers a plan for convolution `call` (forward, f32/f16/bf16, static non-empty
-// sizes), as the GPU plan will run it: without its bias (split off into a kernel writing the
-// output), so into a contiguous temporary when it has one.
+// sizes, packed NCHW or channels-last operands), as the GPU plan will run it: without its bias
+// (split off into a kernel writing the output), so into a contiguous temporary when it has one.
 bool cudnn_takes(const loop::ExternCall& call, const loop::Program& program, const cuda::Cudnn& cudnn, bool tf32) {
   const loop::ConvParams c = loop::conv_params(call.params);
   const DType t = program.buffers[static_cast<size_t>(call.output)].dtype;
@@ -44,6 +44,17 @@ bool cudnn_takes(const loop::ExternCall& call, const loop::Program& program, con
   for (const SymShape* sizes : {&call.inputs[0].sizes, &call.inputs[1].sizes, &out.sizes})
     for (const SymInt& d : *sizes)
       if (!d.constant() || *d.constant() <= 0) return false;
+  // Packed NCHW or channels-last operands only (cuda::packed_conv_strides).
+  const loop::View y = plain.output_view ? *plain.output_view : loop::View{call.output, out.sizes, out.strides, out.offset};
+  for (const loop::View* v : {&std::as_const(plain.inputs[0]), &std::as_const(plain.inputs[1]), &y}) {
+    std::vector<int64_t> dims, strides;
+    for (const SymInt& d : v->sizes) dims.push_back(*d.constant());
+    for (const SymInt& s : v->strides) {
+      if (!s.constant()) return false;
+      strides.push_back(*s.constant());
+    }
+    if (!cuda::packed_conv_strides(dims, strides)) return false;
+  }
   return cudnn.engines(static_conv_problem(plain, program, tf32)) > 0;
 }
 

@@ -102,14 +102,17 @@ std::optional<loop::View> destination_view(const loop::LoopKernel& copy, int sou
 
 }  // namespace
 
-loop::Program attention_writes_copies(const loop::Program& program) {
+loop::Program externs_write_copies(const loop::Program& program) {
   loop::Program p = program;
   for (size_t i = 0; i < p.kernels.size(); ++i) {
     auto* call = std::get_if<loop::ExternCall>(&p.kernels[i]);
-    if (!call || call->kind != loop::ExternKind::attention || call->output_view) continue;
+    if (!call || call->output_view) continue;
+    const bool attention = call->kind == loop::ExternKind::attention;
+    if (!attention && call->kind != loop::ExternKind::convolution) continue;
     const int result = call->output;
     const loop::Buffer& t = p.buffers[static_cast<size_t>(result)];
-    if (t.role != loop::Buffer::Role::temporary || t.offset != SymInt(0) || t.strides != contiguous_strides(t.sizes)) continue;
+    if (t.role != loop::Buffer::Role::temporary || t.offset != SymInt(0)) continue;
+    if (attention && t.strides != contiguous_strides(t.sizes)) continue;
     // Its one reader, after it; the copy's destination written by nothing else and read by
     // nothing before the copy.
     std::vector<size_t> readers;
@@ -120,6 +123,9 @@ loop::Program attention_writes_copies(const loop::Program& program) {
     if (!copy) continue;
     auto view = destination_view(*copy, result, t.sizes, t.strides);
     if (!view || p.buffers[static_cast<size_t>(view->buffer)].dtype != t.dtype) continue;
+    // A convolution keeps the layout its library plan was chosen for: only a copy into the
+    // same strides goes.
+    if (!attention && (view->strides != t.strides || view->offset != SymInt(0))) continue;
     bool alone = true;
     for (size_t j = 0; j < p.kernels.size() && alone; ++j) {
       if (j == readers[0]) continue;

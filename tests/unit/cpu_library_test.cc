@@ -13,6 +13,7 @@
 #include "coil/coil.h"
 #include "driver/compile.h"
 #include "runtime/cpu_convert.h"
+#include "schedule/channels_last.h"
 #include "support/half.h"
 #include "test_util.h"
 
@@ -128,6 +129,53 @@ TEST(CpuLibraries, ConvolutionsAndProductsMatchTheReference) {
       ASSERT_EQ(got.size(), want.size());
       for (size_t i = 0; i < got.size(); ++i) testing::expect_close(got[i], want[i], "output " + std::to_string(i));
     }
+}
+
+// Convolution chains in channels-last layouts (schedule/channels_last.h), on the CPU where oneDNN
+// takes any strides, against the reference: a ResNet-style block (bias, per-channel scale and
+// shift, relu, residual add, a mean over the image), depthwise then pointwise in bf16, a 3-d
+// chain, and a ConvNeXt-style block whose channels-last view goes through a layer norm and a
+// linear layer and back.
+TEST(ChannelsLast, ConvolutionChainsMatchTheReference) {
+  const char* bodies[] = {
+      "  %x = input() : f32[2, 3, 9, 8]\n  %w = input() : f32[4, 3, 3, 3]\n  %b = input() : f32[4]\n"
+      "  %c = convolution(%x, %w, %b, [1, 1], [1, 1], [1, 1], false, [0, 0], 1)\n  %s = input() : f32[4, 1, 1]\n"
+      "  %m = mul.Tensor(%c, %s)\n  %r = relu(%m)\n  %v = input() : f32[4, 4, 3, 3]\n"
+      "  %d = convolution(%r, %v, none, [1, 1], [1, 1], [1, 1], false, [0, 0], 1)\n  %a = add.Tensor(%d, %r)\n"
+      "  %o = relu(%a)\n  %p = sum.dim_IntList(%o, [2, 3])\n  return %o, %p\n",
+      "  %x = input() : bf16[2, 6, 7, 5]\n  %w = input() : bf16[6, 1, 3, 3]\n"
+      "  %c = convolution(%x, %w, none, [2, 2], [1, 1], [1, 1], false, [0, 0], 6)\n  %h = relu(%c)\n"
+      "  %v = input() : bf16[8, 6, 1, 1]\n  %e = input() : bf16[8]\n"
+      "  %d = convolution(%h, %v, %e, [1, 1], [0, 0], [1, 1], false, [0, 0], 1)\n  return %d\n",
+      "  %x = input() : f32[1, 2, 4, 5, 3]\n  %w = input() : f32[3, 2, 2, 2, 2]\n"
+      "  %c = convolution(%x, %w, none, [1, 1, 1], [1, 0, 1], [1, 1, 1], false, [0, 0, 0], 1)\n  %r = relu(%c)\n"
+      "  %v = input() : f32[3, 3, 1, 2, 1]\n  %d = convolution(%r, %v, none, [1, 1, 1], [0, 0, 0], [1, 1, 1], false, [0, 0, 0], 1)\n"
+      "  return %d\n",
+      "  %x = input() : f32[2, 8, 5, 6]\n  %w = input() : f32[8, 1, 3, 3]\n  %b = input() : f32[8]\n"
+      "  %c = convolution(%x, %w, %b, [1, 1], [1, 1], [1, 1], false, [0, 0], 8)\n  %t = permute(%c, [0, 2, 3, 1])\n"
+      "  %g = input() : f32[8]\n  %n, %mean, %rstd = native_layer_norm(%t, [8], %g, none, 1e-06)\n"
+      "  %f = view(%n, [60, 8])\n  %l = input() : f32[8, 8]\n  %lb = input() : f32[8]\n  %y = addmm(%lb, %f, %l)\n"
+      "  %u = view(%y, [2, 5, 6, 8])\n  %q = permute(%u, [0, 3, 1, 2])\n  %a = add.Tensor(%x, %q)\n"
+      "  %v = input() : f32[8, 1, 3, 3]\n  %d = convolution(%a, %v, none, [1, 1], [1, 1], [1, 1], false, [0, 0], 8)\n"
+      "  return %d\n",
+  };
+  uint64_t seed = 100;
+  for (const char* body : bodies) {
+    SCOPED_TRACE(body);
+    Graph g = parse_graph(std::string("graph t {\n") + body + "}\n");
+    Generated gen = generate(g, {.channels_last = true});
+    int nhwc = 0;
+    for (const auto& b : gen.lowered.program.buffers)
+      nhwc += b.role == loop::Buffer::Role::temporary && b.sizes.size() >= 4 && b.strides == schedule::channels_last_strides(b.sizes) &&
+              b.strides != contiguous_strides(b.sizes);
+    EXPECT_GE(nhwc, 2) << loop::to_string(gen.lowered.program);
+    Executable exe = compile(g, {.cache_dir = temp_cache(), .channels_last = true});
+    TensorMap inputs = random_inputs(g, seed++);
+    auto got = exe.run(inputs, {});
+    auto want = evaluate_reference(g, inputs);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) testing::expect_close(got[i], want[i], "output " + std::to_string(i));
+  }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "runtime/cuda/cudnn.h"
 #include "runtime/cuda/cudnn_api.h"
 #include "runtime/cuda/gpu_plan.h"
+#include "schedule/channels_last.h"
 #include "test_util.h"
 
 #if __has_include(<cudnn_graph.h>)
@@ -96,8 +97,13 @@ TEST(CudnnLoad, AMissingOverrideIsNamed) {
 // Without a GPU the library either is not found (the message lists what was tried) or loads and
 // cudnnCreate fails; with one it loads.
 TEST(CudnnLoad, LoadsOrSaysWhy) {
-  std::string message = message_of([] { Cudnn::load(); });
-  if (message.empty()) return;
+  std::string message;
+  try {
+    EXPECT_FALSE(Cudnn::load()->version().empty());
+    return;
+  } catch (const Error& e) {
+    message = e.what();
+  }
   EXPECT_TRUE(message.find("cannot load cuDNN") != std::string::npos || message.rfind("cudnnCreate failed: ", 0) == 0)
       << message;
 }
@@ -120,8 +126,8 @@ Generated generate_with_library(const Graph& g) {
 }
 
 TEST(CudnnProblem, OneDimensionGetsAUnitDimAndPaddingGivesPyTorchsSize) {
-  // L = 10, k = 3, stride 3, dilation 2, padding 1: (10 + 2 - 5) // 3 + 1 = 3 outputs; cuDNN's
-  // formula needs padding after of (3 - 1) * 3 + 5 - 10 - 1 = 0.
+  // L = 10, k = 3, stride 3, dilation 2, padding 1 on both sides: (10 + 2 - 5) // 3 + 1 = 3
+  // outputs, by PyTorch's formula and cuDNN's alike.
   Generated gen = generate_with_library(parse(
       "  %x = input() : bf16[2, 4, 10]\n  %w = input() : bf16[6, 2, 3]\n"
       "  %y = convolution(%x, %w, none, [3], [1], [2], false, [0], 2)\n  return %y\n"));
@@ -130,17 +136,19 @@ TEST(CudnnProblem, OneDimensionGetsAUnitDimAndPaddingGivesPyTorchsSize) {
   EXPECT_EQ(p.x_dims, (std::vector<int64_t>{2, 4, 1, 10}));
   EXPECT_EQ(p.w_dims, (std::vector<int64_t>{6, 2, 1, 3}));
   EXPECT_EQ(p.y_dims, (std::vector<int64_t>{2, 6, 1, 3}));
-  EXPECT_EQ(p.x_strides, (std::vector<int64_t>{40, 10, 10, 1}));
+  // The input, copied into a channels-last temporary (schedule/channels_last.h), with the
+  // unit dim's stride the packed one.
+  EXPECT_EQ(p.x_strides, (std::vector<int64_t>{40, 1, 40, 4}));
   EXPECT_EQ(p.stride, (std::vector<int64_t>{1, 3}));
   EXPECT_EQ(p.dilation, (std::vector<int64_t>{1, 2}));
   EXPECT_EQ(p.pre_padding, (std::vector<int64_t>{0, 1}));
-  EXPECT_EQ(p.post_padding, (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(p.post_padding, (std::vector<int64_t>{0, 1}));
 }
 
 TEST(CudnnProblem, ChannelsLastInputAndTheBiasInAKernelAfter) {
   // A channels-last input keeps its strides; the bias moves into a kernel reading the call's
-  // contiguous result; trailing input PyTorch drops (7 with k 2, stride 3: 2 outputs, from positions 0 and 3) gives a
-  // negative padding after (the two input positions no window reaches).
+  // result (a channels-last temporary); trailing input PyTorch drops (7 with k 2, stride 3: 2 outputs, from
+  // positions 0 and 3) is dropped by cuDNN's formula too, with no padding.
   Generated gen = generate_with_library(parse(
       "  %t = input() : f16[2, 7, 7, 3]\n  %x = permute(%t, [0, 3, 1, 2])\n  %w = input() : f16[5, 3, 2, 2]\n"
       "  %b = input() : f16[5]\n  %y = convolution(%x, %w, %b, [3, 3], [0, 0], [1, 1], false, [0, 0], 1)\n  return %y\n"));
@@ -149,12 +157,65 @@ TEST(CudnnProblem, ChannelsLastInputAndTheBiasInAKernelAfter) {
   ConvProblem p = conv_problem(call, gen.lowered.program, {}, false);
   EXPECT_EQ(p.x_strides, (std::vector<int64_t>{147, 1, 21, 3}));
   EXPECT_EQ(p.y_dims, (std::vector<int64_t>{2, 5, 2, 2}));
-  EXPECT_EQ(p.y_strides, (std::vector<int64_t>{20, 4, 2, 1}));
-  EXPECT_EQ(p.post_padding, (std::vector<int64_t>{-2, -2}));
+  EXPECT_EQ(p.y_strides, (std::vector<int64_t>{20, 1, 10, 5}));
+  EXPECT_EQ(p.post_padding, (std::vector<int64_t>{0, 0}));
   int bias_kernels = 0;
   for (const auto& k : gen.lowered.program.kernels)
     if (const auto* lk = std::get_if<loop::LoopKernel>(&k)) bias_kernels += lk->name.ends_with("_out");
   EXPECT_EQ(bias_kernels, 1) << loop::to_string(gen.lowered.program);
+}
+
+TEST(CudnnProblem, OnlyPackedLayoutsGoToCudnn) {
+  // NCHW and NHWC packed (size-1 dims' strides made the packed ones); a slice, a permuted weight
+  // and a broadcast are not.
+  using V = std::vector<int64_t>;
+  EXPECT_EQ(packed_conv_strides({2, 3, 4, 5}, {60, 20, 5, 1}), V({60, 20, 5, 1}));
+  EXPECT_EQ(packed_conv_strides({2, 3, 4, 5}, {60, 1, 15, 3}), V({60, 1, 15, 3}));
+  EXPECT_EQ(packed_conv_strides({1, 3, 1, 5}, {7, 5, 99, 1}), V({15, 5, 5, 1}));
+  EXPECT_EQ(packed_conv_strides({2, 3, 4, 5, 6}, {360, 1, 90, 18, 3}), V({360, 1, 90, 18, 3}));
+  EXPECT_FALSE(packed_conv_strides({2, 3, 6, 5}, {198, 66, 11, 2}));
+  EXPECT_FALSE(packed_conv_strides({4, 3, 3, 2}, {1, 4, 12, 36}));
+  EXPECT_FALSE(packed_conv_strides({2, 3, 4, 5}, {0, 20, 5, 1}));
+}
+
+}  // namespace
+}  // namespace coil::cuda
+
+namespace coil::cuda {
+namespace {
+
+// A chain in the layout PyTorch declares for ConvNeXt (a convolution's result copied into
+// channels-last, then read by a depthwise convolution): the temporaries go channels-last and no
+// loop kernel is left between the two calls but the first one's bias (which absorbed the copy)
+// and the second one's weight copy.
+TEST(CudnnProblem, DeclaredChannelsLastChainsHaveNoCopies) {
+  Generated gen = generate_with_library(parse(
+      "  %x = input() : bf16[2, 8, 6, 5]\n  %w = input() : bf16[8, 8, 1, 1]\n  %b = input() : bf16[8]\n"
+      "  %c = convolution(%x, %w, %b, [1, 1], [0, 0], [1, 1], false, [0, 0], 1)\n  %o = permute(%c, [0, 2, 3, 1])\n"
+      "  %d = clone(%o, memory_format=contiguous_format)\n  %l = permute(%d, [0, 3, 1, 2])\n  %v = input() : bf16[8, 1, 3, 3]\n"
+      "  %e = convolution(%l, %v, none, [1, 1], [1, 1], [1, 1], false, [0, 0], 8)\n  %r = relu(%e)\n  return %r\n"));
+  const auto& kernels = gen.lowered.program.kernels;
+  std::vector<std::string> between;
+  bool after_first = false;
+  for (const auto& k : kernels) {
+    if (std::holds_alternative<loop::ExternCall>(k)) {
+      if (after_first) break;
+      after_first = true;
+      continue;
+    }
+    if (after_first) between.push_back(std::get<loop::LoopKernel>(k).name);
+  }
+  std::string program = loop::to_string(gen.lowered.program);
+  // The depthwise weight's copy, and the bias kernel, which the copy into the declared layout
+  // joined (both channels-last now: one pointwise kernel).
+  ASSERT_EQ(between.size(), 2u) << program;
+  EXPECT_EQ(std::count_if(between.begin(), between.end(), [](const std::string& n) { return n.ends_with("_weight_nhwc"); }), 1)
+      << program;
+  for (const auto& b : gen.lowered.program.buffers) {
+    if (b.role == loop::Buffer::Role::temporary && b.sizes.size() == 4 && b.sizes[0] == SymInt(2)) {
+      EXPECT_EQ(b.strides, schedule::channels_last_strides(b.sizes)) << b.name << "\n" << program;
+    }
+  }
 }
 
 }  // namespace

@@ -97,6 +97,26 @@ std::string str(const ConvProblem& p) {
                      fmt::join(p.pre_padding, ", "), fmt::join(p.post_padding, ", "), fmt::join(p.dilation, ", "));
 }
 
+std::optional<std::vector<int64_t>> packed_conv_strides(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides) {
+  // Dim orders from the innermost: NCHW is [..., W, H, C, N] and NHWC [C, ..., W, H, N].
+  std::vector<size_t> nchw, nhwc = {1};
+  for (size_t d = dims.size(); d-- > 0;) nchw.push_back(d);
+  for (size_t d = dims.size(); d-- > 2;) nhwc.push_back(d);
+  nhwc.push_back(0);
+  for (const auto& order : {nchw, nhwc}) {
+    std::vector<int64_t> packed(dims.size());
+    int64_t expect = 1;
+    bool match = true;
+    for (size_t d : order) {
+      packed[d] = expect;
+      if (dims[d] != 1 && strides[d] != expect) match = false;
+      expect *= dims[d];
+    }
+    if (match) return packed;
+  }
+  return std::nullopt;
+}
+
 // The execution plans of one problem and every descriptor they were built from.
 struct Cudnn::Plans {
   std::vector<Desc> owned;  // tensors, the operation, its graph, engine configurations
@@ -194,11 +214,13 @@ struct Builder {
   }
 };
 
-// Whether an engine's numerics are PyTorch's for this problem.
+// Whether an engine's numerics are allowed, as PyTorch filters cuDNN's plans: never one that
+// converts its inputs to a narrower type, no tensor cores (TF32) for f32 unless allowed, and
+// (coil's choice, PyTorch's only in deterministic mode) no nondeterministic one.
 bool numerics_allowed(const std::vector<int>& notes, const ConvProblem& p) {
   for (int n : notes) {
-    if (n == dnn::kNoteReducedPrecisionReduction || n == dnn::kNoteFft || n == dnn::kNoteNondeterministic) return false;
-    if (p.dtype == DType::f32 && !p.tf32 && (n == dnn::kNoteTensorCore || n == dnn::kNoteDownConvertInputs)) return false;
+    if (n == dnn::kNoteDownConvertInputs || n == dnn::kNoteNondeterministic) return false;
+    if (p.dtype == DType::f32 && !p.tf32 && n == dnn::kNoteTensorCore) return false;
   }
   return true;
 }
@@ -225,7 +247,9 @@ const Cudnn::Plans& Cudnn::plans(const ConvProblem& p) const {
   b.ints(conv, dnn::kConvolutionFilterStrides, p.stride);
   b.ints(conv, dnn::kConvolutionPrePaddings, p.pre_padding);
   b.ints(conv, dnn::kConvolutionPostPaddings, p.post_padding);
-  b.check(api_->finalize(conv), "cudnnBackendFinalize (convolution)");
+  // A problem cuDNN rejects (a layout or padding no engine takes) has no plans.
+  auto none = [&]() -> const Plans& { return *cache_->plans.emplace(key, std::move(built)).first->second; };
+  if (api_->finalize(conv) != dnn::kSuccess) return none();
   void* op = b.make(dnn::kConvolutionForwardDescriptor);
   const float alpha = 1, beta = 0;
   b.set(op, dnn::kConvolutionForwardX, dnn::kTypeBackendDescriptor, 1, &x);
@@ -234,12 +258,11 @@ const Cudnn::Plans& Cudnn::plans(const ConvProblem& p) const {
   b.set(op, dnn::kConvolutionForwardDescriptor_, dnn::kTypeBackendDescriptor, 1, &conv);
   b.set(op, dnn::kConvolutionForwardAlpha, dnn::kTypeFloat, 1, &alpha);
   b.set(op, dnn::kConvolutionForwardBeta, dnn::kTypeFloat, 1, &beta);
-  // A problem cuDNN rejects (a layout or padding no engine takes) has no plans.
-  if (api_->finalize(op) != dnn::kSuccess) return *cache_->plans.emplace(key, std::move(built)).first->second;
+  if (api_->finalize(op) != dnn::kSuccess) return none();
   void* graph = b.make(dnn::kOperationGraphDescriptor);
   b.set(graph, dnn::kOperationGraphOps, dnn::kTypeBackendDescriptor, 1, &op);
   b.set(graph, dnn::kOperationGraphHandle, dnn::kTypeHandle, 1, &handle_);
-  if (api_->finalize(graph) != dnn::kSuccess) return *cache_->plans.emplace(key, std::move(built)).first->second;
+  if (api_->finalize(graph) != dnn::kSuccess) return none();
   void* heuristic = b.make(dnn::kEngineHeuristicDescriptor);
   const int heuristic_mode = dnn::kHeuristicModeA;
   b.set(heuristic, dnn::kHeuristicOperationGraph, dnn::kTypeBackendDescriptor, 1, &graph);

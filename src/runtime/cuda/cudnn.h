@@ -2,14 +2,15 @@
 // and cuBLASLt so that one coil build runs with or without it (constants from cudnn_api.h).
 // A ConvProblem states one forward convolution with its tensors' dims and element strides
 // (NCHW, channels-last or any other strides cuDNN's engines take); `engines` builds the
-// execution plans cuDNN's heuristic offers for it (mode A, its order), leaving out those whose
-// numerics PyTorch's would not allow (TF32 for f32 unless allowed, reduced-precision
-// accumulation, FFT, nondeterminism), once per problem; `convolution` runs one of them. The
+// execution plans cuDNN's heuristic offers for it (mode A, its order), leaving out those
+// PyTorch leaves out (inputs converted to a narrower type; TF32 for f32 unless allowed) and
+// nondeterministic ones, once per problem; `convolution` runs one of them. The
 // tuner (driver/autotune_conv.h) times the plans and the GPU plan runs the winner.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,13 @@ struct ConvProblem {
   uint32_t align_x = 16, align_w = 16, align_y = 16;  // byte alignment of the pointers (at most 16)
 };
 std::string str(const ConvProblem& p);  // one line, for messages, logs and cache keys
+
+// The strides of a tensor [N, C, spatial...] laid out packed as NCHW or as channels-last
+// (NHWC), with the strides of its size-1 dims, which address nothing, made the packed ones; or
+// nullopt for any other layout (sliced, permuted otherwise, broadcast). Only these go to cuDNN:
+// on the H100 an engine took a sliced input with a fully permuted weight and returned wrong
+// values.
+std::optional<std::vector<int64_t>> packed_conv_strides(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides);
 
 class Cudnn {
  public:

@@ -91,13 +91,15 @@ cuda::ConvProblem conv_problem(const loop::ExternCall& call, const loop::Program
   g.w_dims = eval_all(w.sizes, symbols), g.w_strides = eval_all(w.strides, symbols);
   g.y_dims = eval_all(y.sizes, symbols), g.y_strides = eval_all(y.strides, symbols);
   for (size_t d = 0; d < c.k; ++d) {
-    const int64_t in = g.x_dims[2 + d], o = g.y_dims[2 + d], kernel = g.w_dims[2 + d];
     g.stride.push_back(c.stride[d]);
     g.dilation.push_back(c.dilation[d]);
+    // PyTorch's padding on both sides: cuDNN's output size formula then gives PyTorch's (trailing
+    // input no window reaches is dropped by the same floor division).
     g.pre_padding.push_back(c.padding[d]);
-    // The padding after the input that makes cuDNN's output size PyTorch's.
-    g.post_padding.push_back((o - 1) * c.stride[d] + (kernel - 1) * c.dilation[d] + 1 - in - c.padding[d]);
+    g.post_padding.push_back(c.padding[d]);
   }
+  for (auto [dims, strides] : {std::pair{&g.x_dims, &g.x_strides}, {&g.w_dims, &g.w_strides}, {&g.y_dims, &g.y_strides}})
+    *strides = cuda::packed_conv_strides(*dims, *strides).value_or(*strides);
   if (c.k == 1) {  // [N, C, L] as [N, C, 1, L]
     for (auto [dims, strides] : {std::pair{&g.x_dims, &g.x_strides}, {&g.w_dims, &g.w_strides}, {&g.y_dims, &g.y_strides}}) {
       strides->insert(strides->begin() + 2, (*strides)[2] * (*dims)[2]);  // as if packed over the unit dim

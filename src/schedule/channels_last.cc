@@ -1,0 +1,254 @@
+#include "schedule/channels_last.h"
+
+#include <map>
+#include <set>
+
+#include "arith/simplify.h"
+#include "coil/graph.h"
+#include "schedule/simplify_indices.h"
+#include "support/check.h"
+
+namespace coil::schedule {
+
+namespace {
+
+using loop::Expr;
+using loop::ExprRef;
+
+// A temporary [N, C, spatial...] that is row-major (to be moved) or already channels-last (the
+// graph declared that layout: PyTorch gives a convolution of a channels-last input one).
+bool planned_temporary(const loop::Buffer& b) {
+  return b.role == loop::Buffer::Role::temporary && (b.sizes.size() == 4 || b.sizes.size() == 5) && b.offset == SymInt(0) &&
+         (b.strides == contiguous_strides(b.sizes) || b.strides == channels_last_strides(b.sizes));
+}
+
+bool whole(const loop::View& v, const loop::Buffer& b) { return v.sizes == b.sizes && v.strides == b.strides && v.offset == b.offset; }
+
+void dynamic_loads(const ExprRef& e, std::set<int>& out) {
+  if (e->kind() == Expr::Kind::load && e->dynamic()) out.insert(e->buffer());
+  for (const auto& o : e->operands()) dynamic_loads(o, out);
+}
+
+// sum_d ((o // from_d) % size_d) * to_d, simplified with the kernel's ranges (the first dim
+// needs no modulo: o is within the buffer).
+SymInt relaid(const SymInt& o, const loop::Buffer& b, const SymShape& from, const RangeEnv& env) {
+  SymInt out = 0;
+  for (size_t d = 0; d < b.sizes.size(); ++d) {
+    SymInt digit = floordiv(o, from[d]);
+    if (d > 0) digit = mod(digit, b.sizes[d]);
+    out = out + digit * b.strides[d];
+  }
+  return simplify(out, env);
+}
+
+ExprRef relay_loads(const ExprRef& e, const loop::Program& p, const std::map<int, SymShape>& from, const RangeEnv& env) {
+  if (e->kind() == Expr::Kind::load && !e->dynamic()) {
+    auto it = from.find(e->buffer());
+    if (it == from.end()) return e;
+    return Expr::load(e->buffer(), relaid(e->offset(), p.buffers[static_cast<size_t>(e->buffer())], it->second, env), e->dtype());
+  }
+  return loop::map_operands(e, [&](const ExprRef& o) { return relay_loads(o, p, from, env); });
+}
+
+int add_temp(loop::Program& p, const std::string& name, DType dtype, const SymShape& sizes) {
+  loop::Buffer b;
+  b.name = name;
+  b.role = loop::Buffer::Role::temporary;
+  b.dtype = dtype;
+  b.sizes = sizes;
+  b.strides = channels_last_strides(sizes);
+  p.buffers.push_back(std::move(b));
+  return static_cast<int>(p.buffers.size()) - 1;
+}
+
+// A pointwise kernel copying view `from` into view `to` (same sizes).
+loop::LoopKernel copy(const loop::Program& p, const std::string& name, const loop::View& from, const loop::View& to,
+                      const std::vector<std::string>& origins) {
+  loop::LoopKernel k;
+  k.name = name;
+  k.origins = origins;
+  k.outer = from.sizes;
+  std::vector<SymInt> index;
+  for (size_t d = 0; d < from.sizes.size(); ++d) index.push_back(SymInt::symbol(loop::loop_var(static_cast<int>(d))));
+  ExprRef value = Expr::load(from.buffer, loop::view_offset(from, index), p.buffers[static_cast<size_t>(from.buffer)].dtype);
+  k.stores.push_back({to.buffer, loop::view_offset(to, index), value, false});
+  return k;
+}
+
+loop::View whole_view(const loop::Program& p, int buffer) {
+  const loop::Buffer& b = p.buffers[static_cast<size_t>(buffer)];
+  return {buffer, b.sizes, b.strides, b.offset};
+}
+
+// A kernel whose outer nest is [N, C, spatial...] and that touches a channels-last buffer of
+// those sizes iterates with C innermost: [N, spatial..., C], so that neighbouring threads (and
+// vector lanes) take neighbouring channels, which are neighbours in memory (a pointwise kernel,
+// or a reduction per output element such as a pooling window; the outer points are independent,
+// so their order is free). Other kernels keep their nests.
+void channels_innermost(loop::LoopKernel& k, const loop::Program& p, const std::set<int>& channels_last) {
+  const size_t rank = k.outer.size();
+  if (rank != 4 && rank != 5) return;
+  for (const auto& s : k.stores)
+    if (s.dynamic) return;  // its iterations run in order: later writes win
+  loop::Access a = loop::access(loop::Kernel(k));
+  bool touches = false;
+  for (const auto* set : {&a.reads, &a.writes})
+    for (int b : *set) touches = touches || (channels_last.count(b) && p.buffers[static_cast<size_t>(b)].sizes == k.outer);
+  if (!touches) return;
+  std::vector<size_t> order = {0};
+  for (size_t d = 2; d < rank; ++d) order.push_back(d);
+  order.push_back(1);
+  std::map<std::string, SymInt> rename;
+  SymShape outer(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    outer[i] = k.outer[order[i]];
+    rename[loop::loop_var(static_cast<int>(order[i]))] = SymInt::symbol(loop::loop_var(static_cast<int>(i)));
+  }
+  k.outer = outer;
+  for (auto& r : k.reductions) r.value = loop::substitute(r.value, rename);
+  for (auto& s : k.stores) {
+    s.offset = substitute(s.offset, rename);
+    s.value = loop::substitute(s.value, rename);
+    if (s.dynamic) s.dynamic = loop::substitute(s.dynamic, rename);
+  }
+}
+
+}  // namespace
+
+SymShape channels_last_strides(const SymShape& sizes) {
+  SymShape strides(sizes.size());
+  SymInt stride = sizes[1];
+  strides[1] = 1;
+  for (size_t d = sizes.size(); d-- > 2;) {
+    strides[d] = stride;
+    stride = stride * sizes[d];
+  }
+  strides[0] = stride;
+  return strides;
+}
+
+loop::Program convolutions_channels_last(
+    const loop::Program& program, const std::function<bool(const loop::ExternCall&, const loop::Program&)>& library_takes) {
+  std::set<size_t> convs;
+  for (size_t k = 0; k < program.kernels.size(); ++k)
+    if (const auto* c = std::get_if<loop::ExternCall>(&program.kernels[k]);
+        c && c->kind == loop::ExternKind::convolution && library_takes(*c, program))
+      convs.insert(k);
+  if (convs.empty()) return program;
+
+  // Buffers that may change layout: row-major temporaries accessed at static offsets, which
+  // library calls touch only as a whole convolution input or output.
+  std::set<int> movable;
+  for (size_t b = 0; b < program.buffers.size(); ++b)
+    if (planned_temporary(program.buffers[b])) movable.insert(static_cast<int>(b));
+  for (size_t k = 0; k < program.kernels.size(); ++k) {
+    if (const auto* c = std::get_if<loop::ExternCall>(&program.kernels[k])) {
+      const bool conv = convs.count(k) > 0;
+      for (size_t i = 0; i < c->inputs.size(); ++i)
+        if (!(conv && i == 0 && whole(c->inputs[i], program.buffers[static_cast<size_t>(c->inputs[i].buffer)])))
+          movable.erase(c->inputs[i].buffer);
+      if (!conv || c->output_view) movable.erase(c->output);
+      if (c->residual) movable.erase(c->residual->buffer);
+      continue;
+    }
+    const auto& lk = std::get<loop::LoopKernel>(program.kernels[k]);
+    std::set<int> dynamic;
+    for (const auto& r : lk.reductions) dynamic_loads(r.value, dynamic);
+    for (const auto& s : lk.stores) {
+      dynamic_loads(s.value, dynamic);
+      if (s.dynamic) dynamic_loads(s.dynamic, dynamic), dynamic.insert(s.buffer);
+    }
+    for (int b : dynamic) movable.erase(b);
+  }
+
+  // The convolutions' own temporaries, then every movable buffer of the same sizes that a loop
+  // kernel touching a chosen one touches.
+  std::set<int> chosen;
+  for (size_t k : convs) {
+    const auto& c = std::get<loop::ExternCall>(program.kernels[k]);
+    for (int b : {c.inputs[0].buffer, c.output})
+      if (movable.count(b)) chosen.insert(b);
+  }
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const auto& kernel : program.kernels) {
+      if (!std::holds_alternative<loop::LoopKernel>(kernel)) continue;
+      loop::Access a = loop::access(kernel);
+      std::set<int> touched = a.reads;
+      touched.insert(a.writes.begin(), a.writes.end());
+      for (int b : touched) {
+        if (chosen.count(b) || !movable.count(b)) continue;
+        for (int c : touched)
+          if (chosen.count(c) && program.buffers[static_cast<size_t>(c)].sizes == program.buffers[static_cast<size_t>(b)].sizes) {
+            chosen.insert(b);
+            grew = true;
+            break;
+          }
+      }
+    }
+  }
+
+  loop::Program p = program;
+  std::map<int, SymShape> from;  // chosen buffer that moves -> its row-major strides
+  for (int b : chosen) {
+    loop::Buffer& buf = p.buffers[static_cast<size_t>(b)];
+    if (buf.strides == channels_last_strides(buf.sizes)) continue;
+    from[b] = buf.strides;
+    buf.strides = channels_last_strides(buf.sizes);
+  }
+  std::vector<loop::Kernel> kernels;
+  for (size_t k = 0; k < program.kernels.size(); ++k) {
+    if (auto* lk = std::get_if<loop::LoopKernel>(&program.kernels[k])) {
+      loop::LoopKernel out = *lk;
+      const RangeEnv env = kernel_ranges(out);
+      for (auto& r : out.reductions) r.value = relay_loads(r.value, p, from, env);
+      for (auto& s : out.stores) {
+        s.value = relay_loads(s.value, p, from, env);
+        if (auto it = from.find(s.buffer); it != from.end()) s.offset = relaid(s.offset, p.buffers[static_cast<size_t>(s.buffer)], it->second, env);
+      }
+      channels_innermost(out, p, chosen);
+      kernels.push_back(std::move(out));
+      continue;
+    }
+    loop::ExternCall call = std::get<loop::ExternCall>(program.kernels[k]);
+    if (!convs.count(k)) {
+      kernels.push_back(std::move(call));
+      continue;
+    }
+    // Operands that did not move are copied into channels-last temporaries first.
+    for (size_t i = 0; i < 2; ++i) {
+      loop::View& v = call.inputs[i];
+      if (chosen.count(v.buffer)) {
+        v = whole_view(p, v.buffer);
+        continue;
+      }
+      const int t = add_temp(p, call.name + (i == 0 ? "_input_nhwc" : "_weight_nhwc"), p.buffers[static_cast<size_t>(v.buffer)].dtype, v.sizes);
+      loop::LoopKernel in = copy(p, p.buffers[static_cast<size_t>(t)].name, v, whole_view(p, t), call.origins);
+      channels_innermost(in, p, {t});
+      kernels.push_back(std::move(in));
+      v = whole_view(p, t);
+    }
+    if (chosen.count(call.output)) {
+      kernels.push_back(std::move(call));
+      continue;
+    }
+    const loop::View target = call.output_view ? *call.output_view : whole_view(p, call.output);
+    const int t = add_temp(p, call.name + "_nhwc", p.buffers[static_cast<size_t>(call.output)].dtype, target.sizes);
+    call.output = t;
+    call.output_view.reset();
+    const std::string name = call.name + "_laid_out";
+    const auto origins = call.origins;
+    kernels.push_back(std::move(call));
+    loop::LoopKernel out = copy(p, name, whole_view(p, t), target, origins);
+    channels_innermost(out, p, {t});
+    kernels.push_back(std::move(out));
+  }
+  p.kernels = std::move(kernels);
+  for (const auto& kernel : p.kernels)
+    if (const auto* c = std::get_if<loop::ExternCall>(&kernel); c && c->kind == loop::ExternKind::convolution && !library_takes(*c, p))
+      return program;
+  loop::verify(p);
+  return p;
+}
+
+}  // namespace coil::schedule

@@ -1,0 +1,32 @@
+// Layout planning for convolution chains (CUDA target): cuDNN's fast 16-bit kernels are
+// implicit GEMMs over channels-last (NHWC) tensors, and given NCHW they transpose the input and
+// output around every call (on the H100, ConvNeXt-T's depthwise convolutions ran 8x slower
+// in NCHW). So the temporaries a library convolution reads or writes, and every 4-/5-d
+// temporary of the same sizes that a loop kernel touching one of them reads or writes (the batch
+// norm, activation and residual kernels between convolutions), take channels-last strides
+// [N, C, spatial...] -> strides with C innermost. Each load and store of those buffers is
+// re-indexed (offset o in the old row-major layout becomes sum_d ((o // old_d) % size_d) * new_d,
+// simplified with the kernel's loop bounds back to affine indices), so the kernels keep their
+// logical shapes and only their memory order changes; a pointwise kernel over such a buffer's
+// sizes then iterates with the channels innermost ([N, spatial..., C]), so that its threads
+// take neighbouring addresses. Operands that are no such temporary (the
+// graph's input image, the weights) are copied into a channels-last temporary once per run by
+// a pointwise kernel, and a convolution writing a graph output writes a temporary copied into
+// it. Graph outputs and inputs keep their layouts: the conversion happens at the boundary.
+// Buffers with data-dependent accesses or read by other library calls stay as they are. When a
+// convolution in the new layouts is one the library does not take, the program stays as it was.
+#pragma once
+#include <functional>
+
+#include "loop/kernel.h"
+
+namespace coil::schedule {
+
+loop::Program convolutions_channels_last(
+    const loop::Program& program, const std::function<bool(const loop::ExternCall&, const loop::Program&)>& library_takes);
+
+// The channels-last strides of [N, C, spatial...] sizes: C innermost, then the spatial dims from
+// the last, then N.
+SymShape channels_last_strides(const SymShape& sizes);
+
+}  // namespace coil::schedule
