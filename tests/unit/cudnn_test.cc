@@ -71,10 +71,12 @@ TEST(CudnnAbi, WrittenOutValuesMatchTheHeader) {
   static_assert(dnn::kVariantPackUniqueIds == CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS &&
                 dnn::kVariantPackDataPointers == CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS &&
                 dnn::kVariantPackWorkspace == CUDNN_ATTR_VARIANT_PACK_WORKSPACE &&
-                dnn::kEngineNumericalNote == CUDNN_ATTR_ENGINE_NUMERICAL_NOTE);
+                dnn::kEngineNumericalNote == CUDNN_ATTR_ENGINE_NUMERICAL_NOTE &&
+                dnn::kEngineGlobalIndex == CUDNN_ATTR_ENGINE_GLOBAL_INDEX);
   static_assert(dnn::kDataFloat == CUDNN_DATA_FLOAT && dnn::kDataDouble == CUDNN_DATA_DOUBLE &&
                 dnn::kDataHalf == CUDNN_DATA_HALF && dnn::kDataBfloat16 == CUDNN_DATA_BFLOAT16);
-  static_assert(dnn::kCrossCorrelation == CUDNN_CROSS_CORRELATION && dnn::kHeuristicModeA == CUDNN_HEUR_MODE_A);
+  static_assert(dnn::kCrossCorrelation == CUDNN_CROSS_CORRELATION && dnn::kHeuristicModeA == CUDNN_HEUR_MODE_A &&
+                dnn::kHeuristicModeFallback == CUDNN_HEUR_MODE_FALLBACK);
   static_assert(dnn::kNoteTensorCore == CUDNN_NUMERICAL_NOTE_TENSOR_CORE &&
                 dnn::kNoteDownConvertInputs == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS &&
                 dnn::kNoteReducedPrecisionReduction == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION &&

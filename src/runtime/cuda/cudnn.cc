@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <set>
+#include <string_view>
 #include <utility>
 
 #include "runtime/cuda/cudnn_api.h"
@@ -225,6 +227,24 @@ bool numerics_allowed(const std::vector<int>& notes, const ConvProblem& p) {
   return true;
 }
 
+// The engine configurations heuristic `mode` offers for `graph` (descriptors `b` owns).
+std::vector<void*> offered_configs(Builder& b, void* graph, int mode) {
+  void* heuristic = b.make(dnn::kEngineHeuristicDescriptor);
+  b.set(heuristic, dnn::kHeuristicOperationGraph, dnn::kTypeBackendDescriptor, 1, &graph);
+  b.set(heuristic, dnn::kHeuristicMode, dnn::kTypeHeuristicMode, 1, &mode);
+  if (b.a.finalize(heuristic) != dnn::kSuccess) return {};
+  int64_t offered = 0;
+  if (b.a.get(heuristic, dnn::kHeuristicResults, dnn::kTypeBackendDescriptor, 0, &offered, nullptr) != dnn::kSuccess) return {};
+  std::vector<void*> configs;
+  for (int64_t i = 0; i < offered; ++i) configs.push_back(b.make(dnn::kEngineConfigDescriptor));
+  int64_t got = 0;
+  if (offered > 0 &&
+      b.a.get(heuristic, dnn::kHeuristicResults, dnn::kTypeBackendDescriptor, offered, &got, configs.data()) != dnn::kSuccess)
+    return {};
+  configs.resize(static_cast<size_t>(std::clamp<int64_t>(got, 0, offered)));
+  return configs;
+}
+
 }  // namespace
 
 const Cudnn::Plans& Cudnn::plans(const ConvProblem& p) const {
@@ -263,46 +283,46 @@ const Cudnn::Plans& Cudnn::plans(const ConvProblem& p) const {
   b.set(graph, dnn::kOperationGraphOps, dnn::kTypeBackendDescriptor, 1, &op);
   b.set(graph, dnn::kOperationGraphHandle, dnn::kTypeHandle, 1, &handle_);
   if (api_->finalize(graph) != dnn::kSuccess) return none();
-  void* heuristic = b.make(dnn::kEngineHeuristicDescriptor);
-  const int heuristic_mode = dnn::kHeuristicModeA;
-  b.set(heuristic, dnn::kHeuristicOperationGraph, dnn::kTypeBackendDescriptor, 1, &graph);
-  b.set(heuristic, dnn::kHeuristicMode, dnn::kTypeHeuristicMode, 1, &heuristic_mode);
-  b.check(api_->finalize(heuristic), "cudnnBackendFinalize (engine heuristic)");
-  int64_t offered = 0;
-  b.check(api_->get(heuristic, dnn::kHeuristicResults, dnn::kTypeBackendDescriptor, 0, &offered, nullptr),
-          "cudnnBackendGetAttribute (heuristic results)");
-  std::vector<void*> configs;
-  for (int64_t i = 0; i < offered; ++i) configs.push_back(b.make(dnn::kEngineConfigDescriptor));
-  int64_t got = 0;
-  if (offered > 0)
-    b.check(api_->get(heuristic, dnn::kHeuristicResults, dnn::kTypeBackendDescriptor, offered, &got, configs.data()),
-            "cudnnBackendGetAttribute (heuristic results)");
-  for (int64_t i = 0; i < got && built->plans.size() < kMaxEngines; ++i) {
-    void* engine = b.make(dnn::kEngineDescriptor);
-    int64_t count = 0;
-    if (api_->get(configs[static_cast<size_t>(i)], dnn::kEngineConfigEngine, dnn::kTypeBackendDescriptor, 1, &count, &engine) !=
-        dnn::kSuccess)
-      continue;
-    std::vector<int> notes(16);
-    if (api_->get(engine, dnn::kEngineNumericalNote, dnn::kTypeNumericalNote, static_cast<int64_t>(notes.size()), &count,
-                  notes.data()) != dnn::kSuccess)
-      continue;
-    notes.resize(static_cast<size_t>(std::clamp<int64_t>(count, 0, 16)));
-    if (!numerics_allowed(notes, p)) continue;
-    void* plan = nullptr;
-    b.check(api_->create_descriptor(dnn::kExecutionPlanDescriptor, &plan), "cudnnBackendCreateDescriptor (plan)");
-    void* config = configs[static_cast<size_t>(i)];
-    int64_t workspace = 0;
-    bool ok = api_->set(plan, dnn::kExecutionPlanHandle, dnn::kTypeHandle, 1, &handle_) == dnn::kSuccess &&
-              api_->set(plan, dnn::kExecutionPlanEngineConfig, dnn::kTypeBackendDescriptor, 1, &config) == dnn::kSuccess &&
-              api_->finalize(plan) == dnn::kSuccess &&
-              api_->get(plan, dnn::kExecutionPlanWorkspaceSize, dnn::kTypeInt64, 1, &count, &workspace) == dnn::kSuccess;
-    if (!ok) {  // an engine the heuristic offers may still not build for this problem
-      api_->destroy_descriptor(plan);
-      continue;
+  // COIL_DEBUG=cudnn lists what the heuristics offered and what became of each.
+  const char* debug_env = std::getenv("COIL_DEBUG");
+  const bool debug = debug_env && (std::string_view(debug_env) == "all" || std::string_view(debug_env).find("cudnn") != std::string_view::npos);
+  // The heuristic's list (mode A), then its fallback list, as PyTorch takes them: some engines
+  // are only on the second (on the H100, the runtime-compiled depthwise kernel eager runs for
+  // ConvNeXt's 7x7 convolutions, 14x faster than the best of the first list).
+  std::set<int64_t> seen;  // engines already taken
+  for (int heuristic_mode : {dnn::kHeuristicModeA, dnn::kHeuristicModeFallback}) {
+    std::vector<void*> configs = offered_configs(b, graph, heuristic_mode);
+    if (debug) fmt::print(stderr, "cuDNN: {} plans offered (heuristic mode {}) for the {}\n", configs.size(), heuristic_mode, key);
+    for (size_t i = 0; i < configs.size() && built->plans.size() < kMaxEngines; ++i) {
+      void* engine = b.make(dnn::kEngineDescriptor);
+      int64_t count = 0;
+      if (api_->get(configs[i], dnn::kEngineConfigEngine, dnn::kTypeBackendDescriptor, 1, &count, &engine) != dnn::kSuccess)
+        continue;
+      std::vector<int> notes(16);
+      if (api_->get(engine, dnn::kEngineNumericalNote, dnn::kTypeNumericalNote, static_cast<int64_t>(notes.size()), &count,
+                    notes.data()) != dnn::kSuccess)
+        continue;
+      notes.resize(static_cast<size_t>(std::clamp<int64_t>(count, 0, 16)));
+      int64_t global_index = -1;
+      api_->get(engine, dnn::kEngineGlobalIndex, dnn::kTypeInt64, 1, &count, &global_index);
+      if (debug) fmt::print(stderr, "  config {}: engine {} numerical notes [{}]{}\n", i, global_index, fmt::join(notes, ", "),
+                            numerics_allowed(notes, p) ? "" : " (left out)");
+      if (!numerics_allowed(notes, p) || !seen.insert(global_index).second) continue;
+      void* plan = nullptr;
+      b.check(api_->create_descriptor(dnn::kExecutionPlanDescriptor, &plan), "cudnnBackendCreateDescriptor (plan)");
+      int64_t workspace = 0;
+      bool ok = api_->set(plan, dnn::kExecutionPlanHandle, dnn::kTypeHandle, 1, &handle_) == dnn::kSuccess &&
+                api_->set(plan, dnn::kExecutionPlanEngineConfig, dnn::kTypeBackendDescriptor, 1, &configs[i]) == dnn::kSuccess &&
+                api_->finalize(plan) == dnn::kSuccess &&
+                api_->get(plan, dnn::kExecutionPlanWorkspaceSize, dnn::kTypeInt64, 1, &count, &workspace) == dnn::kSuccess;
+      if (!ok) {  // an engine the heuristic offers may still not build for this problem
+        if (debug) fmt::print(stderr, "    its plan did not build\n");
+        api_->destroy_descriptor(plan);
+        continue;
+      }
+      built->plans.push_back(plan);
+      built->workspace.push_back(static_cast<size_t>(std::max<int64_t>(workspace, 0)));
     }
-    built->plans.push_back(plan);
-    built->workspace.push_back(static_cast<size_t>(std::max<int64_t>(workspace, 0)));
   }
   return *cache_->plans.emplace(key, std::move(built)).first->second;
 }

@@ -2,7 +2,8 @@
 // and cuBLASLt so that one coil build runs with or without it (constants from cudnn_api.h).
 // A ConvProblem states one forward convolution with its tensors' dims and element strides
 // (NCHW, channels-last or any other strides cuDNN's engines take); `engines` builds the
-// execution plans cuDNN's heuristic offers for it (mode A, its order), leaving out those
+// execution plans cuDNN's heuristics offer for it (mode A, then the fallback list, in their
+// order), leaving out those
 // PyTorch leaves out (inputs converted to a narrower type; TF32 for f32 unless allowed) and
 // nondeterministic ones, once per problem; `convolution` runs one of them. The
 // tuner (driver/autotune_conv.h) times the plans and the GPU plan runs the winner.
@@ -39,8 +40,8 @@ std::optional<std::vector<int64_t>> packed_conv_strides(const std::vector<int64_
 
 class Cudnn {
  public:
-  // The plans offered at most: the heuristic's first few hold the fast ones.
-  static constexpr size_t kMaxEngines = 8;
+  // The plans taken at most: the heuristics' first few hold the fast ones.
+  static constexpr size_t kMaxEngines = 10;
 
   // $COIL_CUDNN when set (and then nothing else), else the first that loads of libcudnn.so.9
   // and libcudnn.so (inside a process that imported torch, its copy is already loaded); then

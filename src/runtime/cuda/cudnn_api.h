@@ -34,14 +34,14 @@ inline constexpr int kOperationGraphHandle = 800, kOperationGraphOps = 801;
 inline constexpr int kTensorByteAlignment = 900, kTensorDataType = 901, kTensorDimensions = 902, kTensorStrides = 903,
                      kTensorUniqueId = 906;
 inline constexpr int kVariantPackUniqueIds = 1000, kVariantPackDataPointers = 1001, kVariantPackWorkspace = 1003;
-inline constexpr int kEngineNumericalNote = 1303;
+inline constexpr int kEngineGlobalIndex = 1301, kEngineNumericalNote = 1303;
 
 // cudnnDataType_t
 inline constexpr int kDataFloat = 0, kDataDouble = 1, kDataHalf = 2, kDataBfloat16 = 9;
 // cudnnConvolutionMode_t
 inline constexpr int kCrossCorrelation = 1;
 // cudnnBackendHeurMode_t
-inline constexpr int kHeuristicModeA = 3;
+inline constexpr int kHeuristicModeA = 3, kHeuristicModeFallback = 2;
 // cudnnBackendNumericalNote_t
 inline constexpr int kNoteTensorCore = 0, kNoteDownConvertInputs = 1, kNoteReducedPrecisionReduction = 2, kNoteFft = 3,
                      kNoteNondeterministic = 4;
