@@ -124,12 +124,7 @@ std::vector<ConvTuning> tune_convolutions(const loop::Program& program, bool tf3
 
 std::string tuning_report(const ConvTuning& t) {
   if (!t.measured) return t.name + " (cuDNN): " + (t.note.empty() ? "from the tuning cache" : t.note);
-  std::vector<size_t> order(t.ms.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return t.ms[a] < t.ms[b]; });
-  std::string out = t.name + " (cuDNN):";
-  for (size_t i : order) out += fmt::format("{} {:.4f} ms #{}", i == order.front() ? "" : ",", t.ms[i], i);
-  return out + fmt::format("; kept #{}", t.plan);
+  return turns_report(t.name, "cuDNN", t.ms, t.plan);
 }
 
 }  // namespace coil

@@ -159,12 +159,7 @@ std::vector<GemmTuning> tune_gemms(const loop::Program& program, bool tf32, cons
 
 std::string tuning_report(const GemmTuning& t) {
   if (!t.measured) return t.name + " (cuBLASLt): " + (t.note.empty() ? "from the tuning cache" : t.note);
-  std::vector<size_t> order(t.ms.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return t.ms[a] < t.ms[b]; });
-  std::string out = t.name + " (cuBLASLt):";
-  for (size_t i : order) out += fmt::format("{} {:.4f} ms #{}", i == order.front() ? "" : ",", t.ms[i], i);
-  return out + fmt::format("; kept #{}", t.kept);
+  return turns_report(t.name, "cuBLASLt", t.ms, t.kept);
 }
 
 }  // namespace coil

@@ -223,29 +223,21 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
     codegen::CudaKernel ignored;
     chosen_bodies[unit.kernel] = codegen::emit_cuda_kernel(gen.lowered.program, lk, symbols, context->device(), k.config, ignored);
   }
+  // A library tuning in the stats: measured now, not measured (why), or from the cache.
+  auto count = [&](const auto& t) {
+    if (t.measured || !t.note.empty()) exe.stats.tuning.push_back(tuning_report(t));
+    if (t.measured) ++exe.stats.tuned_kernels;
+    else if (t.note.empty()) ++exe.stats.tuning_cache_hits;
+  };
   gpu->gemm_algos.assign(nk, std::nullopt);
   for (auto& t : gemm_tunings) {
     gpu->gemm_algos[t.kernel] = t.winner;
-    if (t.measured) {
-      ++exe.stats.tuned_kernels;
-      exe.stats.tuning.push_back(tuning_report(t));
-    } else if (!t.note.empty()) {
-      exe.stats.tuning.push_back(tuning_report(t));
-    } else {
-      ++exe.stats.tuning_cache_hits;
-    }
+    count(t);
   }
   gpu->conv_plans.assign(nk, 0);
   for (auto& t : conv_tunings) {
     gpu->conv_plans[t.kernel] = t.plan;
-    if (t.measured) {
-      ++exe.stats.tuned_kernels;
-      exe.stats.tuning.push_back(tuning_report(t));
-    } else if (!t.note.empty()) {
-      exe.stats.tuning.push_back(tuning_report(t));
-    } else {
-      ++exe.stats.tuning_cache_hits;
-    }
+    count(t);
   }
   // What tuning added to the compile: the loop kernels' timing, and the wait for the products'.
   exe.stats.tune_ms = exe.stats.tuned_kernels ? ms_since(tune0) + gemm_wait_ms : 0;

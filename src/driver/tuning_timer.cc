@@ -1,5 +1,7 @@
 #include "driver/tuning_timer.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -87,6 +89,15 @@ std::vector<double> time_in_turns(const cuda::Context& context, size_t count,
   std::vector<size_t> close = runoff_candidates(ms, options.runoff_within);
   if (!close.empty()) turns(close, options.runoff_sample_ms);
   return ms;
+}
+
+std::string turns_report(const std::string& name, const std::string& library, const std::vector<double>& ms, size_t kept) {
+  std::vector<size_t> order(ms.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ms[a] < ms[b]; });
+  std::string out = name + " (" + library + "):";
+  for (size_t i : order) out += fmt::format("{} {:.4f} ms #{}", i == order.front() ? "" : ",", ms[i], i);
+  return out + fmt::format("; kept #{}", kept);
 }
 
 }  // namespace coil

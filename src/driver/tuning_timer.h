@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <functional>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "coil/tensor.h"
@@ -52,5 +53,9 @@ std::vector<size_t> runoff_candidates(const std::vector<double>& ms, double with
 std::vector<double> time_in_turns(const cuda::Context& context, size_t count,
                                   const std::function<void(size_t candidate, int calls)>& run,
                                   const TurnsOptions& options = {});
+
+// "<name> (<library>): 0.0610 ms #7, 0.0690 ms #0, ...; kept #7": each candidate's time, fastest
+// first (#i its index), and the one kept.
+std::string turns_report(const std::string& name, const std::string& library, const std::vector<double>& ms, size_t kept);
 
 }  // namespace coil

@@ -120,12 +120,14 @@ bool run(Cpu& cpu, dnnl::algorithm algorithm, DnnlType compute, bool accept_refe
     return false;
   }
   if (!accept_reference && reference_kernel(pd)) return false;
+  // The operands as oneDNN may read them; these tensors outlive the call (a memory object that
+  // needs no reorder points into them).
+  const Tensor x = addressable(input), w = addressable(weight), b = bias ? addressable(*bias) : Tensor();
   std::unordered_map<int, memory> args;
-  args[DNNL_ARG_SRC] = in_layout(cpu, wrap(cpu, addressable(input)), pd.src_desc());
-  Tensor w = addressable(weight);
+  args[DNNL_ARG_SRC] = in_layout(cpu, wrap(cpu, x), pd.src_desc());
   weight_view(w, p, w_sizes, w_strides);
   args[DNNL_ARG_WEIGHTS] = in_layout(cpu, wrap(cpu, w, w_sizes, w_strides, dnnl_type(w.dtype())), pd.weights_desc());
-  if (bias) args[DNNL_ARG_BIAS] = in_layout(cpu, wrap(cpu, addressable(*bias)), bias_desc);
+  if (bias) args[DNNL_ARG_BIAS] = in_layout(cpu, wrap(cpu, b), bias_desc);
   memory user_out = wrap(cpu, out);
   memory dst = user_out.get_desc() == pd.dst_desc() ? user_out : memory(pd.dst_desc(), cpu.engine);
   args[DNNL_ARG_DST] = dst;

@@ -5,6 +5,10 @@
 // tests that load them).
 #pragma once
 #include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <string>
+#include <vector>
 
 namespace coil {
 
@@ -22,6 +26,19 @@ inline constexpr bool kKeepForeignLibrariesLoaded = false;
 
 inline void close_foreign_library(void* handle) {
   if (handle && !kKeepForeignLibrariesLoaded) ::dlclose(handle);
+}
+
+// The first of `candidates` that dlopen loads (local symbols, bound now), its name in `path`;
+// nullptr when none does, `tried` then listing each with dlopen's reason ("\n  <name>: <why>").
+inline void* open_first_library(const std::vector<std::string>& candidates, std::string& path, std::string& tried) {
+  for (const auto& candidate : candidates) {
+    if (void* library = ::dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+      path = candidate;
+      return library;
+    }
+    tried += fmt::format("\n  {}: {}", candidate, ::dlerror());
+  }
+  return nullptr;
 }
 
 }  // namespace coil

@@ -245,46 +245,41 @@ CublasLt::~CublasLt() {
 std::shared_ptr<const CublasLt> CublasLt::load() {
   std::vector<std::string> candidates = {"libcublasLt.so.13", "libcublasLt.so", "/usr/local/cuda/lib64/libcublasLt.so"};
   if (const char* env = std::getenv("COIL_CUBLASLT"); env && *env) candidates = {env};
-  std::string tried;
-  for (const auto& path : candidates) {
-    void* library = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!library) {
-      tried += fmt::format("\n  {}: {}", path, ::dlerror());
-      continue;
-    }
-    std::shared_ptr<CublasLt> lt(new CublasLt());
-    lt->library_ = library;
-    lt->path_ = path;
-    lt->api_ = std::make_unique<Api>();
-    lt->cache_ = std::make_unique<Cache>();
-    Api& a = *lt->api_;
-    bind(library, "cublasLtCreate", a.create, path);
-    bind(library, "cublasLtDestroy", a.destroy, path);
-    bind(library, "cublasLtGetStatusName", a.status_name, path);
-    bind(library, "cublasLtGetVersion", a.version, path);
-    bind(library, "cublasLtMatmulDescCreate", a.desc_create, path);
-    bind(library, "cublasLtMatmulDescDestroy", a.desc_destroy, path);
-    bind(library, "cublasLtMatmulDescSetAttribute", a.desc_set, path);
-    bind(library, "cublasLtMatrixLayoutCreate", a.layout_create, path);
-    bind(library, "cublasLtMatrixLayoutDestroy", a.layout_destroy, path);
-    bind(library, "cublasLtMatrixLayoutSetAttribute", a.layout_set, path);
-    bind(library, "cublasLtMatmulPreferenceCreate", a.pref_create, path);
-    bind(library, "cublasLtMatmulPreferenceDestroy", a.pref_destroy, path);
-    bind(library, "cublasLtMatmulPreferenceSetAttribute", a.pref_set, path);
-    bind(library, "cublasLtMatmulAlgoGetHeuristic", a.heuristic, path);
-    bind(library, "cublasLtMatmul", a.matmul, path);
-    if (int status = a.create(&lt->handle_); status != lt::kSuccess) {
-      lt->handle_ = nullptr;
-      const char* name = a.status_name(status);
-      fail("cublasLtCreate failed: {} ({}) in {}: cuBLASLt needs a CUDA driver and a GPU",
-           name ? name : "unknown status", status, path);
-    }
-    return lt;
+  std::string path, tried;
+  void* library = open_first_library(candidates, path, tried);
+  if (!library)
+    fail(
+        "cannot load cuBLASLt for matrix products on the GPU; tried:{}\nInstall the CUDA toolkit or set COIL_CUBLASLT to "
+        "libcublasLt's path.",
+        tried);
+  std::shared_ptr<CublasLt> lt(new CublasLt());
+  lt->library_ = library;
+  lt->path_ = path;
+  lt->api_ = std::make_unique<Api>();
+  lt->cache_ = std::make_unique<Cache>();
+  Api& a = *lt->api_;
+  bind(library, "cublasLtCreate", a.create, path);
+  bind(library, "cublasLtDestroy", a.destroy, path);
+  bind(library, "cublasLtGetStatusName", a.status_name, path);
+  bind(library, "cublasLtGetVersion", a.version, path);
+  bind(library, "cublasLtMatmulDescCreate", a.desc_create, path);
+  bind(library, "cublasLtMatmulDescDestroy", a.desc_destroy, path);
+  bind(library, "cublasLtMatmulDescSetAttribute", a.desc_set, path);
+  bind(library, "cublasLtMatrixLayoutCreate", a.layout_create, path);
+  bind(library, "cublasLtMatrixLayoutDestroy", a.layout_destroy, path);
+  bind(library, "cublasLtMatrixLayoutSetAttribute", a.layout_set, path);
+  bind(library, "cublasLtMatmulPreferenceCreate", a.pref_create, path);
+  bind(library, "cublasLtMatmulPreferenceDestroy", a.pref_destroy, path);
+  bind(library, "cublasLtMatmulPreferenceSetAttribute", a.pref_set, path);
+  bind(library, "cublasLtMatmulAlgoGetHeuristic", a.heuristic, path);
+  bind(library, "cublasLtMatmul", a.matmul, path);
+  if (int status = a.create(&lt->handle_); status != lt::kSuccess) {
+    lt->handle_ = nullptr;
+    const char* name = a.status_name(status);
+    fail("cublasLtCreate failed: {} ({}) in {}: cuBLASLt needs a CUDA driver and a GPU",
+         name ? name : "unknown status", status, path);
   }
-  fail(
-      "cannot load cuBLASLt for matrix products on the GPU; tried:{}\nInstall the CUDA toolkit or set COIL_CUBLASLT to "
-      "libcublasLt's path.",
-      tried);
+  return lt;
 }
 
 std::string CublasLt::version() const {

@@ -134,40 +134,35 @@ struct Cudnn::Cache {
 std::shared_ptr<const Cudnn> Cudnn::load() {
   std::vector<std::string> candidates = {"libcudnn.so.9", "libcudnn.so"};
   if (const char* env = std::getenv("COIL_CUDNN"); env && *env) candidates = {env};
-  std::string tried;
-  for (const auto& path : candidates) {
-    void* library = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!library) {
-      tried += fmt::format("\n  {}: {}", path, ::dlerror());
-      continue;
-    }
-    std::shared_ptr<Cudnn> dnn(new Cudnn());
-    dnn->library_ = library;
-    dnn->path_ = path;
-    dnn->api_ = std::make_unique<Api>();
-    dnn->cache_ = std::make_unique<Cache>();
-    Api& a = *dnn->api_;
-    bind(library, "cudnnCreate", a.create, path);
-    bind(library, "cudnnDestroy", a.destroy, path);
-    bind(library, "cudnnSetStream", a.set_stream, path);
-    bind(library, "cudnnGetVersion", a.version, path);
-    bind(library, "cudnnGetErrorString", a.error_string, path);
-    bind(library, "cudnnGetLastErrorString", a.last_error, path);
-    bind(library, "cudnnBackendCreateDescriptor", a.create_descriptor, path);
-    bind(library, "cudnnBackendDestroyDescriptor", a.destroy_descriptor, path);
-    bind(library, "cudnnBackendFinalize", a.finalize, path);
-    bind(library, "cudnnBackendSetAttribute", a.set, path);
-    bind(library, "cudnnBackendGetAttribute", a.get, path);
-    bind(library, "cudnnBackendExecute", a.execute, path);
-    if (dnn::Status s = a.create(&dnn->handle_); s != dnn::kSuccess) {
-      dnn->handle_ = nullptr;
-      fail("cudnnCreate failed: {} in {}: cuDNN needs a CUDA driver and a GPU", status_text(a, s), path);
-    }
-    return dnn;
+  std::string path, tried;
+  void* library = open_first_library(candidates, path, tried);
+  if (!library)
+    fail("cannot load cuDNN for convolutions on the GPU; tried:{}\nInstall cuDNN 9 (PyTorch's wheels bring it: "
+         "site-packages/nvidia/cudnn/lib) on the library path, or set COIL_CUDNN to libcudnn's path.",
+         tried);
+  std::shared_ptr<Cudnn> dnn(new Cudnn());
+  dnn->library_ = library;
+  dnn->path_ = path;
+  dnn->api_ = std::make_unique<Api>();
+  dnn->cache_ = std::make_unique<Cache>();
+  Api& a = *dnn->api_;
+  bind(library, "cudnnCreate", a.create, path);
+  bind(library, "cudnnDestroy", a.destroy, path);
+  bind(library, "cudnnSetStream", a.set_stream, path);
+  bind(library, "cudnnGetVersion", a.version, path);
+  bind(library, "cudnnGetErrorString", a.error_string, path);
+  bind(library, "cudnnGetLastErrorString", a.last_error, path);
+  bind(library, "cudnnBackendCreateDescriptor", a.create_descriptor, path);
+  bind(library, "cudnnBackendDestroyDescriptor", a.destroy_descriptor, path);
+  bind(library, "cudnnBackendFinalize", a.finalize, path);
+  bind(library, "cudnnBackendSetAttribute", a.set, path);
+  bind(library, "cudnnBackendGetAttribute", a.get, path);
+  bind(library, "cudnnBackendExecute", a.execute, path);
+  if (dnn::Status s = a.create(&dnn->handle_); s != dnn::kSuccess) {
+    dnn->handle_ = nullptr;
+    fail("cudnnCreate failed: {} in {}: cuDNN needs a CUDA driver and a GPU", status_text(a, s), path);
   }
-  fail("cannot load cuDNN for convolutions on the GPU; tried:{}\nInstall cuDNN 9 (PyTorch's wheels bring it: "
-       "site-packages/nvidia/cudnn/lib) on the library path, or set COIL_CUDNN to libcudnn's path.",
-       tried);
+  return dnn;
 }
 
 Cudnn::~Cudnn() {
