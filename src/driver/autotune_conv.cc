@@ -40,19 +40,11 @@ double flops(const cuda::ConvProblem& p) {
   return per_output * outputs;
 }
 
-const loop::View& output_view(const loop::ExternCall& call, const loop::Program& program, loop::View& storage) {
-  if (call.output_view) return *call.output_view;
-  const loop::Buffer& out = program.buffers[static_cast<size_t>(call.output)];
-  storage = loop::View{call.output, out.sizes, out.strides, out.offset};
-  return storage;
-}
-
 }  // namespace
 
 cuda::ConvProblem static_conv_problem(const loop::ExternCall& call, const loop::Program& program, bool tf32) {
   cuda::ConvProblem p = conv_problem(call, program, {}, tf32);
-  loop::View storage;
-  const loop::View& y = output_view(call, program, storage);
+  const loop::View y = result_view(call, program);
   p.align_x = alignment_at(byte_offset(program, call.inputs[0].buffer, call.inputs[0].offset));
   p.align_w = alignment_at(byte_offset(program, call.inputs[1].buffer, call.inputs[1].offset));
   p.align_y = alignment_at(byte_offset(program, y.buffer, y.offset));
@@ -84,8 +76,7 @@ std::vector<ConvTuning> tune_convolutions(const loop::Program& program, bool tf3
       t.plan = static_cast<size_t>(std::strtoull(cached->c_str(), nullptr, 10));
     } else {
       cuda::DeviceScratch memory(context);
-      loop::View storage;
-      const loop::View& y = output_view(*call, program, storage);
+      const loop::View y = result_view(*call, program);
       auto operand = [&](int buffer, const SymInt& offset) -> void* {
         const loop::Buffer& buf = program.buffers[static_cast<size_t>(buffer)];
         const size_t bytes = buffer_bytes(buf, {});

@@ -46,21 +46,18 @@ bool cudnn_takes(const loop::ExternCall& call, const loop::Program& program, con
     plain.inputs.pop_back();
     plain.output_view = loop::View{call.output, out.sizes, contiguous_strides(out.sizes), 0};
   }
-  for (const SymShape* sizes : {&call.inputs[0].sizes, &call.inputs[1].sizes, &out.sizes})
-    for (const SymInt& d : *sizes)
-      if (!d.constant() || *d.constant() <= 0) return false;
-  // Packed NCHW or channels-last operands only (cuda::packed_conv_strides).
-  const loop::View y = plain.output_view ? *plain.output_view : loop::View{call.output, out.sizes, out.strides, out.offset};
+  const loop::View y = result_view(plain, program);
   for (const loop::View* v : {&std::as_const(plain.inputs[0]), &std::as_const(plain.inputs[1]), &y}) {
-    std::vector<int64_t> dims, strides;
-    for (const SymInt& d : v->sizes) dims.push_back(*d.constant());
-    for (const SymInt& s : v->strides) {
+    for (const SymInt& d : v->sizes)
+      if (!d.constant() || *d.constant() <= 0) return false;
+    for (const SymInt& s : v->strides)
       if (!s.constant()) return false;
-      strides.push_back(*s.constant());
-    }
-    if (!cuda::packed_conv_strides(dims, strides)) return false;
   }
-  return cudnn.engines(static_conv_problem(plain, program, tf32)) > 0;
+  // Packed NCHW or channels-last operands only (cuda::packed_conv_strides).
+  const cuda::ConvProblem p = static_conv_problem(plain, program, tf32);
+  for (auto [dims, strides] : {std::pair{&p.x_dims, &p.x_strides}, {&p.w_dims, &p.w_strides}, {&p.y_dims, &p.y_strides}})
+    if (!cuda::packed_conv_strides(*dims, *strides)) return false;
+  return cudnn.engines(p) > 0;
 }
 
 }  // namespace

@@ -206,8 +206,7 @@ struct Builder {
     ints(t, dnn::kTensorStrides, strides);
     set(t, dnn::kTensorUniqueId, dnn::kTypeInt64, 1, &uid);
     set(t, dnn::kTensorByteAlignment, dnn::kTypeInt64, 1, &alignment);
-    check(a.finalize(t), "cudnnBackendFinalize (tensor)");
-    return t;
+    return a.finalize(t) == dnn::kSuccess ? t : nullptr;  // nullptr: no engine takes this tensor
   }
 };
 
@@ -249,9 +248,6 @@ const Cudnn::Plans& Cudnn::plans(const ConvProblem& p) const {
   auto built = std::make_unique<Plans>();
   Builder b{*api_, built->owned, key};
   const int dtype = data_type(p.dtype);
-  void* x = b.tensor(1, dtype, p.x_dims, p.x_strides, p.align_x);
-  void* w = b.tensor(2, dtype, p.w_dims, p.w_strides, p.align_w);
-  void* y = b.tensor(3, dtype, p.y_dims, p.y_strides, p.align_y);
   void* conv = b.make(dnn::kConvolutionDescriptor);
   const int64_t spatial = static_cast<int64_t>(p.stride.size());
   const int compute = dnn::kDataFloat, mode = dnn::kCrossCorrelation;
@@ -265,6 +261,10 @@ const Cudnn::Plans& Cudnn::plans(const ConvProblem& p) const {
   // A problem cuDNN rejects (a layout or padding no engine takes) has no plans.
   auto none = [&]() -> const Plans& { return *cache_->plans.emplace(key, std::move(built)).first->second; };
   if (api_->finalize(conv) != dnn::kSuccess) return none();
+  void* x = b.tensor(1, dtype, p.x_dims, p.x_strides, p.align_x);
+  void* w = b.tensor(2, dtype, p.w_dims, p.w_strides, p.align_w);
+  void* y = b.tensor(3, dtype, p.y_dims, p.y_strides, p.align_y);
+  if (!x || !w || !y) return none();
   void* op = b.make(dnn::kConvolutionForwardDescriptor);
   const float alpha = 1, beta = 0;
   b.set(op, dnn::kConvolutionForwardX, dnn::kTypeBackendDescriptor, 1, &x);

@@ -75,6 +75,12 @@ cuda::GemmProblem gemm_problem(const loop::ExternCall& call, const loop::Program
   return g;
 }
 
+loop::View result_view(const loop::ExternCall& call, const loop::Program& p) {
+  if (call.output_view) return *call.output_view;
+  const loop::Buffer& out = p.buffers[static_cast<size_t>(call.output)];
+  return {call.output, out.sizes, out.strides, out.offset};
+}
+
 cuda::ConvProblem conv_problem(const loop::ExternCall& call, const loop::Program& p, const std::map<std::string, int64_t>& symbols,
                                bool tf32) {
   const loop::ConvParams c = loop::conv_params(call.params);
@@ -83,7 +89,7 @@ cuda::ConvProblem conv_problem(const loop::ExternCall& call, const loop::Program
   const loop::View& x = call.inputs[0];
   const loop::View& w = call.inputs[1];
   const loop::Buffer& out = p.buffers[static_cast<size_t>(call.output)];
-  const loop::View y = call.output_view ? *call.output_view : loop::View{call.output, out.sizes, out.strides, out.offset};
+  const loop::View y = result_view(call, p);
   cuda::ConvProblem g;
   g.dtype = out.dtype;
   g.tf32 = tf32;

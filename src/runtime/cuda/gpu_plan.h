@@ -113,6 +113,9 @@ GemmViews gemm_views(const loop::ExternCall& call);
 cuda::GemmProblem gemm_problem(const loop::ExternCall& call, const loop::Program& p, const std::map<std::string, int64_t>& symbols,
                                bool tf32);
 
+// Where extern call `call` writes its result: its output_view, else its whole output buffer.
+loop::View result_view(const loop::ExternCall& call, const loop::Program& p);
+
 // Convolution `call` (forward, with no bias: schedule/conv_to_gemm.h splits it off) as cuDNN's
 // problem, with the graph's symbol values; the pointers' alignments are the caller's to set.
 // A 1-D convolution gets a unit spatial dim (cuDNN takes 2 or 3).
