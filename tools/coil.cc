@@ -12,6 +12,7 @@
 
 #include "coil/coil.h"
 #include "frontend/pt2.h"
+#include "loop/conv_params.h"
 #include "loop/kernel.h"
 #include "lower/lower.h"
 #include "codegen/cpu/cpu_codegen.h"
@@ -130,7 +131,8 @@ struct CompileCmd {
   std::vector<std::string> files;
   std::string emit = "loop", device = "cpu", arch, output, cache_dir;
   bool loops = false;
-  int candidate = -1;  // every CUDA kernel's i-th candidate configuration
+  bool library_convs = false;  // CUDA without a GPU: plan as if cuDNN took the ungrouped convolutions
+  int candidate = -1;          // every CUDA kernel's i-th candidate configuration
 };
 
 // The CUDA device to generate for: a preset when --arch names one, else the GPU.
@@ -186,6 +188,14 @@ int compile(const CompileCmd& c) {
     target.cuda = true;
     target.device = cuda_device(c.arch);
     target.cuda_candidate = c.candidate;
+    // What the GPU compile does where cuDNN has a plan, for reading that code without a GPU:
+    // the convolutions stay library calls and the layout planning runs around them.
+    if (c.library_convs)
+      target.library_convolution = [](const coil::loop::ExternCall& call, const coil::loop::Program& p) {
+        const coil::loop::ConvParams cp = coil::loop::conv_params(call.params);
+        const coil::DType t = p.buffers[static_cast<size_t>(call.output)].dtype;
+        return !cp.transposed && cp.groups == 1 && cp.k >= 1 && cp.k <= 3 && coil::is_float(t) && t != coil::DType::f64;
+      };
   }
   if (c.emit == "cubin") {
     if (!target.cuda) throw coil::Error("--emit cubin needs --device cuda");
@@ -312,6 +322,8 @@ int main(int argc, char** argv) {
   compile_cmd->add_option("--device", cc.device, "the target")->check(CLI::IsMember({"cpu", "cuda"}))->default_val("cpu");
   compile_cmd->add_option("--arch", cc.arch, "CUDA architecture to generate for without a GPU (sm_90a, sm_80)");
   compile_cmd->add_flag("--externs-as-loops", cc.loops, "write matrix products and convolutions as loop kernels");
+  compile_cmd->add_flag("--library-convolutions", cc.library_convs,
+                        "CUDA: plan as if cuDNN took every ungrouped float convolution (to read that code without a GPU)");
   compile_cmd->add_option("--candidate", cc.candidate, "CUDA: every kernel takes its i-th candidate configuration (the last when it has fewer)");
 
   RunOptions run_options;

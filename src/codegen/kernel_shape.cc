@@ -63,7 +63,9 @@ bool is_column_reduction(const loop::LoopKernel& k) {
   for (const auto& l : loads) {
     if (l->dynamic()) return false;
     auto cx = affine_stride(l->offset(), x), cr = affine_stride(l->offset(), r);
-    if (!cx || !cr || *cr == 1) return false;
+    // Not affine along the row (a window clamped at the borders, as a channels-last
+    // convolution or pooling reads): a column when neighbouring outputs are neighbours in memory.
+    if (!cx || (cr && *cr == 1) || (!cr && *cx != 1)) return false;
     unit_along_x = unit_along_x || *cx == 1;
   }
   return unit_along_x;

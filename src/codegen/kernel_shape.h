@@ -20,7 +20,8 @@ void collect_loads(const loop::ExprRef& e, std::vector<loop::ExprRef>& out);
 // Whether a load's index (or an index value) depends on the reduction variables (r*).
 bool reads_row(const loop::ExprRef& load);
 // A reduction whose rows run across memory (a sum over a leading dim): every load has unit
-// stride along the last outer variable or none, never along the last inner one.
+// stride along the last outer variable or none, never along the last inner one (a load not
+// affine along the last inner one, such as a clamped window, has unit stride along the outer one).
 bool is_column_reduction(const loop::LoopKernel& kernel);
 // A pointwise kernel with an access of unit stride along the second-to-last outer dim but not
 // the last (a transpose).

@@ -50,6 +50,13 @@ ExprRef relay_loads(const ExprRef& e, const loop::Program& p, const std::map<int
   return loop::map_operands(e, [&](const ExprRef& o) { return relay_loads(o, p, from, env); });
 }
 
+// `e` with its loads of buffer `from` reading the same elements of `to`, a copy in other strides.
+ExprRef read_from_copy(const ExprRef& e, const loop::Program& p, int from, int to, const RangeEnv& env) {
+  if (e->kind() == Expr::Kind::load && !e->dynamic() && e->buffer() == from)
+    return Expr::load(to, relaid(e->offset(), p.buffers[static_cast<size_t>(to)], p.buffers[static_cast<size_t>(from)].strides, env), e->dtype());
+  return loop::map_operands(e, [&](const ExprRef& o) { return read_from_copy(o, p, from, to, env); });
+}
+
 int add_temp(loop::Program& p, const std::string& name, DType dtype, const SymShape& sizes) {
   loop::Buffer b;
   b.name = name;
@@ -80,21 +87,67 @@ loop::View whole_view(const loop::Program& p, int buffer) {
   return {buffer, b.sizes, b.strides, b.offset};
 }
 
+// Whether `offset` steps by exactly one element along loop variable `var`.
+bool unit_along(const SymInt& offset, const std::string& var) {
+  return offset - substitute(offset, {{var, SymInt(0)}}) == SymInt::symbol(var);
+}
+
+void static_loads(const ExprRef& e, std::vector<ExprRef>& out) {
+  if (e->kind() == Expr::Kind::load && !e->dynamic()) out.push_back(e);
+  for (const auto& o : e->operands()) static_loads(o, out);
+}
+
+std::vector<ExprRef> kernel_loads(const loop::LoopKernel& k) {
+  std::vector<ExprRef> loads;
+  for (const auto& r : k.reductions) static_loads(r.value, loads);
+  for (const auto& s : k.stores) static_loads(s.value, loads);
+  return loads;
+}
+
+// A kernel over [N, C, spatial...] that reads something channels-last (unit stride along C) and
+// nothing row-major (unit stride along the last spatial dim): what it writes of those sizes takes
+// the layout of what it reads, as PyTorch's kernels give their outputs their inputs' memory
+// format (a depthwise convolution, a coil loop kernel, of a channels-last activation).
+bool reads_channels_last(const loop::LoopKernel& k) {
+  const size_t rank = k.outer.size();
+  if (rank != 4 && rank != 5) return false;
+  const std::string c = loop::loop_var(1), w = loop::loop_var(static_cast<int>(rank) - 1);
+  bool channels = false;
+  for (const auto& l : kernel_loads(k)) {
+    if (unit_along(l->offset(), w)) return false;
+    channels = channels || unit_along(l->offset(), c);
+  }
+  return channels;
+}
+
+// The strides of `sizes` with dim 0 innermost and the others row-major outside it: a weight
+// [C_out, C_in / groups, kh, kw] read per output channel by a kernel iterating channels innermost.
+SymShape dim0_innermost_strides(const SymShape& sizes) {
+  SymShape strides(sizes.size());
+  strides[0] = 1;
+  SymInt stride = sizes[0];
+  for (size_t d = sizes.size(); d-- > 1;) {
+    strides[d] = stride;
+    stride = stride * sizes[d];
+  }
+  return strides;
+}
+
 // A kernel whose outer nest is [N, C, spatial...] and that touches a channels-last buffer of
 // those sizes iterates with C innermost: [N, spatial..., C], so that neighbouring threads (and
 // vector lanes) take neighbouring channels, which are neighbours in memory (a pointwise kernel,
 // or a reduction per output element such as a pooling window; the outer points are independent,
 // so their order is free). Other kernels keep their nests.
-void channels_innermost(loop::LoopKernel& k, const loop::Program& p, const std::set<int>& channels_last) {
+bool channels_innermost(loop::LoopKernel& k, const loop::Program& p, const std::set<int>& channels_last) {
   const size_t rank = k.outer.size();
-  if (rank != 4 && rank != 5) return;
+  if (rank != 4 && rank != 5) return false;
   for (const auto& s : k.stores)
-    if (s.dynamic) return;  // its iterations run in order: later writes win
+    if (s.dynamic) return false;  // its iterations run in order: later writes win
   loop::Access a = loop::access(loop::Kernel(k));
   bool touches = false;
   for (const auto* set : {&a.reads, &a.writes})
     for (int b : *set) touches = touches || (channels_last.count(b) && p.buffers[static_cast<size_t>(b)].sizes == k.outer);
-  if (!touches) return;
+  if (!touches) return false;
   std::vector<size_t> order = {0};
   for (size_t d = 2; d < rank; ++d) order.push_back(d);
   order.push_back(1);
@@ -111,6 +164,31 @@ void channels_innermost(loop::LoopKernel& k, const loop::Program& p, const std::
     s.value = loop::substitute(s.value, rename);
     if (s.dynamic) s.dynamic = loop::substitute(s.dynamic, rename);
   }
+  return true;
+}
+
+// Small operands a reduction iterating channels innermost reads across the channels, one
+// channel's values contiguous (a depthwise convolution's weight [C, 1, kh, kw] read at
+// c * kh * kw + ...): neighbouring threads would read addresses a channel's size apart, so a copy
+// with dim 0 innermost replaces them (made once per run before the first kernel reading it).
+constexpr int64_t kCopiedOperandElements = int64_t{1} << 20;
+
+std::vector<int> channel_strided_operands(const loop::LoopKernel& k, const loop::Program& p) {
+  std::vector<int> out;
+  if (k.reductions.empty()) return out;
+  const std::string c = loop::loop_var(static_cast<int>(k.outer.size()) - 1);
+  for (const auto& l : kernel_loads(k)) {
+    const loop::Buffer& b = p.buffers[static_cast<size_t>(l->buffer())];
+    const auto n = product(b.sizes).constant();
+    if (b.role == loop::Buffer::Role::temporary || b.role == loop::Buffer::Role::output || b.sizes.size() < 2 || !n ||
+        *n > kCopiedOperandElements || b.sizes[0] != k.outer.back() || b.offset != SymInt(0) ||
+        b.strides != contiguous_strides(b.sizes) || b.strides[0] == SymInt(1))
+      continue;
+    // Dim 0 follows the channel: offset steps a whole dim-0 stride per channel.
+    if (l->offset() - substitute(l->offset(), {{c, SymInt(0)}}) != b.strides[0] * SymInt::symbol(c)) continue;
+    if (std::find(out.begin(), out.end(), l->buffer()) == out.end()) out.push_back(l->buffer());
+  }
+  return out;
 }
 
 }  // namespace
@@ -174,6 +252,13 @@ loop::Program convolutions_channels_last(
     for (const auto& kernel : program.kernels) {
       if (!std::holds_alternative<loop::LoopKernel>(kernel)) continue;
       loop::Access a = loop::access(kernel);
+      const auto& lk = std::get<loop::LoopKernel>(kernel);
+      if (reads_channels_last(lk))
+        for (int b : a.writes)
+          if (!chosen.count(b) && movable.count(b) && program.buffers[static_cast<size_t>(b)].sizes == lk.outer) {
+            chosen.insert(b);
+            grew = true;
+          }
       std::set<int> touched = a.reads;
       touched.insert(a.writes.begin(), a.writes.end());
       for (int b : touched) {
@@ -197,6 +282,7 @@ loop::Program convolutions_channels_last(
     buf.strides = channels_last_strides(buf.sizes);
   }
   std::vector<loop::Kernel> kernels;
+  std::map<int, int> copied;  // operand -> its copy with dim 0 innermost
   for (size_t k = 0; k < program.kernels.size(); ++k) {
     if (auto* lk = std::get_if<loop::LoopKernel>(&program.kernels[k])) {
       loop::LoopKernel out = *lk;
@@ -206,7 +292,20 @@ loop::Program convolutions_channels_last(
         s.value = relay_loads(s.value, p, from, env);
         if (auto it = from.find(s.buffer); it != from.end()) s.offset = relaid(s.offset, p.buffers[static_cast<size_t>(s.buffer)], it->second, env);
       }
-      channels_innermost(out, p, chosen);
+      if (channels_innermost(out, p, chosen)) {
+        for (int b : channel_strided_operands(out, p)) {
+          auto [it, fresh] = copied.try_emplace(b, -1);
+          if (fresh) {  // the copy, made before its first reader
+            const loop::Buffer& from_buffer = p.buffers[static_cast<size_t>(b)];
+            it->second = add_temp(p, from_buffer.name + "_channels_inner", from_buffer.dtype, from_buffer.sizes);
+            p.buffers[static_cast<size_t>(it->second)].strides = dim0_innermost_strides(from_buffer.sizes);
+            kernels.push_back(copy(p, p.buffers[static_cast<size_t>(it->second)].name, whole_view(p, b), whole_view(p, it->second), lk->origins));
+          }
+          const RangeEnv ranges = kernel_ranges(out);
+          for (auto& r : out.reductions) r.value = read_from_copy(r.value, p, b, it->second, ranges);
+          for (auto& st : out.stores) st.value = read_from_copy(st.value, p, b, it->second, ranges);
+        }
+      }
       kernels.push_back(std::move(out));
       continue;
     }

@@ -95,7 +95,9 @@ loop::LoopKernel convolution(const loop::Program& p, const loop::ExternCall& cal
   DType acc = accumulator(out.dtype);
   SymInt c_out = out.sizes[1], c_in = x.sizes[1];
   SymInt cg = floordiv(c_in, SymInt(groups)), og = floordiv(c_out, SymInt(groups));
-  SymInt n = var(0), oc = var(1), c = rvar(0), g = floordiv(oc, og);
+  // One channel a group (depthwise): the channel reduction's variable is always 0, and left out
+  // of the indices it keeps them multiples of what vector accesses need.
+  SymInt n = var(0), oc = var(1), c = cg == SymInt(1) ? SymInt(0) : rvar(0), g = floordiv(oc, og);
   SymInt in_channel = g * cg + c;
   loop::LoopKernel kern;
   kern.name = call.name;

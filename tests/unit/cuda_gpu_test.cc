@@ -93,6 +93,18 @@ const char* kGraphs[] = {
     // ... and written by the product straight into the output view, which takes the padded rows
     "  %x = input() : bf16[3, 100, 64]\n  %w = input() : bf16[3501, 64]\n  %xv = view(%x, [300, 64])\n"
     "  %wt = permute(%w, [1, 0])\n  %h = mm(%xv, %wt)\n  %y = view(%h, [3, 100, 3501])\n  return %y\n",
+    // depthwise convolutions (loop kernels) in cuDNN's channels-last chains (schedule/channels_last.h):
+    // flat columns of 8, 4 and 2 bf16 channels a thread and rows of threads over the 49 taps, the
+    // weight read through its copy with the channels innermost; then one reading a softmax over
+    // the channels through a permute (its result takes that layout), f32, odd spatial sizes
+    "  %x = input() : bf16[8, 16, 60, 58]\n  %w = input() : bf16[96, 16, 1, 1]\n"
+    "  %c = convolution(%x, %w, none, [1, 1], [0, 0], [1, 1], false, [0, 0], 1)\n  %v = input() : bf16[96, 1, 7, 7]\n"
+    "  %b = input() : bf16[96]\n  %d = convolution(%c, %v, %b, [1, 1], [3, 3], [1, 1], false, [0, 0], 96)\n  %r = relu(%d)\n"
+    "  return %r\n",
+    "  %x = input() : f32[8, 16, 58, 61]\n  %w = input() : f32[96, 16, 2, 2]\n"
+    "  %c = convolution(%x, %w, none, [2, 2], [0, 0], [1, 1], false, [0, 0], 1)\n  %p = permute(%c, [0, 2, 3, 1])\n"
+    "  %m = _softmax(%p, -1, false)\n  %l = permute(%m, [0, 3, 1, 2])\n  %v = input() : f32[96, 1, 3, 3]\n"
+    "  %d = convolution(%l, %v, none, [1, 1], [1, 1], [1, 1], false, [0, 0], 96)\n  %r = relu(%d)\n  return %r\n",
 };
 
 Graph parse(const std::string& body) { return parse_graph("graph t {\n" + std::string(body) + "}\n"); }

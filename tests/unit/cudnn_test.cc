@@ -9,6 +9,7 @@
 
 #include "coil/coil.h"
 #include "driver/compile.h"
+#include "loop/conv_params.h"
 #include "runtime/cuda/cudnn.h"
 #include "runtime/cuda/cudnn_api.h"
 #include "runtime/cuda/gpu_plan.h"
@@ -218,6 +219,65 @@ TEST(CudnnProblem, DeclaredChannelsLastChainsHaveNoCopies) {
       EXPECT_EQ(b.strides, schedule::channels_last_strides(b.sizes)) << b.name << "\n" << program;
     }
   }
+}
+
+// What the GPU compile does with cuDNN, which takes the ungrouped convolutions and leaves the
+// depthwise ones to coil's loop kernels.
+Generated generate_with_ungrouped_library(const Graph& g) {
+  Target target;
+  target.cuda = true;
+  target.device = preset_device("sm_90a");
+  target.library_convolution = [](const loop::ExternCall& c, const loop::Program&) { return loop::conv_params(c.params).groups == 1; };
+  return generate(g, target);
+}
+
+const loop::Buffer& buffer_named(const loop::Program& p, const std::string& name) {
+  for (const auto& b : p.buffers)
+    if (b.name == name) return b;
+  throw std::runtime_error("no buffer " + name);
+}
+
+// A depthwise convolution in a chain: its result goes channels-last with the chain, its loop
+// kernel iterates channels innermost and reads the weight through a copy with the channels
+// innermost (not 49 elements apart), and its first CUDA form is a thread per 8 adjacent bf16
+// channels walking the 49 taps alone.
+TEST(CudnnProblem, DepthwiseLoopKernelsJoinTheChannelsLastChain) {
+  Generated gen = generate_with_ungrouped_library(parse(
+      "  %x = input() : bf16[8, 16, 60, 58]\n  %w = input() : bf16[96, 16, 1, 1]\n"
+      "  %c = convolution(%x, %w, none, [1, 1], [0, 0], [1, 1], false, [0, 0], 1)\n  %v = input() : bf16[96, 1, 7, 7]\n"
+      "  %b = input() : bf16[96]\n  %d = convolution(%c, %v, %b, [1, 1], [3, 3], [1, 1], false, [0, 0], 96)\n  %r = relu(%d)\n"
+      "  return %r\n"));
+  const loop::Program& p = gen.lowered.program;
+  const std::string program = loop::to_string(p);
+  const loop::Buffer& d = buffer_named(p, "d");
+  EXPECT_EQ(d.strides, schedule::channels_last_strides(d.sizes)) << program;
+  const loop::Buffer& copy = buffer_named(p, "v_channels_inner");
+  EXPECT_EQ(copy.strides, (SymShape{1, 96 * 49, 96 * 7, 96})) << program;
+  bool found = false;
+  for (const auto& k : gen.cuda.kernels) {
+    const auto* lk = std::get_if<loop::LoopKernel>(&p.kernels[k.program_index]);
+    if (!lk || lk->name != "k1_d") continue;
+    found = true;
+    EXPECT_EQ(lk->outer, (SymShape{8, 60, 58, 96})) << program;
+    EXPECT_EQ(k.config.form, codegen::CudaConfig::Form::column);
+    EXPECT_EQ(k.config.block_y, 1);
+    EXPECT_EQ(k.config.vector, 8);
+    EXPECT_EQ(k.launch.per_block, k.config.block) << "a thread per 8 channels";
+  }
+  EXPECT_TRUE(found) << program;
+}
+
+// A depthwise convolution reading a softmax over the channels through a permute (the
+// activation's layout is channels-last, a different shape from the chain's): its result takes
+// that layout, as PyTorch's would.
+TEST(CudnnProblem, ResultsTakeTheLayoutTheyAreReadIn) {
+  Generated gen = generate_with_ungrouped_library(parse(
+      "  %x = input() : f32[2, 4, 10, 9]\n  %w = input() : f32[8, 4, 2, 2]\n"
+      "  %c = convolution(%x, %w, none, [2, 2], [0, 0], [1, 1], false, [0, 0], 1)\n  %p = permute(%c, [0, 2, 3, 1])\n"
+      "  %m = _softmax(%p, -1, false)\n  %l = permute(%m, [0, 3, 1, 2])\n  %v = input() : f32[8, 1, 3, 3]\n"
+      "  %d = convolution(%l, %v, none, [1, 1], [1, 1], [1, 1], false, [0, 0], 8)\n  %r = relu(%d)\n  return %r\n"));
+  const loop::Buffer& d = buffer_named(gen.lowered.program, "d");
+  EXPECT_EQ(d.strides, schedule::channels_last_strides(d.sizes)) << loop::to_string(gen.lowered.program);
 }
 
 }  // namespace

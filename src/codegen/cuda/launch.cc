@@ -42,7 +42,7 @@ size_t row_loads(const loop::LoopKernel& k) {
 // A column reduction's tiles of column_width(c) adjacent columns (the last outer dim), over
 // the other outer dims.
 SymInt column_tiles(const loop::LoopKernel& k, const CudaConfig& c) {
-  const int width = column_width(c);
+  const int width = column_flat(c) ? c.vector : column_width(c);
   SymInt tiles = floordiv(k.outer.back() + SymInt(width - 1), SymInt(width));
   for (size_t i = 0; i + 1 < k.outer.size(); ++i) tiles = tiles * k.outer[i];
   return tiles;
@@ -219,6 +219,29 @@ std::vector<CudaConfig> candidate_configs(const loop::Program& p, const loop::Lo
     c.form = CudaConfig::Form::column;
     c.block = warp;
     const int v = column_vector_width(p, k);
+    // Short rows over many outputs: flat columns, each thread reducing `vector` outputs alone,
+    // first when the rows are short enough that rows of threads would split them thin (a
+    // depthwise 7x7 convolution's 49 taps over channels-last activations), else last.
+    // The widest vectors that still give a full wave of threads, three at most, the widest also
+    // in blocks of 8 warps.
+    std::vector<CudaConfig> flat;
+    const auto r = product(k.inner).constant();
+    const auto outputs = product(k.outer).constant();
+    const int64_t wave = static_cast<int64_t>(d.sm_count) * d.max_threads_per_sm;
+    for (int vector = v; vector >= 1 && r && *r <= kFlatColumnRow && outputs && flat.size() < 4; vector /= 2) {
+      if (*outputs / vector < wave) continue;
+      CudaConfig f;
+      f.form = CudaConfig::Form::column;
+      f.block = 4 * warp;
+      f.vector = vector;
+      flat.push_back(f);
+      if (flat.size() == 1) {
+        f.block = 8 * warp;
+        flat.push_back(f);
+      }
+    }
+    const bool flat_first = r && *r <= kFlatColumnFirst && !flat.empty();
+    if (flat_first) out = flat;
     // A split over few column tiles comes first as 4 rows of threads taking half the widest
     // vector, in half a wave of splits: twice the blocks of 8 rows with 16-byte accesses, each
     // half the size (bf16 column sum 16384x8192 on an H100: 0.0968 -> 0.0933 ms; a whole wave of
@@ -249,6 +272,11 @@ std::vector<CudaConfig> candidate_configs(const loop::Program& p, const loop::Lo
         out.push_back(c);
         if (v == 1) break;
       }
+    }
+    if (!flat_first) {
+      const size_t room = kMaxCandidates - std::min(flat.size(), kMaxCandidates / 2);
+      if (out.size() > room) out.resize(room);
+      out.insert(out.end(), flat.begin(), flat.end());
     }
     if (out.size() > kMaxCandidates) out.resize(kMaxCandidates);
     return out;
@@ -343,7 +371,10 @@ CudaLaunch launch_for(const loop::LoopKernel& k, const CudaConfig& c, const cuda
       l.units = rows * SymInt(c.splits);
       l.per_block = c.block / c.threads_per_row;
       break;
-    case CudaConfig::Form::column: l.units = column_tiles(k, c) * SymInt(c.splits); break;
+    case CudaConfig::Form::column:
+      l.units = column_tiles(k, c) * SymInt(c.splits);
+      if (column_flat(c)) l.per_block = c.block;  // a thread per tile of `vector` columns
+      break;
     case CudaConfig::Form::scan:
       l.units = rows;
       l.per_block = c.block;

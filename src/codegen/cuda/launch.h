@@ -21,9 +21,16 @@ inline constexpr int64_t kMaxGrid = (int64_t{1} << 31) - 1;
 inline constexpr int64_t kLargestPartial = 24;
 // Shared memory a column reduction's thread has for its partials in one round of combining.
 inline constexpr int64_t kColumnScratchPerThread = 32;
+// Rows a flat column's thread walks alone (column_flat): candidates up to kFlatColumnRow
+// elements, the first choice up to kFlatColumnFirst.
+inline constexpr int64_t kFlatColumnRow = 1024;
+inline constexpr int64_t kFlatColumnFirst = 128;
 
 // A column reduction's tile: a warp of threads, each taking `vector` adjacent outputs.
 inline int column_width(const CudaConfig& c) { return c.block * c.vector; }
+// Flat columns: one row of threads and no splits, so each thread reduces its `vector` outputs
+// alone and the block's threads take consecutive groups of them across all outer dims.
+inline bool column_flat(const CudaConfig& c) { return c.form == CudaConfig::Form::column && c.block_y == 1 && c.splits == 1; }
 // A tiled transpose's square tile: block threads along x, each taking `vector` columns.
 inline int tile_side(const CudaConfig& c) { return c.block * std::max(1, c.vector); }
 // A tiled kernel's tile extents along its two dims (a, then b): wide tiles' own, else square.
