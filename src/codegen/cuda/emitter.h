@@ -76,6 +76,7 @@ class CudaEmitter {
   void counted_loop(const std::string& indent, const std::string& var, const std::string& start, const std::string& active,
                     const std::string& end, int64_t step, std::optional<int64_t> end_value);
   void row_loop_close(const std::string& indent);
+  bool nested_row_loops() const;
   void cache_row_loads(const std::string& indent, const std::string& active);
   // Persistent rows: per-element values carried from one pass to later ones (row_values.h).
   void declare_carried(const std::string& indent);
