@@ -99,9 +99,14 @@ SymInt recombine(const SymInt& sum) {
     if (m.kind() != SymInt::Kind::mod || !m.operands()[1].is_constant()) continue;
     const SymInt& x = m.operands()[0];
     const int64_t n = *m.operands()[1].constant();
+    // x // n, also as simplify writes it where x is itself a quotient: (y // k) // n -> y // (k*n)
+    // (a view merging three dims back reads 384*(x0 % 56) + 21504*((x0 // 56) % 56) + 1204224*(x0 // 3136)).
+    const SymInt quotient = x.kind() == SymInt::Kind::floordiv && x.operands()[1].is_constant() && *x.operands()[1].constant() > 0
+                                ? floordiv(x.operands()[0], SymInt(*x.operands()[1].constant() * n))
+                                : floordiv(x, n);
     for (size_t j = 0; j < terms.size(); ++j) {
       auto [cj, d] = scaled(terms[j]);
-      if (j == i || cj != c * n || d != floordiv(x, n)) continue;
+      if (j == i || cj != c * n || (d != floordiv(x, n) && d != quotient)) continue;
       terms[i] = x * c;
       terms.erase(terms.begin() + static_cast<std::ptrdiff_t>(j));
       changed = true;

@@ -48,6 +48,10 @@ TEST(Simplify, SplitVariablesRecombine) {
   EXPECT_EQ(simplify(mod(x0, 8) + floordiv(x0, 8) * 8, env), x0);
   EXPECT_EQ(simplify(mod(mod(x0, 64), 8) + floordiv(mod(x0, 64), 8) * 8 + floordiv(x0, 64) * 64, env), x0);
   EXPECT_EQ(simplify(mod(x0, 8) + floordiv(x0, 8) * 16, env), mod(x0, 8) + floordiv(x0, 8) * 16);
+  // Three dims merged back, the outer quotient as one division (ConvNeXt's gelu input, a view of
+  // [B*H*W, 4C] as [B, H, W, 4C]: it kept the CPU kernel from vectorizing its erf)
+  RangeEnv big = {{"x0", {0, 6271}}, {"x1", {0, 383}}};
+  EXPECT_EQ(simplify(x1 + mod(x0, 56) * 384 + mod(floordiv(x0, 56), 56) * 21504 + floordiv(x0, 3136) * 1204224, big), x1 + x0 * 384);
 }
 
 TEST(Simplify, RandomExpressionsKeepTheirValue) {
