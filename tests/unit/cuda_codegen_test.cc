@@ -18,6 +18,7 @@
 #include "codegen/cuda/launch.h"
 #include "coil/coil.h"
 #include "driver/compile.h"
+#include "loop/conv_params.h"
 #include "runtime/cuda/allocator.h"
 #include "runtime/cuda/gpu_plan.h"
 
@@ -380,12 +381,26 @@ TEST(CudaCodegen, EveryCandidateBuildsWithNvrtc) {
       "  %x = input() : bf16[600, 1024]\n  %s = sum.dim_IntList(%x, [0])\n  %v = var.correction(%x, [0], correction=1)\n  %i = argmax(%x, 0)\n"
       "  %c = input() : f32[N, 3, 40]\n  %t = amax(%c, [0])\n  return %s, %v, %i, %t\n",
   };
+  // a depthwise 7x7 in a cuDNN chain (the planner as with cuDNN taking the ungrouped one): flat
+  // columns, jammed along the window by 4 and 2
+  const std::string depthwise =
+      "  %x = input() : bf16[8, 16, 56, 56]\n  %w = input() : bf16[96, 16, 1, 1]\n"
+      "  %c = convolution(%x, %w, none, [1, 1], [0, 0], [1, 1], false, [0, 0], 1)\n  %v = input() : bf16[96, 1, 7, 7]\n"
+      "  %d = convolution(%c, %v, none, [1, 1], [3, 3], [1, 1], false, [0, 0], 96)\n  %r = relu(%d)\n  return %r\n";
   for (const char* arch : {"sm_80", "sm_90a"}) {
     auto d = cuda::preset_device(arch);
     std::string unit;
-    int n = 0;
-    for (const char* body : graphs) {
-      Generated gen = cuda_code(body, d);
+    int n = 0, jams = 0;
+    std::vector<std::pair<std::string, bool>> bodies;
+    for (const char* body : graphs) bodies.emplace_back(body, false);
+    bodies.emplace_back(depthwise, true);
+    for (const auto& [body, library] : bodies) {
+      Target t;
+      t.cuda = true;
+      t.device = d;
+      if (library)
+        t.library_convolution = [](const loop::ExternCall& c, const loop::Program&) { return loop::conv_params(c.params).groups == 1; };
+      Generated gen = generate(parse(body), t);
       if (unit.empty()) unit = gen.cuda.prelude;
       std::vector<std::string> symbols = {"N"};
       for (const auto& kernel : gen.lowered.program.kernels) {
@@ -397,10 +412,12 @@ TEST(CudaCodegen, EveryCandidateBuildsWithNvrtc) {
           codegen::CudaKernel info;
           unit += codegen::emit_cuda_kernel(gen.lowered.program, copy, symbols, d, config, info);
           EXPECT_LE(info.launch.block_x * info.launch.block_y, d.max_threads_per_block);
+          jams += config.jam > 1;
         }
       }
     }
     EXPECT_GT(n, 25);
+    EXPECT_EQ(jams, 2) << arch;
     build::CudaBuildOptions options{.cache = build::ArtifactCache(testing::TempDir() + "/cuda_candidates"), .nvrtc = nvrtc, .nvrtc_version = nvrtc->version(), .arch = arch};
     EXPECT_FALSE(build::compile_cubin(unit, options).empty()) << arch;
   }

@@ -97,7 +97,7 @@ const char* kGraphs[] = {
     // flat columns of 8, 4 and 2 bf16 channels a thread and rows of threads over the 49 taps, the
     // weight read through its copy with the channels innermost; then one reading a softmax over
     // the channels through a permute (its result takes that layout), f32, odd spatial sizes
-    "  %x = input() : bf16[8, 16, 60, 58]\n  %w = input() : bf16[96, 16, 1, 1]\n"
+    "  %x = input() : bf16[8, 16, 58, 60]\n  %w = input() : bf16[96, 16, 1, 1]\n"
     "  %c = convolution(%x, %w, none, [1, 1], [0, 0], [1, 1], false, [0, 0], 1)\n  %v = input() : bf16[96, 1, 7, 7]\n"
     "  %b = input() : bf16[96]\n  %d = convolution(%c, %v, %b, [1, 1], [3, 3], [1, 1], false, [0, 0], 96)\n  %r = relu(%d)\n"
     "  return %r\n",

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 
+#include "codegen/cuda/launch.h"
 #include "coil/coil.h"
 #include "driver/compile.h"
 #include "loop/conv_params.h"
@@ -239,11 +240,11 @@ const loop::Buffer& buffer_named(const loop::Program& p, const std::string& name
 
 // A depthwise convolution in a chain: its result goes channels-last with the chain, its loop
 // kernel iterates channels innermost and reads the weight through a copy with the channels
-// innermost (not 49 elements apart), and its first CUDA form is a thread per 8 adjacent bf16
-// channels walking the 49 taps alone.
+// innermost (not 49 elements apart), and its first CUDA forms are flat columns: a thread per few
+// adjacent channels walking the 49 taps alone.
 TEST(CudnnProblem, DepthwiseLoopKernelsJoinTheChannelsLastChain) {
   Generated gen = generate_with_ungrouped_library(parse(
-      "  %x = input() : bf16[8, 16, 60, 58]\n  %w = input() : bf16[96, 16, 1, 1]\n"
+      "  %x = input() : bf16[8, 16, 58, 60]\n  %w = input() : bf16[96, 16, 1, 1]\n"
       "  %c = convolution(%x, %w, none, [1, 1], [0, 0], [1, 1], false, [0, 0], 1)\n  %v = input() : bf16[96, 1, 7, 7]\n"
       "  %b = input() : bf16[96]\n  %d = convolution(%c, %v, %b, [1, 1], [3, 3], [1, 1], false, [0, 0], 96)\n  %r = relu(%d)\n"
       "  return %r\n"));
@@ -258,11 +259,20 @@ TEST(CudnnProblem, DepthwiseLoopKernelsJoinTheChannelsLastChain) {
     const auto* lk = std::get_if<loop::LoopKernel>(&p.kernels[k.program_index]);
     if (!lk || lk->name != "k1_d") continue;
     found = true;
-    EXPECT_EQ(lk->outer, (SymShape{8, 60, 58, 96})) << program;
+    EXPECT_EQ(lk->outer, (SymShape{8, 58, 60, 96})) << program;
+    // 4 adjacent outputs along the window a thread (jam.h), 4 channels each: the widest vector
+    // that leaves half a wave of threads.
     EXPECT_EQ(k.config.form, codegen::CudaConfig::Form::column);
     EXPECT_EQ(k.config.block_y, 1);
-    EXPECT_EQ(k.config.vector, 8);
-    EXPECT_EQ(k.launch.per_block, k.config.block) << "a thread per 8 channels";
+    EXPECT_EQ(k.config.vector, 4);
+    EXPECT_EQ(k.config.jam, 4);
+    EXPECT_EQ(k.launch.per_block, k.config.block) << "a thread per 4 channels of 4 outputs";
+    EXPECT_EQ(k.launch.units, SymInt(8 * 58 * 15 * 24));
+    // then 2 outputs of 8 channels a thread, and unjammed flat columns of 8 channels
+    const auto configs = codegen::candidate_configs(p, *lk, preset_device("sm_90a"));
+    ASSERT_GE(configs.size(), 3u);
+    EXPECT_EQ(codegen::to_string(configs[1]), "column block=128 vector=8 jam=2");
+    EXPECT_EQ(codegen::to_string(configs[2]), "column block=128 vector=8");
   }
   EXPECT_TRUE(found) << program;
 }

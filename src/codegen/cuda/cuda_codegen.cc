@@ -11,6 +11,7 @@
 
 #include "codegen/c_printer.h"
 #include "codegen/cuda/emitter.h"
+#include "codegen/cuda/jam.h"
 #include "codegen/cuda/launch.h"
 #include "support/check.h"
 
@@ -62,6 +63,7 @@ std::string to_string(const CudaConfig& c) {
   if (c.persistent) s += fmt::format(" persistent={}", c.persistent);
   if (c.splits > 1) s += fmt::format(" splits={}", c.splits);
   if (c.tile_a) s += fmt::format(" tile={}x{}", c.tile_a, c.tile_b);
+  if (c.jam > 1) s += fmt::format(" jam={}", c.jam);
   return s;
 }
 
@@ -203,8 +205,9 @@ std::string CudaEmitter::stored(const loop::ExprRef& value, DType t, std::vector
   return store_value(printer_->emit(narrowed ? value->operands()[0] : value, lines, indent), t);
 }
 
-std::string emit_cuda_kernel(const loop::Program& program, const loop::LoopKernel& kernel, const std::vector<std::string>& symbols,
+std::string emit_cuda_kernel(const loop::Program& program, const loop::LoopKernel& original, const std::vector<std::string>& symbols,
                              const cuda::DeviceInfo& device, const CudaConfig& config, CudaKernel& info) {
+  const loop::LoopKernel kernel = config.jam > 1 ? jammed(original, window_dim(original), config.jam) : original;
   if (config.form != CudaConfig::Form::column || config.vector == 1) return CudaEmitter(program, kernel, symbols, device, config).emit(info);
   // Vectorized columns: the body as seen from lane x<m> of a thread's adjacent outputs.
   std::string last = loop::loop_var(static_cast<int>(kernel.outer.size()) - 1);

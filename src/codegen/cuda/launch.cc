@@ -4,6 +4,7 @@
 #include <set>
 #include <tuple>
 
+#include "codegen/cuda/jam.h"
 #include "coil/dtype.h"
 #include "support/check.h"
 
@@ -224,20 +225,36 @@ std::vector<CudaConfig> candidate_configs(const loop::Program& p, const loop::Lo
     // depthwise 7x7 convolution's 49 taps over channels-last activations), else last.
     // The widest vectors that still give a full wave of threads, three at most, the widest also
     // in blocks of 8 warps.
+    // Where the loads slide along a window (jam.h), first the jammed ones: 4 and 2 outputs
+    // along it a thread, each with the widest vector that still gives half a wave.
     std::vector<CudaConfig> flat;
     const auto r = product(k.inner).constant();
     const auto outputs = product(k.outer).constant();
     const int64_t wave = static_cast<int64_t>(d.sm_count) * d.max_threads_per_sm;
-    for (int vector = v; vector >= 1 && r && *r <= kFlatColumnRow && outputs && flat.size() < 4; vector /= 2) {
-      if (*outputs / vector < wave) continue;
+    auto flat_config = [&](int vector, int block, int jam) {
       CudaConfig f;
       f.form = CudaConfig::Form::column;
-      f.block = 4 * warp;
+      f.block = block;
       f.vector = vector;
-      flat.push_back(f);
-      if (flat.size() == 1) {
-        f.block = 8 * warp;
-        flat.push_back(f);
+      f.jam = jam;
+      return f;
+    };
+    if (r && *r <= kFlatColumnRow && outputs) {
+      if (const int window = window_dim(k); window >= 0) {
+        const auto along = k.outer[static_cast<size_t>(window)].constant();
+        for (int jam : {4, 2}) {
+          for (int vector = v; along && *along % jam == 0 && vector >= 1; vector /= 2) {
+            if (*outputs / (vector * jam) < wave / 2) continue;
+            flat.push_back(flat_config(vector, 4 * warp, jam));
+            break;
+          }
+        }
+      }
+      const size_t jams = flat.size();
+      for (int vector = v; vector >= 1 && flat.size() < jams + 4; vector /= 2) {
+        if (*outputs / vector < wave) continue;
+        flat.push_back(flat_config(vector, 4 * warp, 1));
+        if (flat.size() == jams + 1) flat.push_back(flat_config(vector, 8 * warp, 1));
       }
     }
     const bool flat_first = r && *r <= kFlatColumnFirst && !flat.empty();
