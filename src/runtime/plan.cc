@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "support/check.h"
 
@@ -33,6 +34,16 @@ int64_t buffer_elements(const loop::Buffer& buf, const std::map<std::string, int
 
 size_t buffer_bytes(const loop::Buffer& buf, const std::map<std::string, int64_t>& symbols) {
   return static_cast<size_t>(buffer_elements(buf, symbols)) * static_cast<size_t>(dtype_size(buf.dtype));
+}
+
+std::vector<Tensor> TemporaryCache::take() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return std::exchange(blocks_, {});
+}
+
+void TemporaryCache::give(std::vector<Tensor> blocks) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& b : blocks) blocks_.push_back(std::move(b));
 }
 
 std::vector<Tensor> Plan::run(const TensorMap& inputs, const TensorMap& weights) const {
@@ -64,7 +75,7 @@ std::vector<Tensor> Plan::run(const TensorMap& inputs, const TensorMap& weights)
   // Storage elements a buffer's layout addresses (at least one).
   auto elements_of = [&](const loop::Buffer& buf) { return buffer_elements(buf, symbols); };
   std::vector<std::vector<int>> allocate_before(kernels.size());
-  std::vector<Tensor> pool;  // dead temporaries' memory (u8, flat)
+  std::vector<Tensor> pool = temporaries->take();  // free temporaries' memory (u8, flat): earlier runs', then dead ones
   for (size_t b = 0; b < buffers.size(); ++b) {
     const loop::Buffer& buf = buffers[b];
     if (held[b].defined()) {
@@ -122,6 +133,7 @@ std::vector<Tensor> Plan::run(const TensorMap& inputs, const TensorMap& weights)
   }
   std::vector<Tensor> out;
   for (int b : lowered.output_buffers) out.push_back(held[static_cast<size_t>(b)]);
+  temporaries->give(std::move(pool));
   return out;
 }
 

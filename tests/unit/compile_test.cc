@@ -198,5 +198,23 @@ TEST(Compile, ParallelKernelsOutliveTheirExecutable) {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
 }
 
+// A plan's temporaries keep their memory from one run to the next (runtime/plan.h): later runs
+// with other values, and with other sizes (a larger N needs larger blocks, a smaller one reuses
+// them), all match the interpreter, and the runs' results do not share memory.
+TEST(Compile, RunsReuseTemporariesMemory) {
+  Graph g = parse("  %x = input() : f32[N, 300]\n  %e = exp(%x)\n  %s = sum.dim_IntList(%e, [1], true)\n"
+                  "  %y = div.Tensor(%e, %s)\n  %t = permute(%y, [1, 0])\n  %z = mul.Tensor(%t, %t)\n  return %z\n");
+  Executable exe = compile(g, {.cache_dir = temp_cache()});
+  std::vector<Tensor> kept;
+  for (int64_t n : {5, 5, 40, 3, 40}) {
+    TensorMap inputs = random_inputs(g, static_cast<uint64_t>(n) * 7 + kept.size(), {{"N", n}});
+    auto want = evaluate_reference(g, inputs);
+    auto got = exe.run(inputs, {});
+    expect_close(got[0], want[0], "run " + std::to_string(kept.size()) + " (N=" + std::to_string(n) + ")");
+    kept.push_back(got[0]);
+    for (size_t i = 0; i + 1 < kept.size(); ++i) EXPECT_NE(kept[i].data(), got[0].data());
+  }
+}
+
 }  // namespace
 }  // namespace coil
