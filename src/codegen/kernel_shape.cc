@@ -71,6 +71,14 @@ bool is_column_reduction(const loop::LoopKernel& k) {
   return unit_along_x;
 }
 
+bool reads_window(const loop::LoopKernel& k) {
+  if (k.inner.empty()) return false;
+  std::string r = loop::reduce_var(static_cast<int>(k.inner.size()) - 1);
+  std::vector<ExprRef> loads;
+  for (const auto& step : k.reductions) collect_loads(step.value, loads);
+  return std::any_of(loads.begin(), loads.end(), [&](const ExprRef& l) { return !l->dynamic() && !affine_stride(l->offset(), r); });
+}
+
 bool is_transposing(const loop::LoopKernel& k) {
   if (!k.reductions.empty() || !k.inner.empty() || loop::has_dynamic_stores(k) || k.outer.size() < 2) return false;
   std::string last = loop::loop_var(static_cast<int>(k.outer.size()) - 1);

@@ -23,6 +23,9 @@ bool reads_row(const loop::ExprRef& load);
 // stride along the last outer variable or none, never along the last inner one (a load not
 // affine along the last inner one, such as a clamped window, has unit stride along the outer one).
 bool is_column_reduction(const loop::LoopKernel& kernel);
+// Whether a reduction's loads include one not affine along its last inner variable (a window
+// clamped at the borders): such a column reduction is offered the row forms too.
+bool reads_window(const loop::LoopKernel& kernel);
 // A pointwise kernel with an access of unit stride along the second-to-last outer dim but not
 // the last (a transpose).
 bool is_transposing(const loop::LoopKernel& kernel);

@@ -295,6 +295,14 @@ std::vector<CudaConfig> candidate_configs(const loop::Program& p, const loop::Lo
       if (out.size() > room) out.resize(room);
       out.insert(out.end(), flat.begin(), flat.end());
     }
+    // A window (pooling, a depthwise convolution) became a column by its channels-last layout:
+    // the row forms it had before stay candidates, the tuner deciding.
+    if (reads_window(k)) {
+      const auto rows = row_configs(p, k, d);
+      const size_t keep = std::min(rows.size(), size_t{3});
+      if (out.size() > kMaxCandidates - keep) out.resize(kMaxCandidates - keep);
+      out.insert(out.end(), rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(keep));
+    }
     if (out.size() > kMaxCandidates) out.resize(kMaxCandidates);
     return out;
   }
