@@ -230,4 +230,10 @@ void CudaEmitter::column_pointer_loads(const std::string& indent) {
   }
 }
 
+// Flat columns over a nest of reduction dims of known extents walk them in nested loops.
+bool CudaEmitter::nested_row_loops() const {
+  return column_flat(config_) && k_.inner.size() > 1 && !column_pointers() &&
+         std::all_of(k_.inner.begin(), k_.inner.end(), [](const SymInt& e) { return e.constant().has_value(); });
+}
+
 }  // namespace coil::codegen
