@@ -96,7 +96,7 @@ SymInt recombine(const SymInt& sum) {
   bool changed = false;
   for (size_t i = 0; i < terms.size(); ++i) {
     auto [c, m] = scaled(terms[i]);
-    if (m.kind() != SymInt::Kind::mod || !m.operands()[1].is_constant()) continue;
+    if (m.kind() != SymInt::Kind::mod || !m.operands()[1].is_constant() || *m.operands()[1].constant() <= 0) continue;  // `% 0`: a zero-size tensor's
     const SymInt& x = m.operands()[0];
     const int64_t n = *m.operands()[1].constant();
     // x // n, also as simplify writes it where x is itself a quotient: (y // k) // n -> y // (k*n)

@@ -52,6 +52,8 @@ TEST(Simplify, SplitVariablesRecombine) {
   // [B*H*W, 4C] as [B, H, W, 4C]: it kept the CPU kernel from vectorizing its erf)
   RangeEnv big = {{"x0", {0, 6271}}, {"x1", {0, 383}}};
   EXPECT_EQ(simplify(x1 + mod(x0, 56) * 384 + mod(floordiv(x0, 56), 56) * 21504 + floordiv(x0, 3136) * 1204224, big), x1 + x0 * 384);
+  // A zero-size tensor's `% 0` stays as it is (no division by zero)
+  EXPECT_EQ(simplify(mod(floordiv(x0, 4), 0) * 3 + x1, big), mod(floordiv(x0, 4), 0) * 3 + x1);
 }
 
 TEST(Simplify, RandomExpressionsKeepTheirValue) {
