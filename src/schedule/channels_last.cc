@@ -4,6 +4,7 @@
 #include <set>
 
 #include "arith/simplify.h"
+#include "codegen/kernel_shape.h"
 #include "coil/graph.h"
 #include "schedule/simplify_indices.h"
 #include "support/check.h"
@@ -87,21 +88,14 @@ loop::View whole_view(const loop::Program& p, int buffer) {
   return {buffer, b.sizes, b.strides, b.offset};
 }
 
-// Whether `offset` steps by exactly one element along loop variable `var`.
-bool unit_along(const SymInt& offset, const std::string& var) {
-  return offset - substitute(offset, {{var, SymInt(0)}}) == SymInt::symbol(var);
-}
-
-void static_loads(const ExprRef& e, std::vector<ExprRef>& out) {
-  if (e->kind() == Expr::Kind::load && !e->dynamic()) out.push_back(e);
-  for (const auto& o : e->operands()) static_loads(o, out);
-}
-
+// The kernel's loads at static offsets (reductions' and stores' values).
 std::vector<ExprRef> kernel_loads(const loop::LoopKernel& k) {
-  std::vector<ExprRef> loads;
-  for (const auto& r : k.reductions) static_loads(r.value, loads);
-  for (const auto& s : k.stores) static_loads(s.value, loads);
-  return loads;
+  std::vector<ExprRef> loads, out;
+  for (const auto& r : k.reductions) codegen::collect_loads(r.value, loads);
+  for (const auto& s : k.stores) codegen::collect_loads(s.value, loads);
+  for (const auto& l : loads)
+    if (!l->dynamic()) out.push_back(l);
+  return out;
 }
 
 // A kernel over [N, C, spatial...] that reads something channels-last (unit stride along C) and
@@ -114,8 +108,8 @@ bool reads_channels_last(const loop::LoopKernel& k) {
   const std::string c = loop::loop_var(1), w = loop::loop_var(static_cast<int>(rank) - 1);
   bool channels = false;
   for (const auto& l : kernel_loads(k)) {
-    if (unit_along(l->offset(), w)) return false;
-    channels = channels || unit_along(l->offset(), c);
+    if (codegen::affine_stride(l->offset(), w) == 1) return false;
+    channels = channels || codegen::affine_stride(l->offset(), c) == 1;
   }
   return channels;
 }
@@ -185,7 +179,7 @@ std::vector<int> channel_strided_operands(const loop::LoopKernel& k, const loop:
         b.strides != contiguous_strides(b.sizes) || b.strides[0] == SymInt(1))
       continue;
     // Dim 0 follows the channel: offset steps a whole dim-0 stride per channel.
-    if (l->offset() - substitute(l->offset(), {{c, SymInt(0)}}) != b.strides[0] * SymInt::symbol(c)) continue;
+    if (codegen::affine_stride(l->offset(), c) != b.strides[0].constant()) continue;
     if (std::find(out.begin(), out.end(), l->buffer()) == out.end()) out.push_back(l->buffer());
   }
   return out;

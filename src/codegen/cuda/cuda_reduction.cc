@@ -150,15 +150,16 @@ std::string CudaEmitter::row_loop_open(const std::string& indent, const std::str
       const auto vars = inner_vars();
       std::string linear;
       for (size_t d = 0; d < vars.size(); ++d) {
+        const std::string at = indent + std::string(2 * d, ' ');
         const int64_t extent = *k_.inner[d].constant();
-        if (d + 1 == vars.size()) out("{}#pragma unroll", in.substr(2));
+        if (d + 1 == vars.size()) out("{}#pragma unroll", at);
         if (d == 0)
-          out("{}for (idx_t {} = 0, end0 = {} ? {} : 0; {} < end0; ++{}) {{", in.substr(2), vars[d], active, extent, vars[d], vars[d]);
+          out("{}for (idx_t {} = 0, end0 = {} ? {} : 0; {} < end0; ++{}) {{", at, vars[d], active, extent, vars[d], vars[d]);
         else
-          out("{}for (idx_t {} = 0; {} < {}; ++{}) {{", in.substr(2), vars[d], vars[d], extent, vars[d]);
+          out("{}for (idx_t {} = 0; {} < {}; ++{}) {{", at, vars[d], vars[d], extent, vars[d]);
         linear = d == 0 ? vars[d] : fmt::format("({}) * {} + {}", linear, extent, vars[d]);
-        if (d + 1 < vars.size()) in += "  ";
       }
+      in = indent + std::string(2 * vars.size(), ' ');
       out("{}const idx_t j = {};", in, linear);
     } else {
       out("{}#pragma unroll 4", indent);
@@ -237,7 +238,6 @@ void CudaEmitter::row_loop_close(const std::string& indent) {
   for (size_t d = nest; d > 0; --d) out("{}{}}}", indent, std::string(2 * d, ' '));
   out("{}}}", indent);
 }
-
 
 // Persistent rows: every load that depends on the row position is read once into registers
 // (c<n>[e] for this thread's e-th element, or c<n>[e].v[u] for the u-th element of its e-th

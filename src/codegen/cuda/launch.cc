@@ -117,6 +117,43 @@ int column_vector_width(const loop::Program& p, const loop::LoopKernel& k) {
   return widest_vector(p, unit, x, *n);
 }
 
+// Flat columns (column_flat) for rows up to kFlatColumnRow long: where the loads slide along a
+// window (jam.h), first the jammed ones, 4 and 2 outputs along it a thread, each with the widest
+// vector that still gives half a wave of threads; then the widest vectors that give a full wave,
+// three at most, the widest also in blocks of 8 warps.
+std::vector<CudaConfig> flat_column_configs(const loop::LoopKernel& k, const cuda::DeviceInfo& d, int v) {
+  std::vector<CudaConfig> flat;
+  const auto r = product(k.inner).constant();
+  const auto outputs = product(k.outer).constant();
+  if (!r || *r > kFlatColumnRow || !outputs) return flat;
+  const int warp = d.warp_size;
+  const int64_t wave = static_cast<int64_t>(d.sm_count) * d.max_threads_per_sm;
+  auto config = [](int vector, int block, int jam) {
+    CudaConfig f;
+    f.form = CudaConfig::Form::column;
+    f.block = block;
+    f.vector = vector;
+    f.jam = jam;
+    return f;
+  };
+  if (const int window = window_dim(k); window >= 0) {
+    const auto along = k.outer[static_cast<size_t>(window)].constant();
+    for (int jam : {4, 2})
+      for (int vector = v; along && *along % jam == 0 && vector >= 1; vector /= 2)
+        if (*outputs / (vector * jam) >= wave / 2) {
+          flat.push_back(config(vector, 4 * warp, jam));
+          break;
+        }
+  }
+  const size_t jams = flat.size();
+  for (int vector = v; vector >= 1 && flat.size() < jams + 4; vector /= 2) {
+    if (*outputs / vector < wave) continue;
+    flat.push_back(config(vector, 4 * warp, 1));
+    if (flat.size() == jams + 1) flat.push_back(config(vector, 8 * warp, 1));
+  }
+  return flat;
+}
+
 std::vector<CudaConfig> row_configs(const loop::Program& p, const loop::LoopKernel& k, const cuda::DeviceInfo& d) {
   const int warp = d.warp_size, max_block = d.max_threads_per_block;
   auto r = product(k.inner).constant();
@@ -220,43 +257,11 @@ std::vector<CudaConfig> candidate_configs(const loop::Program& p, const loop::Lo
     c.form = CudaConfig::Form::column;
     c.block = warp;
     const int v = column_vector_width(p, k);
-    // Short rows over many outputs: flat columns, each thread reducing `vector` outputs alone,
-    // first when the rows are short enough that rows of threads would split them thin (a
-    // depthwise 7x7 convolution's 49 taps over channels-last activations), else last.
-    // The widest vectors that still give a full wave of threads, three at most, the widest also
-    // in blocks of 8 warps.
-    // Where the loads slide along a window (jam.h), first the jammed ones: 4 and 2 outputs
-    // along it a thread, each with the widest vector that still gives half a wave.
-    std::vector<CudaConfig> flat;
+    // Short rows over many outputs: flat columns, first when the rows are short enough that rows
+    // of threads would split them thin (a depthwise 7x7 convolution's 49 taps over channels-last
+    // activations), else last.
+    const std::vector<CudaConfig> flat = flat_column_configs(k, d, v);
     const auto r = product(k.inner).constant();
-    const auto outputs = product(k.outer).constant();
-    const int64_t wave = static_cast<int64_t>(d.sm_count) * d.max_threads_per_sm;
-    auto flat_config = [&](int vector, int block, int jam) {
-      CudaConfig f;
-      f.form = CudaConfig::Form::column;
-      f.block = block;
-      f.vector = vector;
-      f.jam = jam;
-      return f;
-    };
-    if (r && *r <= kFlatColumnRow && outputs) {
-      if (const int window = window_dim(k); window >= 0) {
-        const auto along = k.outer[static_cast<size_t>(window)].constant();
-        for (int jam : {4, 2}) {
-          for (int vector = v; along && *along % jam == 0 && vector >= 1; vector /= 2) {
-            if (*outputs / (vector * jam) < wave / 2) continue;
-            flat.push_back(flat_config(vector, 4 * warp, jam));
-            break;
-          }
-        }
-      }
-      const size_t jams = flat.size();
-      for (int vector = v; vector >= 1 && flat.size() < jams + 4; vector /= 2) {
-        if (*outputs / vector < wave) continue;
-        flat.push_back(flat_config(vector, 4 * warp, 1));
-        if (flat.size() == jams + 1) flat.push_back(flat_config(vector, 8 * warp, 1));
-      }
-    }
     const bool flat_first = r && *r <= kFlatColumnFirst && !flat.empty();
     if (flat_first) out = flat;
     // A split over few column tiles comes first as 4 rows of threads taking half the widest
