@@ -66,7 +66,7 @@ std::vector<ConvTuning> tune_convolutions(const loop::Program& program, bool tf3
     ConvTuning t;
     t.kernel = k;
     t.name = call->name;
-    t.key = build::ArtifactCache::key({"coil-conv-tune-1", cuda::str(p), context.device().key(), cudnn.version()});
+    t.key = build::ArtifactCache::key({"coil-conv-tune-2", cuda::str(p), context.device().key(), cudnn.version()});
     if (auto it = done.find(t.key); it != done.end()) {
       t.plan = it->second;
       out.push_back(std::move(t));

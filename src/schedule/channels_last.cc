@@ -1,5 +1,7 @@
 #include "schedule/channels_last.h"
 
+#include <fmt/format.h>
+
 #include <map>
 #include <set>
 
@@ -185,6 +187,21 @@ std::vector<int> channel_strided_operands(const loop::LoopKernel& k, const loop:
   return out;
 }
 
+// Whether a view's elements lie as channels-last ones would: its strides are those, but for dims
+// of size 1, which address nothing.
+bool lies_channels_last(const loop::View& v) {
+  const SymShape want = channels_last_strides(v.sizes);
+  for (size_t d = 0; d < v.sizes.size(); ++d)
+    if (v.sizes[d] != SymInt(1) && v.strides[d] != want[d]) return false;
+  return true;
+}
+
+std::string view_key(const loop::View& v) {
+  std::string key = fmt::format("{}@{}:", v.buffer, v.offset.str());
+  for (size_t d = 0; d < v.sizes.size(); ++d) key += fmt::format(" {}/{}", v.sizes[d].str(), v.strides[d].str());
+  return key;
+}
+
 }  // namespace
 
 SymShape channels_last_strides(const SymShape& sizes) {
@@ -277,7 +294,10 @@ loop::Program convolutions_channels_last(
   }
   std::vector<loop::Kernel> kernels;
   std::map<int, int> copied;  // operand -> its copy with dim 0 innermost
+  std::map<std::string, std::pair<int, int>> copies;  // convolution operand view -> (its buffer, its channels-last copy)
   for (size_t k = 0; k < program.kernels.size(); ++k) {
+    const std::set<int> written = loop::access(program.kernels[k]).writes;
+    std::erase_if(copies, [&](const auto& entry) { return written.count(entry.second.first) > 0; });
     if (auto* lk = std::get_if<loop::LoopKernel>(&program.kernels[k])) {
       loop::LoopKernel out = *lk;
       const RangeEnv env = kernel_ranges(out);
@@ -308,17 +328,29 @@ loop::Program convolutions_channels_last(
       kernels.push_back(std::move(call));
       continue;
     }
-    // Operands that did not move are copied into channels-last temporaries first.
+    // Operands that did not move are copied into channels-last temporaries first, once for all
+    // the convolutions reading them before they change; one whose elements already lie
+    // channels-last (a 1x1 weight [K, C, 1, 1]) is read in place.
     for (size_t i = 0; i < 2; ++i) {
       loop::View& v = call.inputs[i];
       if (chosen.count(v.buffer)) {
         v = whole_view(p, v.buffer);
         continue;
       }
+      if (lies_channels_last(v)) {
+        v.strides = channels_last_strides(v.sizes);
+        continue;
+      }
+      const std::string key = view_key(v);
+      if (auto it = copies.find(key); it != copies.end()) {
+        v = whole_view(p, it->second.second);
+        continue;
+      }
       const int t = add_temp(p, call.name + (i == 0 ? "_input_nhwc" : "_weight_nhwc"), p.buffers[static_cast<size_t>(v.buffer)].dtype, v.sizes);
       loop::LoopKernel in = copy(p, p.buffers[static_cast<size_t>(t)].name, v, whole_view(p, t), call.origins);
       channels_innermost(in, p, {t});
       kernels.push_back(std::move(in));
+      copies[key] = {v.buffer, t};
       v = whole_view(p, t);
     }
     if (chosen.count(call.output)) {

@@ -239,6 +239,30 @@ std::vector<void*> offered_configs(Builder& b, void* graph, int mode) {
   return configs;
 }
 
+// What tells an engine configuration apart: its engine's global index and its knob choices
+// (tile shape, stages, split-K...). The heuristic offers one engine with several choices, and
+// those differ in speed (on the H100, bf16 fprop engine 62's tiles): keyed by the engine alone,
+// all but its first configuration were lost.
+std::string config_identity(Builder& b, void* config, int64_t engine_index) {
+  std::string id = fmt::format("{}", engine_index);
+  int64_t count = 0;
+  if (b.a.get(config, dnn::kEngineConfigKnobChoices, dnn::kTypeBackendDescriptor, 0, &count, nullptr) != dnn::kSuccess || count <= 0)
+    return id;
+  std::vector<void*> choices;
+  for (int64_t i = 0; i < count; ++i) choices.push_back(b.make(dnn::kKnobChoiceDescriptor));
+  int64_t got = 0;
+  if (b.a.get(config, dnn::kEngineConfigKnobChoices, dnn::kTypeBackendDescriptor, count, &got, choices.data()) != dnn::kSuccess)
+    return id;
+  for (int64_t i = 0; i < std::min(got, count); ++i) {
+    int knob = -1;
+    int64_t value = 0, n = 0;
+    b.a.get(choices[static_cast<size_t>(i)], dnn::kKnobChoiceKnobType, dnn::kTypeKnobType, 1, &n, &knob);
+    b.a.get(choices[static_cast<size_t>(i)], dnn::kKnobChoiceKnobValue, dnn::kTypeInt64, 1, &n, &value);
+    id += fmt::format(" {}={}", knob, value);
+  }
+  return id;
+}
+
 }  // namespace
 
 const Cudnn::Plans& Cudnn::plans(const ConvProblem& p) const {
@@ -284,11 +308,13 @@ const Cudnn::Plans& Cudnn::plans(const ConvProblem& p) const {
   // The heuristic's list (mode A), then its fallback list, as PyTorch takes them: some engines
   // are only on the second (on the H100, the runtime-compiled depthwise kernel eager runs for
   // ConvNeXt's 7x7 convolutions, 14x faster than the best of the first list).
-  std::set<int64_t> seen;  // engines already taken
+  std::set<std::string> seen;  // configurations already taken
   for (int heuristic_mode : {dnn::kHeuristicModeA, dnn::kHeuristicModeFallback}) {
     std::vector<void*> configs = offered_configs(b, graph, heuristic_mode);
     if (debug) fmt::print(stderr, "cuDNN: {} plans offered (heuristic mode {}) for the {}\n", configs.size(), heuristic_mode, key);
-    for (size_t i = 0; i < configs.size() && built->plans.size() < kMaxEngines; ++i) {
+    // The fallback list keeps places of its own: its engines are the ones the first list lacks.
+    const size_t limit = heuristic_mode == dnn::kHeuristicModeA ? kMaxEngines - kFallbackEngines : kMaxEngines;
+    for (size_t i = 0; i < configs.size() && built->plans.size() < limit; ++i) {
       void* engine = b.make(dnn::kEngineDescriptor);
       int64_t count = 0;
       if (api_->get(configs[i], dnn::kEngineConfigEngine, dnn::kTypeBackendDescriptor, 1, &count, &engine) != dnn::kSuccess)
@@ -300,9 +326,10 @@ const Cudnn::Plans& Cudnn::plans(const ConvProblem& p) const {
       notes.resize(static_cast<size_t>(std::clamp<int64_t>(count, 0, 16)));
       int64_t global_index = -1;
       api_->get(engine, dnn::kEngineGlobalIndex, dnn::kTypeInt64, 1, &count, &global_index);
-      if (debug) fmt::print(stderr, "  config {}: engine {} numerical notes [{}]{}\n", i, global_index, fmt::join(notes, ", "),
+      const std::string identity = config_identity(b, configs[i], global_index);
+      if (debug) fmt::print(stderr, "  config {}: engine {} numerical notes [{}]{}\n", i, identity, fmt::join(notes, ", "),
                             numerics_allowed(notes, p) ? "" : " (left out)");
-      if (!numerics_allowed(notes, p) || !seen.insert(global_index).second) continue;
+      if (!numerics_allowed(notes, p) || !seen.insert(identity).second) continue;
       void* plan = nullptr;
       b.check(api_->create_descriptor(dnn::kExecutionPlanDescriptor, &plan), "cudnnBackendCreateDescriptor (plan)");
       int64_t workspace = 0;

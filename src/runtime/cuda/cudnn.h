@@ -40,8 +40,9 @@ std::optional<std::vector<int64_t>> packed_conv_strides(const std::vector<int64_
 
 class Cudnn {
  public:
-  // The plans taken at most: the heuristics' first few hold the fast ones.
-  static constexpr size_t kMaxEngines = 10;
+  // The plans taken at most: the heuristics' first few hold the fast ones; the last few places
+  // are the fallback list's.
+  static constexpr size_t kMaxEngines = 14, kFallbackEngines = 4;
 
   // $COIL_CUDNN when set (and then nothing else), else the first that loads of libcudnn.so.9
   // and libcudnn.so (inside a process that imported torch, its copy is already loaded); then

@@ -13,12 +13,12 @@ inline constexpr Status kSuccess = 0;
 
 // cudnnBackendDescriptorType_t
 inline constexpr int kConvolutionDescriptor = 1, kEngineDescriptor = 2, kEngineConfigDescriptor = 3,
-                     kEngineHeuristicDescriptor = 4, kExecutionPlanDescriptor = 5, kConvolutionForwardDescriptor = 10,
+                     kEngineHeuristicDescriptor = 4, kExecutionPlanDescriptor = 5, kKnobChoiceDescriptor = 7, kConvolutionForwardDescriptor = 10,
                      kOperationGraphDescriptor = 15, kVariantPackDescriptor = 16, kTensorDescriptor = 17;
 
 // cudnnBackendAttributeType_t
 inline constexpr int kTypeHandle = 0, kTypeDataType = 1, kTypeBoolean = 2, kTypeInt64 = 3, kTypeFloat = 4,
-                     kTypeVoidPtr = 6, kTypeConvolutionMode = 7, kTypeHeuristicMode = 8, kTypeNumericalNote = 11,
+                     kTypeVoidPtr = 6, kTypeConvolutionMode = 7, kTypeHeuristicMode = 8, kTypeKnobType = 9, kTypeNumericalNote = 11,
                      kTypeBackendDescriptor = 15;
 
 // cudnnBackendAttributeName_t
@@ -26,7 +26,8 @@ inline constexpr int kConvolutionComputeType = 100, kConvolutionMode = 101, kCon
                      kConvolutionFilterStrides = 103, kConvolutionPostPaddings = 104, kConvolutionPrePaddings = 105,
                      kConvolutionSpatialDims = 106;
 inline constexpr int kHeuristicMode = 200, kHeuristicOperationGraph = 201, kHeuristicResults = 202;
-inline constexpr int kEngineConfigEngine = 300;
+inline constexpr int kEngineConfigEngine = 300, kEngineConfigKnobChoices = 302;
+inline constexpr int kKnobChoiceKnobType = 600, kKnobChoiceKnobValue = 601;
 inline constexpr int kExecutionPlanHandle = 400, kExecutionPlanEngineConfig = 401, kExecutionPlanWorkspaceSize = 402;
 inline constexpr int kConvolutionForwardAlpha = 700, kConvolutionForwardBeta = 701, kConvolutionForwardDescriptor_ = 702,
                      kConvolutionForwardW = 703, kConvolutionForwardX = 704, kConvolutionForwardY = 705;
