@@ -42,6 +42,16 @@ double flops(const cuda::ConvProblem& p) {
 
 }  // namespace
 
+loop::ExternCall without_bias(const loop::ExternCall& call, const loop::Program& program) {
+  loop::ExternCall plain = call;
+  if (plain.inputs.size() == 3) {
+    const loop::Buffer& out = program.buffers[static_cast<size_t>(call.output)];
+    plain.inputs.pop_back();
+    plain.output_view = loop::View{call.output, out.sizes, contiguous_strides(out.sizes), 0};
+  }
+  return plain;
+}
+
 cuda::ConvProblem static_conv_problem(const loop::ExternCall& call, const loop::Program& program, bool tf32) {
   cuda::ConvProblem p = conv_problem(call, program, {}, tf32);
   const loop::View y = result_view(call, program);

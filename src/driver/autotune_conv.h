@@ -26,6 +26,10 @@ struct ConvTuning {
   std::string note;       // why it was not measured
 };
 
+// Convolution `call` as cuDNN runs it: without its bias (a pointwise kernel after the call adds
+// it), writing a row-major temporary of its result's sizes in that case.
+loop::ExternCall without_bias(const loop::ExternCall& call, const loop::Program& program);
+
 // The cuDNN problem of convolution `call` of a static-size program, with the alignments its
 // operands get on memory whose bases are 256-byte aligned (the allocator's).
 cuda::ConvProblem static_conv_problem(const loop::ExternCall& call, const loop::Program& program, bool tf32);

@@ -157,9 +157,14 @@ Generated generate(const Graph& graph, const Target& target) {
   auto library_convolution = [&](const loop::ExternCall& c, const loop::Program& p) {
     return !target.externs_as_loops && target.library_convolution && target.library_convolution(c, p);
   };
-  if (target.cuda || target.conv_as_gemm) {
+  auto loop_convolution = [&](const loop::ExternCall& c, const loop::Program& p) {
+    return !target.externs_as_loops && target.loop_convolution && target.loop_convolution(c, p);
+  };
+  // On CUDA with every extern as loops, convolutions are direct loop kernels, not im2col.
+  if ((target.cuda && !target.externs_as_loops) || target.conv_as_gemm) {
     const loop::Program& p = out.lowered.program;
-    out.lowered.program = schedule::convolutions_to_gemm(p, [&](const loop::ExternCall& c) { return library_convolution(c, p); });
+    out.lowered.program = schedule::convolutions_to_gemm(
+        p, [&](const loop::ExternCall& c) { return library_convolution(c, p) || loop_convolution(c, p); });
   }
   {
     const loop::Program& p = out.lowered.program;

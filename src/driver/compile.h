@@ -34,6 +34,9 @@ struct Target {
   // CUDA: whether a convolution stays a library call (cuDNN offers plans for it; compile_cuda
   // asks it) instead of im2col + GEMM or a loop kernel. Empty: none does.
   std::function<bool(const loop::ExternCall&, const loop::Program&)> library_convolution;
+  // CUDA: a convolution cuDNN could take that stays coil's direct loop kernel (measured faster:
+  // driver/conv_choice.h) rather than becoming im2col + GEMM. Empty: none.
+  std::function<bool(const loop::ExternCall&, const loop::Program&)> loop_convolution;
   std::string kernel_prefix;  // prepended to kernel names (several graphs in one unit)
   int cuda_candidate = -1;    // CompileOptions::cuda_candidate
 };

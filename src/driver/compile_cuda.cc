@@ -18,6 +18,7 @@
 #include "driver/autotune_conv.h"
 #include "driver/autotune_gemm.h"
 #include "driver/compile.h"
+#include "driver/conv_choice.h"
 #include "coil/error.h"
 #include "loop/conv_params.h"
 #include "runtime/cuda/gpu_plan.h"
@@ -40,12 +41,7 @@ bool cudnn_takes(const loop::ExternCall& call, const loop::Program& program, con
   if (c.groups != 1) return false;
   for (const auto& v : call.inputs)
     if (program.buffers[static_cast<size_t>(v.buffer)].dtype != t) return false;
-  loop::ExternCall plain = call;
-  const loop::Buffer& out = program.buffers[static_cast<size_t>(call.output)];
-  if (plain.inputs.size() == 3) {
-    plain.inputs.pop_back();
-    plain.output_view = loop::View{call.output, out.sizes, contiguous_strides(out.sizes), 0};
-  }
+  const loop::ExternCall plain = without_bias(call, program);
   const loop::View y = result_view(plain, program);
   for (const loop::View* v : {&std::as_const(plain.inputs[0]), &std::as_const(plain.inputs[1]), &y}) {
     for (const SymInt& d : v->sizes)
@@ -67,6 +63,7 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
   target.cuda = true;
   target.device = context->device();
   target.cuda_candidate = options.cuda_candidate;
+  target.externs_as_loops = options.externs_as_loops;
   // cuDNN, loaded when the graph has a convolution it may take; without it (not installed),
   // convolutions are im2col + cuBLASLt products or loop kernels.
   std::shared_ptr<const cuda::Cudnn> cudnn;
@@ -84,14 +81,36 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
     }
     return cudnn && cudnn_takes(call, program, *cudnn, options.allow_tf32);
   };
+  build::ArtifactCache cache = options.cache_dir.empty() ? build::ArtifactCache::from_environment() : build::ArtifactCache(options.cache_dir);
+  // A convolution cuDNN takes with a short reduction per output: cuDNN's plans or a loop kernel,
+  // whichever measured faster (driver/conv_choice.h), once per problem.
+  std::map<std::string, ConvPathChoice> paths;
+  std::vector<std::string> path_reports;
+  auto loop_wins = [&](const loop::ExternCall& call, const loop::Program& program) {
+    if (!options.autotune || !options.build || options.cuda_candidate >= 0 || !loop_convolution_candidate(call, program)) return false;
+    const std::string key = conv_path_key(call, program, options.allow_tf32);
+    auto it = paths.find(key);
+    if (it == paths.end()) {
+      it = paths.emplace(key, choose_conv_path(call, program, options, *cudnn, context, cache)).first;
+      path_reports.push_back(conv_path_report(call.name, it->second));
+    }
+    return it->second.loop;
+  };
+  auto cudnn_may_take = target.library_convolution;
+  target.library_convolution = [&, cudnn_may_take](const loop::ExternCall& call, const loop::Program& program) {
+    return cudnn_may_take(call, program) && !loop_wins(call, program);
+  };
+  target.loop_convolution = [&, cudnn_may_take](const loop::ExternCall& call, const loop::Program& program) {
+    return cudnn_may_take(call, program) && loop_wins(call, program);
+  };
   Generated gen = generate(graph, target);
   Executable exe;
   exe.stats = gen.stats;
+  exe.stats.tuning = path_reports;
   exe.device = context->device().str();
   auto gpu = std::make_shared<GpuPlan>();
 
   auto t0 = std::chrono::steady_clock::now();
-  build::ArtifactCache cache = options.cache_dir.empty() ? build::ArtifactCache::from_environment() : build::ArtifactCache(options.cache_dir);
   auto build_options = options.build || options.toolchain.empty()
                            ? build::CudaBuildOptions::detect(cache, context->device().arch())
                            : build::CudaBuildOptions::prebuilt(cache, context->device().arch(), options.toolchain);

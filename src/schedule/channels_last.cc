@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <optional>
 #include <set>
 
 #include "arith/simplify.h"
 #include "codegen/kernel_shape.h"
+#include "loop/conv_params.h"
 #include "coil/graph.h"
 #include "schedule/simplify_indices.h"
 #include "support/check.h"
@@ -81,6 +83,26 @@ loop::LoopKernel copy(const loop::Program& p, const std::string& name, const loo
   std::vector<SymInt> index;
   for (size_t d = 0; d < from.sizes.size(); ++d) index.push_back(SymInt::symbol(loop::loop_var(static_cast<int>(d))));
   ExprRef value = Expr::load(from.buffer, loop::view_offset(from, index), p.buffers[static_cast<size_t>(from.buffer)].dtype);
+  k.stores.push_back({to.buffer, loop::view_offset(to, index), value, false});
+  return k;
+}
+
+// A pointwise kernel copying view `from` [N, C, ...] into view `to` [N, C', ...] with C' > C: the
+// channels past C are zeros.
+loop::LoopKernel padded_copy(const loop::Program& p, const std::string& name, const loop::View& from, const loop::View& to,
+                             const std::vector<std::string>& origins) {
+  loop::LoopKernel k;
+  k.name = name;
+  k.origins = origins;
+  k.outer = to.sizes;
+  std::vector<SymInt> index, clamped;
+  for (size_t d = 0; d < to.sizes.size(); ++d) index.push_back(SymInt::symbol(loop::loop_var(static_cast<int>(d))));
+  clamped = index;
+  clamped[1] = min(index[1], from.sizes[1] - 1);
+  const DType dtype = p.buffers[static_cast<size_t>(from.buffer)].dtype;
+  ExprRef value = Expr::apply(loop::LoopOp::Where, {Expr::apply(loop::LoopOp::Lt, {Expr::index(index[1]), Expr::index(from.sizes[1])}),
+                                                    Expr::load(from.buffer, loop::view_offset(from, clamped), dtype),
+                                                    Expr::constant(0, dtype)});
   k.stores.push_back({to.buffer, loop::view_offset(to, index), value, false});
   return k;
 }
@@ -196,6 +218,18 @@ bool lies_channels_last(const loop::View& v) {
   return true;
 }
 
+// The channels a convolution's copied input is padded to (aligned_channels), or nothing: its
+// channels fill whole vectors already, it has groups, or its input is a temporary that moves
+// (written by the kernels before it, not copied).
+std::optional<int64_t> padded_channels(const loop::ExternCall& call, const loop::Program& p, const std::set<int>& chosen) {
+  const auto c = call.inputs[0].sizes[1].constant();
+  const DType dtype = p.buffers[static_cast<size_t>(call.inputs[0].buffer)].dtype;
+  if (loop::conv_params(call.params).groups != 1 || chosen.count(call.inputs[0].buffer) || !c || dtype_size(dtype) > 4) return std::nullopt;
+  const int64_t aligned = aligned_channels(*c, dtype);
+  if (aligned == *c) return std::nullopt;
+  return aligned;
+}
+
 std::string view_key(const loop::View& v) {
   std::string key = fmt::format("{}@{}:", v.buffer, v.offset.str());
   for (size_t d = 0; d < v.sizes.size(); ++d) key += fmt::format(" {}/{}", v.sizes[d].str(), v.strides[d].str());
@@ -203,6 +237,11 @@ std::string view_key(const loop::View& v) {
 }
 
 }  // namespace
+
+int64_t aligned_channels(int64_t channels, DType dtype) {
+  const int64_t per_vector = 16 / static_cast<int64_t>(dtype_size(dtype));
+  return (channels + per_vector - 1) / per_vector * per_vector;
+}
 
 SymShape channels_last_strides(const SymShape& sizes) {
   SymShape strides(sizes.size());
@@ -330,24 +369,30 @@ loop::Program convolutions_channels_last(
     }
     // Operands that did not move are copied into channels-last temporaries first, once for all
     // the convolutions reading them before they change; one whose elements already lie
-    // channels-last (a 1x1 weight [K, C, 1, 1]) is read in place.
+    // channels-last (a 1x1 weight [K, C, 1, 1]) is read in place. A copied input whose channels
+    // fill no whole 16-byte vector gets zero channels up to the next one, and the weight zero
+    // taps for them.
+    const std::optional<int64_t> padded = padded_channels(call, p, chosen);
     for (size_t i = 0; i < 2; ++i) {
       loop::View& v = call.inputs[i];
       if (chosen.count(v.buffer)) {
         v = whole_view(p, v.buffer);
         continue;
       }
-      if (lies_channels_last(v)) {
+      if (!padded && lies_channels_last(v)) {
         v.strides = channels_last_strides(v.sizes);
         continue;
       }
-      const std::string key = view_key(v);
+      const std::string key = view_key(v) + (padded ? fmt::format(" padded to {}", *padded) : "");
       if (auto it = copies.find(key); it != copies.end()) {
         v = whole_view(p, it->second.second);
         continue;
       }
-      const int t = add_temp(p, call.name + (i == 0 ? "_input_nhwc" : "_weight_nhwc"), p.buffers[static_cast<size_t>(v.buffer)].dtype, v.sizes);
-      loop::LoopKernel in = copy(p, p.buffers[static_cast<size_t>(t)].name, v, whole_view(p, t), call.origins);
+      SymShape sizes = v.sizes;
+      if (padded) sizes[1] = *padded;
+      const int t = add_temp(p, call.name + (i == 0 ? "_input_nhwc" : "_weight_nhwc"), p.buffers[static_cast<size_t>(v.buffer)].dtype, sizes);
+      const std::string& name = p.buffers[static_cast<size_t>(t)].name;
+      loop::LoopKernel in = padded ? padded_copy(p, name, v, whole_view(p, t), call.origins) : copy(p, name, v, whole_view(p, t), call.origins);
       channels_innermost(in, p, {t});
       kernels.push_back(std::move(in));
       copies[key] = {v.buffer, t};

@@ -154,16 +154,19 @@ TEST(CudnnProblem, OneDimensionGetsAUnitDimAndPaddingGivesPyTorchsSize) {
 }
 
 TEST(CudnnProblem, ChannelsLastInputAndTheBiasInAKernelAfter) {
-  // A channels-last input keeps its strides; the bias moves into a kernel reading the call's
-  // result (a channels-last temporary); trailing input PyTorch drops (7 with k 2, stride 3: 2 outputs, from
-  // positions 0 and 3) is dropped by cuDNN's formula too, with no padding.
+  // A channels-last input over 3 channels (6 bytes a pixel) is copied with zero channels up to 8
+  // (16 bytes), and the weight with zero taps for them; the bias moves into a kernel reading the
+  // call's result (a channels-last temporary); trailing input PyTorch drops (7 with k 2, stride
+  // 3: 2 outputs, from positions 0 and 3) is dropped by cuDNN's formula too, with no padding.
   Generated gen = generate_with_library(parse(
       "  %t = input() : f16[2, 7, 7, 3]\n  %x = permute(%t, [0, 3, 1, 2])\n  %w = input() : f16[5, 3, 2, 2]\n"
       "  %b = input() : f16[5]\n  %y = convolution(%x, %w, %b, [3, 3], [0, 0], [1, 1], false, [0, 0], 1)\n  return %y\n"));
   const loop::ExternCall& call = only_convolution(gen);
   EXPECT_EQ(call.inputs.size(), 2u) << "the bias stays with the call";
   ConvProblem p = conv_problem(call, gen.lowered.program, {}, false);
-  EXPECT_EQ(p.x_strides, (std::vector<int64_t>{147, 1, 21, 3}));
+  EXPECT_EQ(p.x_dims, (std::vector<int64_t>{2, 8, 7, 7}));
+  EXPECT_EQ(p.x_strides, (std::vector<int64_t>{392, 1, 56, 8}));
+  EXPECT_EQ(p.w_dims, (std::vector<int64_t>{5, 8, 2, 2}));
   EXPECT_EQ(p.y_dims, (std::vector<int64_t>{2, 5, 2, 2}));
   EXPECT_EQ(p.y_strides, (std::vector<int64_t>{20, 1, 10, 5}));
   EXPECT_EQ(p.post_padding, (std::vector<int64_t>{0, 0}));

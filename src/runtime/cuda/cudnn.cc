@@ -245,15 +245,16 @@ std::vector<void*> offered_configs(Builder& b, void* graph, int mode) {
 // all but its first configuration were lost.
 std::string config_identity(Builder& b, void* config, int64_t engine_index) {
   std::string id = fmt::format("{}", engine_index);
-  int64_t count = 0;
-  if (b.a.get(config, dnn::kEngineConfigKnobChoices, dnn::kTypeBackendDescriptor, 0, &count, nullptr) != dnn::kSuccess || count <= 0)
-    return id;
+  // At most one choice per knob type (CUDNN_KNOB_TYPE_COUNTS of them in cuDNN 9.x); cuDNN fills
+  // the descriptors made beforehand (a query of the count alone fails).
+  constexpr int64_t kMaxKnobs = 64;
+  std::vector<Desc> owned;  // only for this query
   std::vector<void*> choices;
-  for (int64_t i = 0; i < count; ++i) choices.push_back(b.make(dnn::kKnobChoiceDescriptor));
+  for (int64_t i = 0; i < kMaxKnobs; ++i) choices.push_back(owned.emplace_back(&b.a, dnn::kKnobChoiceDescriptor).get());
   int64_t got = 0;
-  if (b.a.get(config, dnn::kEngineConfigKnobChoices, dnn::kTypeBackendDescriptor, count, &got, choices.data()) != dnn::kSuccess)
+  if (b.a.get(config, dnn::kEngineConfigKnobChoices, dnn::kTypeBackendDescriptor, kMaxKnobs, &got, choices.data()) != dnn::kSuccess)
     return id;
-  for (int64_t i = 0; i < std::min(got, count); ++i) {
+  for (int64_t i = 0; i < std::min(got, kMaxKnobs); ++i) {
     int knob = -1;
     int64_t value = 0, n = 0;
     b.a.get(choices[static_cast<size_t>(i)], dnn::kKnobChoiceKnobType, dnn::kTypeKnobType, 1, &n, &knob);
