@@ -58,6 +58,7 @@ cuda::ConvProblem static_conv_problem(const loop::ExternCall& call, const loop::
   p.align_x = alignment_at(byte_offset(program, call.inputs[0].buffer, call.inputs[0].offset));
   p.align_w = alignment_at(byte_offset(program, call.inputs[1].buffer, call.inputs[1].offset));
   p.align_y = alignment_at(byte_offset(program, y.buffer, y.offset));
+  if (call.residual) p.align_y = std::min(p.align_y, alignment_at(byte_offset(program, call.residual->buffer, call.residual->offset)));
   return p;
 }
 
@@ -76,7 +77,7 @@ std::vector<ConvTuning> tune_convolutions(const loop::Program& program, bool tf3
     ConvTuning t;
     t.kernel = k;
     t.name = call->name;
-    t.key = build::ArtifactCache::key({"coil-conv-tune-2", cuda::str(p), context.device().key(), cudnn.version()});
+    t.key = build::ArtifactCache::key({"coil-conv-tune-3", cuda::str(p), context.device().key(), cudnn.version()});
     if (auto it = done.find(t.key); it != done.end()) {
       t.plan = it->second;
       out.push_back(std::move(t));
@@ -95,9 +96,15 @@ std::vector<ConvTuning> tune_convolutions(const loop::Program& program, bool tf3
         fill(base, bytes, buf.dtype);
         return reinterpret_cast<void*>(base + static_cast<cuda::DevicePtr>(byte_offset(program, buffer, offset)));
       };
-      void* x = operand(call->inputs[0].buffer, call->inputs[0].offset);
-      void* w = x ? operand(call->inputs[1].buffer, call->inputs[1].offset) : nullptr;
-      void* d = w ? operand(y.buffer, y.offset) : nullptr;
+      cuda::ConvPointers ptrs;
+      ptrs.x = operand(call->inputs[0].buffer, call->inputs[0].offset);
+      ptrs.w = ptrs.x ? operand(call->inputs[1].buffer, call->inputs[1].offset) : nullptr;
+      void* d = ptrs.w ? operand(y.buffer, y.offset) : nullptr;
+      ptrs.y = d;
+      // The epilogue's operands: each view's buffer, filled like the others.
+      for (auto [view, ptr] : {std::pair{&call->scale, &ptrs.scale}, {&call->shift, &ptrs.shift}, {&call->residual, &ptrs.residual},
+                               {&call->residual_scale, &ptrs.residual_scale}})
+        if (*view && d && !(*ptr = operand((*view)->buffer, (*view)->offset))) d = nullptr;
       size_t workspace_bytes = 0;
       for (size_t i = 0; i < offered; ++i)
         if (size_t b = cudnn.workspace_bytes(p, i); b <= kMaxWorkspace) workspace_bytes = std::max(workspace_bytes, b);
@@ -109,7 +116,7 @@ std::vector<ConvTuning> tune_convolutions(const loop::Program& program, bool tf3
       } else {
         auto run = [&](size_t i, int times) {
           if (cudnn.workspace_bytes(p, i) > workspace_bytes) fail("plan {} wants more workspace than the tuner gives", i);
-          for (int r = 0; r < times; ++r) cudnn.convolution(p, i, x, w, d, reinterpret_cast<void*>(workspace), nullptr);
+          for (int r = 0; r < times; ++r) cudnn.convolution(p, i, ptrs, reinterpret_cast<void*>(workspace), nullptr);
         };
         t.ms = time_in_turns(context, offered, run, kTurns);
         t.measured = true;

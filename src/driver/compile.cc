@@ -17,6 +17,7 @@
 #include "schedule/conv_to_gemm.h"
 #include "schedule/dead_stores.h"
 #include "schedule/extern_copies.h"
+#include "schedule/fuse_conv_epilogues.h"
 #include "schedule/externs_to_loops.h"
 #include "schedule/fuse_epilogues.h"
 #include "schedule/fuse_gemm_epilogues.h"
@@ -186,6 +187,9 @@ Generated generate(const Graph& graph, const Target& target) {
   // parallel) kernel does them faster than a pass after the BLAS call.
   if (target.cuda) out.lowered.program = schedule::fuse_gemm_epilogues(out.lowered.program);
   out.lowered.program = schedule::fuse_siblings(schedule::drop_dead_stores(schedule::fuse_epilogues(schedule::inline_pointwise(out.lowered.program))));
+  // cuDNN applies the batch norm, bias, shortcut and ReLU after a convolution in its kernel.
+  if (target.cuda && target.library_convolution && !target.externs_as_loops)
+    out.lowered.program = schedule::fuse_conv_epilogues(out.lowered.program, library_convolution);
   out.lowered.program = schedule::simplify_indices(out.lowered.program);
   if (target.cuda) out.lowered.program = schedule::pad_gemm_outputs(schedule::externs_write_copies(out.lowered.program));
   dump("fusion", loop::to_string(out.lowered.program));

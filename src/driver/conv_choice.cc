@@ -79,7 +79,7 @@ double best_cudnn_ms(const cuda::ConvProblem& p, const cuda::Cudnn& cudnn, const
   std::vector<double> ms = time_in_turns(
       context, plans.size(),
       [&](size_t i, int times) {
-        for (int r = 0; r < times; ++r) cudnn.convolution(p, plans[i], x, w, y, workspace, nullptr);
+        for (int r = 0; r < times; ++r) cudnn.convolution(p, plans[i], {.x = x, .w = w, .y = y}, workspace, nullptr);
       },
       kTurns);
   return *std::min_element(ms.begin(), ms.end());

@@ -57,6 +57,8 @@ std::string extern_str(const ExternCall& e) {
   }
   std::string epilogue = e.activation == Activation::none ? "" : fmt::format(" epilogue={}", activation_name(e.activation));
   if (e.residual) epilogue += fmt::format(" residual=buf{}{} strides={}", e.residual->buffer, shape_str(e.residual->sizes), shape_str(e.residual->strides));
+  for (auto [name, v] : {std::pair{"scale", &e.scale}, {"residual_scale", &e.residual_scale}, {"shift", &e.shift}})
+    if (*v) epilogue += fmt::format(" {}=buf{}", name, (*v)->buffer);
   std::string view = e.output_view ? " strides=" + shape_str(e.output_view->strides) : "";
   if (e.output_view && e.output_view->offset != SymInt(0)) view += " offset=" + e.output_view->offset.str();
   return fmt::format("extern {} {}({}) -> buf{}{} params=[{}]{}  # from {}\n", e.name, extern_name(e.kind), fmt::join(ins, ", "),
@@ -101,7 +103,8 @@ Access access(const Kernel& k) {
   Access a;
   if (const auto* e = std::get_if<ExternCall>(&k)) {
     for (const auto& v : e->inputs) a.reads.insert(v.buffer);
-    if (e->residual) a.reads.insert(e->residual->buffer);
+    for (const auto* v : {&e->residual, &e->scale, &e->shift, &e->residual_scale})
+      if (*v) a.reads.insert((*v)->buffer);
     a.writes.insert(e->output);
     return a;
   }
@@ -182,10 +185,14 @@ void verify(const Program& p) {
       COIL_CHECK(e->output >= 0 && static_cast<size_t>(e->output) < p.buffers.size()) << e->name << ": unknown output buffer";
       COIL_CHECK(!e->output_view || (e->output_view->buffer == e->output && e->kind == ExternKind::attention))
           << e->name << ": an output view is for attention, into its output buffer";
-      COIL_CHECK(e->activation == Activation::none || is_product(e->kind)) << e->name << ": an epilogue on a " << extern_name(e->kind);
-      COIL_CHECK(!e->residual || ((e->kind == ExternKind::mm || e->kind == ExternKind::addmm) && e->activation == Activation::none &&
-                                  e->residual->buffer >= 0 && static_cast<size_t>(e->residual->buffer) < p.buffers.size()))
-          << e->name << ": a residual is for an mm or addmm without an activation";
+      const bool conv = e->kind == ExternKind::convolution;
+      COIL_CHECK(e->activation == Activation::none || is_product(e->kind) || (conv && e->activation == Activation::relu))
+          << e->name << ": an epilogue on a " << extern_name(e->kind);
+      COIL_CHECK(!e->residual || ((e->kind == ExternKind::mm || e->kind == ExternKind::addmm) && e->activation == Activation::none) || conv)
+          << e->name << ": a residual is for an mm or addmm without an activation, or a convolution";
+      for (const auto* v : {&e->residual, &e->scale, &e->shift, &e->residual_scale})
+        COIL_CHECK(!*v || ((*v)->buffer >= 0 && static_cast<size_t>((*v)->buffer) < p.buffers.size())) << e->name << ": unknown epilogue buffer";
+      COIL_CHECK((!e->scale && !e->shift && !e->residual_scale) || conv) << e->name << ": channel scales are a convolution's";
       continue;
     }
     const auto& k = std::get<LoopKernel>(kernel);

@@ -84,7 +84,12 @@ struct ExternCall {
   Activation activation = Activation::none;
   // mm, addmm: a tensor added to the product before the store (cuBLASLt's C with beta 1: D = A @ B
   // (+ bias) + residual), viewed in the product's logical sizes; schedule/fuse_gemm_epilogues.h.
+  // convolution: the same in the result's layout, added as residual * residual_scale.
   std::optional<View> residual;
+  // convolution (cuDNN's fused epilogue, schedule/fuse_conv_epilogues.h): the result stored is
+  // activation(conv * scale + residual * residual_scale + shift), with these f32 vectors over the
+  // output channels (absent: 1, 1 and 0); activation relu or none.
+  std::optional<View> scale, shift, residual_scale;
   std::vector<std::string> origins;
 };
 

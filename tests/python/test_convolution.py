@@ -126,3 +126,70 @@ def test_matrix_products_match_f64(dtype, device):
         return (F.linear(x, w, bias), torch.bmm(a, b), torch.addmm(c, m1, m2, beta=beta, alpha=alpha), q @ kt, s @ s.t())
 
     _check(fn, (x, w, bias, a, b, m1, m2, c, q, kt, s), ks, names, dtype, device)
+
+
+class _ConvBlock(torch.nn.Module):
+    """What cuDNN's fused epilogue takes (schedule/fuse_conv_epilogues.h): conv -> batch norm
+    (eval, statistics that are not the identity) -> relu; conv + bias -> relu; ResNet's residual
+    block with a downsample shortcut (its own conv and batch norm) and with an identity one; and a
+    convolution whose raw result is also returned (no fusion: it must still be right)."""
+
+    def __init__(self, c):
+        super().__init__()
+        n = torch.nn
+        self.c1, self.b1 = n.Conv2d(3, c, 3, padding=1, bias=False), n.BatchNorm2d(c)
+        self.c2 = n.Conv2d(c, c, 3, padding=1)
+        self.c3, self.b3 = n.Conv2d(c, 2 * c, 1, bias=False), n.BatchNorm2d(2 * c)
+        self.down, self.bd = n.Conv2d(c, 2 * c, 1, stride=1, bias=False), n.BatchNorm2d(2 * c)
+        self.c4, self.b4 = n.Conv2d(2 * c, 2 * c, 3, padding=1, bias=False), n.BatchNorm2d(2 * c)
+        self.c5 = n.Conv2d(2 * c, 2 * c, 1)
+        for m in self.modules():
+            if isinstance(m, n.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+                m.weight.data.uniform_(0.5, 1.5)
+                m.bias.data.uniform_(-0.5, 0.5)
+            if isinstance(m, n.Conv2d):
+                m.weight.data.normal_(0, 1 / math.sqrt(m.weight[0].numel()))
+
+    def forward(self, x):
+        r = F.relu(self.b1(self.c1(x)))
+        h = F.relu(self.c2(r))
+        y = F.relu(self.b3(self.c3(h)) + self.bd(self.down(h)))
+        z = F.relu(self.b4(self.c4(y)) + y)
+        raw = self.c5(z)
+        return z, raw, F.relu(raw) * 2
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_convolution_epilogues_match_f64(dtype, device):
+    torch.manual_seed(11)
+    model = _ConvBlock(16).eval()
+    x = torch.randn(2, 3, 12, 10)
+    with torch.no_grad():
+        truth = model.double()(x.double())
+        model = model.to(dtype).to(device)
+        torch._dynamo.reset()
+        got = torch.compile(model, backend="coil")(x.to(dtype).to(device))
+    # Each output holds a few roundings of O(1) intermediates (fused: one), on top of f32 sums.
+    eps = torch.finfo(dtype).eps if dtype != torch.float32 else 1e-6
+    for g, t in zip(got, truth):
+        assert g.dtype == dtype
+        torch.testing.assert_close(g.double().cpu(), t, rtol=4 * eps, atol=8 * eps + 1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_convolution_epilogues_keep_nans(device):
+    """relu(nan) is nan in PyTorch: a fused epilogue's relu must keep it too."""
+    torch.manual_seed(12)
+    model = _ConvBlock(8).eval().to(device)
+    x = torch.randn(1, 3, 6, 5, device=device)
+    x[0, 1, 2, 3] = float("nan")
+    with torch.no_grad():
+        want = model(x)
+        torch._dynamo.reset()
+        got = torch.compile(model, backend="coil")(x)
+    for g, w in zip(got, want):
+        assert torch.equal(torch.isnan(g), torch.isnan(w))
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4, equal_nan=True)

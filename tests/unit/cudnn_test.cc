@@ -39,7 +39,17 @@ TEST(CudnnAbi, WrittenOutValuesMatchTheHeader) {
                 dnn::kOperationGraphDescriptor == CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR &&
                 dnn::kVariantPackDescriptor == CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR &&
                 dnn::kTensorDescriptor == CUDNN_BACKEND_TENSOR_DESCRIPTOR &&
-                dnn::kKnobChoiceDescriptor == CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+                dnn::kKnobChoiceDescriptor == CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR &&
+                dnn::kPointwiseDescriptor == CUDNN_BACKEND_POINTWISE_DESCRIPTOR &&
+                dnn::kOperationPointwiseDescriptor == CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+  static_assert(dnn::kTypePointwiseMode == CUDNN_TYPE_POINTWISE_MODE && dnn::kPointwiseMode == CUDNN_ATTR_POINTWISE_MODE &&
+                dnn::kPointwiseMathPrecision == CUDNN_ATTR_POINTWISE_MATH_PREC &&
+                dnn::kOperationPointwisePwDescriptor == CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR &&
+                dnn::kOperationPointwiseX == CUDNN_ATTR_OPERATION_POINTWISE_XDESC &&
+                dnn::kOperationPointwiseB == CUDNN_ATTR_OPERATION_POINTWISE_BDESC &&
+                dnn::kOperationPointwiseY == CUDNN_ATTR_OPERATION_POINTWISE_YDESC && dnn::kTensorIsVirtual == CUDNN_ATTR_TENSOR_IS_VIRTUAL &&
+                dnn::kPointwiseAdd == CUDNN_POINTWISE_ADD && dnn::kPointwiseMul == CUDNN_POINTWISE_MUL &&
+                dnn::kPointwiseReluForward == CUDNN_POINTWISE_RELU_FWD);
   static_assert(dnn::kTypeHandle == CUDNN_TYPE_HANDLE && dnn::kTypeDataType == CUDNN_TYPE_DATA_TYPE &&
                 dnn::kTypeBoolean == CUDNN_TYPE_BOOLEAN && dnn::kTypeInt64 == CUDNN_TYPE_INT64 &&
                 dnn::kTypeFloat == CUDNN_TYPE_FLOAT && dnn::kTypeVoidPtr == CUDNN_TYPE_VOID_PTR &&
@@ -336,6 +346,74 @@ TEST(CudnnProblem, ResultsTakeTheLayoutTheyAreReadIn) {
       "  %d = convolution(%l, %v, none, [1, 1], [1, 1], [1, 1], false, [0, 0], 8)\n  %r = relu(%d)\n  return %r\n"));
   const loop::Buffer& d = buffer_named(gen.lowered.program, "d");
   EXPECT_EQ(d.strides, schedule::channels_last_strides(d.sizes)) << loop::to_string(gen.lowered.program);
+}
+
+}  // namespace
+}  // namespace coil::cuda
+
+namespace coil::cuda {
+namespace {
+
+const char* kResidualBlock =
+    "  %x = input() : bf16[2, 8, 6, 5]\n  %w1 = input() : bf16[8, 8, 3, 3]\n"
+    "  %m = input() : bf16[8]\n  %v = input() : bf16[8]\n  %g = input() : bf16[8]\n  %b = input() : bf16[8]\n"
+    "  %c = convolution(%x, %w1, none, [1, 1], [1, 1], [1, 1], false, [0, 0], 1)\n"
+    "  %n, %n1, %n2 = _native_batch_norm_legit_no_training(%c, %g, %b, %m, %v, 0.1, 1e-05)\n  %r = relu(%n)\n"
+    "  %w2 = input() : bf16[8, 8, 1, 1]\n  %d = convolution(%r, %w2, none, [1, 1], [0, 0], [1, 1], false, [0, 0], 1)\n"
+    "  %s = add.Tensor(%d, %r)\n  %o = relu(%s)\n  %w3 = input() : bf16[8, 8, 1, 1]\n"
+    "  %e = convolution(%o, %w3, none, [1, 1], [0, 0], [1, 1], false, [0, 0], 1)\n  return %o, %e\n";
+
+// conv -> batch norm -> relu, then conv + r -> relu (ResNet's identity shortcut): both epilogues
+// go into the calls, each with a kernel over the channels before it, and no loop kernel is left
+// reading a result back but the copy of the last call's result into the graph's output layout.
+TEST(ConvEpilogues, BatchNormReluAndTheShortcutJoinTheConvolutions) {
+  Generated gen = generate_with_library(parse(kResidualBlock));
+  const loop::Program& p = gen.lowered.program;
+  const std::string program = loop::to_string(p);
+  std::vector<const loop::ExternCall*> calls;
+  for (const auto& k : p.kernels)
+    if (const auto* c = std::get_if<loop::ExternCall>(&k)) calls.push_back(c);
+  ASSERT_EQ(calls.size(), 3u) << program;
+  EXPECT_EQ(calls[0]->activation, loop::Activation::relu) << program;
+  EXPECT_TRUE(calls[0]->scale && calls[0]->shift && !calls[0]->residual) << program;
+  EXPECT_EQ(calls[1]->activation, loop::Activation::relu) << program;
+  ASSERT_TRUE(calls[1]->residual) << program;
+  EXPECT_EQ(calls[1]->residual->buffer, calls[0]->output) << program;
+  EXPECT_FALSE(calls[1]->scale || calls[1]->shift || calls[1]->residual_scale) << program;
+  EXPECT_EQ(calls[2]->activation, loop::Activation::none) << program;  // its raw result is the graph's
+  int coefficient_kernels = 0;
+  for (const auto& k : p.kernels)
+    if (const auto* lk = std::get_if<loop::LoopKernel>(&k)) {
+      coefficient_kernels += lk->name.ends_with("_epilogue");
+      if (lk->name.ends_with("_epilogue")) {
+        EXPECT_EQ(lk->outer, SymShape({SymInt(8)})) << program;
+      }
+    }
+  EXPECT_EQ(coefficient_kernels, 1) << program;
+  // The first call writes the temporary the second reads: its ReLU's, not a raw one.
+  EXPECT_EQ(calls[1]->inputs[0].buffer, calls[0]->output) << program;
+}
+
+// A result read raw besides through the epilogue, or by a library that takes no fused call,
+// keeps its kernels.
+TEST(ConvEpilogues, NoFusionWhereTheRawResultIsReadOrTheLibraryDeclines) {
+  Generated raw = generate_with_library(parse(
+      "  %x = input() : f32[2, 8, 6, 5]\n  %w = input() : f32[8, 8, 3, 3]\n"
+      "  %c = convolution(%x, %w, none, [1, 1], [1, 1], [1, 1], false, [0, 0], 1)\n  %r = relu(%c)\n"
+      "  %s = add.Tensor(%r, %c)\n  return %s\n"));
+  for (const auto& k : raw.lowered.program.kernels)
+    if (const auto* c = std::get_if<loop::ExternCall>(&k)) {
+      EXPECT_EQ(c->activation, loop::Activation::none) << loop::to_string(raw.lowered.program);
+    }
+  Target target;
+  target.cuda = true;
+  target.device = preset_device("sm_90a");
+  target.library_convolution = [](const loop::ExternCall& c, const loop::Program&) { return !c.scale && !c.shift && !c.residual; };
+  Generated declined = generate(parse(kResidualBlock), target);
+  for (const auto& k : declined.lowered.program.kernels)
+    if (const auto* c = std::get_if<loop::ExternCall>(&k)) {
+      EXPECT_FALSE(c->scale || c->shift || c->residual) << loop::to_string(declined.lowered.program);
+    }
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <set>
 #include <string_view>
+#include <tuple>
 #include <utility>
 
 #include "runtime/cuda/cudnn_api.h"
@@ -91,12 +92,15 @@ int data_type(DType t) {
 }  // namespace
 
 std::string str(const ConvProblem& p) {
+  const ConvEpilogue& e = p.epilogue;
   return fmt::format("{} convolution{}: x [{}] strides [{}] align {}, w [{}] strides [{}] align {}, y [{}] strides [{}] align {}, "
-                     "stride [{}] padding [{}]/[{}] dilation [{}]",
+                     "stride [{}] padding [{}]/[{}] dilation [{}]{}{}{}{}",
                      dtype_name(p.dtype), p.tf32 && p.dtype == DType::f32 ? " (tf32)" : "", fmt::join(p.x_dims, ", "),
                      fmt::join(p.x_strides, ", "), p.align_x, fmt::join(p.w_dims, ", "), fmt::join(p.w_strides, ", "), p.align_w,
                      fmt::join(p.y_dims, ", "), fmt::join(p.y_strides, ", "), p.align_y, fmt::join(p.stride, ", "),
-                     fmt::join(p.pre_padding, ", "), fmt::join(p.post_padding, ", "), fmt::join(p.dilation, ", "));
+                     fmt::join(p.pre_padding, ", "), fmt::join(p.post_padding, ", "), fmt::join(p.dilation, ", "),
+                     e.scale ? ", then * scale" : "", e.residual ? (e.residual_scale ? " + residual * scale" : " + residual") : "",
+                     e.shift ? " + shift" : "", e.relu ? ", relu" : "");
 }
 
 std::optional<std::vector<int64_t>> packed_conv_strides(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides) {
@@ -198,7 +202,10 @@ struct Builder {
     check(a.set(d, name, type, count, values), "cudnnBackendSetAttribute");
   }
   void ints(void* d, int name, const std::vector<int64_t>& v) { set(d, name, dnn::kTypeInt64, static_cast<int64_t>(v.size()), v.data()); }
-  void* tensor(int64_t uid, int dtype, const std::vector<int64_t>& dims, const std::vector<int64_t>& strides, uint32_t align) {
+  // A virtual tensor lives only inside the fused kernel (the convolution's f32 result on its way
+  // through the epilogue).
+  void* tensor(int64_t uid, int dtype, const std::vector<int64_t>& dims, const std::vector<int64_t>& strides, uint32_t align,
+               bool is_virtual = false) {
     void* t = make(dnn::kTensorDescriptor);
     const int64_t alignment = align;
     set(t, dnn::kTensorDataType, dnn::kTypeDataType, 1, &dtype);
@@ -206,9 +213,30 @@ struct Builder {
     ints(t, dnn::kTensorStrides, strides);
     set(t, dnn::kTensorUniqueId, dnn::kTypeInt64, 1, &uid);
     set(t, dnn::kTensorByteAlignment, dnn::kTypeInt64, 1, &alignment);
+    if (is_virtual) {
+      const bool yes = true;
+      set(t, dnn::kTensorIsVirtual, dnn::kTypeBoolean, 1, &yes);
+    }
     return a.finalize(t) == dnn::kSuccess ? t : nullptr;  // nullptr: no engine takes this tensor
   }
+  // y = mode(x[, b]) in f32; nullptr where cuDNN refuses it.
+  void* pointwise(int mode, void* x, void* b, void* y) {
+    void* pw = make(dnn::kPointwiseDescriptor);
+    const int precision = dnn::kDataFloat;
+    set(pw, dnn::kPointwiseMode, dnn::kTypePointwiseMode, 1, &mode);
+    set(pw, dnn::kPointwiseMathPrecision, dnn::kTypeDataType, 1, &precision);
+    if (a.finalize(pw) != dnn::kSuccess) return nullptr;
+    void* op = make(dnn::kOperationPointwiseDescriptor);
+    set(op, dnn::kOperationPointwisePwDescriptor, dnn::kTypeBackendDescriptor, 1, &pw);
+    set(op, dnn::kOperationPointwiseX, dnn::kTypeBackendDescriptor, 1, &x);
+    if (b) set(op, dnn::kOperationPointwiseB, dnn::kTypeBackendDescriptor, 1, &b);
+    set(op, dnn::kOperationPointwiseY, dnn::kTypeBackendDescriptor, 1, &y);
+    return a.finalize(op) == dnn::kSuccess ? op : nullptr;
+  }
 };
+
+// The tensors' unique ids: the variant pack gives their pointers under these.
+enum Uid : int64_t { kUidX = 1, kUidW, kUidY, kUidScale, kUidShift, kUidResidual, kUidResidualScale, kUidFirstVirtual = 100 };
 
 // Whether an engine's numerics are allowed, as PyTorch filters cuDNN's plans: never one that
 // converts its inputs to a narrower type, no tensor cores (TF32) for f32 unless allowed, and
@@ -286,21 +314,64 @@ const Cudnn::Plans& Cudnn::plans(const ConvProblem& p) const {
   // A problem cuDNN rejects (a layout or padding no engine takes) has no plans.
   auto none = [&]() -> const Plans& { return *cache_->plans.emplace(key, std::move(built)).first->second; };
   if (api_->finalize(conv) != dnn::kSuccess) return none();
-  void* x = b.tensor(1, dtype, p.x_dims, p.x_strides, p.align_x);
-  void* w = b.tensor(2, dtype, p.w_dims, p.w_strides, p.align_w);
-  void* y = b.tensor(3, dtype, p.y_dims, p.y_strides, p.align_y);
+  void* x = b.tensor(kUidX, dtype, p.x_dims, p.x_strides, p.align_x);
+  void* w = b.tensor(kUidW, dtype, p.w_dims, p.w_strides, p.align_w);
+  void* y = b.tensor(kUidY, dtype, p.y_dims, p.y_strides, p.align_y);
   if (!x || !w || !y) return none();
+  // With an epilogue the convolution writes a virtual f32 tensor that pointwise operations carry
+  // to y (the last of them writes it).
+  const ConvEpilogue& e = p.epilogue;
+  int64_t next_virtual = kUidFirstVirtual;
+  auto virtual_result = [&] { return b.tensor(next_virtual++, dnn::kDataFloat, p.y_dims, p.y_strides, 16, true); };
+  void* result = e.any() ? virtual_result() : y;
+  if (!result) return none();
   void* op = b.make(dnn::kConvolutionForwardDescriptor);
   const float alpha = 1, beta = 0;
   b.set(op, dnn::kConvolutionForwardX, dnn::kTypeBackendDescriptor, 1, &x);
   b.set(op, dnn::kConvolutionForwardW, dnn::kTypeBackendDescriptor, 1, &w);
-  b.set(op, dnn::kConvolutionForwardY, dnn::kTypeBackendDescriptor, 1, &y);
+  b.set(op, dnn::kConvolutionForwardY, dnn::kTypeBackendDescriptor, 1, &result);
   b.set(op, dnn::kConvolutionForwardDescriptor_, dnn::kTypeBackendDescriptor, 1, &conv);
   b.set(op, dnn::kConvolutionForwardAlpha, dnn::kTypeFloat, 1, &alpha);
   b.set(op, dnn::kConvolutionForwardBeta, dnn::kTypeFloat, 1, &beta);
   if (api_->finalize(op) != dnn::kSuccess) return none();
+  std::vector<void*> ops = {op};
+  if (e.any()) {
+    // Per-channel vectors [1, K, 1, ...] in f32.
+    std::vector<int64_t> channel_dims(p.y_dims.size(), 1), channel_strides(p.y_dims.size(), 1);
+    channel_dims[1] = p.y_dims[1];
+    channel_strides[0] = p.y_dims[1];
+    auto vector = [&](int64_t uid) { return b.tensor(uid, dnn::kDataFloat, channel_dims, channel_strides, 16); };
+    struct Step {
+      int mode;
+      void* other;  // the second operand, or nullptr (relu)
+    };
+    std::vector<Step> steps;
+    if (e.scale) steps.push_back({dnn::kPointwiseMul, vector(kUidScale)});
+    if (e.residual) {
+      void* residual = b.tensor(kUidResidual, dtype, p.y_dims, p.y_strides, p.align_y);
+      if (residual && e.residual_scale) {  // residual * residual_scale, off the main chain
+        void* scaled = virtual_result();
+        void* scales = vector(kUidResidualScale);
+        void* mul = scaled && scales ? b.pointwise(dnn::kPointwiseMul, residual, scales, scaled) : nullptr;
+        if (!mul) return none();
+        ops.push_back(mul);
+        residual = scaled;
+      }
+      steps.push_back({dnn::kPointwiseAdd, residual});
+    }
+    if (e.shift) steps.push_back({dnn::kPointwiseAdd, vector(kUidShift)});
+    if (e.relu) steps.push_back({dnn::kPointwiseReluForward, nullptr});
+    for (size_t i = 0; i < steps.size(); ++i) {
+      if (steps[i].mode != dnn::kPointwiseReluForward && !steps[i].other) return none();
+      void* out = i + 1 == steps.size() ? y : virtual_result();
+      void* step = out ? b.pointwise(steps[i].mode, result, steps[i].other, out) : nullptr;
+      if (!step) return none();
+      ops.push_back(step);
+      result = out;
+    }
+  }
   void* graph = b.make(dnn::kOperationGraphDescriptor);
-  b.set(graph, dnn::kOperationGraphOps, dnn::kTypeBackendDescriptor, 1, &op);
+  b.set(graph, dnn::kOperationGraphOps, dnn::kTypeBackendDescriptor, static_cast<int64_t>(ops.size()), ops.data());
   b.set(graph, dnn::kOperationGraphHandle, dnn::kTypeHandle, 1, &handle_);
   if (api_->finalize(graph) != dnn::kSuccess) return none();
   // COIL_DEBUG=cudnn lists what the heuristics offered and what became of each.
@@ -358,8 +429,7 @@ size_t Cudnn::workspace_bytes(const ConvProblem& p, size_t engine) const {
   return built.workspace[engine];
 }
 
-void Cudnn::convolution(const ConvProblem& p, size_t engine, const void* x, const void* w, void* y, void* workspace,
-                        void* stream) const {
+void Cudnn::convolution(const ConvProblem& p, size_t engine, const ConvPointers& operands, void* workspace, void* stream) const {
   const Plans& built = plans(p);
   if (engine >= built.plans.size())
     fail("cuDNN offers {} plans for the {}; plan {} was asked for", built.plans.size(), str(p), engine);
@@ -367,10 +437,19 @@ void Cudnn::convolution(const ConvProblem& p, size_t engine, const void* x, cons
   std::vector<Desc> owned;
   Builder b{*api_, owned, problem};
   void* pack = b.make(dnn::kVariantPackDescriptor);
-  const int64_t uids[3] = {1, 2, 3};
-  void* pointers[3] = {const_cast<void*>(x), const_cast<void*>(w), y};
-  b.set(pack, dnn::kVariantPackUniqueIds, dnn::kTypeInt64, 3, uids);
-  b.set(pack, dnn::kVariantPackDataPointers, dnn::kTypeVoidPtr, 3, pointers);
+  std::vector<int64_t> uids = {kUidX, kUidW, kUidY};
+  std::vector<void*> pointers = {const_cast<void*>(operands.x), const_cast<void*>(operands.w), operands.y};
+  const ConvEpilogue& e = p.epilogue;
+  for (auto [present, uid, pointer] : {std::tuple{e.scale, kUidScale, operands.scale}, {e.shift, kUidShift, operands.shift},
+                                       {e.residual, kUidResidual, operands.residual},
+                                       {e.residual && e.residual_scale, kUidResidualScale, operands.residual_scale}}) {
+    if (!present) continue;
+    if (!pointer) fail("the {} needs its epilogue operand {}", problem, static_cast<int64_t>(uid));
+    uids.push_back(uid);
+    pointers.push_back(const_cast<void*>(pointer));
+  }
+  b.set(pack, dnn::kVariantPackUniqueIds, dnn::kTypeInt64, static_cast<int64_t>(uids.size()), uids.data());
+  b.set(pack, dnn::kVariantPackDataPointers, dnn::kTypeVoidPtr, static_cast<int64_t>(pointers.size()), pointers.data());
   b.set(pack, dnn::kVariantPackWorkspace, dnn::kTypeVoidPtr, 1, &workspace);
   b.check(api_->finalize(pack), "cudnnBackendFinalize (variant pack)");
   std::lock_guard<std::mutex> lock(cache_->mutex);  // the handle's stream, then the launch

@@ -19,6 +19,26 @@
 
 namespace coil::cuda {
 
+// Pointwise work cuDNN's runtime-fused engines apply to the convolution's result in registers
+// before the store: y = relu?(conv(x, w) * scale + residual * residual_scale + shift), computed in
+// f32, with scale, shift and residual_scale f32 vectors over the output channels and residual a
+// tensor of y's dims, strides and dtype; each part optional (absent: 1, 0, none, 1).
+struct ConvEpilogue {
+  bool scale = false, shift = false, residual = false, residual_scale = false, relu = false;
+  bool any() const { return scale || shift || residual || relu; }
+};
+
+// The operands of one convolution call (those of an epilogue part the problem lacks are unused).
+struct ConvPointers {
+  const void* x = nullptr;
+  const void* w = nullptr;
+  void* y = nullptr;
+  const void* scale = nullptr;
+  const void* shift = nullptr;
+  const void* residual = nullptr;
+  const void* residual_scale = nullptr;
+};
+
 // y = conv(x, w): x [N, C, spatial...], w [K, C / groups, spatial...], y [N, K, spatial...]
 // (groups follow from x's C over w's), with 2 or 3 spatial dims (a 1-D convolution is given a
 // unit dim), and per spatial dim its stride, padding before and after, and dilation.
@@ -28,6 +48,7 @@ struct ConvProblem {
   std::vector<int64_t> x_dims, x_strides, w_dims, w_strides, y_dims, y_strides;
   std::vector<int64_t> stride, pre_padding, post_padding, dilation;
   uint32_t align_x = 16, align_w = 16, align_y = 16;  // byte alignment of the pointers (at most 16)
+  ConvEpilogue epilogue;  // the residual, when there is one, has y's alignment
 };
 std::string str(const ConvProblem& p);  // one line, for messages, logs and cache keys
 
@@ -60,10 +81,9 @@ class Cudnn {
   size_t engines(const ConvProblem& p) const;
   // Device memory plan `engine` of `p` needs as workspace.
   size_t workspace_bytes(const ConvProblem& p, size_t engine) const;
-  // y = conv(x, w) with plan `engine` on `stream` (a CUstream; nullptr: the default stream),
+  // y = conv(x, w) (and the problem's epilogue) with plan `engine` on `stream` (a CUstream; nullptr: the default stream),
   // asynchronously. Throws coil::Error naming the call and the problem when cuDNN fails.
-  void convolution(const ConvProblem& p, size_t engine, const void* x, const void* w, void* y, void* workspace,
-                   void* stream) const;
+  void convolution(const ConvProblem& p, size_t engine, const ConvPointers& operands, void* workspace, void* stream) const;
 
   struct Api;  // the entry points (cudnn.cc)
 

@@ -12,16 +12,19 @@ using Status = int;  // cudnnStatus_t
 inline constexpr Status kSuccess = 0;
 
 // cudnnBackendDescriptorType_t
-inline constexpr int kConvolutionDescriptor = 1, kEngineDescriptor = 2, kEngineConfigDescriptor = 3,
+inline constexpr int kPointwiseDescriptor = 0, kOperationPointwiseDescriptor = 13, kConvolutionDescriptor = 1, kEngineDescriptor = 2, kEngineConfigDescriptor = 3,
                      kEngineHeuristicDescriptor = 4, kExecutionPlanDescriptor = 5, kKnobChoiceDescriptor = 7, kConvolutionForwardDescriptor = 10,
                      kOperationGraphDescriptor = 15, kVariantPackDescriptor = 16, kTensorDescriptor = 17;
 
 // cudnnBackendAttributeType_t
 inline constexpr int kTypeHandle = 0, kTypeDataType = 1, kTypeBoolean = 2, kTypeInt64 = 3, kTypeFloat = 4,
-                     kTypeVoidPtr = 6, kTypeConvolutionMode = 7, kTypeHeuristicMode = 8, kTypeKnobType = 9, kTypeNumericalNote = 11,
+                     kTypeVoidPtr = 6, kTypeConvolutionMode = 7, kTypeHeuristicMode = 8, kTypeKnobType = 9, kTypeNumericalNote = 11, kTypePointwiseMode = 14,
                      kTypeBackendDescriptor = 15;
 
 // cudnnBackendAttributeName_t
+inline constexpr int kPointwiseMode = 0, kPointwiseMathPrecision = 1;
+inline constexpr int kOperationPointwisePwDescriptor = 750, kOperationPointwiseX = 751, kOperationPointwiseB = 752,
+                     kOperationPointwiseY = 753;
 inline constexpr int kConvolutionComputeType = 100, kConvolutionMode = 101, kConvolutionDilations = 102,
                      kConvolutionFilterStrides = 103, kConvolutionPostPaddings = 104, kConvolutionPrePaddings = 105,
                      kConvolutionSpatialDims = 106;
@@ -33,12 +36,14 @@ inline constexpr int kConvolutionForwardAlpha = 700, kConvolutionForwardBeta = 7
                      kConvolutionForwardW = 703, kConvolutionForwardX = 704, kConvolutionForwardY = 705;
 inline constexpr int kOperationGraphHandle = 800, kOperationGraphOps = 801;
 inline constexpr int kTensorByteAlignment = 900, kTensorDataType = 901, kTensorDimensions = 902, kTensorStrides = 903,
-                     kTensorUniqueId = 906;
+                     kTensorUniqueId = 906, kTensorIsVirtual = 907;
 inline constexpr int kVariantPackUniqueIds = 1000, kVariantPackDataPointers = 1001, kVariantPackWorkspace = 1003;
 inline constexpr int kEngineGlobalIndex = 1301, kEngineNumericalNote = 1303;
 
 // cudnnDataType_t
 inline constexpr int kDataFloat = 0, kDataDouble = 1, kDataHalf = 2, kDataBfloat16 = 9;
+// cudnnPointwiseMode_t
+inline constexpr int kPointwiseAdd = 0, kPointwiseMul = 1, kPointwiseReluForward = 100;
 // cudnnConvolutionMode_t
 inline constexpr int kCrossCorrelation = 1;
 // cudnnBackendHeurMode_t

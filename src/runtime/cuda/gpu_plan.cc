@@ -106,6 +106,11 @@ cuda::ConvProblem conv_problem(const loop::ExternCall& call, const loop::Program
   }
   for (auto [dims, strides] : {std::pair{&g.x_dims, &g.x_strides}, {&g.w_dims, &g.w_strides}, {&g.y_dims, &g.y_strides}})
     *strides = cuda::packed_conv_strides(*dims, *strides).value_or(*strides);
+  g.epilogue.scale = call.scale.has_value();
+  g.epilogue.shift = call.shift.has_value();
+  g.epilogue.residual = call.residual.has_value();
+  g.epilogue.residual_scale = call.residual_scale.has_value();
+  g.epilogue.relu = call.activation == loop::Activation::relu;
   if (c.k == 1) {  // [N, C, L] as [N, C, 1, L]
     for (auto [dims, strides] : {std::pair{&g.x_dims, &g.x_strides}, {&g.w_dims, &g.w_strides}, {&g.y_dims, &g.y_strides}}) {
       strides->insert(strides->begin() + 2, (*strides)[2] * (*dims)[2]);  // as if packed over the unit dim
@@ -119,17 +124,18 @@ cuda::ConvProblem conv_problem(const loop::ExternCall& call, const loop::Program
 
 uint32_t conv_alignment(const void* ptr) { return std::min<uint32_t>(16, cuda::pointer_alignment(ptr)); }
 
-void GpuPlan::run_convolution(const loop::ExternCall& call, const void* x, const void* w, void* y, size_t plan,
+void GpuPlan::run_convolution(const loop::ExternCall& call, const cuda::ConvPointers& operands, size_t plan,
                               const std::map<std::string, int64_t>& symbols, cuda::Stream stream) const {
   cuda::ConvProblem p = conv_problem(call, lowered.program, symbols, tf32);
-  p.align_x = conv_alignment(x), p.align_w = conv_alignment(w), p.align_y = conv_alignment(y);
+  p.align_x = conv_alignment(operands.x), p.align_w = conv_alignment(operands.w), p.align_y = conv_alignment(operands.y);
+  if (operands.residual) p.align_y = std::min(p.align_y, conv_alignment(operands.residual));
   const size_t offered = cudnn->engines(p);
   if (offered == 0) fail("{}: cuDNN offers no plan for the {}", call.name, str(p));
   if (plan >= offered) plan = 0;
   const size_t bytes = cudnn->workspace_bytes(p, plan);
   const cuda::DevicePtr workspace = bytes ? allocator->allocate(bytes, stream) : 0;
   try {
-    cudnn->convolution(p, plan, x, w, y, reinterpret_cast<void*>(workspace), stream);
+    cudnn->convolution(p, plan, operands, reinterpret_cast<void*>(workspace), stream);
   } catch (...) {
     if (workspace) allocator->free(workspace, stream);
     throw;
@@ -390,8 +396,10 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
         const SymInt& out_offset = call.output_view ? call.output_view->offset : ob.offset;
         auto* d = reinterpret_cast<void*>(at(ptrs[static_cast<size_t>(call.output)], ob, out_offset.eval(symbols)));
         if (call.kind == loop::ExternKind::convolution) {
-          run_convolution(call, view_ptr(&call.inputs[0]), view_ptr(&call.inputs[1]), d, conv_plans.empty() ? 0 : conv_plans[k],
-                          symbols, stream);
+          auto optional_ptr = [&](const std::optional<loop::View>& v) { return v ? view_ptr(&*v) : nullptr; };
+          const cuda::ConvPointers operands{view_ptr(&call.inputs[0]), view_ptr(&call.inputs[1]), d, optional_ptr(call.scale),
+                                            optional_ptr(call.shift), optional_ptr(call.residual), optional_ptr(call.residual_scale)};
+          run_convolution(call, operands, conv_plans.empty() ? 0 : conv_plans[k], symbols, stream);
         } else {
           cuda::GemmProblem g = gemm_problem(call, lowered.program, symbols, tf32);
           const GemmViews views = gemm_views(call);

@@ -84,7 +84,7 @@ struct GpuPlan {
 
   // Convolution `call` through cuDNN with plan `plan` (the tuner's; the heuristic's first where
   // these pointers' alignments give other plans), its workspace from the allocator.
-  void run_convolution(const loop::ExternCall& call, const void* x, const void* w, void* y, size_t plan,
+  void run_convolution(const loop::ExternCall& call, const cuda::ConvPointers& operands, size_t plan,
                        const std::map<std::string, int64_t>& symbols, cuda::Stream stream) const;
 
   mutable std::mutex weights_mutex_;

@@ -1,0 +1,26 @@
+// Convolution epilogue fusion (CUDA: cuDNN's runtime-fused engines). The per-channel affine map,
+// residual add and ReLU that follow a convolution (an inference batch norm, a bias, ResNet's
+// shortcut) move into the convolution's call, which applies them to its f32 result before its
+// one store, instead of a kernel reading the result back and writing it again. It fires when
+// every read of the convolution's result, all in one loop kernel at one element offset, is
+//     round(relu?(a[c] * v + s[c] * r + b[c]))
+// with v the result's value, c its channel (a loop variable spanning the channels), a, s and b
+// expressions of the channel alone (weights, running statistics; absent: 1, 1, 0) and r another
+// tensor of the result's layout and dtype, read at the same element and complete before the call
+// (or no r), round the cast to the result's dtype (none for f32). Roundings to that dtype inside
+// (each op of a bf16 graph rounds) are dropped: the sum is computed in f32 once, as in
+// Inductor's fused kernels. A kernel over the channels computes a, s and b into f32 vectors
+// before the call; the reads become loads of the call's result, and a kernel left copying it
+// goes (the call writes its target). `library_takes` says whether the library runs the fused
+// call (cuDNN offers plans for it); where not, the program stays as it was.
+#pragma once
+#include <functional>
+
+#include "loop/kernel.h"
+
+namespace coil::schedule {
+
+loop::Program fuse_conv_epilogues(const loop::Program& program,
+                                  const std::function<bool(const loop::ExternCall&, const loop::Program&)>& library_takes);
+
+}  // namespace coil::schedule
