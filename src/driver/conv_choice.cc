@@ -41,6 +41,7 @@ std::string graph_text(const loop::ExternCall& call, DType dtype) {
 // operands, an input over too few channels padded with zero ones (what the key and the timing use).
 cuda::ConvProblem planned_problem(const loop::ExternCall& call, const loop::Program& program, bool tf32) {
   cuda::ConvProblem p = static_conv_problem(without_bias(call, program), program, tf32);
+  p.epilogue = {};  // the choice is the convolution's: the same before and after epilogue fusion
   if (loop::conv_params(call.params).groups == 1) p.x_dims[1] = p.w_dims[1] = schedule::aligned_channels(p.x_dims[1], p.dtype);
   for (auto [dims, strides] : {std::pair{&p.x_dims, &p.x_strides}, {&p.w_dims, &p.w_strides}, {&p.y_dims, &p.y_strides}}) {
     int64_t stride = (*dims)[1];

@@ -20,7 +20,7 @@
 namespace coil {
 
 // Reductions per output longer than this stay cuDNN's without a measurement (tensor cores win).
-inline constexpr int64_t kLoopConvolutionMaxReduction = 64;
+inline constexpr int64_t kLoopConvolutionMaxReduction = 32;
 
 struct ConvPathChoice {
   bool loop = false;      // the loop kernel was faster

@@ -169,10 +169,11 @@ TEST(ChannelsLast, ConvolutionChainsMatchTheReference) {
       nhwc += b.role == loop::Buffer::Role::temporary && b.sizes.size() >= 4 && b.strides == schedule::channels_last_strides(b.sizes) &&
               b.strides != contiguous_strides(b.sizes);
     EXPECT_GE(nhwc, 2) << loop::to_string(gen.lowered.program);
-    // An input over 3 (f32: 12 bytes) or 2 channels is copied with zero channels up to 4 (16 bytes).
+    // An input over 3 (f32: 12 bytes) or 2 channels is copied with zero channels up to 4 (16
+    // bytes); grouped convolutions' inputs (the depthwise one over 6) keep theirs.
     for (const auto& b : gen.lowered.program.buffers)
       if (b.name.ends_with("_input_nhwc")) {
-        EXPECT_EQ(b.sizes[1].constant().value_or(0) % 4, 0) << loop::to_string(gen.lowered.program);
+        EXPECT_TRUE(b.sizes[1] != SymInt(3) && b.sizes[1] != SymInt(2)) << loop::to_string(gen.lowered.program);
       }
     Executable exe = compile(g, {.cache_dir = temp_cache(), .channels_last = true});
     TensorMap inputs = random_inputs(g, seed++);
