@@ -4,6 +4,9 @@
 #include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
+#include <csignal>
+#include <execinfo.h>
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -303,7 +306,25 @@ int run(const RunOptions& o) {
 
 }  // namespace
 
+namespace {
+
+// A crash is a bug in coil: say so and where (the frames' module offsets, which addr2line reads
+// against the unstripped binary), then die of the signal as before.
+void report_crash(int signal) {
+  const char* what = signal == SIGSEGV ? "coil: internal error: segmentation fault; the stack (report it):\n"
+                                       : "coil: internal error: fatal signal; the stack (report it):\n";
+  ssize_t ignored = ::write(STDERR_FILENO, what, std::char_traits<char>::length(what));
+  (void)ignored;
+  void* frames[64];
+  backtrace_symbols_fd(frames, backtrace(frames, 64), STDERR_FILENO);
+  std::signal(signal, SIG_DFL);
+  std::raise(signal);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  for (int s : {SIGSEGV, SIGBUS, SIGILL, SIGFPE}) std::signal(s, report_crash);
   CLI::App app{"coil: a tensor compiler for PyTorch programs"};
   app.set_version_flag("--version", "coil " COIL_VERSION);
   app.require_subcommand(1);

@@ -349,7 +349,7 @@ loop::Program convolutions_channels_last(
         for (int b : channel_strided_operands(out, p)) {
           auto [it, fresh] = copied.try_emplace(b, -1);
           if (fresh) {  // the copy, made before its first reader
-            const loop::Buffer& from_buffer = p.buffers[static_cast<size_t>(b)];
+            const loop::Buffer from_buffer = p.buffers[static_cast<size_t>(b)];  // a copy: add_temp grows p.buffers
             it->second = add_temp(p, from_buffer.name + "_channels_inner", from_buffer.dtype, from_buffer.sizes);
             p.buffers[static_cast<size_t>(it->second)].strides = dim0_innermost_strides(from_buffer.sizes);
             kernels.push_back(copy(p, p.buffers[static_cast<size_t>(it->second)].name, whole_view(p, b), whole_view(p, it->second), lk->origins));
