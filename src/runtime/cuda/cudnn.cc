@@ -128,11 +128,18 @@ struct Cudnn::Plans {
   std::vector<Desc> owned;  // tensors, the operation, its graph, engine configurations
   std::vector<void*> plans;
   std::vector<size_t> workspace;
+  size_t offered = 0;  // configurations taken (their plans built or not)
 };
 
 struct Cudnn::Cache {
-  std::mutex mutex;  // guards `plans` and the handle's stream (set, then execute)
-  std::map<std::string, std::unique_ptr<Plans>> plans;
+  // A problem's plans, built once (by the first thread asking; others wait for it).
+  struct Entry {
+    std::once_flag once;
+    std::unique_ptr<Plans> plans;
+  };
+  std::mutex mutex;         // guards `plans`, the map (the building happens outside it)
+  std::mutex stream_mutex;  // the handle's stream: set, then execute
+  std::map<std::string, std::unique_ptr<Entry>> plans;
 };
 
 std::shared_ptr<const Cudnn> Cudnn::load() {
@@ -171,8 +178,9 @@ std::shared_ptr<const Cudnn> Cudnn::load() {
 
 Cudnn::~Cudnn() {
   if (cache_) {
-    for (auto& [key, built] : cache_->plans)
-      for (void* plan : built->plans) api_->destroy_descriptor(plan);
+    for (auto& [key, entry] : cache_->plans)
+      if (entry->plans)
+        for (void* plan : entry->plans->plans) api_->destroy_descriptor(plan);
     cache_->plans.clear();
   }
   if (handle_) api_->destroy(handle_);
@@ -296,8 +304,20 @@ std::string config_identity(Builder& b, void* config, int64_t engine_index) {
 
 const Cudnn::Plans& Cudnn::plans(const ConvProblem& p) const {
   const std::string key = str(p);
-  std::lock_guard<std::mutex> lock(cache_->mutex);
-  if (auto it = cache_->plans.find(key); it != cache_->plans.end()) return *it->second;
+  Cache::Entry* entry = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(cache_->mutex);
+    auto& slot = cache_->plans[key];
+    if (!slot) slot = std::make_unique<Cache::Entry>();
+    entry = slot.get();
+  }
+  std::call_once(entry->once, [&] { entry->plans = build(p, key, true); });
+  return *entry->plans;
+}
+
+size_t Cudnn::offered(const ConvProblem& p) const { return build(p, str(p), false)->offered; }
+
+std::unique_ptr<Cudnn::Plans> Cudnn::build(const ConvProblem& p, const std::string& key, bool make_plans) const {
   auto built = std::make_unique<Plans>();
   Builder b{*api_, built->owned, key};
   const int dtype = data_type(p.dtype);
@@ -312,7 +332,7 @@ const Cudnn::Plans& Cudnn::plans(const ConvProblem& p) const {
   b.ints(conv, dnn::kConvolutionPrePaddings, p.pre_padding);
   b.ints(conv, dnn::kConvolutionPostPaddings, p.post_padding);
   // A problem cuDNN rejects (a layout or padding no engine takes) has no plans.
-  auto none = [&]() -> const Plans& { return *cache_->plans.emplace(key, std::move(built)).first->second; };
+  auto none = [&] { return std::move(built); };
   if (api_->finalize(conv) != dnn::kSuccess) return none();
   void* x = b.tensor(kUidX, dtype, p.x_dims, p.x_strides, p.align_x);
   void* w = b.tensor(kUidW, dtype, p.w_dims, p.w_strides, p.align_w);
@@ -385,8 +405,12 @@ const Cudnn::Plans& Cudnn::plans(const ConvProblem& p) const {
     std::vector<void*> configs = offered_configs(b, graph, heuristic_mode);
     if (debug) fmt::print(stderr, "cuDNN: {} plans offered (heuristic mode {}) for the {}\n", configs.size(), heuristic_mode, key);
     // The fallback list keeps places of its own: its engines are the ones the first list lacks.
-    const size_t limit = heuristic_mode == dnn::kHeuristicModeA ? kMaxEngines - kFallbackEngines : kMaxEngines;
-    for (size_t i = 0; i < configs.size() && built->plans.size() < limit; ++i) {
+    // A fused epilogue's engines compile their kernels when their plans are built (about 0.4 s
+    // each on the H100's host): fewer of them.
+    const bool fused = p.epilogue.any();
+    const size_t most = fused ? kMaxFusedEngines : kMaxEngines, fallback_places = fused ? 1 : kFallbackEngines;
+    const size_t limit = heuristic_mode == dnn::kHeuristicModeA ? most - fallback_places : most;
+    for (size_t i = 0; i < configs.size() && built->offered < limit; ++i) {
       void* engine = b.make(dnn::kEngineDescriptor);
       int64_t count = 0;
       if (api_->get(configs[i], dnn::kEngineConfigEngine, dnn::kTypeBackendDescriptor, 1, &count, &engine) != dnn::kSuccess)
@@ -402,6 +426,8 @@ const Cudnn::Plans& Cudnn::plans(const ConvProblem& p) const {
       if (debug) fmt::print(stderr, "  config {}: engine {} numerical notes [{}]{}\n", i, identity, fmt::join(notes, ", "),
                             numerics_allowed(notes, p) ? "" : " (left out)");
       if (!numerics_allowed(notes, p) || !seen.insert(identity).second) continue;
+      ++built->offered;
+      if (!make_plans) continue;
       void* plan = nullptr;
       b.check(api_->create_descriptor(dnn::kExecutionPlanDescriptor, &plan), "cudnnBackendCreateDescriptor (plan)");
       int64_t workspace = 0;
@@ -418,7 +444,7 @@ const Cudnn::Plans& Cudnn::plans(const ConvProblem& p) const {
       built->workspace.push_back(static_cast<size_t>(std::max<int64_t>(workspace, 0)));
     }
   }
-  return *cache_->plans.emplace(key, std::move(built)).first->second;
+  return built;
 }
 
 size_t Cudnn::engines(const ConvProblem& p) const { return plans(p).plans.size(); }
@@ -452,7 +478,7 @@ void Cudnn::convolution(const ConvProblem& p, size_t engine, const ConvPointers&
   b.set(pack, dnn::kVariantPackDataPointers, dnn::kTypeVoidPtr, static_cast<int64_t>(pointers.size()), pointers.data());
   b.set(pack, dnn::kVariantPackWorkspace, dnn::kTypeVoidPtr, 1, &workspace);
   b.check(api_->finalize(pack), "cudnnBackendFinalize (variant pack)");
-  std::lock_guard<std::mutex> lock(cache_->mutex);  // the handle's stream, then the launch
+  std::lock_guard<std::mutex> lock(cache_->stream_mutex);  // the handle's stream, then the launch
   b.check(api_->set_stream(handle_, stream), "cudnnSetStream");
   b.check(api_->execute(handle_, built.plans[engine], pack), "cudnnBackendExecute");
 }

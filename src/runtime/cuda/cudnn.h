@@ -64,6 +64,8 @@ class Cudnn {
   // The plans taken at most: the heuristics' first few hold the fast ones; the last few places
   // are the fallback list's.
   static constexpr size_t kMaxEngines = 14, kFallbackEngines = 4;
+  // With a fused epilogue, whose engines compile their kernels as their plans are built.
+  static constexpr size_t kMaxFusedEngines = 3;
 
   // $COIL_CUDNN when set (and then nothing else), else the first that loads of libcudnn.so.9
   // and libcudnn.so (inside a process that imported torch, its copy is already loaded); then
@@ -77,8 +79,12 @@ class Cudnn {
   std::string version() const;  // "9.10.2", from cudnnGetVersion
 
   // How many execution plans cuDNN offers for `p` (0: it cannot run it). Builds them the first
-  // time (milliseconds); thread-safe.
+  // time (milliseconds; a fused epilogue's compile their kernels: about 0.4 s each); thread-safe,
+  // and problems build in parallel.
   size_t engines(const ConvProblem& p) const;
+  // How many engine configurations the heuristics offer for `p` with numerics PyTorch allows,
+  // without building their plans (milliseconds): plans may still fail to build.
+  size_t offered(const ConvProblem& p) const;
   // Device memory plan `engine` of `p` needs as workspace.
   size_t workspace_bytes(const ConvProblem& p, size_t engine) const;
   // y = conv(x, w) (and the problem's epilogue) with plan `engine` on `stream` (a CUstream; nullptr: the default stream),
@@ -92,6 +98,7 @@ class Cudnn {
   struct Cache;
   Cudnn() = default;
   const Plans& plans(const ConvProblem& p) const;
+  std::unique_ptr<Plans> build(const ConvProblem& p, const std::string& key, bool make_plans) const;
   void* library_ = nullptr;
   void* handle_ = nullptr;  // cudnnHandle_t
   std::string path_;
