@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <future>
 #include <map>
@@ -31,11 +30,7 @@ namespace {
 // Whether cuDNN offers a plan for convolution `call` (forward, f32/f16/bf16, static non-empty
 // sizes, packed NCHW or channels-last operands), as the GPU plan will run it: without its bias
 // (split off into a kernel writing the output), so into a contiguous temporary when it has one.
-// A fused epilogue's plans compile kernels as they are built: its problem is only asked whether
-// the heuristics offer configurations (milliseconds), and compile_cuda builds all of them in
-// parallel afterwards; `declined` are fused problems none of whose plans built.
-bool cudnn_takes(const loop::ExternCall& call, const loop::Program& program, const cuda::Cudnn& cudnn, bool tf32,
-                 const std::set<std::string>& declined) {
+bool cudnn_takes(const loop::ExternCall& call, const loop::Program& program, const cuda::Cudnn& cudnn, bool tf32) {
   const loop::ConvParams c = loop::conv_params(call.params);
   const DType t = program.buffers[static_cast<size_t>(call.output)].dtype;
   if (c.transposed || c.k < 1 || c.k > 3 || (t != DType::f32 && t != DType::f16 && t != DType::bf16)) return false;
@@ -58,33 +53,7 @@ bool cudnn_takes(const loop::ExternCall& call, const loop::Program& program, con
   const cuda::ConvProblem p = static_conv_problem(plain, program, tf32);
   for (auto [dims, strides] : {std::pair{&p.x_dims, &p.x_strides}, {&p.w_dims, &p.w_strides}, {&p.y_dims, &p.y_strides}})
     if (!cuda::packed_conv_strides(*dims, *strides)) return false;
-  if (p.epilogue.any()) return !declined.count(cuda::str(p)) && cudnn.offered(p) > 0;
   return cudnn.engines(p) > 0;
-}
-
-// Builds the plans of every convolution of `program` in parallel (a fused epilogue's compile a
-// kernel each) and returns the fused problems none of whose plans built.
-std::set<std::string> build_convolution_plans(const loop::Program& program, const cuda::Cudnn& cudnn, bool tf32) {
-  std::map<std::string, cuda::ConvProblem> problems;
-  for (const auto& k : program.kernels)
-    if (const auto* call = std::get_if<loop::ExternCall>(&k); call && call->kind == loop::ExternKind::convolution) {
-      cuda::ConvProblem p = static_conv_problem(*call, program, tf32);
-      problems.emplace(cuda::str(p), std::move(p));
-    }
-  std::vector<const cuda::ConvProblem*> queue;
-  for (const auto& [key, p] : problems) queue.push_back(&p);
-  std::atomic<size_t> next{0};
-  const size_t threads = std::min<size_t>(queue.size(), std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::future<void>> workers;
-  for (size_t t = 0; t < threads; ++t)
-    workers.push_back(std::async(std::launch::async, [&] {
-      for (size_t i; (i = next++) < queue.size();) cudnn.engines(*queue[i]);
-    }));
-  for (auto& w : workers) w.get();
-  std::set<std::string> failed;
-  for (const auto& [key, p] : problems)
-    if (p.epilogue.any() && cudnn.engines(p) == 0) failed.insert(key);
-  return failed;
 }
 
 }  // namespace
@@ -100,7 +69,6 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
   std::shared_ptr<const cuda::Cudnn> cudnn;
   bool cudnn_tried = false;
   std::string exe_note_cudnn;
-  std::set<std::string> declined;  // fused convolution problems whose plans did not build
   target.library_convolution = [&](const loop::ExternCall& call, const loop::Program& program) {
     if (!cudnn_tried) {
       cudnn_tried = true;
@@ -111,7 +79,7 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
         exe_note_cudnn = e.what();
       }
     }
-    return cudnn && cudnn_takes(call, program, *cudnn, options.allow_tf32, declined);
+    return cudnn && cudnn_takes(call, program, *cudnn, options.allow_tf32);
   };
   build::ArtifactCache cache = options.cache_dir.empty() ? build::ArtifactCache::from_environment() : build::ArtifactCache(options.cache_dir);
   // A convolution cuDNN takes with a short reduction per output: cuDNN's plans or a loop kernel,
@@ -136,15 +104,6 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
     return cudnn_may_take(call, program) && loop_wins(call, program);
   };
   Generated gen = generate(graph, target);
-  // The convolutions' plans, in parallel; where no plan of a fused epilogue built, the graph is
-  // generated again with that convolution unfused.
-  if (cudnn) {
-    std::set<std::string> failed = build_convolution_plans(gen.lowered.program, *cudnn, options.allow_tf32);
-    if (!failed.empty()) {
-      declined.insert(failed.begin(), failed.end());
-      gen = generate(graph, target);
-    }
-  }
   Executable exe;
   exe.stats = gen.stats;
   exe.stats.tuning = path_reports;

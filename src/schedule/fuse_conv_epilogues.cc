@@ -238,7 +238,10 @@ loop::Program fuse_conv_epilogues(const loop::Program& program,
       continue;
     const int result = call->output;
     const loop::Buffer& rb = p.buffers[static_cast<size_t>(result)];
-    if (rb.role != loop::Buffer::Role::temporary || (!is_half(rb.dtype) && rb.dtype != DType::f32) || rb.sizes.size() < 3) continue;
+    // 16-bit results only: with f32 fused problems the differential test's block crashed the
+    // host on the H200 (cuDNN 9.19) in one device run, cause not yet found; f32 keeps its
+    // epilogue kernels (and f32 convolutions, without TF32, run no tensor-core engines anyway).
+    if (rb.role != loop::Buffer::Role::temporary || !is_half(rb.dtype) || rb.sizes.size() < 3) continue;
     const auto channels = rb.sizes[1].constant();
     if (!channels) continue;
     // The one kernel reading the result, and the one element offset it reads it at.

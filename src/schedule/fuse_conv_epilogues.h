@@ -7,7 +7,8 @@
 // with v the result's value, c its channel (a loop variable spanning the channels), a, s and b
 // expressions of the channel alone (weights, running statistics; absent: 1, 1, 0) and r another
 // tensor of the result's layout and dtype, read at the same element and complete before the call
-// (or no r), round the cast to the result's dtype (none for f32). Roundings to that dtype inside
+// (or no r), round the cast to the result's 16-bit dtype (f32 results stay unfused: a device
+// run crashed with fused f32 problems, cause not yet found). Roundings to that dtype inside
 // (each op of a bf16 graph rounds) are dropped: the sum is computed in f32 once, as in
 // Inductor's fused kernels. A kernel over the channels computes a, s and b into f32 vectors
 // before the call; the reads become loads of the call's result, and a kernel left copying it

@@ -393,16 +393,24 @@ TEST(ConvEpilogues, BatchNormReluAndTheShortcutJoinTheConvolutions) {
   EXPECT_EQ(calls[1]->inputs[0].buffer, calls[0]->output) << program;
 }
 
-// A result read raw besides through the epilogue, or by a library that takes no fused call,
-// keeps its kernels.
+// A result read raw besides through the epilogue, an f32 one, or one a library that takes no
+// fused call computes, keeps its kernels.
 TEST(ConvEpilogues, NoFusionWhereTheRawResultIsReadOrTheLibraryDeclines) {
   Generated raw = generate_with_library(parse(
-      "  %x = input() : f32[2, 8, 6, 5]\n  %w = input() : f32[8, 8, 3, 3]\n"
+      "  %x = input() : bf16[2, 8, 6, 5]\n  %w = input() : bf16[8, 8, 3, 3]\n"
       "  %c = convolution(%x, %w, none, [1, 1], [1, 1], [1, 1], false, [0, 0], 1)\n  %r = relu(%c)\n"
       "  %s = add.Tensor(%r, %c)\n  return %s\n"));
   for (const auto& k : raw.lowered.program.kernels)
     if (const auto* c = std::get_if<loop::ExternCall>(&k)) {
       EXPECT_EQ(c->activation, loop::Activation::none) << loop::to_string(raw.lowered.program);
+    }
+  // f32 results keep their epilogue kernels (schedule/fuse_conv_epilogues.h).
+  Generated f32 = generate_with_library(parse(
+      "  %x = input() : f32[2, 8, 6, 5]\n  %w = input() : f32[8, 8, 3, 3]\n"
+      "  %c = convolution(%x, %w, none, [1, 1], [1, 1], [1, 1], false, [0, 0], 1)\n  %r = relu(%c)\n  return %r\n"));
+  for (const auto& k : f32.lowered.program.kernels)
+    if (const auto* c = std::get_if<loop::ExternCall>(&k)) {
+      EXPECT_EQ(c->activation, loop::Activation::none) << loop::to_string(f32.lowered.program);
     }
   Target target;
   target.cuda = true;

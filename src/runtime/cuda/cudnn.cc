@@ -311,13 +311,11 @@ const Cudnn::Plans& Cudnn::plans(const ConvProblem& p) const {
     if (!slot) slot = std::make_unique<Cache::Entry>();
     entry = slot.get();
   }
-  std::call_once(entry->once, [&] { entry->plans = build(p, key, true); });
+  std::call_once(entry->once, [&] { entry->plans = build(p, key); });
   return *entry->plans;
 }
 
-size_t Cudnn::offered(const ConvProblem& p) const { return build(p, str(p), false)->offered; }
-
-std::unique_ptr<Cudnn::Plans> Cudnn::build(const ConvProblem& p, const std::string& key, bool make_plans) const {
+std::unique_ptr<Cudnn::Plans> Cudnn::build(const ConvProblem& p, const std::string& key) const {
   auto built = std::make_unique<Plans>();
   Builder b{*api_, built->owned, key};
   const int dtype = data_type(p.dtype);
@@ -427,7 +425,6 @@ std::unique_ptr<Cudnn::Plans> Cudnn::build(const ConvProblem& p, const std::stri
                             numerics_allowed(notes, p) ? "" : " (left out)");
       if (!numerics_allowed(notes, p) || !seen.insert(identity).second) continue;
       ++built->offered;
-      if (!make_plans) continue;
       void* plan = nullptr;
       b.check(api_->create_descriptor(dnn::kExecutionPlanDescriptor, &plan), "cudnnBackendCreateDescriptor (plan)");
       int64_t workspace = 0;

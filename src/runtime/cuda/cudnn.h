@@ -79,12 +79,9 @@ class Cudnn {
   std::string version() const;  // "9.10.2", from cudnnGetVersion
 
   // How many execution plans cuDNN offers for `p` (0: it cannot run it). Builds them the first
-  // time (milliseconds; a fused epilogue's compile their kernels: about 0.4 s each); thread-safe,
-  // and problems build in parallel.
+  // time (milliseconds; a fused epilogue's compile their kernels: about 0.3 s each); thread-safe,
+  // and distinct problems build at the same time.
   size_t engines(const ConvProblem& p) const;
-  // How many engine configurations the heuristics offer for `p` with numerics PyTorch allows,
-  // without building their plans (milliseconds): plans may still fail to build.
-  size_t offered(const ConvProblem& p) const;
   // Device memory plan `engine` of `p` needs as workspace.
   size_t workspace_bytes(const ConvProblem& p, size_t engine) const;
   // y = conv(x, w) (and the problem's epilogue) with plan `engine` on `stream` (a CUstream; nullptr: the default stream),
@@ -98,7 +95,7 @@ class Cudnn {
   struct Cache;
   Cudnn() = default;
   const Plans& plans(const ConvProblem& p) const;
-  std::unique_ptr<Plans> build(const ConvProblem& p, const std::string& key, bool make_plans) const;
+  std::unique_ptr<Plans> build(const ConvProblem& p, const std::string& key) const;
   void* library_ = nullptr;
   void* handle_ = nullptr;  // cudnnHandle_t
   std::string path_;
