@@ -1,5 +1,6 @@
 """Where a workload's GPU time goes, kernel by kernel, for each mode: `python -m bench.kernels
-gpt2 --modes inductor,coil` compiles the workload in one process per mode, runs it a few
+gpt2 --modes inductor,coil` compiles the workload (a yardstick workload, or a zoo model from
+bench/zoo/models.py in bf16 at its full size) in one process per mode, runs it a few
 times under torch.profiler (CUPTI sees coil's driver-API launches and cuBLASLt's kernels as
 well as Triton's) and prints per mode the kernels by total GPU time per call, with their
 launch counts. A diagnosis tool beside bench/run's --profile (Nsight Compute, per-kernel
@@ -14,17 +15,28 @@ import torch
 from bench import child, workloads
 
 
-def one(name, mode, calls, quick):
+def _workload(name, quick):
+    """(callable, inputs): a zoo model by its name, else a yardstick workload."""
+    from bench.zoo import models
+
+    if name in models.BY_NAME:
+        with torch.no_grad():
+            return models.make(name, "small" if quick else "full", "cuda", torch.bfloat16)
     [w] = workloads.build([name], "cuda", quick)
+    return w.fn, w.inputs
+
+
+def one(name, mode, calls, quick):
+    model, inputs = _workload(name, quick)
     compile_fn, _ = child.compiler(mode)
-    fn = w.fn if mode == "eager" else compile_fn(w.fn)
+    fn = model if mode == "eager" else compile_fn(model)
     with torch.no_grad():
         for _ in range(3):
-            fn(*w.inputs)
+            fn(*inputs)
         torch.cuda.synchronize()
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
             for _ in range(calls):
-                fn(*w.inputs)
+                fn(*inputs)
             torch.cuda.synchronize()
     times, counts = collections.Counter(), collections.Counter()
     for e in prof.events():
@@ -41,7 +53,7 @@ def one(name, mode, calls, quick):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("names", help=f"comma-separated workloads of: {', '.join(workloads.NAMES)}")
+    p.add_argument("names", help=f"comma-separated workloads of: {', '.join(workloads.NAMES)}, or zoo models (bench/zoo/models.py)")
     p.add_argument("--modes", default="inductor,coil", help="comma-separated of: " + ", ".join(child.MODES))
     p.add_argument("--calls", type=int, default=5)
     p.add_argument("--quick", action="store_true")
