@@ -73,36 +73,27 @@ int add_temp(loop::Program& p, const std::string& name, DType dtype, const SymSh
   return static_cast<int>(p.buffers.size()) - 1;
 }
 
-// A pointwise kernel copying view `from` into view `to` (same sizes).
+// A pointwise kernel copying view `from` into view `to` of the same sizes, or, where `to` has
+// more channels (dim 1: an input padded to whole vectors), zeros in the channels past `from`'s.
 loop::LoopKernel copy(const loop::Program& p, const std::string& name, const loop::View& from, const loop::View& to,
                       const std::vector<std::string>& origins) {
   loop::LoopKernel k;
   k.name = name;
   k.origins = origins;
-  k.outer = from.sizes;
-  std::vector<SymInt> index;
-  for (size_t d = 0; d < from.sizes.size(); ++d) index.push_back(SymInt::symbol(loop::loop_var(static_cast<int>(d))));
-  ExprRef value = Expr::load(from.buffer, loop::view_offset(from, index), p.buffers[static_cast<size_t>(from.buffer)].dtype);
-  k.stores.push_back({to.buffer, loop::view_offset(to, index), value, false});
-  return k;
-}
-
-// A pointwise kernel copying view `from` [N, C, ...] into view `to` [N, C', ...] with C' > C: the
-// channels past C are zeros.
-loop::LoopKernel padded_copy(const loop::Program& p, const std::string& name, const loop::View& from, const loop::View& to,
-                             const std::vector<std::string>& origins) {
-  loop::LoopKernel k;
-  k.name = name;
-  k.origins = origins;
   k.outer = to.sizes;
-  std::vector<SymInt> index, clamped;
+  std::vector<SymInt> index;
   for (size_t d = 0; d < to.sizes.size(); ++d) index.push_back(SymInt::symbol(loop::loop_var(static_cast<int>(d))));
-  clamped = index;
-  clamped[1] = min(index[1], from.sizes[1] - 1);
   const DType dtype = p.buffers[static_cast<size_t>(from.buffer)].dtype;
-  ExprRef value = Expr::apply(loop::LoopOp::Where, {Expr::apply(loop::LoopOp::Lt, {Expr::index(index[1]), Expr::index(from.sizes[1])}),
-                                                    Expr::load(from.buffer, loop::view_offset(from, clamped), dtype),
-                                                    Expr::constant(0, dtype)});
+  ExprRef value;
+  if (to.sizes[1] == from.sizes[1]) {
+    value = Expr::load(from.buffer, loop::view_offset(from, index), dtype);
+  } else {
+    std::vector<SymInt> clamped = index;  // loads stay inside `from`; the padding channels read zeros
+    clamped[1] = min(index[1], from.sizes[1] - 1);
+    value = Expr::apply(loop::LoopOp::Where, {Expr::apply(loop::LoopOp::Lt, {Expr::index(index[1]), Expr::index(from.sizes[1])}),
+                                              Expr::load(from.buffer, loop::view_offset(from, clamped), dtype),
+                                              Expr::constant(0, dtype)});
+  }
   k.stores.push_back({to.buffer, loop::view_offset(to, index), value, false});
   return k;
 }
@@ -392,7 +383,7 @@ loop::Program convolutions_channels_last(
       if (padded) sizes[1] = *padded;
       const int t = add_temp(p, call.name + (i == 0 ? "_input_nhwc" : "_weight_nhwc"), p.buffers[static_cast<size_t>(v.buffer)].dtype, sizes);
       const std::string& name = p.buffers[static_cast<size_t>(t)].name;
-      loop::LoopKernel in = padded ? padded_copy(p, name, v, whole_view(p, t), call.origins) : copy(p, name, v, whole_view(p, t), call.origins);
+      loop::LoopKernel in = copy(p, name, v, whole_view(p, t), call.origins);
       channels_innermost(in, p, {t});
       kernels.push_back(std::move(in));
       copies[key] = {v.buffer, t};
