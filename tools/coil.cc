@@ -43,6 +43,7 @@ struct RunOptions {
   bool no_autotune = false;
   int candidate = -1;         // every CUDA kernel's i-th candidate configuration
   bool build_report = false;  // per-unit NVRTC times
+  bool nchw = false;  // CPU: convolutions in the layouts the graph gives (not channels-last)
 };
 
 std::map<std::string, int64_t> parse_sizes(const std::vector<std::string>& items) {
@@ -187,6 +188,7 @@ int build_cubins(const CompileCmd& c, const coil::Target& base) {
 int compile(const CompileCmd& c) {
   coil::Target target;
   target.externs_as_loops = c.loops;
+  target.channels_last = coil::CompileOptions{}.channels_last;  // the CPU compile's layouts
   if (c.device == "cuda") {
     target.cuda = true;
     target.device = cuda_device(c.arch);
@@ -270,6 +272,7 @@ int run(const RunOptions& o) {
     coil::Executable exe = coil::compile(g, {.cache_dir = o.cache_dir,
                                              .device = o.device,
                                              .allow_tf32 = o.tf32,
+                                             .channels_last = !o.nchw,
                                              .autotune = !o.no_autotune,
                                              .cuda_candidate = o.candidate});
     if (!exe.device_note.empty()) std::cerr << "coil: note: " << exe.device_note << "\n";
@@ -361,6 +364,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->default_val("cpu");
   run_cmd->add_flag("--tf32", run_options.tf32, "let f32 matrix products use TF32 tensor cores on the GPU");
+  run_cmd->add_flag("--nchw", run_options.nchw, "CPU: keep convolutions in the graph's layouts instead of planning channels-last chains");
   run_cmd->add_flag("--no-autotune", run_options.no_autotune, "GPU: take the heuristic launch configurations without measuring");
   run_cmd->add_option("--candidate", run_options.candidate, "GPU: every kernel takes its i-th candidate configuration (tests)");
   run_cmd->add_flag("--build-report", run_options.build_report, "GPU: print each NVRTC unit's kernels and compile time, and each tuned kernel's candidates with their times");

@@ -13,6 +13,7 @@
 #include "graph_passes/decompose.h"
 #include "loop/kernel.h"
 #include "lower/lower.h"
+#include "loop/conv_params.h"
 #include "schedule/channels_last.h"
 #include "schedule/conv_to_gemm.h"
 #include "schedule/dead_stores.h"
@@ -179,7 +180,11 @@ Generated generate(const Graph& graph, const Target& target) {
   if (target.cuda && target.library_convolution && !target.externs_as_loops)
     out.lowered.program = schedule::convolutions_channels_last(out.lowered.program, library_convolution);
   else if (!target.cuda && target.channels_last)
-    out.lowered.program = schedule::convolutions_channels_last(out.lowered.program, cpu_library_takes);
+    // Transposed convolutions keep their layouts: oneDNN creates no channels-last dilated
+    // deconvolution with groups (a run-time failure, then eager).
+    out.lowered.program = schedule::convolutions_channels_last(out.lowered.program, [](const loop::ExternCall& c, const loop::Program& p) {
+      return cpu_library_takes(c, p) && !(c.kind == loop::ExternKind::convolution && loop::conv_params(c.params).transposed);
+    });
   if (!target.kernel_prefix.empty())
     for (auto& k : out.lowered.program.kernels) std::visit([&](auto& x) { x.name = target.kernel_prefix + x.name; }, k);
   dump("loop", loop::to_string(out.lowered.program));
