@@ -10,6 +10,7 @@
 #include "codegen/cuda/launch.h"
 #include "coil/coil.h"
 #include "driver/compile.h"
+#include "driver/conv_choice.h"
 #include "loop/conv_params.h"
 #include "runtime/cuda/cudnn.h"
 #include "runtime/cuda/cudnn_api.h"
@@ -425,3 +426,40 @@ TEST(ConvEpilogues, NoFusionWhereTheRawResultIsReadOrTheLibraryDeclines) {
 
 }  // namespace
 }  // namespace coil::cuda
+
+namespace coil {
+namespace {
+
+// Which convolutions are measured against a loop kernel, and the key their choice is kept under:
+// the same for the convolution before and after layout planning and epilogue fusion (the choice
+// must not flip between the passes that ask).
+TEST(ConvChoice, ShortReductionsAreCandidatesUnderOneKeyInEveryLayout) {
+  auto first_call = [](const loop::Program& p) -> const loop::ExternCall& {
+    for (const auto& k : p.kernels)
+      if (const auto* c = std::get_if<loop::ExternCall>(&k); c && c->kind == loop::ExternKind::convolution) return *c;
+    throw std::runtime_error("no convolution");
+  };
+  const std::string rgb =
+      "  %x = input() : bf16[2, 2, 12, 10]\n  %w = input() : bf16[16, 2, 2, 2]\n"
+      "  %c = convolution(%x, %w, none, [1, 1], [1, 1], [1, 1], false, [0, 0], 1)\n  %r = relu(%c)\n  return %r\n";
+  Graph g = cuda::parse(rgb);
+  Generated lowered = cuda::generate_with_library(g);  // planned channels-last, the epilogue fused
+  const loop::ExternCall& fused = first_call(lowered.lowered.program);
+  // 2 channels padded to 8, x 4 taps: 32.
+  EXPECT_EQ(fused.inputs[1].sizes[1], SymInt(8));
+  EXPECT_TRUE(loop_convolution_candidate(fused, lowered.lowered.program));
+  EXPECT_EQ(fused.activation, loop::Activation::relu);
+  // The key ignores the epilogue and the padded, channels-last operands.
+  loop::ExternCall unfused = fused;
+  unfused.activation = loop::Activation::none;
+  unfused.scale.reset(), unfused.shift.reset();
+  EXPECT_EQ(conv_path_key(fused, lowered.lowered.program, false), conv_path_key(unfused, lowered.lowered.program, false));
+  Graph wide = cuda::parse(
+      "  %x = input() : bf16[2, 8, 12, 10]\n  %w = input() : bf16[16, 8, 3, 3]\n"
+      "  %c = convolution(%x, %w, none, [1, 1], [1, 1], [1, 1], false, [0, 0], 1)\n  return %c\n");
+  Generated w = cuda::generate_with_library(wide);
+  EXPECT_FALSE(loop_convolution_candidate(first_call(w.lowered.program), w.lowered.program));  // 8 x 9 = 72 > 32
+}
+
+}  // namespace
+}  // namespace coil
