@@ -91,8 +91,15 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
     const std::string key = conv_path_key(call, program, options.allow_tf32);
     auto it = paths.find(key);
     if (it == paths.end()) {
-      it = paths.emplace(key, choose_conv_path(call, program, options, *cudnn, context, cache)).first;
-      path_reports.push_back(conv_path_report(call.name, it->second));
+      // The measurement is an optimization: where it fails (no device memory for its operands,
+      // the loop kernel's build), cuDNN keeps the convolution and the compile goes on.
+      try {
+        it = paths.emplace(key, choose_conv_path(call, program, options, *cudnn, context, cache)).first;
+        path_reports.push_back(conv_path_report(call.name, it->second));
+      } catch (const Error& e) {
+        it = paths.emplace(key, ConvPathChoice{}).first;
+        path_reports.push_back(fmt::format("{}: cuDNN (not measured against a loop kernel: {})", call.name, e.what()));
+      }
     }
     return it->second.loop;
   };
