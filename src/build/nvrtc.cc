@@ -30,12 +30,6 @@ struct Nvrtc::Api {
 
 namespace {
 
-template <typename Fn>
-void bind(void* handle, const char* name, Fn& fn, const std::string& path) {
-  fn = reinterpret_cast<Fn>(::dlsym(handle, name));
-  if (!fn) fail("NVRTC library '{}' has no '{}'", path, name);
-}
-
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -58,15 +52,15 @@ std::shared_ptr<const Nvrtc> Nvrtc::load() {
     n->path_ = path;
     n->api_ = std::make_unique<Api>();
     Api& a = *n->api_;
-    bind(handle, "nvrtcVersion", a.version, path);
-    bind(handle, "nvrtcGetErrorString", a.error_string, path);
-    bind(handle, "nvrtcCreateProgram", a.create, path);
-    bind(handle, "nvrtcDestroyProgram", a.destroy, path);
-    bind(handle, "nvrtcCompileProgram", a.compile, path);
-    bind(handle, "nvrtcGetProgramLogSize", a.log_size, path);
-    bind(handle, "nvrtcGetProgramLog", a.log, path);
-    bind(handle, "nvrtcGetCUBINSize", a.cubin_size, path);
-    bind(handle, "nvrtcGetCUBIN", a.cubin, path);
+    bind_symbol(handle, "nvrtcVersion", a.version, path, "NVRTC");
+    bind_symbol(handle, "nvrtcGetErrorString", a.error_string, path, "NVRTC");
+    bind_symbol(handle, "nvrtcCreateProgram", a.create, path, "NVRTC");
+    bind_symbol(handle, "nvrtcDestroyProgram", a.destroy, path, "NVRTC");
+    bind_symbol(handle, "nvrtcCompileProgram", a.compile, path, "NVRTC");
+    bind_symbol(handle, "nvrtcGetProgramLogSize", a.log_size, path, "NVRTC");
+    bind_symbol(handle, "nvrtcGetProgramLog", a.log, path, "NVRTC");
+    bind_symbol(handle, "nvrtcGetCUBINSize", a.cubin_size, path, "NVRTC");
+    bind_symbol(handle, "nvrtcGetCUBIN", a.cubin, path, "NVRTC");
     int major = 0, minor = 0;
     if (a.version(&major, &minor) != 0) fail("nvrtcVersion failed in '{}'", path);
     n->version_ = fmt::format("{}.{}", major, minor);

@@ -66,6 +66,18 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
   target.externs_as_loops = options.externs_as_loops;
   // cuDNN, loaded when the graph has a convolution it may take; without it (not installed),
   // convolutions are im2col + cuBLASLt products or loop kernels.
+  build::ArtifactCache cache = options.cache_dir.empty() ? build::ArtifactCache::from_environment() : build::ArtifactCache(options.cache_dir);
+  // A fused epilogue's cuDNN plans compile kernels: kept in the artifact cache per device.
+  cuda::CudnnPlanStore plan_store;
+  plan_store.read = [cache, device = context->device().key()](const std::string& name) {
+    return cache.read(build::ArtifactCache::key({"coil-cudnn-plans-1", name, device}), "cudnn");
+  };
+  plan_store.write = [cache, device = context->device().key()](const std::string& name, const std::string& bytes) {
+    try {
+      cache.store(build::ArtifactCache::key({"coil-cudnn-plans-1", name, device}), "cudnn", bytes);
+    } catch (const Error&) {  // a cache that cannot be written costs the next compile time, nothing else
+    }
+  };
   std::shared_ptr<const cuda::Cudnn> cudnn;
   bool cudnn_tried = false;
   std::string exe_note_cudnn;
@@ -74,14 +86,13 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
       cudnn_tried = true;
       try {
         context->make_current();
-        cudnn = cuda::Cudnn::load();
+        cudnn = cuda::Cudnn::load(plan_store);
       } catch (const Error& e) {
         exe_note_cudnn = e.what();
       }
     }
     return cudnn && cudnn_takes(call, program, *cudnn, options.allow_tf32);
   };
-  build::ArtifactCache cache = options.cache_dir.empty() ? build::ArtifactCache::from_environment() : build::ArtifactCache(options.cache_dir);
   // A convolution cuDNN takes with a short reduction per output: cuDNN's plans or a loop kernel,
   // whichever measured faster (driver/conv_choice.h), once per problem.
   std::map<std::string, ConvPathChoice> paths;

@@ -140,8 +140,7 @@ ConvPathChoice choose_conv_path(const loop::ExternCall& call, const loop::Progra
                                 const build::ArtifactCache& cache) {
   const cuda::ConvProblem p = planned_problem(call, program, options.allow_tf32);
   ConvPathChoice choice;
-  choice.key = cuda::str(p);
-  const std::string key = build::ArtifactCache::key({"coil-conv-path-1", choice.key, context->device().key(), cudnn.version()});
+  const std::string key = build::ArtifactCache::key({"coil-conv-path-1", cuda::str(p), context->device().key(), cudnn.version()});
   if (auto cached = cache.read(key, "tune")) {
     int loop = 0;
     if (std::sscanf(cached->c_str(), "%d %lf %lf", &loop, &choice.cudnn_ms, &choice.loop_ms) == 3) {

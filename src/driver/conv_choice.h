@@ -28,7 +28,6 @@ struct ConvPathChoice {
   bool loop = false;      // the loop kernel was faster
   bool measured = false;  // in this compile (else from the tuning cache)
   double cudnn_ms = 0, loop_ms = 0;
-  std::string key;        // the problem, as the choice is cached and remembered
 };
 
 // Whether `call` (a convolution cuDNN takes) is worth measuring against a loop kernel: static

@@ -1,5 +1,5 @@
-// Unloading the libraries coil opens with dlopen that it did not build: the CUDA driver, NVRTC
-// and cuBLASLt. Under AddressSanitizer they stay loaded: once one is unloaded, the memory its
+// Loading and unloading the libraries coil opens with dlopen that it did not build: the CUDA
+// driver, NVRTC, cuBLASLt and cuDNN. Under AddressSanitizer they stay loaded: once one is unloaded, the memory its
 // own static constructors allocated is unreachable to LeakSanitizer's scan at exit and would be
 // reported as a leak of the program that unloaded it (tests/device/sanitize.sh runs the unit
 // tests that load them).
@@ -9,6 +9,8 @@
 
 #include <string>
 #include <vector>
+
+#include "support/check.h"
 
 namespace coil {
 
@@ -39,6 +41,15 @@ inline void* open_first_library(const std::vector<std::string>& candidates, std:
     tried += fmt::format("\n  {}: {}", candidate, ::dlerror());
   }
   return nullptr;
+}
+
+// `fn` = the entry point `name` of `library` (at `path`, named with `what`: "cuDNN"); throws
+// coil::Error where the library lacks it. (Named apart from std::bind, which argument-dependent
+// lookup would otherwise find and prefer for these arguments, binding nothing.)
+template <typename Fn>
+void bind_symbol(void* library, const char* name, Fn& fn, const std::string& path, const char* what) {
+  fn = reinterpret_cast<Fn>(::dlsym(library, name));
+  if (!fn) fail("the {} library '{}' has no '{}'", what, path, name);
 }
 
 }  // namespace coil

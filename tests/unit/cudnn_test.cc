@@ -73,7 +73,8 @@ TEST(CudnnAbi, WrittenOutValuesMatchTheHeader) {
                 dnn::kKnobChoiceKnobValue == CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE &&
                 dnn::kExecutionPlanHandle == CUDNN_ATTR_EXECUTION_PLAN_HANDLE &&
                 dnn::kExecutionPlanEngineConfig == CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG &&
-                dnn::kExecutionPlanWorkspaceSize == CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE);
+                dnn::kExecutionPlanWorkspaceSize == CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE &&
+                dnn::kExecutionPlanJson == CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION && dnn::kTypeChar == CUDNN_TYPE_CHAR);
   static_assert(dnn::kConvolutionForwardAlpha == CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA &&
                 dnn::kConvolutionForwardBeta == CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA &&
                 dnn::kConvolutionForwardDescriptor_ == CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC &&

@@ -80,12 +80,6 @@ struct Owned {
   lt::Status (*destroy)(void*);
 };
 
-template <typename Fn>
-void bind(void* library, const char* name, Fn& fn, const std::string& path) {
-  fn = reinterpret_cast<Fn>(::dlsym(library, name));
-  if (!fn) fail("the cuBLASLt library '{}' has no '{}'", path, name);
-}
-
 bool empty(const GemmProblem& p) { return p.batch == 0 || p.m == 0 || p.n == 0; }
 
 // A row-major rows x cols matrix with strides (rs, cs) as a column-major cuBLASLt matrix: its
@@ -258,21 +252,21 @@ std::shared_ptr<const CublasLt> CublasLt::load() {
   lt->api_ = std::make_unique<Api>();
   lt->cache_ = std::make_unique<Cache>();
   Api& a = *lt->api_;
-  bind(library, "cublasLtCreate", a.create, path);
-  bind(library, "cublasLtDestroy", a.destroy, path);
-  bind(library, "cublasLtGetStatusName", a.status_name, path);
-  bind(library, "cublasLtGetVersion", a.version, path);
-  bind(library, "cublasLtMatmulDescCreate", a.desc_create, path);
-  bind(library, "cublasLtMatmulDescDestroy", a.desc_destroy, path);
-  bind(library, "cublasLtMatmulDescSetAttribute", a.desc_set, path);
-  bind(library, "cublasLtMatrixLayoutCreate", a.layout_create, path);
-  bind(library, "cublasLtMatrixLayoutDestroy", a.layout_destroy, path);
-  bind(library, "cublasLtMatrixLayoutSetAttribute", a.layout_set, path);
-  bind(library, "cublasLtMatmulPreferenceCreate", a.pref_create, path);
-  bind(library, "cublasLtMatmulPreferenceDestroy", a.pref_destroy, path);
-  bind(library, "cublasLtMatmulPreferenceSetAttribute", a.pref_set, path);
-  bind(library, "cublasLtMatmulAlgoGetHeuristic", a.heuristic, path);
-  bind(library, "cublasLtMatmul", a.matmul, path);
+  bind_symbol(library, "cublasLtCreate", a.create, path, "cuBLASLt");
+  bind_symbol(library, "cublasLtDestroy", a.destroy, path, "cuBLASLt");
+  bind_symbol(library, "cublasLtGetStatusName", a.status_name, path, "cuBLASLt");
+  bind_symbol(library, "cublasLtGetVersion", a.version, path, "cuBLASLt");
+  bind_symbol(library, "cublasLtMatmulDescCreate", a.desc_create, path, "cuBLASLt");
+  bind_symbol(library, "cublasLtMatmulDescDestroy", a.desc_destroy, path, "cuBLASLt");
+  bind_symbol(library, "cublasLtMatmulDescSetAttribute", a.desc_set, path, "cuBLASLt");
+  bind_symbol(library, "cublasLtMatrixLayoutCreate", a.layout_create, path, "cuBLASLt");
+  bind_symbol(library, "cublasLtMatrixLayoutDestroy", a.layout_destroy, path, "cuBLASLt");
+  bind_symbol(library, "cublasLtMatrixLayoutSetAttribute", a.layout_set, path, "cuBLASLt");
+  bind_symbol(library, "cublasLtMatmulPreferenceCreate", a.pref_create, path, "cuBLASLt");
+  bind_symbol(library, "cublasLtMatmulPreferenceDestroy", a.pref_destroy, path, "cuBLASLt");
+  bind_symbol(library, "cublasLtMatmulPreferenceSetAttribute", a.pref_set, path, "cuBLASLt");
+  bind_symbol(library, "cublasLtMatmulAlgoGetHeuristic", a.heuristic, path, "cuBLASLt");
+  bind_symbol(library, "cublasLtMatmul", a.matmul, path, "cuBLASLt");
   if (int status = a.create(&lt->handle_); status != lt::kSuccess) {
     lt->handle_ = nullptr;
     const char* name = a.status_name(status);

@@ -38,12 +38,6 @@ struct Cudnn::Api {
 
 namespace {
 
-template <typename Fn>
-void bind(void* library, const char* name, Fn& fn, const std::string& path) {
-  fn = reinterpret_cast<Fn>(::dlsym(library, name));
-  if (!fn) fail("the cuDNN library '{}' has no '{}'", path, name);
-}
-
 // A backend descriptor destroyed on every path.
 class Desc {
  public:
@@ -142,7 +136,7 @@ struct Cudnn::Cache {
   std::map<std::string, std::unique_ptr<Entry>> plans;
 };
 
-std::shared_ptr<const Cudnn> Cudnn::load() {
+std::shared_ptr<const Cudnn> Cudnn::load(CudnnPlanStore store) {
   std::vector<std::string> candidates = {"libcudnn.so.9", "libcudnn.so"};
   if (const char* env = std::getenv("COIL_CUDNN"); env && *env) candidates = {env};
   std::string path, tried;
@@ -156,19 +150,20 @@ std::shared_ptr<const Cudnn> Cudnn::load() {
   dnn->path_ = path;
   dnn->api_ = std::make_unique<Api>();
   dnn->cache_ = std::make_unique<Cache>();
+  dnn->store_ = std::move(store);
   Api& a = *dnn->api_;
-  bind(library, "cudnnCreate", a.create, path);
-  bind(library, "cudnnDestroy", a.destroy, path);
-  bind(library, "cudnnSetStream", a.set_stream, path);
-  bind(library, "cudnnGetVersion", a.version, path);
-  bind(library, "cudnnGetErrorString", a.error_string, path);
-  bind(library, "cudnnGetLastErrorString", a.last_error, path);
-  bind(library, "cudnnBackendCreateDescriptor", a.create_descriptor, path);
-  bind(library, "cudnnBackendDestroyDescriptor", a.destroy_descriptor, path);
-  bind(library, "cudnnBackendFinalize", a.finalize, path);
-  bind(library, "cudnnBackendSetAttribute", a.set, path);
-  bind(library, "cudnnBackendGetAttribute", a.get, path);
-  bind(library, "cudnnBackendExecute", a.execute, path);
+  bind_symbol(library, "cudnnCreate", a.create, path, "cuDNN");
+  bind_symbol(library, "cudnnDestroy", a.destroy, path, "cuDNN");
+  bind_symbol(library, "cudnnSetStream", a.set_stream, path, "cuDNN");
+  bind_symbol(library, "cudnnGetVersion", a.version, path, "cuDNN");
+  bind_symbol(library, "cudnnGetErrorString", a.error_string, path, "cuDNN");
+  bind_symbol(library, "cudnnGetLastErrorString", a.last_error, path, "cuDNN");
+  bind_symbol(library, "cudnnBackendCreateDescriptor", a.create_descriptor, path, "cuDNN");
+  bind_symbol(library, "cudnnBackendDestroyDescriptor", a.destroy_descriptor, path, "cuDNN");
+  bind_symbol(library, "cudnnBackendFinalize", a.finalize, path, "cuDNN");
+  bind_symbol(library, "cudnnBackendSetAttribute", a.set, path, "cuDNN");
+  bind_symbol(library, "cudnnBackendGetAttribute", a.get, path, "cuDNN");
+  bind_symbol(library, "cudnnBackendExecute", a.execute, path, "cuDNN");
   if (dnn::Status s = a.create(&dnn->handle_); s != dnn::kSuccess) {
     dnn->handle_ = nullptr;
     fail("cudnnCreate failed: {} in {}: cuDNN needs a CUDA driver and a GPU", status_text(a, s), path);
@@ -311,8 +306,81 @@ const Cudnn::Plans& Cudnn::plans(const ConvProblem& p) const {
     if (!slot) slot = std::make_unique<Cache::Entry>();
     entry = slot.get();
   }
-  std::call_once(entry->once, [&] { entry->plans = build(p, key); });
+  std::call_once(entry->once, [&] {
+    // Only a fused epilogue's plans are worth keeping (and only runtime-compiled engines
+    // serialize); a stored list that does not restore whole is built again and replaced.
+    const bool kept = p.epilogue.any();
+    const std::string name = kept ? fmt::format("cuDNN {}: {}", version(), key) : std::string();
+    if (kept && store_.read)
+      if (auto bytes = store_.read(name)) entry->plans = restore(*bytes);
+    if (entry->plans) return;
+    entry->plans = build(p, key);
+    if (kept && store_.write && !entry->plans->plans.empty())
+      if (auto bytes = serialize(*entry->plans)) store_.write(name, *bytes);
+  });
   return *entry->plans;
+}
+
+// Stored plans: "coil-cudnn-plans 1 <count>\n", then per plan "<bytes>\n<cuDNN's JSON, as
+// cuDNN gave it>\n", in the order they were offered (the tuning cache keeps an index into it).
+namespace {
+constexpr std::string_view kPlansMagic = "coil-cudnn-plans 1 ";
+}
+
+std::optional<std::string> Cudnn::serialize(const Plans& built) const {
+  std::string out = fmt::format("{}{}\n", kPlansMagic, built.plans.size());
+  for (void* plan : built.plans) {
+    int64_t size = 0;
+    if (api_->get(plan, dnn::kExecutionPlanJson, dnn::kTypeChar, 0, &size, nullptr) != dnn::kSuccess || size <= 0) return std::nullopt;
+    std::string json(static_cast<size_t>(size), '\0');
+    if (api_->get(plan, dnn::kExecutionPlanJson, dnn::kTypeChar, size, &size, json.data()) != dnn::kSuccess) return std::nullopt;
+    json.resize(static_cast<size_t>(std::clamp<int64_t>(size, 0, static_cast<int64_t>(json.size()))));
+    out += fmt::format("{}\n{}\n", json.size(), json);
+  }
+  return out;
+}
+
+std::unique_ptr<Cudnn::Plans> Cudnn::restore(const std::string& bytes) const {
+  if (!bytes.starts_with(kPlansMagic)) return nullptr;
+  size_t at = kPlansMagic.size();
+  auto number = [&]() -> std::optional<size_t> {
+    const size_t end = bytes.find('\n', at);
+    if (end == std::string::npos || end == at) return std::nullopt;
+    size_t n = 0;
+    for (size_t i = at; i < end; ++i) {
+      if (bytes[i] < '0' || bytes[i] > '9') return std::nullopt;
+      n = n * 10 + static_cast<size_t>(bytes[i] - '0');
+    }
+    at = end + 1;
+    return n;
+  };
+  auto built = std::make_unique<Plans>();
+  auto give_up = [&] {
+    for (void* plan : built->plans) api_->destroy_descriptor(plan);
+    return nullptr;
+  };
+  const auto count = number();
+  if (!count || *count == 0) return nullptr;
+  for (size_t i = 0; i < *count; ++i) {
+    const auto size = number();
+    if (!size || at + *size + 1 > bytes.size() || bytes[at + *size] != '\n') return give_up();
+    void* plan = nullptr;
+    if (api_->create_descriptor(dnn::kExecutionPlanDescriptor, &plan) != dnn::kSuccess) return give_up();
+    int64_t workspace = 0, got = 0;
+    const bool ok = api_->set(plan, dnn::kExecutionPlanJson, dnn::kTypeChar, static_cast<int64_t>(*size), bytes.data() + at) == dnn::kSuccess &&
+                    api_->set(plan, dnn::kExecutionPlanHandle, dnn::kTypeHandle, 1, &handle_) == dnn::kSuccess &&
+                    api_->finalize(plan) == dnn::kSuccess &&
+                    api_->get(plan, dnn::kExecutionPlanWorkspaceSize, dnn::kTypeInt64, 1, &got, &workspace) == dnn::kSuccess;
+    if (!ok) {
+      api_->destroy_descriptor(plan);
+      return give_up();
+    }
+    built->plans.push_back(plan);
+    built->workspace.push_back(static_cast<size_t>(std::max<int64_t>(workspace, 0)));
+    at += *size + 1;
+  }
+  built->offered = built->plans.size();
+  return built;
 }
 
 std::unique_ptr<Cudnn::Plans> Cudnn::build(const ConvProblem& p, const std::string& key) const {

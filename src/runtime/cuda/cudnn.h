@@ -10,6 +10,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -59,6 +60,16 @@ std::string str(const ConvProblem& p);  // one line, for messages, logs and cach
 // values.
 std::optional<std::vector<int64_t>> packed_conv_strides(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides);
 
+// Where the plans of runtime-compiled engines (a fused epilogue's: cuDNN compiles their kernels
+// as it builds them, about 0.3 s each) persist between processes, serialized as cuDNN's JSON:
+// `read` the bytes stored under a name (cuDNN's version and the problem's line), or nullopt;
+// `write` them. The store keys them by the device too (a plan holds a kernel for one GPU).
+// Either may be empty (nothing kept).
+struct CudnnPlanStore {
+  std::function<std::optional<std::string>(const std::string& problem)> read;
+  std::function<void(const std::string& problem, const std::string& bytes)> write;
+};
+
 class Cudnn {
  public:
   // The plans taken at most: the heuristics' first few hold the fast ones; the last few places
@@ -70,7 +81,7 @@ class Cudnn {
   // $COIL_CUDNN when set (and then nothing else), else the first that loads of libcudnn.so.9
   // and libcudnn.so (inside a process that imported torch, its copy is already loaded); then
   // creates a handle on the current CUDA context. Throws coil::Error saying what was tried.
-  static std::shared_ptr<const Cudnn> load();
+  static std::shared_ptr<const Cudnn> load(CudnnPlanStore store = {});
   ~Cudnn();
   Cudnn(const Cudnn&) = delete;
   Cudnn& operator=(const Cudnn&) = delete;
@@ -79,8 +90,8 @@ class Cudnn {
   std::string version() const;  // "9.10.2", from cudnnGetVersion
 
   // How many execution plans cuDNN offers for `p` (0: it cannot run it). Builds them the first
-  // time (milliseconds; a fused epilogue's compile their kernels: about 0.3 s each); thread-safe,
-  // and distinct problems build at the same time.
+  // time (milliseconds; a fused epilogue's compile their kernels, about 0.3 s each, unless the
+  // store has them); thread-safe, and distinct problems build at the same time.
   size_t engines(const ConvProblem& p) const;
   // Device memory plan `engine` of `p` needs as workspace.
   size_t workspace_bytes(const ConvProblem& p, size_t engine) const;
@@ -96,11 +107,14 @@ class Cudnn {
   Cudnn() = default;
   const Plans& plans(const ConvProblem& p) const;
   std::unique_ptr<Plans> build(const ConvProblem& p, const std::string& key) const;
+  std::unique_ptr<Plans> restore(const std::string& bytes) const;  // nullptr: not all restored
+  std::optional<std::string> serialize(const Plans& plans) const;  // nullopt: one is not serializable
   void* library_ = nullptr;
   void* handle_ = nullptr;  // cudnnHandle_t
   std::string path_;
   std::unique_ptr<Api> api_;
   std::unique_ptr<Cache> cache_;
+  CudnnPlanStore store_;
 };
 
 }  // namespace coil::cuda

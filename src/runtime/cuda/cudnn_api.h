@@ -19,7 +19,7 @@ inline constexpr int kPointwiseDescriptor = 0, kOperationPointwiseDescriptor = 1
 // cudnnBackendAttributeType_t
 inline constexpr int kTypeHandle = 0, kTypeDataType = 1, kTypeBoolean = 2, kTypeInt64 = 3, kTypeFloat = 4,
                      kTypeVoidPtr = 6, kTypeConvolutionMode = 7, kTypeHeuristicMode = 8, kTypeKnobType = 9, kTypeNumericalNote = 11, kTypePointwiseMode = 14,
-                     kTypeBackendDescriptor = 15;
+                     kTypeBackendDescriptor = 15, kTypeChar = 24;
 
 // cudnnBackendAttributeName_t
 inline constexpr int kPointwiseMode = 0, kPointwiseMathPrecision = 1;
@@ -31,7 +31,8 @@ inline constexpr int kConvolutionComputeType = 100, kConvolutionMode = 101, kCon
 inline constexpr int kHeuristicMode = 200, kHeuristicOperationGraph = 201, kHeuristicResults = 202;
 inline constexpr int kEngineConfigEngine = 300, kEngineConfigKnobChoices = 302;
 inline constexpr int kKnobChoiceKnobType = 600, kKnobChoiceKnobValue = 601;
-inline constexpr int kExecutionPlanHandle = 400, kExecutionPlanEngineConfig = 401, kExecutionPlanWorkspaceSize = 402;
+inline constexpr int kExecutionPlanHandle = 400, kExecutionPlanEngineConfig = 401, kExecutionPlanWorkspaceSize = 402,
+                     kExecutionPlanJson = 405;
 inline constexpr int kConvolutionForwardAlpha = 700, kConvolutionForwardBeta = 701, kConvolutionForwardDescriptor_ = 702,
                      kConvolutionForwardW = 703, kConvolutionForwardX = 704, kConvolutionForwardY = 705;
 inline constexpr int kOperationGraphHandle = 800, kOperationGraphOps = 801;
