@@ -155,16 +155,21 @@ void bmm(const Tensor& a, const Tensor& b, const Tensor& out) {
   if (sum.data() != out.data()) narrow_into(sum, out);
 }
 
+// `t` viewed at `sizes`, broadcast from the right (stride 0 along the dims it repeats).
+Tensor broadcast_to(const Tensor& t, const Shape& sizes) {
+  Shape strides(sizes.size(), 0);
+  const size_t lead = sizes.size() - static_cast<size_t>(t.dim());
+  for (size_t d = 0; d < static_cast<size_t>(t.dim()); ++d) strides[d + lead] = t.sizes()[d] == 1 ? 0 : t.strides()[d];
+  return t.view(sizes, strides, t.offset());
+}
+
 // out = beta * bias + alpha * mat1 @ mat2, the bias broadcast from the right. 16-bit operands
 // are summed in an f32 result rounded once into out.
 void addmm(const Tensor& bias, const Tensor& mat1, const Tensor& mat2, const Tensor& out, double beta, double alpha) {
   const bool half = is_half(out.dtype());
   Tensor sum = half ? f32_like(out) : out;
   Tensor b = half ? widen_to_f32(bias) : bias;
-  Shape strides(out.sizes().size(), 0);
-  const size_t lead = out.sizes().size() - static_cast<size_t>(b.dim());
-  for (size_t d = 0; d < static_cast<size_t>(b.dim()); ++d) strides[d + lead] = b.sizes()[d] == 1 ? 0 : b.strides()[d];
-  fill_scaled(sum, b.view(out.sizes(), strides, b.offset()), beta);
+  fill_scaled(sum, broadcast_to(b, out.sizes()), beta);
   gemm(mat1, mat2, sum, alpha, 1.0);
   if (half) narrow_into(sum, out);
 }
@@ -172,7 +177,7 @@ void addmm(const Tensor& bias, const Tensor& mat1, const Tensor& mat2, const Ten
 }  // namespace
 
 void run_extern_cpu(const loop::ExternCall& call, const loop::Program& p, const std::vector<void*>& buffers,
-                    const std::map<std::string, int64_t>& symbols) {
+                    const std::map<std::string, int64_t>& symbols, const onednn::Site& site) {
   // The CPU target fuses no GEMM epilogues (a generated kernel applies them faster).
   COIL_CHECK(call.activation == loop::Activation::none && !call.residual) << call.name << ": a GEMM epilogue on the CPU";
   const loop::Buffer& ob = p.buffers[static_cast<size_t>(call.output)];
@@ -182,16 +187,22 @@ void run_extern_cpu(const loop::ExternCall& call, const loop::Program& p, const 
   for (const auto& v : call.inputs) in.push_back(bind_view(v, p, buffers, symbols));
   switch (call.kind) {
     case loop::ExternKind::mm:
-      gemm(in[0], in[1], out, 1.0, 0.0);
-      return;
     case loop::ExternKind::bmm:
-      bmm(in[0], in[1], out);
+      if (onednn::matmul(in[0], in[1], nullptr, out, call.name, site)) return;
+      if (call.kind == loop::ExternKind::mm) gemm(in[0], in[1], out, 1.0, 0.0);
+      else bmm(in[0], in[1], out);
       return;
-    case loop::ExternKind::addmm:
-      addmm(in[0], in[1], in[2], out, call.params[0], call.params[1]);
+    case loop::ExternKind::addmm: {
+      const double beta = call.params[0], alpha = call.params[1];
+      if (beta == 1 && alpha == 1) {  // the bias added in oneDNN's kernel
+        const Tensor bias = broadcast_to(in[0], out.sizes());
+        if (onednn::matmul(in[1], in[2], &bias, out, call.name, site)) return;
+      }
+      addmm(in[0], in[1], in[2], out, beta, alpha);
       return;
+    }
     case loop::ExternKind::convolution:
-      onednn::convolution(in[0], in[1], in.size() > 2 ? &in[2] : nullptr, out, loop::conv_params(call.params), call.name);
+      onednn::convolution(in[0], in[1], in.size() > 2 ? &in[2] : nullptr, out, loop::conv_params(call.params), call.name, site);
       return;
     case loop::ExternKind::attention: break;  // the CPU target decomposes attention
   }

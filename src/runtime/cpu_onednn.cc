@@ -2,7 +2,12 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <string_view>
+#include <utility>
 
 #include "runtime/cpu_convert.h"
 #include "support/check.h"
@@ -25,9 +30,9 @@ DnnlType dnnl_type(DType t) {
 
 memory::dims dims_of(const Shape& s) { return memory::dims(s.begin(), s.end()); }
 
-// The CPU engine and an in-order stream on it; both are cheap to make.
+// An in-order stream on the engine a call's primitive was made on.
 struct Cpu {
-  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::engine engine;
   dnnl::stream stream{engine};
 };
 
@@ -38,14 +43,6 @@ memory wrap(const Cpu& cpu, const Tensor& tensor, const Shape& sizes, const Shap
 
 memory wrap(const Cpu& cpu, const Tensor& tensor) {
   return wrap(cpu, tensor, tensor.sizes(), tensor.strides(), dnnl_type(tensor.dtype()));
-}
-
-// `user` in the layout and dtype `want`: itself when it already is, else a reordered copy.
-memory in_layout(Cpu& cpu, memory user, const memory::desc& want) {
-  if (user.get_desc() == want) return user;
-  memory m(want, cpu.engine);
-  dnnl::reorder(user, m).execute(cpu.stream, user, m);
-  return m;
 }
 
 // A broadcast view (stride 0 over more than one element) made dense: oneDNN wants every
@@ -87,20 +84,55 @@ void fill_with_bias(const Tensor* bias, const Tensor& out) {
   });
 }
 
+
 bool reference_kernel(const dnnl::primitive_desc& pd) { return std::string_view(pd.impl_info_str()).starts_with("ref"); }
 
-// One convolution through the oneDNN primitive `Prim` (convolution_forward or
-// deconvolution_forward) computing in `compute`. Returns false when oneDNN offers no kernel
-// better than its reference loop for that dtype (the caller then computes in f32).
+bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
+
+// A call's primitive and the memory layouts it wants. `widened`: 16-bit operands computed in
+// f32 (coil widens them first; oneDNN has no fast 16-bit kernel here).
+struct Prepared {
+  dnnl::primitive primitive;
+  memory::desc src, weights, bias, dst;
+  bool widened = false;
+  bool usable = true;  // false: a product oneDNN has only a reference loop for (BLAS runs it)
+};
+
+// The first of `candidates` (primitive descriptor makers, nullopt where oneDNN declines) that
+// is not oneDNN's reference loop; else, when `accept_reference`, the first that exists.
+template <typename Pd>
+std::optional<Pd> best_of(const std::vector<std::function<std::optional<Pd>()>>& candidates, bool accept_reference) {
+  std::optional<Pd> reference;
+  for (const auto& make : candidates) {
+    std::optional<Pd> pd;
+    try {
+      pd = make();
+    } catch (const dnnl::error&) {
+      continue;
+    }
+    if (!pd) continue;
+    if (!reference_kernel(*pd)) return pd;
+    if (!reference) reference = std::move(pd);
+  }
+  return accept_reference ? reference : std::nullopt;
+}
+
+// A tensor's memory description in its own strides (typed `t`), or oneDNN's choice (`any`).
+memory::desc own(const Tensor& x, DnnlType t) { return memory::desc(dims_of(x.sizes()), t, dims_of(x.strides())); }
+memory::desc any(const Shape& sizes, DnnlType t) { return memory::desc(dims_of(sizes), t, memory::format_tag::any); }
+
+// The convolution's primitive (`Prim`: convolution_forward or deconvolution_forward) computing
+// in `compute` over operands shaped as x, w, y: the input and output in their own layouts first,
+// then in the layouts oneDNN picks. nullopt where only a reference loop is offered and
+// `accept_reference` is false.
 template <typename Prim>
-bool run(Cpu& cpu, dnnl::algorithm algorithm, DnnlType compute, bool accept_reference, const Tensor& input,
-         const Tensor& weight, const Tensor* bias, const Tensor& out, const loop::ConvParams& p) {
-  auto any = [&](const Shape& sizes) { return memory::desc(dims_of(sizes), compute, memory::format_tag::any); };
+std::optional<Prepared> prepare_conv(const dnnl::engine& engine, dnnl::algorithm algorithm, DnnlType compute, bool accept_reference,
+                                     const Tensor& x, const Tensor& w, bool bias, const Tensor& y, const loop::ConvParams& p) {
   Shape w_sizes, w_strides;
-  weight_view(weight, p, w_sizes, w_strides);
+  weight_view(w, p, w_sizes, w_strides);
   memory::dims stride, dilation, before, after;
   for (size_t d = 0; d < p.k; ++d) {
-    int64_t in = input.sizes()[2 + d], o = out.sizes()[2 + d], kernel = weight.sizes()[2 + d];
+    int64_t in = x.sizes()[2 + d], o = y.sizes()[2 + d], kernel = w.sizes()[2 + d];
     stride.push_back(p.stride[d]);
     dilation.push_back(p.dilation[d] - 1);  // oneDNN counts the gaps
     before.push_back(p.padding[d]);
@@ -108,33 +140,83 @@ bool run(Cpu& cpu, dnnl::algorithm algorithm, DnnlType compute, bool accept_refe
     after.push_back(p.transposed ? padding_after(o, in, kernel, p.stride[d], p.dilation[d], p.padding[d])
                                  : padding_after(in, o, kernel, p.stride[d], p.dilation[d], p.padding[d]));
   }
-  memory::desc bias_desc = bias ? memory::desc({out.sizes()[1]}, compute, memory::format_tag::a) : memory::desc();
-  typename Prim::primitive_desc pd;
-  try {
-    pd = typename Prim::primitive_desc(
-        typename Prim::desc(dnnl::prop_kind::forward_inference, algorithm, any(input.sizes()), any(w_sizes), bias_desc,
-                            any(out.sizes()), stride, dilation, before, after),
-        cpu.engine);
-  } catch (const dnnl::error&) {
-    if (accept_reference) throw;
-    return false;
-  }
-  if (!accept_reference && reference_kernel(pd)) return false;
-  // The operands as oneDNN may read them; these tensors outlive the call (a memory object that
-  // needs no reorder points into them).
-  const Tensor x = addressable(input), w = addressable(weight), b = bias ? addressable(*bias) : Tensor();
+  const memory::desc bias_desc = bias ? memory::desc({y.sizes()[1]}, compute, memory::format_tag::a) : memory::desc();
+  using Pd = typename Prim::primitive_desc;
+  auto with = [&](const memory::desc& src, const memory::desc& dst) {
+    return [&, src, dst]() -> std::optional<Pd> {
+      return Pd(typename Prim::desc(dnnl::prop_kind::forward_inference, algorithm, src, any(w_sizes, compute), bias_desc, dst, stride,
+                                    dilation, before, after),
+                engine);
+    };
+  };
+  auto pd = best_of<Pd>({with(own(x, compute), own(y, compute)), with(any(x.sizes(), compute), any(y.sizes(), compute))}, accept_reference);
+  if (!pd) return std::nullopt;
+  return Prepared{Prim(*pd), pd->src_desc(), pd->weights_desc(), bias_desc, pd->dst_desc()};
+}
+
+// `user` in the layout and dtype `want`: itself when it already is, else a reordered copy.
+memory in_layout(Cpu& cpu, memory user, const memory::desc& want) {
+  if (user.get_desc() == want) return user;
+  memory m(want, cpu.engine);
+  dnnl::reorder(user, m).execute(cpu.stream, user, m);
+  return m;
+}
+
+// Runs `p` on operands already in its dtypes: each reordered into the layout it wants where
+// needed, the result reordered back into y's strides.
+void execute(Cpu& cpu, const Prepared& p, const memory& x, const memory& w, const memory* bias, memory y) {
   std::unordered_map<int, memory> args;
-  args[DNNL_ARG_SRC] = in_layout(cpu, wrap(cpu, x), pd.src_desc());
-  weight_view(w, p, w_sizes, w_strides);
-  args[DNNL_ARG_WEIGHTS] = in_layout(cpu, wrap(cpu, w, w_sizes, w_strides, dnnl_type(w.dtype())), pd.weights_desc());
-  if (bias) args[DNNL_ARG_BIAS] = in_layout(cpu, wrap(cpu, b), bias_desc);
-  memory user_out = wrap(cpu, out);
-  memory dst = user_out.get_desc() == pd.dst_desc() ? user_out : memory(pd.dst_desc(), cpu.engine);
+  args[DNNL_ARG_SRC] = in_layout(cpu, x, p.src);
+  args[DNNL_ARG_WEIGHTS] = in_layout(cpu, w, p.weights);
+  if (bias) args[DNNL_ARG_BIAS] = in_layout(cpu, *bias, p.bias);
+  memory dst = y.get_desc() == p.dst ? y : memory(p.dst, cpu.engine);
   args[DNNL_ARG_DST] = dst;
-  Prim(pd).execute(cpu.stream, args);
-  if (dst != user_out) dnnl::reorder(dst, user_out).execute(cpu.stream, dst, user_out);
+  p.primitive.execute(cpu.stream, args);
+  if (dst != y) dnnl::reorder(dst, y).execute(cpu.stream, dst, y);
   cpu.stream.wait();
-  return true;
+}
+
+}  // namespace
+
+struct Primitives::Impl {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  std::mutex mutex;  // guards `made`
+  std::map<std::pair<size_t, std::vector<int64_t>>, std::shared_ptr<const Prepared>> made;
+};
+
+Primitives::Primitives() : impl_(std::make_unique<Impl>()) {}
+Primitives::~Primitives() = default;
+
+namespace {
+
+// The site's primitive, made by `make(engine)` the first time (outside the lock: two threads
+// may both make it; the first kept wins), and the engine it runs on.
+template <typename Make>
+std::pair<std::shared_ptr<const Prepared>, dnnl::engine> prepared(const Site& site, Make make) {
+  if (!site.cache) {
+    dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+    return {std::make_shared<const Prepared>(make(engine)), engine};
+  }
+  Primitives::Impl& impl = site.cache->impl();
+  auto key = std::make_pair(site.kernel, site.symbols);
+  {
+    std::lock_guard<std::mutex> lock(impl.mutex);
+    if (auto it = impl.made.find(key); it != impl.made.end()) return {it->second, impl.engine};
+  }
+  auto made = std::make_shared<const Prepared>(make(impl.engine));
+  std::lock_guard<std::mutex> lock(impl.mutex);
+  return {impl.made.emplace(std::move(key), std::move(made)).first->second, impl.engine};
+}
+
+template <typename Prim>
+Prepared prepare_any_conv(const dnnl::engine& engine, dnnl::algorithm algorithm, const Tensor& x, const Tensor& w, bool bias,
+                          const Tensor& y, const loop::ConvParams& params) {
+  if (y.dtype() == DType::f32) return *prepare_conv<Prim>(engine, algorithm, DnnlType::f32, true, x, w, bias, y, params);
+  // 16 bits natively where the machine has fast kernels for it, else widened to f32.
+  if (auto p = prepare_conv<Prim>(engine, algorithm, dnnl_type(y.dtype()), false, x, w, bias, y, params)) return *p;
+  Prepared p = *prepare_conv<Prim>(engine, algorithm, DnnlType::f32, true, x, w, bias, y, params);
+  p.widened = true;
+  return p;
 }
 
 }  // namespace
@@ -142,30 +224,98 @@ bool run(Cpu& cpu, dnnl::algorithm algorithm, DnnlType compute, bool accept_refe
 bool takes_convolution(DType dtype) { return dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16; }
 
 void convolution(const Tensor& input, const Tensor& weight, const Tensor* bias, const Tensor& out,
-                 const loop::ConvParams& params, const std::string& name) {
+                 const loop::ConvParams& params, const std::string& name, const Site& site) {
   if (out.numel() == 0) return;
   if (input.numel() == 0 || weight.numel() == 0) return fill_with_bias(bias, out);
   try {
-    Cpu cpu;
-    auto attempt = [&](DnnlType compute, bool accept_reference, const Tensor& x, const Tensor& w, const Tensor* b,
-                       const Tensor& y) {
-      return params.transposed ? run<dnnl::deconvolution_forward>(cpu, dnnl::algorithm::deconvolution_direct, compute,
-                                                                  accept_reference, x, w, b, y, params)
-                               : run<dnnl::convolution_forward>(cpu, dnnl::algorithm::convolution_direct, compute,
-                                                                accept_reference, x, w, b, y, params);
+    // The operands as oneDNN may read them; these tensors outlive the call (a memory object that
+    // needs no reorder points into them).
+    const Tensor x = addressable(input), w = addressable(weight), b = bias ? addressable(*bias) : Tensor();
+    auto [p, engine] = prepared(site, [&](const dnnl::engine& e) {
+      return params.transposed
+                 ? prepare_any_conv<dnnl::deconvolution_forward>(e, dnnl::algorithm::deconvolution_direct, x, w, bias, out, params)
+                 : prepare_any_conv<dnnl::convolution_forward>(e, dnnl::algorithm::convolution_direct, x, w, bias, out, params);
+    });
+    Cpu cpu{engine};
+    auto run = [&](const Tensor& xs, const Tensor& ws, const Tensor* bs, const Tensor& ys) {
+      Shape w_sizes, w_strides;
+      weight_view(ws, params, w_sizes, w_strides);
+      memory bm = bs ? wrap(cpu, *bs) : memory();
+      execute(cpu, *p, wrap(cpu, xs), wrap(cpu, ws, w_sizes, w_strides, dnnl_type(ws.dtype())), bs ? &bm : nullptr, wrap(cpu, ys));
     };
-    if (out.dtype() == DType::f32) {
-      attempt(DnnlType::f32, true, input, weight, bias, out);
-      return;
-    }
-    // 16 bits natively where the machine has fast kernels for it, else widened to f32.
-    if (attempt(dnnl_type(out.dtype()), false, input, weight, bias, out)) return;
-    Tensor x = widen_to_f32(input), w = widen_to_f32(weight), y = f32_like(out);
-    Tensor b = bias ? widen_to_f32(*bias) : Tensor();
-    attempt(DnnlType::f32, true, x, w, bias ? &b : nullptr, y);
+    if (!p->widened) return run(x, w, bias ? &b : nullptr, out);
+    Tensor xf = widen_to_f32(x), wf = widen_to_f32(w), y = f32_like(out);
+    Tensor bf = bias ? widen_to_f32(b) : Tensor();
+    run(xf, wf, bias ? &bf : nullptr, y);
     narrow_into(y, out);
   } catch (const dnnl::error& e) {
     fail("{}: oneDNN could not run this convolution: {}", name, e.what());
+  }
+}
+
+namespace {
+
+// The bias as oneDNN's matmul takes it: out's rank, size 1 along the dims it is broadcast over.
+Tensor bias_operand(const Tensor& bias) {
+  Shape sizes = bias.sizes(), strides = bias.strides();
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (strides[d] == 0) sizes[d] = 1;
+  return bias.view(sizes, strides, bias.offset());
+}
+
+Prepared prepare_matmul(const dnnl::engine& engine, const Tensor& a, const Tensor& b, const Tensor* bias, const Tensor& out) {
+  using Pd = dnnl::matmul::primitive_desc;
+  auto make = [&](DType operands, DType result, bool reference_ok) -> std::optional<Prepared> {
+    const DnnlType t = dnnl_type(operands), r = dnnl_type(result);
+    const DType bias_type = !bias ? result : operands == DType::f32 ? DType::f32 : bias->dtype();  // widened with the operands
+    const memory::desc bias_desc = bias ? own(bias_operand(*bias), dnnl_type(bias_type)) : memory::desc();
+    auto with = [&](const memory::desc& ad, const memory::desc& bd) {
+      return [&, ad, bd]() -> std::optional<Pd> { return Pd(dnnl::matmul::desc(ad, bd, bias_desc, own(out, r)), engine); };
+    };
+    // The operands as they lie (a transposed weight is free), then packed as oneDNN likes.
+    auto pd = best_of<Pd>({with(own(a, t), own(b, t)), with(own(a, t), any(b.sizes(), t)), with(any(a.sizes(), t), any(b.sizes(), t))},
+                          reference_ok);
+    if (!pd) return std::nullopt;
+    return Prepared{dnnl::matmul(*pd), pd->src_desc(), pd->weights_desc(), bias_desc, pd->dst_desc()};
+  };
+  const DType t = a.dtype();
+  if (auto p = make(t, out.dtype(), false)) return *p;
+  if (is_half(t))
+    if (auto p = make(DType::f32, DType::f32, false)) {
+      p->widened = true;
+      return *p;
+    }
+  Prepared none;
+  none.usable = false;
+  return none;
+}
+
+}  // namespace
+
+bool matmul(const Tensor& a, const Tensor& b, const Tensor* bias, const Tensor& out, const std::string& name, const Site& site) {
+  for (const Tensor* t : {&a, &b, &out})
+    if (!takes_convolution(t->dtype()) || t->numel() == 0) return false;  // f64, ints; empty products
+  if (bias && bias->dtype() != out.dtype() && bias->dtype() != DType::f32) return false;
+  try {
+    const Tensor x = addressable(a), w = addressable(b);
+    auto [p, engine] = prepared(site, [&](const dnnl::engine& e) { return prepare_matmul(e, x, w, bias, out); });
+    if (!p->usable) return false;
+    Cpu cpu{engine};
+    auto run = [&](const Tensor& xs, const Tensor& ws, const Tensor* bs, const Tensor& ys) {
+      memory bm = bs ? wrap(cpu, bias_operand(*bs)) : memory();
+      execute(cpu, *p, wrap(cpu, xs), wrap(cpu, ws), bs ? &bm : nullptr, wrap(cpu, ys));
+    };
+    if (!p->widened) {
+      run(x, w, bias, out);
+      return true;
+    }
+    Tensor xf = widen_to_f32(x), wf = widen_to_f32(w), y = f32_like(out);
+    Tensor bf = bias ? widen_to_f32(*bias) : Tensor();
+    run(xf, wf, bias ? &bf : nullptr, y);
+    narrow_into(y, out);
+    return true;
+  } catch (const dnnl::error& e) {
+    fail("{}: oneDNN could not run this product: {}", name, e.what());
   }
 }
 

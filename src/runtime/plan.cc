@@ -123,7 +123,8 @@ std::vector<Tensor> Plan::run(const TensorMap& inputs, const TensorMap& weights)
              fmt::join(lk.origins, ", %"));
       }
     } else {
-      run_extern_cpu(std::get<loop::ExternCall>(lowered.program.kernels[k]), lowered.program, ptrs, symbols);
+      run_extern_cpu(std::get<loop::ExternCall>(lowered.program.kernels[k]), lowered.program, ptrs, symbols,
+                     onednn::Site{primitives.get(), k, symbol_values});
     }
     for (int b : memory.release_after[k]) {
       pool.push_back(std::move(held[static_cast<size_t>(b)]));

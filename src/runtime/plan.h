@@ -11,6 +11,7 @@
 #include "coil/graph.h"
 #include "coil/reference.h"
 #include "lower/lower.h"
+#include "runtime/cpu_onednn.h"
 #include "runtime/memory_plan.h"
 
 namespace coil {
@@ -40,6 +41,7 @@ struct Plan {
   std::vector<KernelFn> kernels;  // per program kernel; nullptr for extern calls
   std::vector<std::shared_ptr<void>> libraries;  // keep the kernels' code loaded
   std::shared_ptr<TemporaryCache> temporaries = std::make_shared<TemporaryCache>();
+  std::shared_ptr<onednn::Primitives> primitives = std::make_shared<onednn::Primitives>();  // the extern calls'
 
   std::vector<Tensor> run(const TensorMap& inputs, const TensorMap& weights) const;
 };

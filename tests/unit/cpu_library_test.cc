@@ -97,7 +97,7 @@ TEST(CpuConvert, KeepsDenseLayoutsAndConvertsOthersElementwise) {
   });
 }
 
-// Convolutions (oneDNN) and products (OpenBLAS) on the CPU against the reference, f16 and bf16
+// Convolutions and products (oneDNN; OpenBLAS for an addmm that scales) on the CPU against the reference, f16 and bf16
 // included; a depthwise and a transposed grouped convolution, channels-last input.
 TEST(CpuLibraries, ConvolutionsAndProductsMatchTheReference) {
   const char* bodies[] = {
@@ -129,6 +129,34 @@ TEST(CpuLibraries, ConvolutionsAndProductsMatchTheReference) {
       ASSERT_EQ(got.size(), want.size());
       for (size_t i = 0; i < got.size(); ++i) testing::expect_close(got[i], want[i], "output " + std::to_string(i));
     }
+}
+
+// Products through oneDNN (the bias of an addmm in its kernel: a row, a full matrix) with
+// transposed operands and a batch, run again on new values and at other sizes: each call keeps
+// its primitive per size in the plan (runtime/cpu_onednn.h), so a second size must not reuse the
+// first's, nor a repeat run read stale operands.
+TEST(CpuLibraries, ProductsKeepAPrimitivePerCallAndSize) {
+  const char* body =
+      "  %x = input() : DT[N, 33]\n  %w = input() : DT[5, 33]\n  %b = input() : DT[5]\n  %t = permute(%w, [1, 0])\n"
+      "  %y = addmm(%b, %x, %t)\n  %c = input() : DT[N, 5]\n  %z = addmm(%c, %x, %t)\n  %m = mm(%x, %t)\n"
+      "  %p = input() : DT[3, N, 9]\n  %q = input() : DT[3, 5, 9]\n  %r = permute(%q, [0, 2, 1])\n  %u = bmm(%p, %r)\n"
+      "  return %y, %z, %m, %u\n";
+  uint64_t seed = 100;
+  for (const char* dt : {"f32", "f16", "bf16"}) {
+    std::string text = body;
+    for (size_t at; (at = text.find("DT")) != std::string::npos;) text.replace(at, 2, dt);
+    SCOPED_TRACE(text);
+    Graph g = parse_graph("graph t {\n  sym N = 7\n" + text + "}\n");
+    Executable exe = compile(g, {.cache_dir = temp_cache()});
+    for (int64_t n : {7, 7, 130, 1, 7}) {
+      SCOPED_TRACE("N = " + std::to_string(n));
+      TensorMap inputs = random_inputs(g, seed++, {{"N", n}});
+      auto got = exe.run(inputs, {});
+      auto want = evaluate_reference(g, inputs);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) testing::expect_close(got[i], want[i], "output " + std::to_string(i));
+    }
+  }
 }
 
 // Convolution chains in channels-last layouts (schedule/channels_last.h), on the CPU where oneDNN
