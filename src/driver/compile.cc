@@ -194,7 +194,7 @@ Generated generate(const Graph& graph, const Target& target) {
   out.lowered.program = schedule::fuse_siblings(schedule::drop_dead_stores(schedule::fuse_epilogues(schedule::inline_pointwise(out.lowered.program))));
   // cuDNN applies the batch norm, bias, shortcut and ReLU after a convolution in its kernel.
   if (target.cuda && target.library_convolution && !target.externs_as_loops)
-    out.lowered.program = schedule::fuse_conv_epilogues(out.lowered.program, library_convolution);
+    out.lowered.program = schedule::fuse_conv_epilogues(out.lowered.program, library_convolution, target.prefetch_convolutions);
   out.lowered.program = schedule::simplify_indices(out.lowered.program);
   if (target.cuda) out.lowered.program = schedule::pad_gemm_outputs(schedule::externs_write_copies(out.lowered.program));
   dump("fusion", loop::to_string(out.lowered.program));

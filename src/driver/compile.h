@@ -37,6 +37,9 @@ struct Target {
   // CUDA: a convolution cuDNN could take that stays coil's direct loop kernel (measured faster:
   // driver/conv_choice.h) rather than becoming im2col + GEMM. Empty: none.
   std::function<bool(const loop::ExternCall&, const loop::Program&)> loop_convolution;
+  // CUDA: the fused convolutions epilogue fusion is about to ask library_convolution about, all
+  // at once (schedule/fuse_conv_epilogues.h), so that cuDNN builds their plans in parallel.
+  std::function<void(const std::vector<std::pair<loop::ExternCall, loop::Program>>&)> prefetch_convolutions;
   std::string kernel_prefix;  // prepended to kernel names (several graphs in one unit)
   int cuda_candidate = -1;    // CompileOptions::cuda_candidate
 };

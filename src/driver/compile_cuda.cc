@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <map>
@@ -86,7 +87,7 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
       cudnn_tried = true;
       try {
         context->make_current();
-        cudnn = cuda::Cudnn::load(plan_store);
+        cudnn = cuda::Cudnn::load(plan_store, [context] { context->make_current(); });
       } catch (const Error& e) {
         exe_note_cudnn = e.what();
       }
@@ -113,6 +114,25 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
       }
     }
     return it->second.loop;
+  };
+  // Epilogue fusion's candidates, their cuDNN plans built on a thread a core (the answers are
+  // cached in cudnn; each thread binds the context).
+  target.prefetch_convolutions = [&](const std::vector<std::pair<loop::ExternCall, loop::Program>>& calls) {
+    if (!cudnn) return;
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> threads;
+    const size_t workers = std::min<size_t>(calls.size(), std::max(1u, std::thread::hardware_concurrency()));
+    for (size_t w = 0; w < workers; ++w)
+      threads.emplace_back([&] {
+        context->make_current();
+        for (size_t i; (i = next++) < calls.size();) {
+          try {
+            cudnn_takes(calls[i].first, calls[i].second, *cudnn, options.allow_tf32);
+          } catch (const Error&) {  // asked again, one at a time, where it counts
+          }
+        }
+      });
+    for (auto& t : threads) t.join();
   };
   auto cudnn_may_take = target.library_convolution;
   target.library_convolution = [&, cudnn_may_take](const loop::ExternCall& call, const loop::Program& program) {

@@ -226,107 +226,127 @@ std::optional<std::string> channel_variable(const SymInt& offset, const loop::Bu
   return channel;
 }
 
+// One convolution's fusion, not yet applied: the fused call, the program with its coefficient
+// buffers, the reading kernel rewritten, that kernel's index and the kernel computing the
+// coefficients.
+struct Candidate {
+  loop::ExternCall fused;
+  loop::Program program;
+  loop::LoopKernel rewritten, coefficients;
+  size_t reader = 0;
+};
+
+// The fusion of kernel i of `p` (a convolution call), or nullopt where its epilogue does not fit.
+std::optional<Candidate> candidate_at(const loop::Program& p, size_t i) {
+  const auto* call = std::get_if<loop::ExternCall>(&p.kernels[i]);
+  if (!call || call->kind != loop::ExternKind::convolution || call->inputs.size() != 2 || call->activation != loop::Activation::none ||
+      call->residual || call->scale || call->shift || call->residual_scale)
+    return std::nullopt;
+  const int result = call->output;
+  const loop::Buffer& rb = p.buffers[static_cast<size_t>(result)];
+  // 16-bit results only: with f32 fused problems the differential test's block crashed the
+  // host on the H200 (cuDNN 9.19) in one device run, cause not yet found; f32 keeps its
+  // epilogue kernels (and f32 convolutions, without TF32, run no tensor-core engines anyway).
+  if (rb.role != loop::Buffer::Role::temporary || !is_half(rb.dtype) || rb.sizes.size() < 3) return std::nullopt;
+  const auto channels = rb.sizes[1].constant();
+  if (!channels) return std::nullopt;
+  // The one kernel reading the result, and the one element offset it reads it at.
+  size_t reader = 0;
+  int readers = 0;
+  for (size_t j = i + 1; j < p.kernels.size(); ++j)
+    if (reads(p.kernels[j], result)) reader = j, ++readers;
+  if (readers != 1 || !std::holds_alternative<loop::LoopKernel>(p.kernels[reader])) return std::nullopt;
+  const auto& consumer = std::get<loop::LoopKernel>(p.kernels[reader]);
+  std::vector<ExprRef> loads;
+  for (const auto& r : consumer.reductions) collect_result_loads(r.value, result, loads);
+  for (const auto& s : consumer.stores) {
+    collect_result_loads(s.value, result, loads);
+    if (s.dynamic) collect_result_loads(s.dynamic, result, loads);
+  }
+  if (loads.empty() || std::any_of(loads.begin(), loads.end(), [&](const ExprRef& l) { return l->dynamic() || !(l->offset() == loads[0]->offset()); }))
+    return std::nullopt;
+  const auto channel = channel_variable(loads[0]->offset(), rb, consumer);
+  if (!channel) return std::nullopt;
+  Rewriter rw(p, result, loads[0]->offset(), *channel);
+  loop::LoopKernel rewritten = consumer;
+  for (auto& r : rewritten.reductions) r.value = rw(r.value);
+  for (auto& s : rewritten.stores) {
+    s.value = rw(s.value);
+    if (s.dynamic) s.dynamic = rw(s.dynamic);
+  }
+  if (rw.failed() || !rw.found()) return std::nullopt;
+  const Match m = *rw.found();
+  const Linear& l = m.linear;
+  if (!m.relu && is_one(l.a) && l.residual < 0 && !l.b) return std::nullopt;  // nothing to apply
+  // Everything the epilogue reads is read at the call now: nothing between may write it, and a
+  // residual must be complete before the call.
+  std::set<int> read;
+  for (const auto& e : {l.a, l.s, l.b})
+    if (e) loop::collect_loads(e, read);
+  if (l.residual >= 0) {
+    read.insert(l.residual);
+    const auto role = p.buffers[static_cast<size_t>(l.residual)].role;
+    bool written_before = role == loop::Buffer::Role::input || role == loop::Buffer::Role::weight || role == loop::Buffer::Role::constant;
+    for (size_t j = 0; j < i; ++j) written_before = written_before || loop::access(p.kernels[j]).writes.count(l.residual);
+    if (!written_before) return std::nullopt;
+  }
+  for (size_t j = i; j < reader; ++j)
+    for (int b : loop::access(p.kernels[j]).writes)
+      if (read.count(b)) return std::nullopt;
+
+  // The coefficients over the channels, computed into f32 vectors before the call.
+  Candidate c{*call, p, std::move(rewritten), {}, reader};
+  c.coefficients.name = call->name + "_epilogue";
+  c.coefficients.origins = call->origins;
+  c.coefficients.outer = {SymInt(*channels)};
+  const std::map<std::string, SymInt> to_x0 = {{*channel, SymInt::symbol(loop::loop_var(0))}};
+  auto vector = [&](const ExprRef& value, const std::string& suffix) {
+    loop::Buffer b;
+    b.name = call->name + suffix;
+    b.role = loop::Buffer::Role::temporary;
+    b.dtype = DType::f32;
+    b.sizes = {SymInt(*channels)};
+    b.strides = {SymInt(1)};
+    c.program.buffers.push_back(std::move(b));
+    const int id = static_cast<int>(c.program.buffers.size()) - 1;
+    c.coefficients.stores.push_back({id, SymInt::symbol(loop::loop_var(0)), loop::substitute(value, to_x0), false});
+    return loop::View{id, {SymInt(*channels)}, {SymInt(1)}, 0};
+  };
+  if (!is_one(l.a)) c.fused.scale = vector(l.a, "_scale");
+  if (l.residual >= 0) {
+    c.fused.residual = loop::View{l.residual, rb.sizes, rb.strides, rb.offset};
+    if (!is_one(l.s)) c.fused.residual_scale = vector(l.s, "_residual_scale");
+  }
+  if (l.b) c.fused.shift = vector(l.b, "_shift");
+  if (m.relu) c.fused.activation = loop::Activation::relu;
+  return c;
+}
+
 }  // namespace
 
-loop::Program fuse_conv_epilogues(const loop::Program& program,
-                                  const std::function<bool(const loop::ExternCall&, const loop::Program&)>& library_takes) {
+loop::Program fuse_conv_epilogues(const loop::Program& program, const LibraryTakes& library_takes, const Prefetch& prefetch) {
+  // Every fusion as the unfused program offers it, given to `prefetch` at once: a library that
+  // must compile kernels to answer (cuDNN's runtime-fused engines) compiles them in parallel,
+  // and the answers below, one fusion after another, find them made.
+  if (prefetch) {
+    std::vector<std::pair<loop::ExternCall, loop::Program>> calls;
+    for (size_t i = 0; i < program.kernels.size(); ++i)
+      if (auto c = candidate_at(program, i)) calls.emplace_back(std::move(c->fused), std::move(c->program));
+    if (calls.size() > 1) prefetch(calls);
+  }
   loop::Program p = program;
   for (size_t i = 0; i < p.kernels.size(); ++i) {
-    const auto* call = std::get_if<loop::ExternCall>(&p.kernels[i]);
-    if (!call || call->kind != loop::ExternKind::convolution || call->inputs.size() != 2 || call->activation != loop::Activation::none ||
-        call->residual || call->scale || call->shift || call->residual_scale)
-      continue;
-    const int result = call->output;
-    const loop::Buffer& rb = p.buffers[static_cast<size_t>(result)];
-    // 16-bit results only: with f32 fused problems the differential test's block crashed the
-    // host on the H200 (cuDNN 9.19) in one device run, cause not yet found; f32 keeps its
-    // epilogue kernels (and f32 convolutions, without TF32, run no tensor-core engines anyway).
-    if (rb.role != loop::Buffer::Role::temporary || !is_half(rb.dtype) || rb.sizes.size() < 3) continue;
-    const auto channels = rb.sizes[1].constant();
-    if (!channels) continue;
-    // The one kernel reading the result, and the one element offset it reads it at.
-    size_t reader = 0;
-    int readers = 0;
-    for (size_t j = i + 1; j < p.kernels.size(); ++j)
-      if (reads(p.kernels[j], result)) reader = j, ++readers;
-    if (readers != 1 || !std::holds_alternative<loop::LoopKernel>(p.kernels[reader])) continue;
-    const auto& consumer = std::get<loop::LoopKernel>(p.kernels[reader]);
-    std::vector<ExprRef> loads;
-    for (const auto& r : consumer.reductions) collect_result_loads(r.value, result, loads);
-    for (const auto& s : consumer.stores) {
-      collect_result_loads(s.value, result, loads);
-      if (s.dynamic) collect_result_loads(s.dynamic, result, loads);
-    }
-    if (loads.empty() || std::any_of(loads.begin(), loads.end(), [&](const ExprRef& l) { return l->dynamic() || !(l->offset() == loads[0]->offset()); }))
-      continue;
-    const auto channel = channel_variable(loads[0]->offset(), rb, consumer);
-    if (!channel) continue;
-    Rewriter rw(p, result, loads[0]->offset(), *channel);
-    loop::LoopKernel rewritten = consumer;
-    for (auto& r : rewritten.reductions) r.value = rw(r.value);
-    for (auto& s : rewritten.stores) {
-      s.value = rw(s.value);
-      if (s.dynamic) s.dynamic = rw(s.dynamic);
-    }
-    if (rw.failed() || !rw.found()) continue;
-    const Match m = *rw.found();
-    const Linear& l = m.linear;
-    if (!m.relu && is_one(l.a) && l.residual < 0 && !l.b) continue;  // nothing to apply
-    // Everything the epilogue reads is read at the call now: nothing between may write it, and a
-    // residual must be complete before the call.
-    std::set<int> read;
-    for (const auto& e : {l.a, l.s, l.b})
-      if (e) loop::collect_loads(e, read);
-    if (l.residual >= 0) {
-      read.insert(l.residual);
-      const auto role = p.buffers[static_cast<size_t>(l.residual)].role;
-      bool written_before = role == loop::Buffer::Role::input || role == loop::Buffer::Role::weight || role == loop::Buffer::Role::constant;
-      for (size_t j = 0; j < i; ++j) written_before = written_before || loop::access(p.kernels[j]).writes.count(l.residual);
-      if (!written_before) continue;
-    }
-    bool clobbered = false;
-    for (size_t j = i; j < reader; ++j)
-      for (int b : loop::access(p.kernels[j]).writes) clobbered = clobbered || read.count(b);
-    if (clobbered) continue;
-
-    // The coefficients over the channels, computed into f32 vectors before the call.
-    loop::Program candidate = p;
-    loop::ExternCall fused = *call;
-    loop::LoopKernel coefficients;
-    coefficients.name = call->name + "_epilogue";
-    coefficients.origins = call->origins;
-    coefficients.outer = {SymInt(*channels)};
-    const std::map<std::string, SymInt> to_x0 = {{*channel, SymInt::symbol(loop::loop_var(0))}};
-    auto vector = [&](const ExprRef& value, const std::string& suffix) {
-      loop::Buffer b;
-      b.name = call->name + suffix;
-      b.role = loop::Buffer::Role::temporary;
-      b.dtype = DType::f32;
-      b.sizes = {SymInt(*channels)};
-      b.strides = {SymInt(1)};
-      candidate.buffers.push_back(std::move(b));
-      const int id = static_cast<int>(candidate.buffers.size()) - 1;
-      coefficients.stores.push_back({id, SymInt::symbol(loop::loop_var(0)), loop::substitute(value, to_x0), false});
-      return loop::View{id, {SymInt(*channels)}, {SymInt(1)}, 0};
-    };
-    if (!is_one(l.a)) fused.scale = vector(l.a, "_scale");
-    if (l.residual >= 0) {
-      fused.residual = loop::View{l.residual, rb.sizes, rb.strides, rb.offset};
-      if (!is_one(l.s)) fused.residual_scale = vector(l.s, "_residual_scale");
-    }
-    if (l.b) fused.shift = vector(l.b, "_shift");
-    if (m.relu) fused.activation = loop::Activation::relu;
-    if (!library_takes(fused, candidate)) continue;
-
-    std::vector<loop::Kernel> later(candidate.kernels.begin() + static_cast<std::ptrdiff_t>(i) + 1, candidate.kernels.end());
-    later[reader - i - 1] = std::move(rewritten);
-    elide_copy(candidate, fused, later);
-    replace_from(candidate, i, std::move(fused), std::move(later));
-    if (!coefficients.stores.empty()) {
-      candidate.kernels.insert(candidate.kernels.begin() + static_cast<std::ptrdiff_t>(i), std::move(coefficients));
+    auto c = candidate_at(p, i);
+    if (!c || !library_takes(c->fused, c->program)) continue;
+    std::vector<loop::Kernel> later(c->program.kernels.begin() + static_cast<std::ptrdiff_t>(i) + 1, c->program.kernels.end());
+    later[c->reader - i - 1] = std::move(c->rewritten);
+    elide_copy(c->program, c->fused, later);
+    replace_from(c->program, i, std::move(c->fused), std::move(later));
+    if (!c->coefficients.stores.empty()) {
+      c->program.kernels.insert(c->program.kernels.begin() + static_cast<std::ptrdiff_t>(i), std::move(c->coefficients));
       ++i;
     }
-    p = std::move(candidate);
+    p = std::move(c->program);
   }
   loop::verify(p);
   return p;

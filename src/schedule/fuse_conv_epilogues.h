@@ -13,15 +13,22 @@
 // Inductor's fused kernels. A kernel over the channels computes a, s and b into f32 vectors
 // before the call; the reads become loads of the call's result, and a kernel left copying it
 // goes (the call writes its target). `library_takes` says whether the library runs the fused
-// call (cuDNN offers plans for it); where not, the program stays as it was.
+// call (cuDNN offers plans for it); where not, the program stays as it was. `prefetch`, when
+// given, first gets every fusion the unfused program offers, all at once (cuDNN compiles their
+// plans' kernels in parallel, about 1 s each on the H100's host, which `library_takes` asked
+// one after another would wait for in turn); it decides nothing.
 #pragma once
 #include <functional>
+#include <utility>
+#include <vector>
 
 #include "loop/kernel.h"
 
 namespace coil::schedule {
 
-loop::Program fuse_conv_epilogues(const loop::Program& program,
-                                  const std::function<bool(const loop::ExternCall&, const loop::Program&)>& library_takes);
+using LibraryTakes = std::function<bool(const loop::ExternCall&, const loop::Program&)>;
+using Prefetch = std::function<void(const std::vector<std::pair<loop::ExternCall, loop::Program>>&)>;
+
+loop::Program fuse_conv_epilogues(const loop::Program& program, const LibraryTakes& library_takes, const Prefetch& prefetch = {});
 
 }  // namespace coil::schedule

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <set>
 #include <string_view>
+#include <thread>
 #include <tuple>
 #include <utility>
 
@@ -136,7 +137,7 @@ struct Cudnn::Cache {
   std::map<std::string, std::unique_ptr<Entry>> plans;
 };
 
-std::shared_ptr<const Cudnn> Cudnn::load(CudnnPlanStore store) {
+std::shared_ptr<const Cudnn> Cudnn::load(CudnnPlanStore store, std::function<void()> bind_thread) {
   std::vector<std::string> candidates = {"libcudnn.so.9", "libcudnn.so"};
   if (const char* env = std::getenv("COIL_CUDNN"); env && *env) candidates = {env};
   std::string path, tried;
@@ -151,6 +152,7 @@ std::shared_ptr<const Cudnn> Cudnn::load(CudnnPlanStore store) {
   dnn->api_ = std::make_unique<Api>();
   dnn->cache_ = std::make_unique<Cache>();
   dnn->store_ = std::move(store);
+  dnn->bind_thread_ = std::move(bind_thread);
   Api& a = *dnn->api_;
   bind_symbol(library, "cudnnCreate", a.create, path, "cuDNN");
   bind_symbol(library, "cudnnDestroy", a.destroy, path, "cuDNN");
@@ -467,6 +469,7 @@ std::unique_ptr<Cudnn::Plans> Cudnn::build(const ConvProblem& p, const std::stri
   // are only on the second (on the H100, the runtime-compiled depthwise kernel eager runs for
   // ConvNeXt's 7x7 convolutions, 14x faster than the best of the first list).
   std::set<std::string> seen;  // configurations already taken
+  std::vector<void*> taken;     // their descriptors (owned by `b`), in order
   for (int heuristic_mode : {dnn::kHeuristicModeA, dnn::kHeuristicModeFallback}) {
     std::vector<void*> configs = offered_configs(b, graph, heuristic_mode);
     if (debug) fmt::print(stderr, "cuDNN: {} plans offered (heuristic mode {}) for the {}\n", configs.size(), heuristic_mode, key);
@@ -493,21 +496,50 @@ std::unique_ptr<Cudnn::Plans> Cudnn::build(const ConvProblem& p, const std::stri
                             numerics_allowed(notes, p) ? "" : " (left out)");
       if (!numerics_allowed(notes, p) || !seen.insert(identity).second) continue;
       ++built->offered;
-      void* plan = nullptr;
-      b.check(api_->create_descriptor(dnn::kExecutionPlanDescriptor, &plan), "cudnnBackendCreateDescriptor (plan)");
-      int64_t workspace = 0;
-      bool ok = api_->set(plan, dnn::kExecutionPlanHandle, dnn::kTypeHandle, 1, &handle_) == dnn::kSuccess &&
-                api_->set(plan, dnn::kExecutionPlanEngineConfig, dnn::kTypeBackendDescriptor, 1, &configs[i]) == dnn::kSuccess &&
-                api_->finalize(plan) == dnn::kSuccess &&
-                api_->get(plan, dnn::kExecutionPlanWorkspaceSize, dnn::kTypeInt64, 1, &count, &workspace) == dnn::kSuccess;
-      if (!ok) {  // an engine the heuristic offers may still not build for this problem
-        if (debug) fmt::print(stderr, "    its plan did not build\n");
-        api_->destroy_descriptor(plan);
-        continue;
-      }
-      built->plans.push_back(plan);
-      built->workspace.push_back(static_cast<size_t>(std::max<int64_t>(workspace, 0)));
+      taken.push_back(configs[i]);
     }
+  }
+  // The plans, in the order their configurations were taken. A fused epilogue's compile their
+  // kernels as they finalize (about 0.5 s each on the H100's host): finalized in parallel, as
+  // cuDNN allows for the plans of one graph, on threads bound to the handle's context.
+  struct Finalized {
+    void* plan = nullptr;
+    int64_t workspace = 0;
+    bool ok = false;
+  };
+  std::vector<Finalized> finalized(taken.size());
+  auto finalize = [&](size_t i) {
+    Finalized& f = finalized[i];
+    if (api_->create_descriptor(dnn::kExecutionPlanDescriptor, &f.plan) != dnn::kSuccess) {
+      f.plan = nullptr;
+      return;
+    }
+    int64_t count = 0;
+    f.ok = api_->set(f.plan, dnn::kExecutionPlanHandle, dnn::kTypeHandle, 1, &handle_) == dnn::kSuccess &&
+           api_->set(f.plan, dnn::kExecutionPlanEngineConfig, dnn::kTypeBackendDescriptor, 1, &taken[i]) == dnn::kSuccess &&
+           api_->finalize(f.plan) == dnn::kSuccess &&
+           api_->get(f.plan, dnn::kExecutionPlanWorkspaceSize, dnn::kTypeInt64, 1, &count, &f.workspace) == dnn::kSuccess;
+  };
+  if (p.epilogue.any() && taken.size() > 1 && bind_thread_) {
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < taken.size(); ++i)
+      threads.emplace_back([&, i] {
+        bind_thread_();
+        finalize(i);
+      });
+    for (auto& t : threads) t.join();
+  } else {
+    for (size_t i = 0; i < taken.size(); ++i) finalize(i);
+  }
+  for (size_t i = 0; i < taken.size(); ++i) {
+    Finalized& f = finalized[i];
+    if (!f.ok) {  // an engine the heuristic offers may still not build for this problem
+      if (debug) fmt::print(stderr, "  the plan of configuration {} taken did not build\n", i);
+      if (f.plan) api_->destroy_descriptor(f.plan);
+      continue;
+    }
+    built->plans.push_back(f.plan);
+    built->workspace.push_back(static_cast<size_t>(std::max<int64_t>(f.workspace, 0)));
   }
   return built;
 }

@@ -81,7 +81,9 @@ class Cudnn {
   // $COIL_CUDNN when set (and then nothing else), else the first that loads of libcudnn.so.9
   // and libcudnn.so (inside a process that imported torch, its copy is already loaded); then
   // creates a handle on the current CUDA context. Throws coil::Error saying what was tried.
-  static std::shared_ptr<const Cudnn> load(CudnnPlanStore store = {});
+  // `bind_thread` makes that context current on another thread: given, a fused epilogue's plans
+  // are finalized in threads of their own (their kernels compile in parallel).
+  static std::shared_ptr<const Cudnn> load(CudnnPlanStore store = {}, std::function<void()> bind_thread = {});
   ~Cudnn();
   Cudnn(const Cudnn&) = delete;
   Cudnn& operator=(const Cudnn&) = delete;
@@ -115,6 +117,7 @@ class Cudnn {
   std::unique_ptr<Api> api_;
   std::unique_ptr<Cache> cache_;
   CudnnPlanStore store_;
+  std::function<void()> bind_thread_;
 };
 
 }  // namespace coil::cuda
