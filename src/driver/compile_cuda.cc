@@ -87,7 +87,7 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
       cudnn_tried = true;
       try {
         context->make_current();
-        cudnn = cuda::Cudnn::load(plan_store, [context] { context->make_current(); });
+        cudnn = cuda::Cudnn::load(plan_store);
       } catch (const Error& e) {
         exe_note_cudnn = e.what();
       }

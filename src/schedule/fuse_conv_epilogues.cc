@@ -325,9 +325,8 @@ std::optional<Candidate> candidate_at(const loop::Program& p, size_t i) {
 }  // namespace
 
 loop::Program fuse_conv_epilogues(const loop::Program& program, const LibraryTakes& library_takes, const Prefetch& prefetch) {
-  // Every fusion as the unfused program offers it, given to `prefetch` at once: a library that
-  // must compile kernels to answer (cuDNN's runtime-fused engines) compiles them in parallel,
-  // and the answers below, one fusion after another, find them made.
+  // Every fusion as the unfused program offers it, given to `prefetch` at once: the library
+  // prepares them in parallel, and the answers below, one fusion after another, find them made.
   if (prefetch) {
     std::vector<std::pair<loop::ExternCall, loop::Program>> calls;
     for (size_t i = 0; i < program.kernels.size(); ++i)

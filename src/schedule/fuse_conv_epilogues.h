@@ -14,9 +14,10 @@
 // before the call; the reads become loads of the call's result, and a kernel left copying it
 // goes (the call writes its target). `library_takes` says whether the library runs the fused
 // call (cuDNN offers plans for it); where not, the program stays as it was. `prefetch`, when
-// given, first gets every fusion the unfused program offers, all at once (cuDNN compiles their
-// plans' kernels in parallel, about 1 s each on the H100's host, which `library_takes` asked
-// one after another would wait for in turn); it decides nothing.
+// given, first gets every fusion the unfused program offers, all at once, so that the library
+// can prepare them in parallel (cuDNN's heuristics and plan builds, the kernels of which it
+// compiles one at a time) rather than as `library_takes` is asked, one after another; it
+// decides nothing.
 #pragma once
 #include <functional>
 #include <utility>

@@ -1,8 +1,8 @@
 // cuDNN on a GPU (scripts/gpu-check runs these; without a driver or cuDNN they skip): a fused
 // epilogue's plans, whose kernels cuDNN compiles as it builds them, are written to the plan store
 // once, restored from it by the next load (another process, in effect) and run bit for bit like
-// the plans they were serialized from; a stored entry that does not restore is built again (the
-// plans finalized in parallel threads) and replaced.
+// the plans they were serialized from; a stored entry that does not restore is built again and
+// replaced.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -127,12 +127,11 @@ TEST(CudnnGpu, FusedPlansAreStoredRestoredAndRunAlike) {
   EXPECT_EQ(memory->hits, 1);
   EXPECT_EQ(memory->writes, 1);
 
-  // A damaged entry is a miss: the plans are built again (in parallel threads this time) and the
-  // entry replaced.
+  // A damaged entry is a miss: the plans are built again and the entry replaced.
   std::string& entry = memory->entries.begin()->second;
   const size_t whole = entry.size();
   entry.resize(whole / 2);
-  std::shared_ptr<const Cudnn> rebuilt = Cudnn::load(store_of(memory), [ctx] { ctx->make_current(); });
+  std::shared_ptr<const Cudnn> rebuilt = Cudnn::load(store_of(memory));
   ASSERT_EQ(rebuilt->engines(p), plans);
   EXPECT_EQ(memory->writes, 2);
   EXPECT_GT(memory->entries.begin()->second.size(), whole / 2);
@@ -158,7 +157,7 @@ TEST(CudnnGpu, FusedPlansAreStoredRestoredAndRunAlike) {
       results[r++] = dev.read(y, y_bytes);
     }
     EXPECT_TRUE(results[0] == results[1]) << "plan " << i << " restored computes otherwise";
-    EXPECT_TRUE(results[0] == results[2]) << "plan " << i << " built in parallel computes otherwise";
+    EXPECT_TRUE(results[0] == results[2]) << "plan " << i << " rebuilt computes otherwise";
     bool nonzero = false;
     for (unsigned char b : results[0]) nonzero = nonzero || b != 0;
     EXPECT_TRUE(nonzero) << "plan " << i << " wrote nothing";

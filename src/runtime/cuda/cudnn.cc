@@ -5,12 +5,12 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <set>
 #include <string_view>
-#include <thread>
 #include <tuple>
 #include <utility>
 
@@ -137,7 +137,7 @@ struct Cudnn::Cache {
   std::map<std::string, std::unique_ptr<Entry>> plans;
 };
 
-std::shared_ptr<const Cudnn> Cudnn::load(CudnnPlanStore store, std::function<void()> bind_thread) {
+std::shared_ptr<const Cudnn> Cudnn::load(CudnnPlanStore store) {
   std::vector<std::string> candidates = {"libcudnn.so.9", "libcudnn.so"};
   if (const char* env = std::getenv("COIL_CUDNN"); env && *env) candidates = {env};
   std::string path, tried;
@@ -152,7 +152,6 @@ std::shared_ptr<const Cudnn> Cudnn::load(CudnnPlanStore store, std::function<voi
   dnn->api_ = std::make_unique<Api>();
   dnn->cache_ = std::make_unique<Cache>();
   dnn->store_ = std::move(store);
-  dnn->bind_thread_ = std::move(bind_thread);
   Api& a = *dnn->api_;
   bind_symbol(library, "cudnnCreate", a.create, path, "cuDNN");
   bind_symbol(library, "cudnnDestroy", a.destroy, path, "cuDNN");
@@ -386,6 +385,7 @@ std::unique_ptr<Cudnn::Plans> Cudnn::restore(const std::string& bytes) const {
 }
 
 std::unique_ptr<Cudnn::Plans> Cudnn::build(const ConvProblem& p, const std::string& key) const {
+  const auto start = std::chrono::steady_clock::now();
   auto built = std::make_unique<Plans>();
   Builder b{*api_, built->owned, key};
   const int dtype = data_type(p.dtype);
@@ -474,10 +474,10 @@ std::unique_ptr<Cudnn::Plans> Cudnn::build(const ConvProblem& p, const std::stri
     std::vector<void*> configs = offered_configs(b, graph, heuristic_mode);
     if (debug) fmt::print(stderr, "cuDNN: {} plans offered (heuristic mode {}) for the {}\n", configs.size(), heuristic_mode, key);
     // The fallback list keeps places of its own: its engines are the ones the first list lacks.
-    // A fused epilogue's engines compile their kernels when their plans are built (about 0.4 s
-    // each on the H100's host): fewer of them.
+    // A fused epilogue's engines compile their kernels when their plans are built (about 0.45 s
+    // each on the H100's host, one at a time however many threads build them): the first only.
     const bool fused = p.epilogue.any();
-    const size_t most = fused ? kMaxFusedEngines : kMaxEngines, fallback_places = fused ? 1 : kFallbackEngines;
+    const size_t most = fused ? kMaxFusedEngines : kMaxEngines, fallback_places = fused ? 0 : kFallbackEngines;
     const size_t limit = heuristic_mode == dnn::kHeuristicModeA ? most - fallback_places : most;
     for (size_t i = 0; i < configs.size() && built->offered < limit; ++i) {
       void* engine = b.make(dnn::kEngineDescriptor);
@@ -499,48 +499,26 @@ std::unique_ptr<Cudnn::Plans> Cudnn::build(const ConvProblem& p, const std::stri
       taken.push_back(configs[i]);
     }
   }
-  // The plans, in the order their configurations were taken. A fused epilogue's compile their
-  // kernels as they finalize (about 0.5 s each on the H100's host): finalized in parallel, as
-  // cuDNN allows for the plans of one graph, on threads bound to the handle's context.
-  struct Finalized {
-    void* plan = nullptr;
-    int64_t workspace = 0;
-    bool ok = false;
-  };
-  std::vector<Finalized> finalized(taken.size());
-  auto finalize = [&](size_t i) {
-    Finalized& f = finalized[i];
-    if (api_->create_descriptor(dnn::kExecutionPlanDescriptor, &f.plan) != dnn::kSuccess) {
-      f.plan = nullptr;
-      return;
-    }
-    int64_t count = 0;
-    f.ok = api_->set(f.plan, dnn::kExecutionPlanHandle, dnn::kTypeHandle, 1, &handle_) == dnn::kSuccess &&
-           api_->set(f.plan, dnn::kExecutionPlanEngineConfig, dnn::kTypeBackendDescriptor, 1, &taken[i]) == dnn::kSuccess &&
-           api_->finalize(f.plan) == dnn::kSuccess &&
-           api_->get(f.plan, dnn::kExecutionPlanWorkspaceSize, dnn::kTypeInt64, 1, &count, &f.workspace) == dnn::kSuccess;
-  };
-  if (p.epilogue.any() && taken.size() > 1 && bind_thread_) {
-    std::vector<std::thread> threads;
-    for (size_t i = 0; i < taken.size(); ++i)
-      threads.emplace_back([&, i] {
-        bind_thread_();
-        finalize(i);
-      });
-    for (auto& t : threads) t.join();
-  } else {
-    for (size_t i = 0; i < taken.size(); ++i) finalize(i);
-  }
+  // The plans, in the order their configurations were taken.
   for (size_t i = 0; i < taken.size(); ++i) {
-    Finalized& f = finalized[i];
-    if (!f.ok) {  // an engine the heuristic offers may still not build for this problem
+    void* plan = nullptr;
+    b.check(api_->create_descriptor(dnn::kExecutionPlanDescriptor, &plan), "cudnnBackendCreateDescriptor (plan)");
+    int64_t workspace = 0, count = 0;
+    bool ok = api_->set(plan, dnn::kExecutionPlanHandle, dnn::kTypeHandle, 1, &handle_) == dnn::kSuccess &&
+              api_->set(plan, dnn::kExecutionPlanEngineConfig, dnn::kTypeBackendDescriptor, 1, &taken[i]) == dnn::kSuccess &&
+              api_->finalize(plan) == dnn::kSuccess &&
+              api_->get(plan, dnn::kExecutionPlanWorkspaceSize, dnn::kTypeInt64, 1, &count, &workspace) == dnn::kSuccess;
+    if (!ok) {  // an engine the heuristic offers may still not build for this problem
       if (debug) fmt::print(stderr, "  the plan of configuration {} taken did not build\n", i);
-      if (f.plan) api_->destroy_descriptor(f.plan);
+      api_->destroy_descriptor(plan);
       continue;
     }
-    built->plans.push_back(f.plan);
-    built->workspace.push_back(static_cast<size_t>(std::max<int64_t>(f.workspace, 0)));
+    built->plans.push_back(plan);
+    built->workspace.push_back(static_cast<size_t>(std::max<int64_t>(workspace, 0)));
   }
+  if (debug)
+    fmt::print(stderr, "cuDNN: {} plans built in {:.1f} ms\n", built->plans.size(),
+               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   return built;
 }
 

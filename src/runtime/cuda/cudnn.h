@@ -75,15 +75,17 @@ class Cudnn {
   // The plans taken at most: the heuristics' first few hold the fast ones; the last few places
   // are the fallback list's.
   static constexpr size_t kMaxEngines = 14, kFallbackEngines = 4;
-  // With a fused epilogue, whose engines compile their kernels as their plans are built.
-  static constexpr size_t kMaxFusedEngines = 3;
+  // With a fused epilogue, whose engines compile their kernels as their plans are built (cuDNN
+  // compiles one at a time: the H100's host took ~0.45 s a plan, ResNet-18's cold compile 20 s
+  // with 3 a problem). The heuristic's first: on the H100 the tuner kept it for 11 of the 17
+  // fused problems of ResNet-18 and the yardstick CNN, the others' best 3-10% faster (0.005 ms
+  // of ResNet-18's 0.81).
+  static constexpr size_t kMaxFusedEngines = 1;
 
   // $COIL_CUDNN when set (and then nothing else), else the first that loads of libcudnn.so.9
   // and libcudnn.so (inside a process that imported torch, its copy is already loaded); then
   // creates a handle on the current CUDA context. Throws coil::Error saying what was tried.
-  // `bind_thread` makes that context current on another thread: given, a fused epilogue's plans
-  // are finalized in threads of their own (their kernels compile in parallel).
-  static std::shared_ptr<const Cudnn> load(CudnnPlanStore store = {}, std::function<void()> bind_thread = {});
+  static std::shared_ptr<const Cudnn> load(CudnnPlanStore store = {});
   ~Cudnn();
   Cudnn(const Cudnn&) = delete;
   Cudnn& operator=(const Cudnn&) = delete;
@@ -117,7 +119,6 @@ class Cudnn {
   std::unique_ptr<Api> api_;
   std::unique_ptr<Cache> cache_;
   CudnnPlanStore store_;
-  std::function<void()> bind_thread_;
 };
 
 }  // namespace coil::cuda
