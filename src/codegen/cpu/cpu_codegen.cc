@@ -113,7 +113,10 @@ class KernelEmitter {
   bool transposing() const { return is_transposing(k_); }
 
   // The last two loops in kTile x kTile blocks; the blocks (and any loops outside them) run in
-  // parallel.
+  // parallel. Within a block the loop along which the stores are contiguous runs innermost: a
+  // kernel writing every result transposed (a channels-last result laid out NCHW again) writes
+  // its cache lines in order and reads across the block (2 cores, bf16 [8, 240, 56, 56] NHWC ->
+  // NCHW and its depthwise convolution: 12.6 -> 6.4 ms).
   void tiled_body(const std::string& work) {
     constexpr int kTile = 32;
     size_t m = k_.outer.size();
@@ -125,7 +128,8 @@ class KernelEmitter {
           loop::loop_var(static_cast<int>(d)), index_expr(k_.outer[d]), loop::loop_var(static_cast<int>(d)), kTile);
       indent += "  ";
     }
-    for (size_t d = m - 2; d < m; ++d) {
+    const bool writes_across = transposed_accesses(k_).stores.size() == k_.stores.size();
+    for (size_t d : writes_across ? std::vector<size_t>{m - 1, m - 2} : std::vector<size_t>{m - 2, m - 1}) {
       std::string v = loop::loop_var(static_cast<int>(d));
       out("{}for (int64_t {} = {}b; {} < coil_rt::imin({}, {}b + {}); ++{}) {{", indent, v, v, v, index_expr(k_.outer[d]), v, kTile, v);
       indent += "  ";
