@@ -94,6 +94,7 @@ bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
 struct Prepared {
   dnnl::primitive primitive;
   memory::desc src, weights, bias, dst;
+  memory::desc scratchpad;  // given at each execution (user mode: the primitive runs on any thread, in several at once)
   bool widened = false;
   bool usable = true;  // false: a product oneDNN has only a reference loop for (BLAS runs it)
 };
@@ -115,6 +116,14 @@ std::optional<Pd> best_of(const std::vector<std::function<std::optional<Pd>()>>&
     if (!reference) reference = std::move(pd);
   }
   return accept_reference ? reference : std::nullopt;
+}
+
+// Primitives kept by a plan run on whichever thread runs it, several at once: their scratchpad
+// (oneDNN's own, by default, is shared and tied to the creating thread) comes with each execution.
+dnnl::primitive_attr user_scratchpad() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
 }
 
 // A tensor's memory description in its own strides (typed `t`), or oneDNN's choice (`any`).
@@ -146,12 +155,12 @@ std::optional<Prepared> prepare_conv(const dnnl::engine& engine, dnnl::algorithm
     return [&, src, dst]() -> std::optional<Pd> {
       return Pd(typename Prim::desc(dnnl::prop_kind::forward_inference, algorithm, src, any(w_sizes, compute), bias_desc, dst, stride,
                                     dilation, before, after),
-                engine);
+                user_scratchpad(), engine);
     };
   };
   auto pd = best_of<Pd>({with(own(x, compute), own(y, compute)), with(any(x.sizes(), compute), any(y.sizes(), compute))}, accept_reference);
   if (!pd) return std::nullopt;
-  return Prepared{Prim(*pd), pd->src_desc(), pd->weights_desc(), bias_desc, pd->dst_desc()};
+  return Prepared{Prim(*pd), pd->src_desc(), pd->weights_desc(), bias_desc, pd->dst_desc(), pd->scratchpad_desc()};
 }
 
 // `user` in the layout and dtype `want`: itself when it already is, else a reordered copy.
@@ -171,6 +180,7 @@ void execute(Cpu& cpu, const Prepared& p, const memory& x, const memory& w, cons
   if (bias) args[DNNL_ARG_BIAS] = in_layout(cpu, *bias, p.bias);
   memory dst = y.get_desc() == p.dst ? y : memory(p.dst, cpu.engine);
   args[DNNL_ARG_DST] = dst;
+  if (p.scratchpad.get_size() > 0) args[DNNL_ARG_SCRATCHPAD] = memory(p.scratchpad, cpu.engine);
   p.primitive.execute(cpu.stream, args);
   if (dst != y) dnnl::reorder(dst, y).execute(cpu.stream, dst, y);
   cpu.stream.wait();
@@ -270,13 +280,13 @@ Prepared prepare_matmul(const dnnl::engine& engine, const Tensor& a, const Tenso
     const DType bias_type = !bias ? result : operands == DType::f32 ? DType::f32 : bias->dtype();  // widened with the operands
     const memory::desc bias_desc = bias ? own(bias_operand(*bias), dnnl_type(bias_type)) : memory::desc();
     auto with = [&](const memory::desc& ad, const memory::desc& bd) {
-      return [&, ad, bd]() -> std::optional<Pd> { return Pd(dnnl::matmul::desc(ad, bd, bias_desc, own(out, r)), engine); };
+      return [&, ad, bd]() -> std::optional<Pd> { return Pd(dnnl::matmul::desc(ad, bd, bias_desc, own(out, r)), user_scratchpad(), engine); };
     };
     // The operands as they lie (a transposed weight is free), then packed as oneDNN likes.
     auto pd = best_of<Pd>({with(own(a, t), own(b, t)), with(own(a, t), any(b.sizes(), t)), with(any(a.sizes(), t), any(b.sizes(), t))},
                           reference_ok);
     if (!pd) return std::nullopt;
-    return Prepared{dnnl::matmul(*pd), pd->src_desc(), pd->weights_desc(), bias_desc, pd->dst_desc()};
+    return Prepared{dnnl::matmul(*pd), pd->src_desc(), pd->weights_desc(), bias_desc, pd->dst_desc(), pd->scratchpad_desc()};
   };
   const DType t = a.dtype();
   if (auto p = make(t, out.dtype(), false)) return *p;

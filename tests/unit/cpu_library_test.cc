@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <thread>
 #include <unistd.h>
 
 #include <filesystem>
@@ -157,6 +158,35 @@ TEST(CpuLibraries, ProductsKeepAPrimitivePerCallAndSize) {
       for (size_t i = 0; i < got.size(); ++i) testing::expect_close(got[i], want[i], "output " + std::to_string(i));
     }
   }
+}
+
+// One plan run from several threads at once: the oneDNN primitives it keeps (a product, a
+// convolution) run on any thread, concurrently, each execution with its own scratchpad.
+TEST(CpuLibraries, APlanRunsInSeveralThreadsAtOnce) {
+  Graph g = parse_graph(
+      "graph t {\n  %x = input() : f32[64, 96]\n  %w = input() : f32[80, 96]\n  %b = input() : f32[80]\n"
+      "  %t = permute(%w, [1, 0])\n  %y = addmm(%b, %x, %t)\n  %i = input() : f32[2, 16, 20, 20]\n"
+      "  %k = input() : f32[24, 16, 3, 3]\n  %c = convolution(%i, %k, none, [1, 1], [1, 1], [1, 1], false, [0, 0], 1)\n"
+      "  return %y, %c\n}\n");
+  Executable exe = compile(g, {.cache_dir = temp_cache()});
+  constexpr int kThreads = 4;
+  std::vector<TensorMap> inputs;
+  std::vector<std::vector<Tensor>> want;
+  for (int t = 0; t < kThreads; ++t) {
+    inputs.push_back(random_inputs(g, 500 + static_cast<uint64_t>(t)));
+    want.push_back(evaluate_reference(g, inputs.back()));
+  }
+  std::vector<std::vector<std::vector<Tensor>>> got(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < 6; ++r) got[static_cast<size_t>(t)].push_back(exe.run(inputs[static_cast<size_t>(t)], {}));
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t)
+    for (const auto& run : got[static_cast<size_t>(t)])
+      for (size_t i = 0; i < run.size(); ++i)
+        testing::expect_close(run[i], want[static_cast<size_t>(t)][i], "thread " + std::to_string(t) + " output " + std::to_string(i));
 }
 
 // Convolution chains in channels-last layouts (schedule/channels_last.h), on the CPU where oneDNN
