@@ -84,7 +84,6 @@ void fill_with_bias(const Tensor* bias, const Tensor& out) {
   });
 }
 
-
 bool reference_kernel(const dnnl::primitive_desc& pd) { return std::string_view(pd.impl_info_str()).starts_with("ref"); }
 
 bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
@@ -221,10 +220,17 @@ std::pair<std::shared_ptr<const Prepared>, dnnl::engine> prepared(const Site& si
 template <typename Prim>
 Prepared prepare_any_conv(const dnnl::engine& engine, dnnl::algorithm algorithm, const Tensor& x, const Tensor& w, bool bias,
                           const Tensor& y, const loop::ConvParams& params) {
-  if (y.dtype() == DType::f32) return *prepare_conv<Prim>(engine, algorithm, DnnlType::f32, true, x, w, bias, y, params);
+  // In f32 oneDNN offers at least its reference loop; where it declines even that, the call fails
+  // with oneDNN's status (convolution names the call).
+  auto in_f32 = [&] {
+    auto p = prepare_conv<Prim>(engine, algorithm, DnnlType::f32, true, x, w, bias, y, params);
+    if (!p) throw dnnl::error(dnnl_unimplemented, "no convolution kernel for these operands");
+    return *p;
+  };
+  if (y.dtype() == DType::f32) return in_f32();
   // 16 bits natively where the machine has fast kernels for it, else widened to f32.
   if (auto p = prepare_conv<Prim>(engine, algorithm, dnnl_type(y.dtype()), false, x, w, bias, y, params)) return *p;
-  Prepared p = *prepare_conv<Prim>(engine, algorithm, DnnlType::f32, true, x, w, bias, y, params);
+  Prepared p = in_f32();
   p.widened = true;
   return p;
 }
