@@ -15,6 +15,7 @@ std::string_view dtype_name(DType t);                      // "f32", "bool", ...
 std::optional<DType> dtype_from_name(std::string_view s);  // inverse of dtype_name
 int64_t dtype_size(DType t);                               // bytes per element
 bool is_float(DType t);
+bool is_half(DType t);  // f16 or bf16: 16-bit floats, accumulated in f32
 bool is_integral(DType t, bool include_bool);
 // torch.promote_types.
 DType promote_types(DType a, DType b);

@@ -69,13 +69,14 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
   // convolutions are im2col + cuBLASLt products or loop kernels.
   build::ArtifactCache cache = options.cache_dir.empty() ? build::ArtifactCache::from_environment() : build::ArtifactCache(options.cache_dir);
   // A fused epilogue's cuDNN plans compile kernels: kept in the artifact cache per device.
-  cuda::CudnnPlanStore plan_store;
-  plan_store.read = [cache, device = context->device().key()](const std::string& name) {
-    return cache.read(build::ArtifactCache::key({"coil-cudnn-plans-1", name, device}), "cudnn");
+  auto plan_key = [device = context->device().key()](const std::string& name) {
+    return build::ArtifactCache::key({"coil-cudnn-plans-1", name, device});
   };
-  plan_store.write = [cache, device = context->device().key()](const std::string& name, const std::string& bytes) {
+  cuda::CudnnPlanStore plan_store;
+  plan_store.read = [cache, plan_key](const std::string& name) { return cache.read(plan_key(name), "cudnn"); };
+  plan_store.write = [cache, plan_key](const std::string& name, const std::string& bytes) {
     try {
-      cache.store(build::ArtifactCache::key({"coil-cudnn-plans-1", name, device}), "cudnn", bytes);
+      cache.store(plan_key(name), "cudnn", bytes);
     } catch (const Error&) {  // a cache that cannot be written costs the next compile time, nothing else
     }
   };

@@ -86,8 +86,6 @@ void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int
   }
 }
 
-bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
-
 // c = alpha * a @ b + beta * c for 2-D views (beta 0 or 1) through BLAS: f32 and f64 as they
 // are; f16 and bf16 widened to f32 and rounded once into c (which may itself be f32, an
 // im2col product's sum), so the products accumulate in f32 as PyTorch's do.

@@ -86,8 +86,6 @@ void fill_with_bias(const Tensor* bias, const Tensor& out) {
 
 bool reference_kernel(const dnnl::primitive_desc& pd) { return std::string_view(pd.impl_info_str()).starts_with("ref"); }
 
-bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
-
 // A call's primitive and the memory layouts it wants. `widened`: 16-bit operands computed in
 // f32 (coil widens them first; oneDNN has no fast 16-bit kernel here).
 struct Prepared {
@@ -235,9 +233,23 @@ Prepared prepare_any_conv(const dnnl::engine& engine, dnnl::algorithm algorithm,
   return p;
 }
 
+// The types oneDNN computes in.
+bool onednn_dtype(DType t) { return t == DType::f32 || is_half(t); }
+
+// `run(x, w, bias, y)` as `p` computes: on the operands as they are, or (widened) on f32 copies,
+// the result narrowed into y.
+template <typename Run>
+void in_compute_dtype(const Prepared& p, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y, Run run) {
+  if (!p.widened) return run(x, w, bias, y);
+  Tensor xf = widen_to_f32(x), wf = widen_to_f32(w), yf = f32_like(y);
+  Tensor bf = bias ? widen_to_f32(*bias) : Tensor();
+  run(xf, wf, bias ? &bf : nullptr, yf);
+  narrow_into(yf, y);
+}
+
 }  // namespace
 
-bool takes_convolution(DType dtype) { return dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16; }
+bool takes_convolution(DType dtype) { return onednn_dtype(dtype); }
 
 void convolution(const Tensor& input, const Tensor& weight, const Tensor* bias, const Tensor& out,
                  const loop::ConvParams& params, const std::string& name, const Site& site) {
@@ -259,11 +271,7 @@ void convolution(const Tensor& input, const Tensor& weight, const Tensor* bias, 
       memory bm = bs ? wrap(cpu, *bs) : memory();
       execute(cpu, *p, wrap(cpu, xs), wrap(cpu, ws, w_sizes, w_strides, dnnl_type(ws.dtype())), bs ? &bm : nullptr, wrap(cpu, ys));
     };
-    if (!p->widened) return run(x, w, bias ? &b : nullptr, out);
-    Tensor xf = widen_to_f32(x), wf = widen_to_f32(w), y = f32_like(out);
-    Tensor bf = bias ? widen_to_f32(b) : Tensor();
-    run(xf, wf, bias ? &bf : nullptr, y);
-    narrow_into(y, out);
+    in_compute_dtype(*p, x, w, bias ? &b : nullptr, out, run);
   } catch (const dnnl::error& e) {
     fail("{}: oneDNN could not run this convolution: {}", name, e.what());
   }
@@ -310,7 +318,7 @@ Prepared prepare_matmul(const dnnl::engine& engine, const Tensor& a, const Tenso
 
 bool matmul(const Tensor& a, const Tensor& b, const Tensor* bias, const Tensor& out, const std::string& name, const Site& site) {
   for (const Tensor* t : {&a, &b, &out})
-    if (!takes_convolution(t->dtype()) || t->numel() == 0) return false;  // f64, ints; empty products
+    if (!onednn_dtype(t->dtype()) || t->numel() == 0) return false;  // f64, ints; empty products
   if (bias && bias->dtype() != out.dtype() && bias->dtype() != DType::f32) return false;
   try {
     const Tensor x = addressable(a), w = addressable(b);
@@ -321,14 +329,7 @@ bool matmul(const Tensor& a, const Tensor& b, const Tensor* bias, const Tensor& 
       memory bm = bs ? wrap(cpu, bias_operand(*bs)) : memory();
       execute(cpu, *p, wrap(cpu, xs), wrap(cpu, ws), bs ? &bm : nullptr, wrap(cpu, ys));
     };
-    if (!p->widened) {
-      run(x, w, bias, out);
-      return true;
-    }
-    Tensor xf = widen_to_f32(x), wf = widen_to_f32(w), y = f32_like(out);
-    Tensor bf = bias ? widen_to_f32(*bias) : Tensor();
-    run(xf, wf, bias ? &bf : nullptr, y);
-    narrow_into(y, out);
+    in_compute_dtype(*p, x, w, bias, out, run);
     return true;
   } catch (const dnnl::error& e) {
     fail("{}: oneDNN could not run this product: {}", name, e.what());

@@ -20,8 +20,6 @@ using loop::Expr;
 using loop::ExprRef;
 using loop::LoopOp;
 
-bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
-
 bool loop_variable(const std::string& s) {
   return s.size() >= 2 && (s[0] == 'x' || s[0] == 'r') && std::isdigit(static_cast<unsigned char>(s[1]));
 }

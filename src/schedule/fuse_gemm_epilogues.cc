@@ -14,8 +14,6 @@ using loop::Expr;
 using loop::ExprRef;
 using loop::LoopKernel;
 
-bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
-
 // The scan both rewrites share: every place `Self::match` accepts becomes the load it returns
 // (the product's, which then holds what the place computed); any other read of the product makes
 // the rewrite fail.

@@ -34,6 +34,8 @@ int64_t dtype_size(DType t) { return kInfo[static_cast<size_t>(t)].size; }
 
 bool is_float(DType t) { return t == DType::f64 || t == DType::f32 || t == DType::f16 || t == DType::bf16; }
 
+bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
+
 bool is_integral(DType t, bool include_bool) {
   if (t == DType::b8) return include_bool;
   return !is_float(t);
