@@ -209,8 +209,10 @@ def _library_report(library):
               ", ".join(_op_names(library)))
 
 
-def _compile_forward(gm, options, frozen_tensors):
-    """AOTAutograd's forward compiler: the whole graph, or its coil-able partitions."""
+def _compile_forward(gm, options, frozen_tensors, check_inputs=False):
+    """AOTAutograd's compiler: the whole graph, or its coil-able partitions. `check_inputs`: the
+    graph's inputs are checked against their traced layouts at each call (a backward graph's
+    saved tensors and gradients come from wherever autograd made them)."""
     values = _placeholder_values(gm)
     device = _graph_device(values, _node_values(gm))
     if device.type not in ("cpu", "cuda"):
@@ -230,7 +232,7 @@ def _compile_forward(gm, options, frozen_tensors):
             unsupported = [n for n in gm.graph.nodes if n.op == "call_function" and not _node_supported(n, device)]
     takes_inputs = all(_takes_input(n, device) for n in gm.graph.nodes if n.op == "placeholder")
     if not unsupported and takes_inputs and not any(n.op == "get_attr" for n in gm.graph.nodes):
-        return _compile_whole(gm, values, device, options, frozen_tensors)
+        return _compile_whole(gm, values, device, options, frozen_tensors, check_inputs)
     library = [n for n in unsupported if _library.is_library_call(n)]
     # Views between complex tensors and their real pairs (see _complex) compute nothing: silent.
     eager = [n for n in unsupported if not _library.is_library_call(n) and str(n.target) not in _complex.BOUNDARY]
@@ -319,10 +321,6 @@ def backend(gm, example_inputs, mode=None, options=None):
     options = _check_options(mode, options)
     if any(_symbolic(v) for v in example_inputs):
         return _PerShape(gm, options)
-    if _wants_grad(example_inputs):
-        _warn("coil: this graph needs gradients, which coil does not compile yet (training support comes later): "
-              "it runs in PyTorch. Use torch.no_grad() or torch.inference_mode() for coil.")
-        return gm.forward
     try:
         return _compile_graph(gm, example_inputs, mode, options)
     except Exception as e:  # noqa: BLE001 - the program must still run; only fallback="error" raises
@@ -343,11 +341,12 @@ _DYNAMO_CONTROL = (torch._dynamo.exc.RestartAnalysis, torch._dynamo.exc.SkipFram
 
 def _compile_graph(gm, example_inputs, mode, options):
     gm = _rewrites.recover_addcdiv(gm)
+    training = _wants_grad(example_inputs)
     frozen = {}
-    if options.get("freeze"):
+    if options.get("freeze") and not training:  # a trained parameter changes: frozen only in inference
         # Prepared here: the forward compiler runs under AOTAutograd's fake mode.
         frozen = {i: t.detach().contiguous() for i, t in enumerate(example_inputs) if isinstance(t, torch.nn.Parameter)}
-    key = _cache.graph_key(gm, example_inputs, mode, options)
+    key = None if training else _cache.graph_key(gm, example_inputs, mode, options)
     entry = _cache.load(key, options.get("cache_dir", "")) if key else None
     if entry is not None:  # a warm start: AOTAutograd made this program before
         device = _graph_device(example_inputs, default=entry["device"])
@@ -355,7 +354,7 @@ def _compile_graph(gm, example_inputs, mode, options):
     direct = []  # the runner, when AOTAutograd's wrappers have nothing to do around it
     from torch._functorch.aot_autograd import aot_module_simplified
 
-    def forward_compiler(fx_gm, _inputs):
+    def inference_compiler(fx_gm, _inputs):
         compiled = _compile_forward(fx_gm, options, frozen)
         if isinstance(compiled, _runner.Runner) and _cache.runs_directly(fx_gm, example_inputs):
             direct.append(compiled)
@@ -363,9 +362,37 @@ def _compile_graph(gm, example_inputs, mode, options):
                 _cache.store(key, options.get("cache_dir", ""), compiled.entry)
         return compiled
 
-    wrapped = aot_module_simplified(gm, example_inputs, fw_compiler=forward_compiler,
-                                    inference_compiler=forward_compiler, decompositions=_decompositions.core())
+    def forward_compiler(fx_gm, _inputs):  # a training graph's forward: its outputs include what backward saves
+        return _boxed(_compile_forward(fx_gm, options, {}))
+
+    def backward_compiler(fx_gm, _inputs):
+        return _boxed(_compile_forward(fx_gm, options, {}, check_inputs=True))
+
+    wrapped = aot_module_simplified(gm, example_inputs, fw_compiler=forward_compiler, bw_compiler=backward_compiler,
+                                    inference_compiler=inference_compiler, partition_fn=_partition_joint,
+                                    decompositions=_decompositions.core())
     return direct[0] if direct else wrapped
+
+
+def _boxed(fn):
+    """`fn` called with AOTAutograd's list of arguments (its boxed convention), which it empties
+    once the call holds them: saved activations are freed as soon as the backward is done with
+    them, not when autograd drops the list."""
+    def call(args):
+        held = list(args)
+        args.clear()
+        return fn(*held)
+
+    call._boxed_call = True
+    return call
+
+
+def _partition_joint(joint, joint_inputs, **kwargs):
+    """The joint forward-backward graph split in two: min-cut rematerialization, so cheap
+    pointwise work the backward needs is computed again there instead of being saved."""
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    return min_cut_rematerialization_partition(joint, joint_inputs, compiler="inductor", **kwargs)
 
 
 def compile(model, *, mode=None, options=None, dynamic=False, fullgraph=False, **more_options):

@@ -46,6 +46,12 @@ LIBRARY_OPS = frozenset({
     "aten._scaled_dot_product_efficient_attention.default", "aten._scaled_dot_product_flash_attention.default",
     "aten._scaled_dot_product_cudnn_attention.default",
     "aten._scaled_dot_product_flash_attention_for_cpu.default",
+    # Their gradients in a training graph's backward: the fused kernels' own backward passes.
+    "aten._efficient_attention_backward.default", "aten._flash_attention_backward.default",
+    "aten._scaled_dot_product_efficient_attention_backward.default",
+    "aten._scaled_dot_product_flash_attention_backward.default",
+    "aten._scaled_dot_product_cudnn_attention_backward.default",
+    "aten._scaled_dot_product_flash_attention_for_cpu_backward.default",
 })
 
 

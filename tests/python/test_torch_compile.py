@@ -206,16 +206,24 @@ def test_inference_mode_and_entry_point_name():
         torch.testing.assert_close(got, model(x), rtol=2e-4, atol=2e-4)
 
 
-def test_gradients_fall_back_to_pytorch_with_one_message():
+def test_training_compiles_forward_and_backward(monkeypatch, capfd):
+    """A graph that needs gradients: AOTAutograd's forward and backward graphs both compiled by
+    coil (no warning), the gradients eager's."""
+    monkeypatch.setenv("COIL_DEBUG", "1")
     model = MLP()
-    x = torch.randn(4, 64)
+    x = torch.randn(4, 64, requires_grad=True)
     compiled = torch.compile(model, backend="coil")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        y = compiled(x)
-        y.sum().backward()
-    assert model.fc1.weight.grad is not None
-    assert any("gradients" in str(w.message) for w in caught)
+        compiled(x).sum().backward()
+    assert not [str(w.message) for w in caught if "coil" in str(w.message) or "boxed" in str(w.message)]
+    assert capfd.readouterr().err.count("coil: compiled a graph") == 2  # the forward and the backward
+    got = [p.grad.clone() for p in model.parameters()] + [x.grad.clone()]
+    model.zero_grad()
+    x.grad = None
+    model(x).sum().backward()
+    for g, want in zip(got, [p.grad for p in model.parameters()] + [x.grad]):
+        torch.testing.assert_close(g, want, rtol=1e-4, atol=1e-5)
 
 
 def test_coil_compile_with_frozen_parameters(monkeypatch, capfd):
