@@ -6,7 +6,7 @@ import functools
 
 import torch
 
-from . import _coil, _fx
+from . import _coil, _foreach, _fx
 
 aten = torch.ops.aten
 
@@ -20,6 +20,7 @@ def core():
     # computes them in f32 and rounds once, as ATen does (the table's div/mul/add round each).
     for op in (aten._scaled_dot_product_flash_attention_for_cpu.default, aten.addcdiv.default, aten.addcmul.default):
         table.pop(op, None)
+    table.update(_foreach.table())  # an optimizer's step: per-tensor ops, fused per parameter
     table[aten._softmax_backward_data.default] = functools.partial(_softmax_backward,
                                                                    table[aten._softmax_backward_data.default])
     return table
