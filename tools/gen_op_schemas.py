@@ -7,7 +7,8 @@ ops.def is coil's op table: COIL_OP(Enum, family, "schema"). The enum and family
 the schema string (argument names, types, defaults, returns) is ATen's own, which is what lets
 the .pt2 reader and the torch.compile adapter bind arguments by name when a file omits
 defaults. Run this after moving to a new torch; tests/python/test_schemas.py runs --check's
-comparison in CI. Sources (coil's input, weight and constant) are not ATen ops and are kept.
+comparison in CI. Sources (coil's input, weight and constant) and coil's own ops (OWN) are not
+ATen ops and are kept.
 """
 import argparse
 import re
@@ -18,6 +19,7 @@ import torch
 
 OPS_DEF = Path(__file__).resolve().parents[1] / "include" / "coil" / "ops.def"
 ENTRY = re.compile(r'^COIL_OP\((\w+), (\w+), "(.*)"\)$', re.M)
+OWN = {"philox_random"}  # ops of coil's own (the adapter's torch.ops.coil namespace)
 
 
 def torch_schema(schema):
@@ -31,7 +33,7 @@ def torch_schema(schema):
 def regenerate(text):
     def entry(m):
         enum, family, schema = m.group(1), m.group(2), m.group(3)
-        if family == "source":
+        if family == "source" or schema.split("(")[0] in OWN:
             return m.group(0)
         return f'COIL_OP({enum}, {family}, "{torch_schema(schema.replace(chr(92) + chr(34), chr(34))).replace(chr(34), chr(92) + chr(34))}")'
 

@@ -11,7 +11,7 @@ import warnings
 
 import torch
 
-from . import _cache, _coil, _complex, _decompositions, _fx, _library, _rewrites, _runner
+from . import _cache, _coil, _complex, _decompositions, _fx, _library, _random, _rewrites, _runner
 
 _log = logging.getLogger("coil")
 
@@ -226,10 +226,17 @@ def _compile_forward(gm, options, frozen_tensors, check_inputs=False):
     gm = _complex.as_real_pairs(gm, values) or gm
     unsupported = [n for n in gm.graph.nodes if n.op == "call_function" and not _node_supported(n, device)]
     if unsupported:
-        decomposed = _decompositions.decompose_unsupported(gm, values, unsupported)
-        if decomposed is not None:
-            gm = decomposed
-            unsupported = [n for n in gm.graph.nodes if n.op == "call_function" and not _node_supported(n, device)]
+        gm = _decompositions.decompose_unsupported(gm, values, unsupported) or gm
+    seeded = _random.with_seed(gm, device)  # random nodes drawn by coil from a seed given per call
+    if seeded is None:
+        return _compile_module(gm, options, frozen_tensors, check_inputs, device)
+    return _random.seeded(_compile_module(seeded, options, frozen_tensors, check_inputs, device), device)
+
+
+def _compile_module(gm, options, frozen_tensors, check_inputs, device):
+    """`gm` compiled whole, or split into the parts coil takes and the rest."""
+    values = _placeholder_values(gm)
+    unsupported = [n for n in gm.graph.nodes if n.op == "call_function" and not _node_supported(n, device)]
     takes_inputs = all(_takes_input(n, device) for n in gm.graph.nodes if n.op == "placeholder")
     if not unsupported and takes_inputs and not any(n.op == "get_attr" for n in gm.graph.nodes):
         return _compile_whole(gm, values, device, options, frozen_tensors, check_inputs)

@@ -29,9 +29,10 @@ class Unsupported(Exception):
 
 
 def target_name(target):
-    """'torch.ops.aten.add.Tensor' for an ATen overload, None for anything else."""
-    if isinstance(target, torch._ops.OpOverload) and target.namespace == "aten":
-        return f"torch.ops.aten.{target._opname}.{target._overloadname}"
+    """'torch.ops.aten.add.Tensor' for an ATen overload (or one of coil's own: torch.ops.coil), None
+    for anything else."""
+    if isinstance(target, torch._ops.OpOverload) and target.namespace in ("aten", "coil"):
+        return f"torch.ops.{target.namespace}.{target._opname}.{target._overloadname}"
     return None
 
 

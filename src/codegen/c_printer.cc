@@ -11,6 +11,7 @@ namespace coil::codegen {
 
 extern const char* const scalar_prelude;
 extern const char* const special_prelude;
+extern const char* const philox;
 extern const char* const special_polynomials;
 
 std::string with_scalar_helpers(const char* prelude) {
@@ -33,7 +34,7 @@ std::string with_special_helpers(const char* special) {
   size_t at = text.find(marker);
   COIL_CHECK(at != std::string::npos) << "a special header without the special-helpers line";
   size_t end = text.find('\n', at);
-  text.replace(at, end - at, std::string(special_prelude) + "\n" + special_polynomials);
+  text.replace(at, end - at, std::string(special_prelude) + "\n" + special_polynomials + "\n" + philox);
   return text;
 }
 
@@ -51,7 +52,7 @@ bool is_special(LoopOp op) {
     case LoopOp::SphericalBesselJ0: case LoopOp::Zeta: case LoopOp::Polygamma: case LoopOp::ChebyshevT:
     case LoopOp::ChebyshevU: case LoopOp::ChebyshevV: case LoopOp::ChebyshevW: case LoopOp::ShiftedChebyshevT:
     case LoopOp::ShiftedChebyshevU: case LoopOp::ShiftedChebyshevV: case LoopOp::ShiftedChebyshevW: case LoopOp::HermiteH:
-    case LoopOp::HermiteHe: case LoopOp::LaguerreL: case LoopOp::LegendreP:
+    case LoopOp::HermiteHe: case LoopOp::LaguerreL: case LoopOp::LegendreP: case LoopOp::PhiloxUniform:
       return true;
     default:
       return false;
@@ -321,6 +322,7 @@ std::string apply(LoopOp op, DType t, const std::vector<std::string>& a) {
     case LoopOp::BitwiseXor: return fmt::format("static_cast<{}>({} ^ {})", value_type(t), a[0], a[1]);
     case LoopOp::Where: return fmt::format("({} ? {} : {})", a[0], a[1], a[2]);
     case LoopOp::CheckIndex: return fmt::format("coil_rt::check_index({}, {}, E)", a[0], a[1]);
+    case LoopOp::PhiloxUniform: return fmt::format("coil_rt::philox_uniform({}, {}, {})", a[0], a[1], a[2]);
   }
   return "?";
 }

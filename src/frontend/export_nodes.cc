@@ -49,14 +49,16 @@ std::string memory_format(int64_t code, const std::string& where) {
   }
 }
 
-constexpr const char* kAtenPrefix = "torch.ops.aten.";
-
-// "torch.ops.aten.add.Tensor" -> "add.Tensor"; "...relu.default" -> "relu"; "" for non-ATen.
+// "torch.ops.aten.add.Tensor" -> "add.Tensor"; "...relu.default" -> "relu"; the ops of coil's
+// own namespace (torch.ops.coil.philox_random.default) likewise; "" for any other.
 std::string aten_op(const std::string& target) {
-  if (target.rfind(kAtenPrefix, 0) != 0) return "";
-  std::string op = target.substr(std::char_traits<char>::length(kAtenPrefix));
-  if (op.ends_with(".default")) op.resize(op.size() - 8);
-  return op;
+  for (std::string_view prefix : {"torch.ops.aten.", "torch.ops.coil."}) {
+    if (!target.starts_with(prefix)) continue;
+    std::string op = target.substr(prefix.size());
+    if (op.ends_with(".default")) op.resize(op.size() - 8);
+    return op;
+  }
+  return "";
 }
 
 // Backend-specific attention ops whose first output is scaled_dot_product_attention's.

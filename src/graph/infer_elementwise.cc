@@ -101,6 +101,17 @@ std::vector<TensorMeta> creation(const ArgReader& a) {
       if (dt == DType::b8) fail("{}: not implemented for bool", op);
       return {TensorMeta::contiguous(dt, {arange_length(a)}, device_or(a, {}))};
     }
+    case OpKind::PhiloxRandom: {
+      const TensorMeta& seed = a.tensor("seed");
+      if (seed.dtype != DType::i64 || seed.dim() != 0) fail("{}: the seed must be a 0-d int64 tensor, not {}", op, seed.str());
+      const DType dt = a.opt_dtype("dtype").value_or(DType::f32);
+      if (!is_float(dt)) fail("{}: random values of dtype {} (floating dtypes only)", op, dtype_name(dt));
+      const std::string distribution = a.opt_str("distribution").value_or("");
+      if (distribution != "uniform" && distribution != "normal")
+        fail("{}: distribution '{}' (uniform or normal)", op, distribution);
+      if (a.integer("stream") < 0 || a.integer("stream") >= (int64_t{1} << 52)) fail("{}: stream {} out of range", op, a.integer("stream"));
+      return {TensorMeta::contiguous(dt, non_negative(a.syms("size"), op), seed.device)};
+    }
     case OpKind::ScalarTensor: {
       TensorMeta m = TensorMeta::contiguous(a.opt_dtype("dtype").value_or(DType::f32), {}, device_or(a, {}));
       check_fill_value(a.raw("s"), m, op);

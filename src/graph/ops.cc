@@ -38,7 +38,7 @@ std::optional<OpKind> op_from_name(std::string_view name) {
     }
     return m;
   }();
-  for (std::string_view prefix : {"aten::", "aten.", "torch.ops.aten."})
+  for (std::string_view prefix : {"aten::", "aten.", "torch.ops.aten.", "coil::", "torch.ops.coil."})
     if (name.substr(0, prefix.size()) == prefix) name.remove_prefix(prefix.size());
   // An explicit ".default" names the default overload itself: torch.ops.aten.max.default is
   // max(Tensor), never max.dim.

@@ -112,6 +112,9 @@ ExprRef Expr::apply(LoopOp op, std::vector<ExprRef> operands) {
   if (op == LoopOp::Where) {
     COIL_CHECK(operands[0]->dtype() == DType::b8) << "where needs a bool condition";
   }
+  if (op == LoopOp::PhiloxUniform) {
+    COIL_CHECK(operands[0]->dtype() == DType::i64) << "philox_uniform takes i64 operands";
+  }
   for (size_t i = first + 1; i < operands.size(); ++i)
     COIL_CHECK(operands[i]->dtype() == operands[first]->dtype())
         << op_name(op) << " operands differ in dtype: " << dtype_name(operands[first]->dtype()) << " and "
@@ -119,7 +122,7 @@ ExprRef Expr::apply(LoopOp op, std::vector<ExprRef> operands) {
   Expr e;
   e.kind_ = Kind::op;
   e.op_ = op;
-  e.dtype_ = is_comparison(op) ? DType::b8 : operands[first]->dtype();
+  e.dtype_ = is_comparison(op) ? DType::b8 : op == LoopOp::PhiloxUniform ? DType::f64 : operands[first]->dtype();
   e.operands_ = std::move(operands);
   return make(std::move(e));
 }

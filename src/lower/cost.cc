@@ -23,6 +23,7 @@ double op_cost(loop::LoopOp op) {
     case LoopOp::BesselY0: case LoopOp::BesselY1: case LoopOp::BesselK0: case LoopOp::BesselK1:
     case LoopOp::Gcd: case LoopOp::Lcm: case LoopOp::Trigamma: case LoopOp::Ndtri: case LoopOp::AiryAi:
     case LoopOp::ScaledBesselK0: case LoopOp::ScaledBesselK1: case LoopOp::SphericalBesselJ0:
+    case LoopOp::PhiloxUniform:  // ten rounds of two 32x32 -> 64-bit products
       return 2 * kTranscendental;
     // A sum of powers (zeta) or a recurrence up to the degree (the orthogonal polynomials).
     case LoopOp::Zeta: case LoopOp::Polygamma: case LoopOp::ChebyshevT: case LoopOp::ChebyshevU:

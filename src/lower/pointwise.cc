@@ -249,6 +249,26 @@ DType compute_dtype(const ArgReader& args, const Node& n, DType out) {
   return is_float(common) ? opmath(common) : common;
 }
 
+// philox_random's value at `idx`: uniform values from Philox's 53 bits cut to the dtype's
+// significand (exact, so a value never rounds up to 1), normal ones by Box and Muller's
+// transform of two uniforms (streams 2s and 2s + 1), in f64. An element's counter is its index
+// in the row-major order of the sizes, whatever the layout.
+ExprRef philox_random(const Node& n, ExprRef seed, const SymShape& idx, const TensorMeta& out) {
+  const int64_t stream = std::get<SymInt>(n.arg("stream").value).constant().value();
+  SymInt linear = 0;
+  for (size_t d = 0; d < idx.size(); ++d) linear = linear * out.sizes[d] + idx[d];
+  auto uniform = [&](int64_t s) { return op(LoopOp::PhiloxUniform, {seed, Expr::index(linear), k(static_cast<double>(s), DType::i64)}); };
+  const DType f = DType::f64;
+  if (std::get<std::string>(n.arg("distribution").value) == "normal") {
+    ExprRef radius = op(LoopOp::Sqrt, {op(LoopOp::Mul, {k(-2, f), op(LoopOp::Log, {op(LoopOp::Sub, {k(1, f), uniform(2 * stream)})})})});
+    return op(LoopOp::Mul, {radius, op(LoopOp::Cos, {op(LoopOp::Mul, {k(2 * std::numbers::pi, f), uniform(2 * stream + 1)})})});
+  }
+  const int bits = out.dtype == DType::f64 ? 53 : out.dtype == DType::f32 ? 24 : out.dtype == DType::f16 ? 11 : 8;
+  if (bits == 53) return uniform(2 * stream);
+  const double scale = std::ldexp(1.0, bits);
+  return op(LoopOp::Mul, {op(LoopOp::Floor, {op(LoopOp::Mul, {uniform(2 * stream), k(scale, f)})}), k(1.0 / scale, f)});
+}
+
 }  // namespace
 
 std::vector<Value> lower_pointwise(Context& c, const Node& n) {
@@ -272,6 +292,7 @@ std::vector<Value> lower_pointwise(Context& c, const Node& n) {
         ExprRef i = cast(Expr::index(idx[0]), t);
         return result(op(LoopOp::Add, {scalar(n.arg("start"), t), op(LoopOp::Mul, {i, scalar(n.arg("step"), t)})}));
       }
+      case OpKind::PhiloxRandom: return result(philox_random(n, operand("seed", DType::i64), idx, out));
       case OpKind::Clone: case OpKind::ToCopy: return result(operand("self", c.value(std::get<ValueRef>(n.arg("self").value)).meta.dtype));
       case OpKind::Copy: return result(operand("src", c.value(std::get<ValueRef>(n.arg("src").value)).meta.dtype));
       default: fail("{} is not supported by the compiler yet", n.schema().name);

@@ -14,6 +14,10 @@ namespace coil::ref {
 
 namespace {
 
+#define COIL_FN inline
+#include "codegen/philox.h"
+#undef COIL_FN
+
 std::vector<Tensor> creation(const NodeEval& e) {
   Tensor out = e.new_output();
   switch (e.op()) {
@@ -44,6 +48,23 @@ std::vector<Tensor> creation(const NodeEval& e) {
       }
       double start = e.real("start"), step = e.real("step");
       for (int64_t i = 0; i < out.numel(); ++i) out.store(out.element_index(Shape{i}), start + static_cast<double>(i) * step);
+      return {out};
+    }
+    case OpKind::PhiloxRandom: {
+      const Tensor& seed_tensor = e.tensor("seed");
+      const int64_t seed = seed_tensor.load_int(seed_tensor.element_index(Shape{}));
+      const int64_t stream = e.integer("stream");
+      const bool normal = e.opt_str("distribution") == "normal";
+      const DType t = out.dtype();
+      const double scale = std::ldexp(1.0, t == DType::f64 ? 53 : t == DType::f32 ? 24 : t == DType::f16 ? 11 : 8);
+      int64_t linear = 0;  // row-major over the sizes, as the kernels count
+      for_each_index(out.sizes(), [&](const Shape& idx) {
+        const double u = philox_uniform(seed, linear, 2 * stream);
+        double v = std::floor(u * scale) / scale;
+        if (normal) v = std::sqrt(-2.0 * std::log(1.0 - u)) * std::cos(2.0 * std::numbers::pi * philox_uniform(seed, linear, 2 * stream + 1));
+        out.store(out.element_index(idx), v);
+        ++linear;
+      });
       return {out};
     }
     case OpKind::ScalarTensor:

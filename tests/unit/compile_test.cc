@@ -68,6 +68,12 @@ TEST(Compile, PatternsMatchReference) {
       "  %v = expand(%u, [2, -1, -1])\n  %z = input() : bf16[2, 16, 8]\n  %p = bmm(%v, %z)\n  %q = relu(%p)\n  return %y, %q\n",
       // column reductions (reduced dims outside the contiguous one): interchanged loops
       "  %x = input() : f32[N, 7, 67]\n  %a = sum.dim_IntList(%x, [1])\n  %b = amax(%x, [0, 1], true)\n  %c = prod.dim_int(%x, 0)\n  %d = var.correction(%x, [0], correction=0)\n  %i = input(low=-9, high=9) : i32[70, N]\n  %e = amin(%i, [0])\n  return %a, %b, %c, %d, %e\n",
+      // Philox random values (a dropout mask fused into its consumer, normal f64, uniform bf16):
+      // the kernels compute the reference's bits
+      "  %s = input(low=-1000000, high=1000000) : i64[]\n  %x = input() : f32[N, 9]\n"
+      "  %u = philox_random(%s, size=[N, 9], stream=2, distribution=\"uniform\", dtype=f32)\n  %m = lt.Scalar(%u, 0.7)\n"
+      "  %y = mul.Tensor(%x, %m)\n  %n = philox_random(%s, size=[3, N], stream=0, distribution=\"normal\", dtype=f64)\n"
+      "  %h = philox_random(%s, size=[N, 4], stream=1, distribution=\"uniform\", dtype=bf16)\n  return %y, %n, %h\n",
       // transposing pointwise kernels (reads or writes across the fast dim): square tiles
       "  %x = input() : f32[N, 37, 45]\n  %t = input() : f32[45, 37, N]\n  %p = permute(%t, [2, 1, 0])\n  %y = mul.Tensor(%x, %p)\n  %z = permute(%y, [0, 2, 1])\n  %w = clone(%z, memory_format=contiguous_format)\n  return %y, %w\n",
   };
