@@ -35,8 +35,8 @@ uint32_t alignment_at(int64_t byte_offset) {
 double flops(const cuda::ConvProblem& p) {
   double per_output = 2.0;
   for (size_t d = 1; d < p.w_dims.size(); ++d) per_output *= static_cast<double>(p.w_dims[d]);  // C / groups * taps
-  double outputs = 1;
-  for (int64_t v : p.y_dims) outputs *= static_cast<double>(v);
+  double outputs = 1;  // of the forward convolution: a transposed one's x
+  for (int64_t v : p.transposed ? p.x_dims : p.y_dims) outputs *= static_cast<double>(v);
   return per_output * outputs;
 }
 

@@ -28,13 +28,13 @@ namespace coil {
 
 namespace {
 
-// Whether cuDNN offers a plan for convolution `call` (forward, f32/f16/bf16, static non-empty
+// Whether cuDNN offers a plan for convolution `call` (forward or transposed, f32/f16/bf16, static non-empty
 // sizes, packed NCHW or channels-last operands), as the GPU plan will run it: without its bias
 // (split off into a kernel writing the output), so into a contiguous temporary when it has one.
 bool cudnn_takes(const loop::ExternCall& call, const loop::Program& program, const cuda::Cudnn& cudnn, bool tf32) {
   const loop::ConvParams c = loop::conv_params(call.params);
   const DType t = program.buffers[static_cast<size_t>(call.output)].dtype;
-  if (c.transposed || c.k < 1 || c.k > 3 || (t != DType::f32 && t != DType::f16 && t != DType::bf16)) return false;
+  if (c.k < 1 || c.k > 3 || (t != DType::f32 && t != DType::f16 && t != DType::bf16)) return false;
   // Grouped (depthwise) convolutions stay coil's direct loop kernels: on the H100 the best plan
   // cuDNN's heuristic and fallback lists gave ConvNeXt-T's first 7x7 depthwise convolution (bf16,
   // batch 32) took 1.0 ms, where eager's (a runtime-compiled cuDNN kernel these lists do not

@@ -81,6 +81,13 @@ TEST(CudnnAbi, WrittenOutValuesMatchTheHeader) {
                 dnn::kConvolutionForwardW == CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W &&
                 dnn::kConvolutionForwardX == CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X &&
                 dnn::kConvolutionForwardY == CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y);
+  static_assert(dnn::kConvolutionBackwardDataDescriptor == CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR &&
+                dnn::kConvolutionBwdDataAlpha == CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA &&
+                dnn::kConvolutionBwdDataBeta == CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA &&
+                dnn::kConvolutionBwdDataDescriptor_ == CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC &&
+                dnn::kConvolutionBwdDataW == CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W &&
+                dnn::kConvolutionBwdDataDx == CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX &&
+                dnn::kConvolutionBwdDataDy == CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY);
   static_assert(dnn::kOperationGraphHandle == CUDNN_ATTR_OPERATIONGRAPH_HANDLE &&
                 dnn::kOperationGraphOps == CUDNN_ATTR_OPERATIONGRAPH_OPS);
   static_assert(dnn::kTensorByteAlignment == CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT &&

@@ -88,9 +88,10 @@ int data_type(DType t) {
 
 std::string str(const ConvProblem& p) {
   const ConvEpilogue& e = p.epilogue;
-  return fmt::format("{} convolution{}: x [{}] strides [{}] align {}, w [{}] strides [{}] align {}, y [{}] strides [{}] align {}, "
+  return fmt::format("{} {}convolution{}: x [{}] strides [{}] align {}, w [{}] strides [{}] align {}, y [{}] strides [{}] align {}, "
                      "stride [{}] padding [{}]/[{}] dilation [{}]{}{}{}{}",
-                     dtype_name(p.dtype), p.tf32 && p.dtype == DType::f32 ? " (tf32)" : "", fmt::join(p.x_dims, ", "),
+                     dtype_name(p.dtype), p.transposed ? "transposed " : "", p.tf32 && p.dtype == DType::f32 ? " (tf32)" : "",
+                     fmt::join(p.x_dims, ", "),
                      fmt::join(p.x_strides, ", "), p.align_x, fmt::join(p.w_dims, ", "), fmt::join(p.w_strides, ", "), p.align_w,
                      fmt::join(p.y_dims, ", "), fmt::join(p.y_strides, ", "), p.align_y, fmt::join(p.stride, ", "),
                      fmt::join(p.pre_padding, ", "), fmt::join(p.post_padding, ", "), fmt::join(p.dilation, ", "),
@@ -412,15 +413,24 @@ std::unique_ptr<Cudnn::Plans> Cudnn::build(const ConvProblem& p, const std::stri
   int64_t next_virtual = kUidFirstVirtual;
   auto virtual_result = [&] { return b.tensor(next_virtual++, dnn::kDataFloat, p.y_dims, p.y_strides, 16, true); };
   void* result = e.any() ? virtual_result() : y;
-  if (!result) return none();
-  void* op = b.make(dnn::kConvolutionForwardDescriptor);
+  if (!result || (p.transposed && e.any())) return none();  // no epilogue after a backward-data operation
   const float alpha = 1, beta = 0;
-  b.set(op, dnn::kConvolutionForwardX, dnn::kTypeBackendDescriptor, 1, &x);
-  b.set(op, dnn::kConvolutionForwardW, dnn::kTypeBackendDescriptor, 1, &w);
-  b.set(op, dnn::kConvolutionForwardY, dnn::kTypeBackendDescriptor, 1, &result);
-  b.set(op, dnn::kConvolutionForwardDescriptor_, dnn::kTypeBackendDescriptor, 1, &conv);
-  b.set(op, dnn::kConvolutionForwardAlpha, dnn::kTypeFloat, 1, &alpha);
-  b.set(op, dnn::kConvolutionForwardBeta, dnn::kTypeFloat, 1, &beta);
+  void* op = b.make(p.transposed ? dnn::kConvolutionBackwardDataDescriptor : dnn::kConvolutionForwardDescriptor);
+  if (p.transposed) {  // cuDNN's names: x is the forward convolution's dy, y its dx
+    b.set(op, dnn::kConvolutionBwdDataDy, dnn::kTypeBackendDescriptor, 1, &x);
+    b.set(op, dnn::kConvolutionBwdDataW, dnn::kTypeBackendDescriptor, 1, &w);
+    b.set(op, dnn::kConvolutionBwdDataDx, dnn::kTypeBackendDescriptor, 1, &result);
+    b.set(op, dnn::kConvolutionBwdDataDescriptor_, dnn::kTypeBackendDescriptor, 1, &conv);
+    b.set(op, dnn::kConvolutionBwdDataAlpha, dnn::kTypeFloat, 1, &alpha);
+    b.set(op, dnn::kConvolutionBwdDataBeta, dnn::kTypeFloat, 1, &beta);
+  } else {
+    b.set(op, dnn::kConvolutionForwardX, dnn::kTypeBackendDescriptor, 1, &x);
+    b.set(op, dnn::kConvolutionForwardW, dnn::kTypeBackendDescriptor, 1, &w);
+    b.set(op, dnn::kConvolutionForwardY, dnn::kTypeBackendDescriptor, 1, &result);
+    b.set(op, dnn::kConvolutionForwardDescriptor_, dnn::kTypeBackendDescriptor, 1, &conv);
+    b.set(op, dnn::kConvolutionForwardAlpha, dnn::kTypeFloat, 1, &alpha);
+    b.set(op, dnn::kConvolutionForwardBeta, dnn::kTypeFloat, 1, &beta);
+  }
   if (api_->finalize(op) != dnn::kSuccess) return none();
   std::vector<void*> ops = {op};
   if (e.any()) {

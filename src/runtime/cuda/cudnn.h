@@ -43,7 +43,12 @@ struct ConvPointers {
 // y = conv(x, w): x [N, C, spatial...], w [K, C / groups, spatial...], y [N, K, spatial...]
 // (groups follow from x's C over w's), with 2 or 3 spatial dims (a 1-D convolution is given a
 // unit dim), and per spatial dim its stride, padding before and after, and dilation.
+// Transposed (`transposed`): y = conv_transpose(x, w), the gradient of a forward convolution
+// with respect to its input (cuDNN's backward-data operation): x [N, K, spatial...] (the forward
+// convolution's dy), w [K, C / groups, spatial...], y [N, C, spatial...] (its dx); stride,
+// padding and dilation are the forward convolution's, and y's sizes pick the output padding.
 struct ConvProblem {
+  bool transposed = false;
   DType dtype = DType::f32;  // of x, w and y: f32, f16 or bf16 (accumulated in f32)
   bool tf32 = false;         // f32 may use TF32 tensor cores (PyTorch's cudnn.allow_tf32)
   std::vector<int64_t> x_dims, x_strides, w_dims, w_strides, y_dims, y_strides;

@@ -14,6 +14,7 @@ inline constexpr Status kSuccess = 0;
 // cudnnBackendDescriptorType_t
 inline constexpr int kPointwiseDescriptor = 0, kOperationPointwiseDescriptor = 13, kConvolutionDescriptor = 1, kEngineDescriptor = 2, kEngineConfigDescriptor = 3,
                      kEngineHeuristicDescriptor = 4, kExecutionPlanDescriptor = 5, kKnobChoiceDescriptor = 7, kConvolutionForwardDescriptor = 10,
+                     kConvolutionBackwardDataDescriptor = 12,
                      kOperationGraphDescriptor = 15, kVariantPackDescriptor = 16, kTensorDescriptor = 17;
 
 // cudnnBackendAttributeType_t
@@ -35,6 +36,8 @@ inline constexpr int kExecutionPlanHandle = 400, kExecutionPlanEngineConfig = 40
                      kExecutionPlanJson = 405;
 inline constexpr int kConvolutionForwardAlpha = 700, kConvolutionForwardBeta = 701, kConvolutionForwardDescriptor_ = 702,
                      kConvolutionForwardW = 703, kConvolutionForwardX = 704, kConvolutionForwardY = 705;
+inline constexpr int kConvolutionBwdDataAlpha = 706, kConvolutionBwdDataBeta = 707, kConvolutionBwdDataDescriptor_ = 708,
+                     kConvolutionBwdDataW = 709, kConvolutionBwdDataDx = 710, kConvolutionBwdDataDy = 711;
 inline constexpr int kOperationGraphHandle = 800, kOperationGraphOps = 801;
 inline constexpr int kTensorByteAlignment = 900, kTensorDataType = 901, kTensorDimensions = 902, kTensorStrides = 903,
                      kTensorUniqueId = 906, kTensorIsVirtual = 907;

@@ -84,13 +84,14 @@ loop::View result_view(const loop::ExternCall& call, const loop::Program& p) {
 cuda::ConvProblem conv_problem(const loop::ExternCall& call, const loop::Program& p, const std::map<std::string, int64_t>& symbols,
                                bool tf32) {
   const loop::ConvParams c = loop::conv_params(call.params);
-  COIL_CHECK(call.kind == loop::ExternKind::convolution && !c.transposed && call.inputs.size() == 2)
-      << call.name << ": cuDNN runs forward convolutions without a bias";
+  COIL_CHECK(call.kind == loop::ExternKind::convolution && call.inputs.size() == 2)
+      << call.name << ": cuDNN runs convolutions without a bias";
   const loop::View& x = call.inputs[0];
   const loop::View& w = call.inputs[1];
   const loop::Buffer& out = p.buffers[static_cast<size_t>(call.output)];
   const loop::View y = result_view(call, p);
   cuda::ConvProblem g;
+  g.transposed = c.transposed;
   g.dtype = out.dtype;
   g.tf32 = tf32;
   g.x_dims = eval_all(x.sizes, symbols), g.x_strides = eval_all(x.strides, symbols);
@@ -100,7 +101,8 @@ cuda::ConvProblem conv_problem(const loop::ExternCall& call, const loop::Program
     g.stride.push_back(c.stride[d]);
     g.dilation.push_back(c.dilation[d]);
     // PyTorch's padding on both sides: cuDNN's output size formula then gives PyTorch's (trailing
-    // input no window reaches is dropped by the same floor division).
+    // input no window reaches is dropped by the same floor division; for a transposed
+    // convolution, the output padding is the input rows no window reaches).
     g.pre_padding.push_back(c.padding[d]);
     g.post_padding.push_back(c.padding[d]);
   }

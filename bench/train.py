@@ -1,0 +1,229 @@
+"""One training step (forward, backward, AdamW) of real models under eager, Inductor and coil:
+step time (median of CUDA events around whole steps), peak memory, and cold compile time (the
+first step on empty compile caches, less a steady step). bf16 autocast with f32 master weights,
+the models in train mode (dropout on), torch.optim.AdamW(foreach=True) whose step is compiled by
+the same backend as the model.
+
+    python -m bench.train --device cuda --models gpt2,llama,resnet50,vit_s --out DIR
+
+Each model runs in a process of its own, the modes one after another from the same weights and
+data; each process gets empty Inductor and coil caches. Results: DIR/train-<device>.{json,md}.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+TAG = "@train "
+MODES = ["eager", "inductor", "coil"]
+
+
+def _gpt2(device):
+    import transformers
+
+    config = transformers.GPT2Config(use_cache=False, attn_implementation="sdpa")  # GPT-2 small: 124M
+    model = transformers.GPT2LMHeadModel(config)
+    tokens = torch.randint(0, config.vocab_size, (8, 1024), device=device)
+    return model, lambda m: m(input_ids=tokens, labels=tokens).loss
+
+
+def _llama(device):
+    import transformers
+
+    config = transformers.LlamaConfig(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
+                                      num_attention_heads=12, num_key_value_heads=4, max_position_embeddings=1024,
+                                      use_cache=False, attn_implementation="sdpa")  # ~150M: GQA, RoPE, SwiGLU
+    model = transformers.LlamaForCausalLM(config)
+    tokens = torch.randint(0, config.vocab_size, (8, 1024), device=device)
+    return model, lambda m: m(input_ids=tokens, labels=tokens).loss
+
+
+def _images(model, device, batch):
+    x = torch.randn(batch, 3, 224, 224, device=device)
+    y = torch.randint(0, 1000, (batch,), device=device)
+    return model, lambda m: F.cross_entropy(m(x), y)
+
+
+def _resnet50(device):
+    import torchvision
+
+    return _images(torchvision.models.resnet50(), device, 32)
+
+
+def _vit_s(device):
+    import timm
+
+    return _images(timm.create_model("vit_small_patch16_224", pretrained=False), device, 32)
+
+
+def _cnn_small(device):  # for a CPU smoke run
+    import torchvision
+
+    return _images(torchvision.models.resnet18(num_classes=1000), device, 4)
+
+
+MODELS = {"gpt2": _gpt2, "llama": _llama, "resnet50": _resnet50, "vit_s": _vit_s, "resnet18": _cnn_small}
+
+
+def emit(record):
+    print(TAG + json.dumps(record), flush=True)
+
+
+def sync(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def child(name, device, modes, steps):
+    if "coil" in modes:
+        import coil
+
+        coil.register()
+    torch.backends.cuda.matmul.allow_tf32 = True  # what training scripts set; bf16 autocast either way
+    torch.backends.cudnn.allow_tf32 = True
+    for mode in modes:
+        torch.manual_seed(0)
+        with torch.device(device):
+            model, loss_of = MODELS[name](device)
+        model.train()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+        compiled = model if mode == "eager" else torch.compile(model, backend="coil" if mode == "coil" else "inductor")
+
+        def opt_step():
+            opt.step()
+
+        update = opt_step if mode == "eager" else torch.compile(opt_step, backend="coil" if mode == "coil" else "inductor")
+
+        def step():
+            with torch.autocast(device, dtype=torch.bfloat16):
+                loss = loss_of(compiled)
+            loss.backward()
+            update()
+            opt.zero_grad(set_to_none=True)
+            return loss.detach()
+
+        record = {"step": "mode", "model": name, "mode": mode, "params": sum(p.numel() for p in model.parameters())}
+        try:
+            start = time.perf_counter()
+            first = step()
+            sync(device)
+            record["first_s"] = time.perf_counter() - start
+            record["first_loss"] = first.float().item()
+            for _ in range(3):
+                step()
+            sync(device)
+            if device == "cuda":
+                torch.cuda.reset_peak_memory_stats()
+            times = []
+            for _ in range(steps):
+                if device == "cuda":
+                    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    begin.record()
+                    step()
+                    end.record()
+                    end.synchronize()
+                    times.append(begin.elapsed_time(end))
+                else:
+                    t0 = time.perf_counter()
+                    step()
+                    times.append((time.perf_counter() - t0) * 1e3)
+            record["step_ms"] = statistics.median(times)
+            record["quartiles"] = statistics.quantiles(times, n=4)[::2] if len(times) > 1 else [times[0]] * 2
+            record["cold_compile_s"] = max(0.0, record["first_s"] - record["step_ms"] / 1e3)
+            if device == "cuda":
+                record["peak_gib"] = torch.cuda.max_memory_allocated() / 2 ** 30
+        except Exception as e:  # the other modes still run
+            record["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}"
+        emit(record)
+        del compiled, update, opt, model
+        torch._dynamo.reset()
+        if device == "cuda":
+            torch.cuda.empty_cache()
+
+
+def run_model(name, args):
+    with tempfile.TemporaryDirectory() as caches:
+        env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=f"{caches}/inductor", COIL_CACHE_DIR=f"{caches}/coil",
+                   TRITON_CACHE_DIR=f"{caches}/triton")
+        cmd = [sys.executable, "-m", "bench.train", "--child", name, "--device", args.device, "--modes", args.modes,
+               "--steps", str(args.steps)]
+        try:
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+            out, err = proc.stdout, proc.stderr
+        except subprocess.TimeoutExpired as e:
+            out, err = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or ""), "timeout"
+        records = [json.loads(line[len(TAG):]) for line in out.splitlines() if line.startswith(TAG)]
+        done = {r["mode"] for r in records}
+        for mode in args.modes.split(","):
+            if mode not in done:
+                records.append({"model": name, "mode": mode, "error": f"no result ({err.strip().splitlines()[-1][:300] if err.strip() else 'crashed'})"})
+        return records, err
+
+
+def table(records, device):
+    by = {(r["model"], r["mode"]): r for r in records}
+    names = list(dict.fromkeys(r["model"] for r in records))
+    lines = ["| model | params | eager ms | Inductor ms | coil ms | Inductor speedup | coil speedup | coil / Inductor | "
+             "peak GiB (eager / Inductor / coil) | cold compile s (Inductor / coil) |", "|" + "---|" * 10]
+    ratios = []
+    for n in names:
+        e, i, c = (by.get((n, m), {}) for m in MODES)
+        ms = [r.get("step_ms") for r in (e, i, c)]
+        cell = lambda v, f="{:.1f}": f.format(v) if v is not None else "—"  # noqa: E731
+        sp_i = ms[0] / ms[1] if ms[0] and ms[1] else None
+        sp_c = ms[0] / ms[2] if ms[0] and ms[2] else None
+        rel = ms[1] / ms[2] if ms[1] and ms[2] else None
+        if rel:
+            ratios.append(rel)
+        peaks = " / ".join(cell(r.get("peak_gib"), "{:.2f}") for r in (e, i, c))
+        colds = " / ".join(cell(r.get("cold_compile_s")) for r in (i, c))
+        errors = "; ".join(f"{m}: {r['error']}" for m, r in zip(MODES, (e, i, c)) if r.get("error"))
+        lines.append(f"| {n} | {cell((e or i or c).get('params', 0) / 1e6, '{:.0f}M')} | {cell(ms[0])} | {cell(ms[1])} | {cell(ms[2])} | "
+                     f"{cell(sp_i, '{:.2f}x')} | {cell(sp_c, '{:.2f}x')} | {cell(rel, '{:.2f}x')} | {peaks} | {colds} |"
+                     + (f"\n\n{n}: {errors}\n" if errors else ""))
+    if ratios:
+        lines.append(f"\ncoil / Inductor step-time geomean: {statistics.geometric_mean(ratios):.2f}x over {len(ratios)} models")
+    return "\n".join(lines)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    p.add_argument("--models", default="gpt2,llama,resnet50,vit_s")
+    p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--timeout", type=int, default=900)
+    p.add_argument("--out", default="/tmp/coil-train")
+    p.add_argument("--child")
+    args = p.parse_args()
+    if args.child:
+        child(args.child, args.device, args.modes.split(","), args.steps)
+        return 0
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    records = []
+    for name in args.models.split(","):
+        got, err = run_model(name, args)
+        records += got
+        (out / f"train-{args.device}-{name}.log").write_text(err)
+        for r in got:
+            print(json.dumps(r), flush=True)
+        meta = {"device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu", "torch": torch.__version__,
+                "date": time.strftime("%Y-%m-%d"), "records": records}
+        (out / f"train-{args.device}.json").write_text(json.dumps(meta, indent=1))
+        (out / f"train-{args.device}.md").write_text(f"# Training step, {meta['device']}, torch {meta['torch']}, {meta['date']}\n\n"
+                                                      + table(records, args.device) + "\n")
+    print(table(records, args.device))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
