@@ -82,7 +82,25 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def child(name, device, modes, steps):
+def top_kernels(step, count=25):
+    """The GPU kernels of one step by total time: [(name, calls, ms)] (torch.profiler sees every
+    launch in the process, coil's driver-API launches and library kernels included)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        step()
+        torch.cuda.synchronize()
+    totals = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            calls, us = totals.get(e.name, (0, 0.0))
+            totals[e.name] = (calls + 1, us + e.device_time)
+    ranked = sorted(totals.items(), key=lambda kv: -kv[1][1])
+    return [(name[:120], calls, us / 1e3) for name, (calls, us) in ranked[:count]] + [
+        ("(all kernels)", sum(c for c, _ in totals.values()), sum(u for _, u in totals.values()) / 1e3)]
+
+
+def child(name, device, modes, steps, profile=False):
     if "coil" in modes:
         import coil
 
@@ -140,6 +158,8 @@ def child(name, device, modes, steps):
             record["cold_compile_s"] = max(0.0, record["first_s"] - record["step_ms"] / 1e3)
             if device == "cuda":
                 record["peak_gib"] = torch.cuda.max_memory_allocated() / 2 ** 30
+            if profile and device == "cuda":
+                record["kernels"] = top_kernels(step)
         except Exception as e:  # the other modes still run
             record["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}"
         emit(record)
@@ -154,7 +174,7 @@ def run_model(name, args):
         env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=f"{caches}/inductor", COIL_CACHE_DIR=f"{caches}/coil",
                    TRITON_CACHE_DIR=f"{caches}/triton")
         cmd = [sys.executable, "-m", "bench.train", "--child", name, "--device", args.device, "--modes", args.modes,
-               "--steps", str(args.steps)]
+               "--steps", str(args.steps)] + (["--profile"] if args.profile else [])
         try:
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
             out, err = proc.stdout, proc.stderr
@@ -203,9 +223,10 @@ def main():
     p.add_argument("--timeout", type=int, default=900)
     p.add_argument("--out", default="/tmp/coil-train")
     p.add_argument("--child")
+    p.add_argument("--profile", action="store_true", help="also list each mode's heaviest GPU kernels of a step")
     args = p.parse_args()
     if args.child:
-        child(args.child, args.device, args.modes.split(","), args.steps)
+        child(args.child, args.device, args.modes.split(","), args.steps, args.profile)
         return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -222,6 +243,9 @@ def main():
         (out / f"train-{args.device}.md").write_text(f"# Training step, {meta['device']}, torch {meta['torch']}, {meta['date']}\n\n"
                                                       + table(records, args.device) + "\n")
     print(table(records, args.device))
+    for r in records:
+        for name, calls, ms in r.get("kernels", []):
+            print(f"{r['model']} {r['mode']}: {ms:8.3f} ms {calls:5d}x {name}")
     return 0
 
 

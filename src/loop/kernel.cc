@@ -183,8 +183,9 @@ void verify(const Program& p) {
       for (const auto& v : e->inputs)
         COIL_CHECK(v.buffer >= 0 && static_cast<size_t>(v.buffer) < p.buffers.size()) << e->name << ": unknown input buffer";
       COIL_CHECK(e->output >= 0 && static_cast<size_t>(e->output) < p.buffers.size()) << e->name << ": unknown output buffer";
-      COIL_CHECK(!e->output_view || (e->output_view->buffer == e->output && e->kind == ExternKind::attention))
-          << e->name << ": an output view is for attention, into its output buffer";
+      COIL_CHECK(!e->output_view || (e->output_view->buffer == e->output &&
+                                     (e->kind == ExternKind::attention || e->kind == ExternKind::convolution)))
+          << e->name << ": an output view is for attention or a convolution, into its output buffer";
       const bool conv = e->kind == ExternKind::convolution;
       COIL_CHECK(e->activation == Activation::none || is_product(e->kind) || (conv && e->activation == Activation::relu))
           << e->name << ": an epilogue on a " << extern_name(e->kind);
