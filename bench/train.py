@@ -17,10 +17,13 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+
+from bench.zoo import check
 
 TAG = "@train "
 MODES = ["eager", "inductor", "coil"]
@@ -130,10 +133,14 @@ def child(name, device, modes, steps, profile=False):
 
         record = {"step": "mode", "model": name, "mode": mode, "params": sum(p.numel() for p in model.parameters())}
         try:
-            start = time.perf_counter()
-            first = step()
-            sync(device)
-            record["first_s"] = time.perf_counter() - start
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                start = time.perf_counter()
+                first = step()
+                sync(device)
+                record["first_s"] = time.perf_counter() - start
+            if mode == "coil":  # what ran in PyTorch instead of coil, and coil's own failures
+                record.update({k: v for k, v in check.coil_messages(caught).items() if v})
             record["first_loss"] = first.float().item()
             for _ in range(3):
                 step()
@@ -206,6 +213,9 @@ def table(records, device):
         peaks = " / ".join(cell(r.get("peak_gib"), "{:.2f}") for r in (e, i, c))
         colds = " / ".join(cell(r.get("cold_compile_s")) for r in (i, c))
         errors = "; ".join(f"{m}: {r['error']}" for m, r in zip(MODES, (e, i, c)) if r.get("error"))
+        said = [f"coil ran {c['fallback_nodes']} node(s) in eager ({', '.join(c['fallback_ops'])})"] if c.get("fallback_nodes") else []
+        said += [f"coil: {t[:200]}" for t in c.get("compile_errors", []) + c.get("other", [])]
+        errors = "; ".join([errors] * bool(errors) + said)
         lines.append(f"| {n} | {cell((e or i or c).get('params', 0) / 1e6, '{:.0f}M')} | {cell(ms[0])} | {cell(ms[1])} | {cell(ms[2])} | "
                      f"{cell(sp_i, '{:.2f}x')} | {cell(sp_c, '{:.2f}x')} | {cell(rel, '{:.2f}x')} | {peaks} | {colds} |"
                      + (f"\n\n{n}: {errors}\n" if errors else ""))
