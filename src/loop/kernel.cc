@@ -38,6 +38,7 @@ const char* extern_name(ExternKind k) {
 std::string kernel_str(const LoopKernel& k) {
   std::string s = fmt::format("kernel {} outer={}", k.name, shape_str(k.outer));
   if (!k.inner.empty()) s += " inner=" + shape_str(k.inner);
+  if (!k.free_dims.empty()) s += fmt::format(" free=[{}]", fmt::join(k.free_dims, ", "));
   s += fmt::format("  # from {}\n", fmt::join(k.origins, ", "));
   for (size_t i = 0; i < k.reductions.size(); ++i)
     s += fmt::format("  reduced{} = {}{}<{}>({})\n", i, k.reductions[i].scan ? "scan_" : "", reduce_name(k.reductions[i].kind),

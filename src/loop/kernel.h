@@ -50,6 +50,10 @@ struct LoopKernel {
   std::vector<ReduceStep> reductions;
   std::vector<StoreStep> stores;
   std::vector<std::string> origins;  // the graph values this kernel computes (for tracing)
+  // With dynamic stores (a scatter): the outer dims (ascending) whose distinct values store to
+  // distinct elements, which may run in parallel; the other dims run in order, which keeps each
+  // element's sequence of stores (later writes win, sums in order). Empty: all in order.
+  std::vector<size_t> free_dims;
 };
 
 // attention: softmax(q @ k^T * scale (causal: keys after the query masked)) @ v over the

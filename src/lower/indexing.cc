@@ -6,6 +6,7 @@
 // integer indices copy `self` into a new buffer, then store through the index in one ordered
 // loop, so later writes win and reductions accumulate as in PyTorch's CPU kernels; index_put
 // with a boolean mask is a pointwise select.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
@@ -46,7 +47,10 @@ SymShape to_rank(SymShape idx, int64_t rank) {
 // together, placed where the indexed dims were when adjacent, else in front): for each dim of
 // self, the position read, a data-dependent (checked, negative counted from the end) entry
 // for an indexed dim.
-std::vector<ExprRef> advanced_positions(Context& c, const Node& n, const TensorMeta& self, const SymShape& o) {
+// `kept`, when given, receives the dims of `o` that index the dims no index tensor indexes (one
+// each, in self's order).
+std::vector<ExprRef> advanced_positions(Context& c, const Node& n, const TensorMeta& self, const SymShape& o,
+                                        std::vector<size_t>* kept = nullptr) {
   auto indices = std::get<TensorList>(n.arg("indices").value);
   int first = -1, last = -1;
   for (size_t i = 0; i < indices.size(); ++i)
@@ -75,6 +79,7 @@ std::vector<ExprRef> advanced_positions(Context& c, const Node& n, const TensorM
       continue;
     }
     if (adjacent && d == last + 1) next_kept = static_cast<size_t>(first) + bshape.size();
+    if (kept) kept->push_back(next_kept);
     idx.push_back(Expr::index(o[next_kept++]));
   }
   return idx;
@@ -202,13 +207,18 @@ ExprRef identity(Combine how, DType t) {
 
 // A kernel over `shape` (x*) storing `value(x, old)` at the data-dependent `target(x)` of
 // `out` (offset 0, contiguous): one ordered pass, so later writes win and repeats accumulate.
+// `free`: the dims of `shape` that are themselves coordinates of the target (a scatter's dims
+// but `dim`, index_put's sliced dims), so that two points differing in one store to different
+// elements (LoopKernel::free_dims: run in parallel, the rest in order).
 void emit_scatter(Context& c, const std::string& name, const std::string& origin, const Value& out, const SymShape& shape,
-                  const std::function<ExprRef(const SymShape&)>& target,
+                  const std::vector<size_t>& free, const std::function<ExprRef(const SymShape&)>& target,
                   const std::function<ExprRef(const SymShape&, const ExprRef&)>& value) {
   loop::LoopKernel k;
   k.name = c.kernel_name(name);
   k.origins = {origin};
   k.outer = shape;
+  k.free_dims = free;
+  std::sort(k.free_dims.begin(), k.free_dims.end());
   SymShape x;
   for (size_t i = 0; i < k.outer.size(); ++i) x.push_back(SymInt::symbol(loop::loop_var(static_cast<int>(i))));
   ExprRef dynamic = target(x);
@@ -269,18 +279,21 @@ Value scatter(Context& c, const Node& n, const ArgReader& args) {
                         : scalar(args.raw("value"), result.dtype);
     return cast(v, meta.dtype);
   };
+  std::vector<size_t> free;  // every dim but `dim` is a coordinate of the target
+  for (size_t i = 0; meta.dim() > 0 && i < index.meta.sizes.size(); ++i)
+    if (i != d) free.push_back(i);
   if (!include_self) {
     ExprRef start = identity(how, meta.dtype);
-    emit_scatter(c, name + "_start", name, out, index.meta.sizes, target, [&](const SymShape&, const ExprRef&) { return start; });
+    emit_scatter(c, name + "_start", name, out, index.meta.sizes, free, target, [&](const SymShape&, const ExprRef&) { return start; });
   }
-  emit_scatter(c, name + "_scatter", name, out, index.meta.sizes, target,
+  emit_scatter(c, name + "_scatter", name, out, index.meta.sizes, free, target,
                [&](const SymShape& x, const ExprRef& old) { return combine(how, old, source(x), meta.dtype); });
   std::optional<Value> count;
   if (how == Combine::mean) {
     DType ct = is_float(meta.dtype) ? meta.dtype : DType::i64;
     count = Value{TensorMeta::contiguous(ct, meta.sizes, meta.device), -1, Expr::constant(include_self ? 1 : 0, ct)};
     c.realize(*count, name + "_count");
-    emit_scatter(c, name + "_counts", name, *count, index.meta.sizes, target,
+    emit_scatter(c, name + "_counts", name, *count, index.meta.sizes, free, target,
                  [&](const SymShape&, const ExprRef& old) { return op(LoopOp::Add, {old, Expr::constant(1, ct)}); });
   }
   return finish(c, n, how, out, count);
@@ -335,7 +348,9 @@ Value index_put(Context& c, const Node& n, const ArgReader& args) {
     for (size_t d = 0; d < pos.size(); ++d) off = op(LoopOp::Add, {off, op(LoopOp::Mul, {pos[d], Expr::index(meta.strides[d])})});
     return off;
   };
-  emit_scatter(c, n.outputs[0].name + "_put", n.outputs[0].name, out, shape, target, [&](const SymShape& x, const ExprRef& old) {
+  std::vector<size_t> free;  // the sliced dims: coordinates of the target
+  advanced_positions(c, n, meta, index_vars(shape.size()), &free);
+  emit_scatter(c, n.outputs[0].name + "_put", n.outputs[0].name, out, shape, free, target, [&](const SymShape& x, const ExprRef& old) {
     ExprRef v = cast(c.at(values, broadcast_index(x, shape, values.meta.sizes)), meta.dtype);
     return accumulate ? combine(Combine::sum, old, v, meta.dtype) : v;
   });

@@ -67,12 +67,25 @@ class KernelEmitter {
       std::string collapse = parallel > 1 ? fmt::format(" collapse({})", parallel) : "";
       out("  #pragma omp parallel for{} if({} >= {})", collapse, work, kParallelThreshold);
     }
-    open_outer(k_.outer.size(), indent);
+    std::optional<size_t> split;
+    if (loop::has_dynamic_stores(k_) && !k_.free_dims.empty()) {
+      // A scatter: the range of its last free dim split in parts that run in parallel, each over
+      // the whole nest in order (its stores reach elements no other part does).
+      split = k_.free_dims.back();
+      const std::string extent = index_expr(k_.outer[*split]);
+      out("  const int64_t parts = {} < 64 ? {} : 64;", extent, extent);
+      out("  #pragma omp parallel for if({} >= {})", work, kParallelThreshold);
+      out("  for (int64_t part = 0; part < parts; ++part) {{");
+      out("    const int64_t lo = {} * part / parts, hi = {} * (part + 1) / parts;", extent, extent);
+      indent += "  ";
+    }
+    open_outer(k_.outer.size(), indent, split);
     body(indent);
     for (size_t d = k_.outer.size(); d-- > 0;) {
       indent.resize(indent.size() - 2);
       out("{}}}", indent);
     }
+    if (split) out("  }}");
     out("}}");
     return text_;
   }
@@ -186,10 +199,12 @@ class KernelEmitter {
   }
 
   // Opens the loops over the first `count` outer variables, deepening `indent`.
-  void open_outer(size_t count, std::string& indent) {
+  // The first `count` outer loops; dim `split` runs over [lo, hi) (a part of a scatter).
+  void open_outer(size_t count, std::string& indent, std::optional<size_t> split = std::nullopt) {
     for (size_t d = 0; d < count; ++d) {
       std::string v = loop::loop_var(static_cast<int>(d));
-      out("{}for (int64_t {} = 0; {} < {}; ++{}) {{", indent, v, v, index_expr(k_.outer[d]), v);
+      if (split == d) out("{}for (int64_t {} = lo; {} < hi; ++{}) {{", indent, v, v, v);
+      else out("{}for (int64_t {} = 0; {} < {}; ++{}) {{", indent, v, v, index_expr(k_.outer[d]), v);
       indent += "  ";
     }
   }

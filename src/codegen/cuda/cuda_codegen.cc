@@ -37,6 +37,7 @@ const char* form_name(CudaConfig::Form f) {
     case CudaConfig::Form::scan: return "scan";
     case CudaConfig::Form::attention: return "attention";
     case CudaConfig::Form::serial: return "serial";
+    case CudaConfig::Form::scatter: return "scatter";
   }
   return "?";
 }
@@ -151,6 +152,7 @@ std::string CudaEmitter::emit(CudaKernel& info) {
   switch (config_.form) {
     case CudaConfig::Form::pointwise:
     case CudaConfig::Form::serial: pointwise(); break;
+    case CudaConfig::Form::scatter: scatter(); break;
     case CudaConfig::Form::tiled: tiled(); break;
     case CudaConfig::Form::row: row(); break;
     case CudaConfig::Form::column: column(); break;

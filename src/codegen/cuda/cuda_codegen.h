@@ -32,7 +32,7 @@ namespace coil::codegen {
 inline constexpr size_t kBufferAlignment = 16;
 
 struct CudaConfig {
-  enum class Form : uint8_t { pointwise, tiled, row, column, scan, serial, attention };
+  enum class Form : uint8_t { pointwise, tiled, row, column, scan, serial, scatter, attention };
   Form form = Form::pointwise;
   int block = 1;            // threads per block along x
   int block_y = 1;          // column: rows of threads; tiled: rows of the tile per pass

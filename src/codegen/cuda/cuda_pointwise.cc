@@ -93,4 +93,35 @@ void CudaEmitter::pointwise() {
   out("  }}");
 }
 
+// A scatter with free dims (LoopKernel::free_dims): a grid-stride loop over the points of the
+// free dims, each thread running the other dims in order, so that every element sees its
+// stores in the order of the whole loop nest.
+void CudaEmitter::scatter() {
+  const size_t m = k_.outer.size();
+  const std::vector<std::string> vars = outer_vars(m);
+  std::vector<std::string> free_vars;
+  std::vector<SymInt> free_extents;
+  for (size_t d : k_.free_dims) free_vars.push_back(vars[d]), free_extents.push_back(k_.outer[d]);
+  out("  const idx_t n = {};", idx(product(free_extents)));
+  out("  for (idx_t i = static_cast<idx_t>(blockIdx.x) * {} + static_cast<idx_t>(threadIdx.x); i < n; i += static_cast<idx_t>(gridDim.x) * {}) {{",
+      config_.block, config_.block);
+  decompose("i", free_vars, free_extents, "    ");
+  std::string in = "    ";
+  size_t opened = 0;
+  for (size_t d = 0; d < m; ++d) {
+    if (std::find(k_.free_dims.begin(), k_.free_dims.end(), d) != k_.free_dims.end()) continue;
+    out("{}for (idx_t {} = 0; {} < {}; ++{}) {{", in, vars[d], vars[d], idx(k_.outer[d]), vars[d]);
+    in += "  ";
+    ++opened;
+  }
+  printer_->reset();
+  std::vector<std::string> lines;
+  for (const auto& s : k_.stores) store(s, in, lines);
+  for (size_t i = 0; i < opened; ++i) {
+    in.resize(in.size() - 2);
+    out("{}}}", in);
+  }
+  out("  }}");
+}
+
 }  // namespace coil::codegen

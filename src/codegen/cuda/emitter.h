@@ -48,6 +48,7 @@ class CudaEmitter {
 
   // cuda_pointwise.cc
   void pointwise();
+  void scatter();
   void tiled();
   // cuda_reduction.cc
   void row();

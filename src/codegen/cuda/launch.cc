@@ -241,7 +241,10 @@ std::vector<CudaConfig> candidate_configs(const loop::Program& p, const loop::Lo
   const int warp = d.warp_size;
   CudaConfig c;
   if (loop::has_dynamic_stores(k)) {
-    c.form = CudaConfig::Form::serial;
+    // A thread per point of the free dims, each running the others in order; without free dims
+    // one thread runs everything in order.
+    c.form = k.free_dims.empty() ? CudaConfig::Form::serial : CudaConfig::Form::scatter;
+    if (!k.free_dims.empty()) c.block = 4 * warp;
     return {c};
   }
   if (loop::is_scan(k)) {
@@ -410,6 +413,13 @@ CudaLaunch launch_for(const loop::LoopKernel& k, const CudaConfig& c, const cuda
       l.per_block = c.block;
       break;
     case CudaConfig::Form::serial: l.max_blocks = 1; break;
+    case CudaConfig::Form::scatter: {
+      SymInt points = 1;
+      for (size_t f : k.free_dims) points = points * k.outer[f];
+      l.units = points;
+      l.per_block = c.block;
+      break;
+    }
     case CudaConfig::Form::attention: COIL_CHECK(false) << "attention launches come from its emitter"; break;
   }
   if (c.splits > 1) l.scratch_bytes = split_layout(k, c).bytes;
