@@ -1,5 +1,6 @@
 """One training step (forward, backward, AdamW) of real models under eager, Inductor and coil:
-step time (median of CUDA events around whole steps), peak memory, and cold compile time (the
+step time (median of CUDA events around whole steps), peak device memory (sampled: every
+allocator in the process, coil's pools too), and cold compile time (the
 first step on empty compile caches, less a steady step). bf16 autocast with f32 master weights,
 the models in train mode (dropout on), torch.optim.AdamW(foreach=True) whose step is compiled by
 the same backend as the model.
@@ -85,6 +86,30 @@ def sync(device):
         torch.cuda.synchronize()
 
 
+class DeviceMemory:
+    """The device's used memory (cudaMemGetInfo), sampled every millisecond on a thread until
+    stop(), which returns its peak in GiB: what every allocator in the process holds (PyTorch's
+    cache and coil's pools alike; torch.cuda.max_memory_allocated sees PyTorch's only)."""
+
+    def __init__(self):
+        import threading
+
+        self.peak, self.done = 0, threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.done.is_set():
+            free, total = torch.cuda.mem_get_info()
+            self.peak = max(self.peak, total - free)
+            time.sleep(0.001)
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
+        return self.peak / 2 ** 30
+
+
 def top_kernels(step, count=25):
     """The GPU kernels of one step by total time: [(name, calls, ms)] (torch.profiler sees every
     launch in the process, coil's driver-API launches and library kernels included)."""
@@ -147,6 +172,7 @@ def child(name, device, modes, steps, profile=False):
             sync(device)
             if device == "cuda":
                 torch.cuda.reset_peak_memory_stats()
+            sampler = DeviceMemory() if device == "cuda" else None
             times = []
             for _ in range(steps):
                 if device == "cuda":
@@ -165,6 +191,7 @@ def child(name, device, modes, steps, profile=False):
             record["cold_compile_s"] = max(0.0, record["first_s"] - record["step_ms"] / 1e3)
             if device == "cuda":
                 record["peak_gib"] = torch.cuda.max_memory_allocated() / 2 ** 30
+                record["device_peak_gib"] = sampler.stop()
             if profile and device == "cuda":
                 record["kernels"] = top_kernels(step)
         except Exception as e:  # the other modes still run
@@ -173,6 +200,9 @@ def child(name, device, modes, steps, profile=False):
         del compiled, update, opt, model
         torch._dynamo.reset()
         if device == "cuda":
+            import gc
+
+            gc.collect()  # the compiled graphs (and coil's memory pools with them) go before the next mode
             torch.cuda.empty_cache()
 
 
@@ -199,7 +229,7 @@ def table(records, device):
     by = {(r["model"], r["mode"]): r for r in records}
     names = list(dict.fromkeys(r["model"] for r in records))
     lines = ["| model | params | eager ms | Inductor ms | coil ms | Inductor speedup | coil speedup | coil / Inductor | "
-             "peak GiB (eager / Inductor / coil) | cold compile s (Inductor / coil) |", "|" + "---|" * 10]
+             "device peak GiB (eager / Inductor / coil) | cold compile s (Inductor / coil) |", "|" + "---|" * 10]
     ratios = []
     for n in names:
         e, i, c = (by.get((n, m), {}) for m in MODES)
@@ -210,7 +240,7 @@ def table(records, device):
         rel = ms[1] / ms[2] if ms[1] and ms[2] else None
         if rel:
             ratios.append(rel)
-        peaks = " / ".join(cell(r.get("peak_gib"), "{:.2f}") for r in (e, i, c))
+        peaks = " / ".join(cell(r.get("device_peak_gib"), "{:.2f}") for r in (e, i, c))
         colds = " / ".join(cell(r.get("cold_compile_s")) for r in (i, c))
         errors = "; ".join(f"{m}: {r['error']}" for m, r in zip(MODES, (e, i, c)) if r.get("error"))
         said = [f"coil ran {c['fallback_nodes']} node(s) in eager ({', '.join(c['fallback_ops'])})"] if c.get("fallback_nodes") else []
