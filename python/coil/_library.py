@@ -52,6 +52,18 @@ LIBRARY_OPS = frozenset({
     "aten._scaled_dot_product_flash_attention_backward.default",
     "aten._scaled_dot_product_cudnn_attention_backward.default",
     "aten._scaled_dot_product_flash_attention_for_cpu_backward.default",
+    # Gradients of the library ops above and of others Inductor leaves to ATen's backward kernels:
+    # distances, embedding bags, segmented reductions, antialiased resizing, grid sampling,
+    # adaptive and 3-d max pools, replication padding, masked_scatter.
+    "aten._cdist_backward.default", "aten._pdist_backward.default",
+    "aten._embedding_bag_backward.default", "aten._embedding_bag_dense_backward.default",
+    "aten._embedding_bag_per_sample_weights_backward.default", "aten._segment_reduce_backward.default",
+    "aten._upsample_bilinear2d_aa_backward.default", "aten.grid_sampler_2d_backward.default",
+    "aten.grid_sampler_3d_backward.default", "aten._adaptive_avg_pool2d_backward.default",
+    "aten._adaptive_avg_pool3d_backward.default", "aten.adaptive_max_pool2d_backward.default",
+    "aten.adaptive_max_pool3d_backward.default", "aten.max_pool3d_with_indices_backward.default",
+    "aten.replication_pad1d_backward.default", "aten.replication_pad2d_backward.default",
+    "aten.masked_scatter_backward.default",
 })
 
 

@@ -120,12 +120,14 @@ class Backend:
         config.post_grad_custom_post_pass = Recorder()
 
 
-def run_unit(op, device, dtype, count, backend, seed):
+def run_unit(op, device, dtype, count, backend, seed, grad=False):
     """Yields ("start", i) before sample i and ("result", record) after it, for the first
-    `count` samples of `op` in `dtype`; samples are drawn after torch.manual_seed(seed)."""
+    `count` samples of `op` in `dtype`; samples are drawn after torch.manual_seed(seed).
+    `grad`: the samples' gradients are compared (one backward through each float output, with
+    the same random cotangents), not their outputs."""
     torch.manual_seed(seed)
     try:
-        samples = list(itertools.islice(op.sample_inputs(device, dtype, requires_grad=False), count))
+        samples = list(itertools.islice(op.sample_inputs(device, dtype, requires_grad=grad), count))
     except Exception as e:  # op_db's own generator failing is not the backend's business
         yield "result", {"sample": None, "status": "skip", "detail": f"sample_inputs raised {_message(e)}"}
         return
@@ -135,15 +137,17 @@ def run_unit(op, device, dtype, count, backend, seed):
         yield "start", i
         began = time.perf_counter()
         try:
-            record = check_sample(op, sample, device, dtype, backend, seed + i)
+            record = check_sample(op, sample, device, dtype, backend, seed + i, grad)
         except Exception as e:  # shown as a crash so that it gets fixed, with what it is
             record = {"status": "crash", "detail": f"error in the OpInfo harness: {_message(e)}"}
         yield "result", dict(record, sample=i, seconds=round(time.perf_counter() - began, 3))
 
 
-def check_sample(op, sample, device, dtype, backend, seed):
-    """The record of one sample: status, detail (one line), graphs and what else was noticed."""
+def check_sample(op, sample, device, dtype, backend, seed, grad=False):
+    """The record of one sample: status, detail (one line), graphs and what else was noticed.
+    `grad`: what is compared is the gradients of the sample's inputs (_run_grad)."""
     call = (sample.input, tuple(sample.args), dict(sample.kwargs))
+    _run = _run_grad if grad else _run_values
     eager_inputs = _copy(call)
     try:
         want = _run(op.op, eager_inputs, seed)
@@ -151,7 +155,7 @@ def check_sample(op, sample, device, dtype, backend, seed):
         return {"status": "skip", "detail": f"eager raises {_message(e)}"}
     record = {}
     values = op.name not in UNDETERMINED
-    if values and _differs_between_runs(op, call, want, eager_inputs, seed):
+    if values and _differs_between_runs(op, call, want, eager_inputs, seed, _run):
         values, record["note"] = False, "eager output changes between runs: structure compared only"
     compiled_inputs = _copy(call)
     backend.start_sample()
@@ -171,10 +175,10 @@ def check_sample(op, sample, device, dtype, backend, seed):
     if errors:
         return dict(record, status="crash", detail=errors[0])
     found = difference(got, want, "output", values) or difference(compiled_inputs, eager_inputs, "inputs", values)
-    if found and values and dtype in LOW_PRECISION and _matches_f32_reference(op, call, dtype, seed, got, compiled_inputs):
+    if found and values and dtype in LOW_PRECISION and _matches_f32_reference(op, call, dtype, seed, got, compiled_inputs, _run):
         found, record["note"] = None, "matches the f32 reference, not eager"
     if (found and values and dtype == torch.float32 and not difference(compiled_inputs, eager_inputs, "inputs")
-            and _as_accurate_as_eager(op, call, seed, got, want)):
+            and _as_accurate_as_eager(op, call, seed, got, want, _run)):
         found, record["note"] = None, "as close to the f64 reference as eager"
     if found:
         return dict(record, status="mismatch", detail=found)
@@ -193,14 +197,33 @@ def _copy(call):
         return tree_map(lambda v: v.clone() if isinstance(v, torch.Tensor) else v, call)
 
 
-def _run(fn, call, seed):
+def _run_values(fn, call, seed):
     inputs, args, kwargs = call
     torch.manual_seed(seed)
     with torch.no_grad():
         return fn(inputs, *args, **kwargs)
 
 
-def _differs_between_runs(op, call, want, eager_inputs, seed):
+def _run_grad(fn, call, seed):
+    """The gradients of the call's tensors that require them (fresh leaves, in order; None where
+    unused) from one backward through its floating outputs, each weighted by a random cotangent
+    drawn from `seed`. Raises where there is nothing to differentiate (the sample is skipped)."""
+    call = map_tensors(call, lambda t: t.detach().requires_grad_() if t.requires_grad else t)
+    leaves = []
+    map_tensors(call, lambda t: leaves.append(t) if t.requires_grad else None)
+    inputs, args, kwargs = call
+    torch.manual_seed(seed)
+    out = fn(inputs, *args, **kwargs)
+    outs = [t for t in _tensors(out) if t.requires_grad and t.dtype.is_floating_point]
+    if not leaves or not outs:
+        raise RuntimeError("no differentiable output or input")
+    g = torch.Generator().manual_seed(seed)
+    cotangents = [torch.randn(t.shape, generator=g, dtype=torch.float32).to(t) for t in outs]
+    grads = torch.autograd.grad(outs, leaves, cotangents, allow_unused=True)
+    return tuple(None if v is None else v.detach() for v in grads)
+
+
+def _differs_between_runs(op, call, want, eager_inputs, seed, _run):
     """Whether eager gives other values on a second run with the same seed (random ops that
     are not in UNDETERMINED, uninitialized memory)."""
     again_inputs = _copy(call)
@@ -211,13 +234,13 @@ def _differs_between_runs(op, call, want, eager_inputs, seed):
     return bool(difference(again, want) or difference(again_inputs, eager_inputs, "inputs"))
 
 
-def _as_accurate_as_eager(op, call, seed, got, want):
+def _as_accurate_as_eager(op, call, seed, got, want, _run):
     """Whether an f32 result is no further from the op run in float64 (on the same inputs,
     upcast) than eager's result is, element by element or within twice eager's largest error over
     the tensor, and within assert_close's f32 tolerances: sums taken in another order (a GEMM's
     algorithm, a reduction's split) differ from eager's by the rounding each order makes, and a
     result as close to the exact answer is not wrong."""
-    inputs = map_tensors(_copy(call), lambda t: t.double() if t.dtype == torch.float32 else t)
+    inputs = map_tensors(_copy(call), lambda t: t.detach().double().requires_grad_(t.requires_grad) if t.dtype == torch.float32 else t)
     try:
         exact = _run(op.op, inputs, seed)
     except Exception:
@@ -253,11 +276,11 @@ def _tensors(value):
     return out
 
 
-def _matches_f32_reference(op, call, dtype, seed, got, compiled_inputs):
+def _matches_f32_reference(op, call, dtype, seed, got, compiled_inputs, _run):
     """Whether a 16-bit result is close to the op run in float32 on upcast inputs and cast back:
     a compiler that keeps intermediates in float32 is more accurate than eager, not wrong
     (Inductor's OpInfo test accepts the same reference)."""
-    inputs = upcast(_copy(call), dtype)
+    inputs = map_tensors(upcast(_copy(call), dtype), lambda t: t.detach().requires_grad_(t.requires_grad))
     try:
         want = downcast(_run(op.op, inputs, seed), dtype)
     except Exception:

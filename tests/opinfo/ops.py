@@ -49,10 +49,15 @@ def select(keys, pattern=None, shard=None):
     return chosen
 
 
-def units(ops, keys, device, dtype_names):
+def units(ops, keys, device, dtype_names, grad=False):
     """The (key, dtype name) pairs to run: each dtype in `dtype_names` that the op supports on
-    `device`, in op_db's order."""
-    return [(k, name) for k in keys for name in dtype_names if DTYPES[name] in ops[k].supported_dtypes(device)]
+    `device` (grad: that it differentiates, for the ops that support autograd), in op_db's order."""
+    def dtypes(op):
+        if grad:
+            return op.supported_backward_dtypes(device) if op.supports_autograd else set()
+        return op.supported_dtypes(device)
+
+    return [(k, name) for k in keys for name in dtype_names if DTYPES[name] in dtypes(ops[k])]
 
 
 def seed(key, dtype_name):

@@ -4,10 +4,13 @@
     python -m tests.opinfo.run --backend inductor --ops '^(abs|add|sum)$'      # the baseline
     python -m tests.opinfo.run --expected tests/opinfo/expected_failures.txt    # exit 1 on a difference
     python -m tests.opinfo.run --device cuda --jobs 16 --write-expected tests/opinfo/expected_failures.txt
+    python -m tests.opinfo.run --grad --dtypes f32 --expected tests/opinfo/expected_grad_failures.txt
 
 Each op of op_db (name and variant), in each dtype it supports on the device, runs its first N
 samples in eager and compiled, in worker processes (a sample that segfaults or hangs marks only
-its op and dtype crash); see check.py for the statuses. The summary line is printed last.
+its op and dtype crash); see check.py for the statuses. The summary line is printed last. With
+--grad, the ops that support autograd, in the dtypes they differentiate, compare the gradients
+of their samples' inputs instead (a training graph's backward, compiled by the backend).
 """
 import argparse
 import subprocess
@@ -28,6 +31,7 @@ def parse_args(argv=None):
                         help=f"comma-separated, of {','.join(ops.DTYPES)} (default: %(default)s)")
     parser.add_argument("--samples", type=int, default=2, help="samples per op and dtype (default: %(default)s)")
     parser.add_argument("--backend", choices=("coil", "inductor"), default="coil")
+    parser.add_argument("--grad", action="store_true", help="compare gradients (ops that support autograd)")
     parser.add_argument("--ops", help="a regex: only ops whose name[.variant] it matches (re.search)")
     parser.add_argument("--shard", type=ops.parse_shard, help="A:B: only the ops whose key hashes to A modulo B")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (default: %(default)s)")
@@ -54,7 +58,7 @@ def main(argv=None):
         sys.exit("opinfo: --device cuda, but torch sees no GPU")
     all_ops = ops.load_ops()
     keys = ops.select(list(all_ops), args.ops, args.shard)
-    units = ops.units(all_ops, keys, args.device, args.dtypes)
+    units = ops.units(all_ops, keys, args.device, args.dtypes, args.grad)
     if not units:
         sys.exit("opinfo: no op matches the selection")
     out_dir = args.out or Path(tempfile.mkdtemp(prefix="opinfo-"))
@@ -62,11 +66,11 @@ def main(argv=None):
           file=sys.stderr)
 
     progress = _Progress(len(units))
-    worker_argv = ["--device", args.device, "--backend", args.backend, "--samples", str(args.samples)]
+    worker_argv = ["--device", args.device, "--backend", args.backend, "--samples", str(args.samples)] + ["--grad"] * args.grad
     seeds = {u: ops.seed(*u) for u in units}
     records = pool.run_units(units, seeds, worker_argv, args.jobs, args.timeout, out_dir / "logs", progress)
     statuses = report.unit_statuses(records)
-    meta = {"backend": args.backend, "device": args.device, "dtypes": args.dtypes, "samples": args.samples,
+    meta = {"backend": args.backend, "grad": args.grad, "device": args.device, "dtypes": args.dtypes, "samples": args.samples,
             "selection": _selection(args), "torch": torch.__version__, "commit": _commit(),
             "jobs": args.jobs, "seconds": round(time.monotonic() - began, 1)}
     summary = report.summary_line(meta, statuses, records)

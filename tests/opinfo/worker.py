@@ -2,7 +2,7 @@
 answers with JSON lines, one event at a time, so that the parent knows which sample was running
 when a worker dies or hangs.
 
-    python -m tests.opinfo.worker --device cpu --backend coil --samples 2
+    python -m tests.opinfo.worker --device cpu --backend coil --samples 2 [--grad]
 
 Request: {"op": KEY, "dtype": "f32", "seed": S}. Answers: {"event": "ready"} once op_db is loaded,
 then per request {"event": "start", "sample": i} before each sample, {"event": "result", ...}
@@ -26,6 +26,7 @@ def main():
     parser.add_argument("--device", required=True)
     parser.add_argument("--backend", required=True)
     parser.add_argument("--samples", type=int, required=True)
+    parser.add_argument("--grad", action="store_true", help="compare the samples' gradients")
     options = parser.parse_args()
 
     answers = os.fdopen(os.dup(1), "w", buffering=1)
@@ -42,7 +43,7 @@ def main():
     for line in sys.stdin:
         request = json.loads(line)
         units = run_unit(ops[request["op"]], options.device, DTYPES[request["dtype"]], options.samples,
-                         backend, request["seed"])
+                         backend, request["seed"], options.grad)
         for kind, value in units:
             event = {"event": "start", "sample": value} if kind == "start" else dict(value, event="result")
             answers.write(json.dumps(event, default=str) + "\n")

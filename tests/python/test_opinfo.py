@@ -39,6 +39,27 @@ def test_cpu_slice_matches_expected_failures(tmp_path):
     assert proc.returncode == 0, f"{proc.stdout[-6000:]}\n(per sample: {tmp_path / 'summary.md'})"
 
 
+EXPECTED_GRAD = ROOT / "tests" / "opinfo" / "expected_grad_failures.txt"
+
+
+def test_cpu_gradient_slice_matches_expected_failures(tmp_path):
+    """OpInfo's samples of the ops that support autograd, their inputs' gradients through coil's
+    compiled backward graphs against eager's (f32, shard 0 of 4, one sample: about 130 ops,
+    half a minute), checked against tests/opinfo/expected_grad_failures.txt (the whole CPU run:
+    `python -m tests.opinfo.run --grad --dtypes f32 --samples 1 --write-expected FILE`)."""
+    pytest.importorskip("coil")
+    if importlib.util.find_spec("expecttest") is None:
+        pytest.fail("the OpInfo suite needs the expecttest package (requirements.txt: expecttest==0.3.0)")
+    proc = subprocess.run([sys.executable, "-m", "tests.opinfo.run", "--grad", "--device", "cpu", "--dtypes", "f32",
+                           "--samples", "1", "--shard", "0:4", "--jobs", "2", "--expected", str(EXPECTED_GRAD),
+                           "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=1200)
+    assert (tmp_path / "results.json").exists(), proc.stderr[-3000:]
+    results = json.loads((tmp_path / "results.json").read_text())
+    ran = [u for u in results["units"] if u["status"] != "skip"]
+    assert len(ran) > 100, f"the gradient slice ran only {len(ran)} ops·dtypes: {results['summary']}"
+    assert proc.returncode == 0, f"{proc.stdout[-6000:]}\n(per sample: {tmp_path / 'summary.md'})"
+
+
 def test_difference_walks_outputs_and_tolerates_rounding():
     x = torch.tensor([1.0, float("nan")])
     assert compare.difference((x, [3, None]), (x.clone(), [3, None])) is None
