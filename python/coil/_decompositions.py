@@ -418,15 +418,18 @@ def _avg_pool2d_backward(grad_output, self, kernel_size, stride, padding, ceil_m
 
 
 def _unfold_windows(x, k, st, p, dl):
-    """x [N, C, *S] zero-padded by p, with its convolution windows gathered: [N, C, *OS, *K]."""
+    """x [N, C, *S] zero-padded by p, with its convolution windows as a strided view of it:
+    [N, C, *OS, *K] (an affine read for coil, no gather)."""
     nd = len(k)
     if any(p):
         x = aten.constant_pad_nd.default(x, [v for d in reversed(range(nd)) for v in (p[d], p[d])], 0.0)
-    for d in range(nd):
-        x = _unfold(x, 2 + d, (k[d] - 1) * dl[d] + 1, st[d])
-        if dl[d] > 1:
-            x = aten.slice.Tensor(x, -1, 0, None, dl[d])
-    return x  # each unfold puts its window dim last: [N, C, *OS, *K]
+    if not x.is_contiguous():
+        x = aten.clone.default(x, memory_format=torch.contiguous_format)
+    strides = list(x.stride())
+    outs = [(x.shape[2 + d] - (k[d] - 1) * dl[d] - 1) // st[d] + 1 for d in range(nd)]
+    sizes = list(x.shape[:2]) + outs + list(k)
+    view_strides = strides[:2] + [st[d] * strides[2 + d] for d in range(nd)] + [dl[d] * strides[2 + d] for d in range(nd)]
+    return aten.as_strided.default(x, sizes, view_strides, x.storage_offset())
 
 
 def _weight_gradient(x, dy, w_shape, stride, padding, dilation, groups):
