@@ -85,3 +85,24 @@ def coil_bin():
     if not Path(COIL).exists():
         pytest.fail(f"coil binary not found at {COIL}; build first (scripts/setup)")
     return COIL
+
+
+# -- shared by the torch.compile suites --------------------------------------------------------
+
+TORCH_DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.fixture
+def fresh_dynamo():
+    """Dynamo's caches emptied before and after a test (a module opts in with
+    `pytestmark = pytest.mark.usefixtures("fresh_dynamo")`)."""
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def coil_fallbacks(caught):
+    """The messages of coil's FallbackWarnings (CompileErrorWarning included) among `caught`."""
+    import coil
+
+    return [str(w.message) for w in caught if issubclass(w.category, coil.FallbackWarning)]

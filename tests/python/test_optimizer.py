@@ -12,20 +12,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 coil = pytest.importorskip("coil")
+from conftest import TORCH_DEVICES, coil_fallbacks  # noqa: E402
 from coil import _foreach  # noqa: E402
 
-DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+DEVICES = TORCH_DEVICES
 
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
-def fallbacks(caught):
-    return [str(w.message) for w in caught if issubclass(w.category, coil.FallbackWarning)]
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def foreach_arguments(op, device, dtype):
@@ -71,7 +63,7 @@ def test_foreach_op_matches_eager(op, device, dtype):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         got = torch.compile(lambda *a: op(*a), backend="coil")(*args)
-    assert not fallbacks(caught), fallbacks(caught)
+    assert not coil_fallbacks(caught), coil_fallbacks(caught)
     tol = 1e-5 if dtype == torch.float32 else 1.6e-2
     assert len(got) == len(want)
     for g, w in zip(got, want):
@@ -130,7 +122,7 @@ def test_training_loop_follows_eager(device, optimizer):
             twin_loss.backward()
             twin_opt.step()
             twin_losses.append(twin_loss.item())
-    assert not fallbacks(caught), fallbacks(caught)
+    assert not coil_fallbacks(caught), coil_fallbacks(caught)
     assert losses[-1] < losses[0]  # it trains
     torch.testing.assert_close(torch.tensor(losses), torch.tensor(twin_losses), rtol=2e-3, atol=2e-4)
     for (n, p), q in zip(model.named_parameters(), twin.parameters()):

@@ -12,16 +12,12 @@ import torch
 import torch.nn.functional as F
 
 coil = pytest.importorskip("coil")
+from conftest import TORCH_DEVICES, coil_fallbacks  # noqa: E402
 from coil import _random  # noqa: E402,F401 - registers torch.ops.coil
 
-DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+DEVICES = TORCH_DEVICES
 
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def compiled(fn, *args):
@@ -29,7 +25,7 @@ def compiled(fn, *args):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         out = torch.compile(fn, backend="coil")(*args)
-    said = [str(w.message) for w in caught if issubclass(w.category, coil.FallbackWarning)]
+    said = coil_fallbacks(caught)
     assert not said, said
     return out
 

@@ -12,21 +12,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 coil = pytest.importorskip("coil")
+from conftest import TORCH_DEVICES, coil_fallbacks  # noqa: E402
 
 aten = torch.ops.aten
-DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+DEVICES = TORCH_DEVICES
 EPS = {torch.float32: 2.0 ** -23, torch.float16: 2.0 ** -10, torch.bfloat16: 2.0 ** -7}
 
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
-def fallbacks(caught):
-    return [str(w.message) for w in caught if issubclass(w.category, coil.FallbackWarning)]
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def close_to_f64(got, reference, dtype, length):
@@ -85,7 +77,7 @@ def test_convolution_backward_matches_f64(device, dtype, case):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         got = torch.compile(f, backend="coil")(dy, x, w)
-    assert not fallbacks(caught)
+    assert not coil_fallbacks(caught)
     want = f(*(t.cpu().double() for t in (dy, x, w)))
     k = w[0, 0].numel()
     lengths = [w.shape[0 if not transposed else 1] * k, dy[:, 0].numel(), dy[:, 0].numel()]
@@ -109,7 +101,7 @@ def test_convolution_backward_computes_only_what_the_mask_asks(device, mask):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         got = torch.compile(f, backend="coil")(dy, x, w)
-    assert not fallbacks(caught)
+    assert not coil_fallbacks(caught)
     for g, e in zip(got, want):
         assert (g is None) == (e is None)
         if e is not None:
@@ -141,7 +133,7 @@ def test_avg_pool2d_backward_gathers_each_elements_windows(device, dtype, case):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         got = torch.compile(f, backend="coil")(grad, x)
-    assert not fallbacks(caught)
+    assert not coil_fallbacks(caught)
     want = f(grad.double(), x.double())
     close_to_f64(got.cpu(), want.cpu(), dtype, k[0] * k[1])
     assert got.stride() == f(grad, x).stride()
@@ -281,7 +273,7 @@ def test_model_gradients_match_eager(device, dtype, name):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         loss, grads = step(trained, prepared(dtype), torch.compile(trained, backend="coil"))
-    assert not fallbacks(caught), fallbacks(caught)
+    assert not coil_fallbacks(caught), coil_fallbacks(caught)
     with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):  # eager's f32 convolutions in f32, as coil's
         want_loss, want = step(model, prepared(torch.float32), model)
     # A gradient that cancels (a bias before BatchNorm: 0 in exact arithmetic) is rounding noise

@@ -414,23 +414,25 @@ std::unique_ptr<Cudnn::Plans> Cudnn::build(const ConvProblem& p, const std::stri
   auto virtual_result = [&] { return b.tensor(next_virtual++, dnn::kDataFloat, p.y_dims, p.y_strides, 16, true); };
   void* result = e.any() ? virtual_result() : y;
   if (!result || (p.transposed && e.any())) return none();  // no epilogue after a backward-data operation
+  // The operation's attribute names: a forward convolution's, or the backward-data operation's,
+  // whose dy is our x and dx our y.
+  struct Names {
+    int op, x, w, y, conv, alpha, beta;
+  };
+  const Names n = p.transposed ? Names{dnn::kConvolutionBackwardDataDescriptor, dnn::kConvolutionBwdDataDy, dnn::kConvolutionBwdDataW,
+                                       dnn::kConvolutionBwdDataDx, dnn::kConvolutionBwdDataDescriptor_, dnn::kConvolutionBwdDataAlpha,
+                                       dnn::kConvolutionBwdDataBeta}
+                               : Names{dnn::kConvolutionForwardDescriptor, dnn::kConvolutionForwardX, dnn::kConvolutionForwardW,
+                                       dnn::kConvolutionForwardY, dnn::kConvolutionForwardDescriptor_, dnn::kConvolutionForwardAlpha,
+                                       dnn::kConvolutionForwardBeta};
   const float alpha = 1, beta = 0;
-  void* op = b.make(p.transposed ? dnn::kConvolutionBackwardDataDescriptor : dnn::kConvolutionForwardDescriptor);
-  if (p.transposed) {  // cuDNN's names: x is the forward convolution's dy, y its dx
-    b.set(op, dnn::kConvolutionBwdDataDy, dnn::kTypeBackendDescriptor, 1, &x);
-    b.set(op, dnn::kConvolutionBwdDataW, dnn::kTypeBackendDescriptor, 1, &w);
-    b.set(op, dnn::kConvolutionBwdDataDx, dnn::kTypeBackendDescriptor, 1, &result);
-    b.set(op, dnn::kConvolutionBwdDataDescriptor_, dnn::kTypeBackendDescriptor, 1, &conv);
-    b.set(op, dnn::kConvolutionBwdDataAlpha, dnn::kTypeFloat, 1, &alpha);
-    b.set(op, dnn::kConvolutionBwdDataBeta, dnn::kTypeFloat, 1, &beta);
-  } else {
-    b.set(op, dnn::kConvolutionForwardX, dnn::kTypeBackendDescriptor, 1, &x);
-    b.set(op, dnn::kConvolutionForwardW, dnn::kTypeBackendDescriptor, 1, &w);
-    b.set(op, dnn::kConvolutionForwardY, dnn::kTypeBackendDescriptor, 1, &result);
-    b.set(op, dnn::kConvolutionForwardDescriptor_, dnn::kTypeBackendDescriptor, 1, &conv);
-    b.set(op, dnn::kConvolutionForwardAlpha, dnn::kTypeFloat, 1, &alpha);
-    b.set(op, dnn::kConvolutionForwardBeta, dnn::kTypeFloat, 1, &beta);
-  }
+  void* op = b.make(n.op);
+  b.set(op, n.x, dnn::kTypeBackendDescriptor, 1, &x);
+  b.set(op, n.w, dnn::kTypeBackendDescriptor, 1, &w);
+  b.set(op, n.y, dnn::kTypeBackendDescriptor, 1, &result);
+  b.set(op, n.conv, dnn::kTypeBackendDescriptor, 1, &conv);
+  b.set(op, n.alpha, dnn::kTypeFloat, 1, &alpha);
+  b.set(op, n.beta, dnn::kTypeFloat, 1, &beta);
   if (api_->finalize(op) != dnn::kSuccess) return none();
   std::vector<void*> ops = {op};
   if (e.any()) {
