@@ -79,8 +79,10 @@ def _distribution(node):
         return sizes, val.dtype, "uniform", None
     if target in (aten.randn.default, aten.randn_like.default):
         return sizes, val.dtype, "normal", None
-    if target == aten.bernoulli.p and isinstance(node.args[1], (int, float)):
-        p = node.args[1]
+    if target == aten.bernoulli.p:
+        p = node.args[1] if len(node.args) > 1 else node.kwargs.get("p", 0.5)
+        if not isinstance(p, (int, float)):
+            return None
         return sizes, val.dtype, "uniform", lambda g, u: g.call_function(aten._to_copy.default, (g.call_function(
             aten.lt.Scalar, (u, p)),), {"dtype": val.dtype})
     if target == aten.uniform.default:

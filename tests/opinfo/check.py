@@ -147,15 +147,15 @@ def check_sample(op, sample, device, dtype, backend, seed, grad=False):
     """The record of one sample: status, detail (one line), graphs and what else was noticed.
     `grad`: what is compared is the gradients of the sample's inputs (_run_grad)."""
     call = (sample.input, tuple(sample.args), dict(sample.kwargs))
-    _run = _run_grad if grad else _run_values
+    run = _run_grad if grad else _run_values
     eager_inputs = _copy(call)
     try:
-        want = _run(op.op, eager_inputs, seed)
+        want = run(op.op, eager_inputs, seed)
     except Exception as e:
         return {"status": "skip", "detail": f"eager raises {_message(e)}"}
     record = {}
     values = op.name not in UNDETERMINED
-    if values and _differs_between_runs(op, call, want, eager_inputs, seed, _run):
+    if values and _differs_between_runs(op, call, want, eager_inputs, seed, run):
         values, record["note"] = False, "eager output changes between runs: structure compared only"
     compiled_inputs = _copy(call)
     backend.start_sample()
@@ -164,7 +164,7 @@ def check_sample(op, sample, device, dtype, backend, seed, grad=False):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            got = _run(compiled, compiled_inputs, seed)
+            got = run(compiled, compiled_inputs, seed)
             if device == "cuda":
                 torch.cuda.synchronize()  # a kernel's fault shows here, not in a later sample
         except Exception as e:
@@ -175,10 +175,10 @@ def check_sample(op, sample, device, dtype, backend, seed, grad=False):
     if errors:
         return dict(record, status="crash", detail=errors[0])
     found = difference(got, want, "output", values) or difference(compiled_inputs, eager_inputs, "inputs", values)
-    if found and values and dtype in LOW_PRECISION and _matches_f32_reference(op, call, dtype, seed, got, compiled_inputs, _run):
+    if found and values and dtype in LOW_PRECISION and _matches_f32_reference(op, call, dtype, seed, got, compiled_inputs, run):
         found, record["note"] = None, "matches the f32 reference, not eager"
     if (found and values and dtype == torch.float32 and not difference(compiled_inputs, eager_inputs, "inputs")
-            and _as_accurate_as_eager(op, call, seed, got, want, _run)):
+            and _as_accurate_as_eager(op, call, seed, got, want, run)):
         found, record["note"] = None, "as close to the f64 reference as eager"
     if found:
         return dict(record, status="mismatch", detail=found)
@@ -223,18 +223,18 @@ def _run_grad(fn, call, seed):
     return tuple(None if v is None else v.detach() for v in grads)
 
 
-def _differs_between_runs(op, call, want, eager_inputs, seed, _run):
+def _differs_between_runs(op, call, want, eager_inputs, seed, run=_run_values):
     """Whether eager gives other values on a second run with the same seed (random ops that
     are not in UNDETERMINED, uninitialized memory)."""
     again_inputs = _copy(call)
     try:
-        again = _run(op.op, again_inputs, seed)
+        again = run(op.op, again_inputs, seed)
     except Exception:
         return True
     return bool(difference(again, want) or difference(again_inputs, eager_inputs, "inputs"))
 
 
-def _as_accurate_as_eager(op, call, seed, got, want, _run):
+def _as_accurate_as_eager(op, call, seed, got, want, run=_run_values):
     """Whether an f32 result is no further from the op run in float64 (on the same inputs,
     upcast) than eager's result is, element by element or within twice eager's largest error over
     the tensor, and within assert_close's f32 tolerances: sums taken in another order (a GEMM's
@@ -242,7 +242,7 @@ def _as_accurate_as_eager(op, call, seed, got, want, _run):
     result as close to the exact answer is not wrong."""
     inputs = map_tensors(_copy(call), lambda t: t.detach().double().requires_grad_(t.requires_grad) if t.dtype == torch.float32 else t)
     try:
-        exact = _run(op.op, inputs, seed)
+        exact = run(op.op, inputs, seed)
     except Exception:
         return False
     got_t, want_t, exact_t = _tensors(got), _tensors(want), _tensors(exact)
@@ -276,13 +276,13 @@ def _tensors(value):
     return out
 
 
-def _matches_f32_reference(op, call, dtype, seed, got, compiled_inputs, _run):
+def _matches_f32_reference(op, call, dtype, seed, got, compiled_inputs, run):
     """Whether a 16-bit result is close to the op run in float32 on upcast inputs and cast back:
     a compiler that keeps intermediates in float32 is more accurate than eager, not wrong
     (Inductor's OpInfo test accepts the same reference)."""
     inputs = map_tensors(upcast(_copy(call), dtype), lambda t: t.detach().requires_grad_(t.requires_grad))
     try:
-        want = downcast(_run(op.op, inputs, seed), dtype)
+        want = downcast(run(op.op, inputs, seed), dtype)
     except Exception:
         return False
     return not (difference(got, want) or difference(compiled_inputs, downcast(inputs, dtype), "inputs"))

@@ -980,6 +980,24 @@ for tag, operand in MF_OPERANDS:
         add("full_like", f"mf-{tag}-{MEMORY_FORMATS.get(fmt)}",
             lambda g: g.call("full_like", operand(g), 1, memory_format=fmt), strides=True)
 
+
+
+def _philox_reference(g, size, stream, distribution, dtype):
+    """torch.ops.coil.philox_random (coil/_random.py): the same bits computed with tensor ops."""
+    from coil import _random  # noqa: F401 - registers torch.ops.coil
+
+    seed = next(iter(g.inputs.values()))
+    return [torch.ops.coil.philox_random(seed, size, stream, distribution, dtype)]
+
+
+# philox_random (coil's own: dropout, rand and randn in compiled graphs) against the op's PyTorch
+# implementation, which computes the same bits (normal values within an f64 rounding).
+for dt in FLOATS:
+    for distribution, size, stream in [("uniform", [7, 5], 0), ("normal", [3, 4, 2], 3), ("uniform", [0, 4], 1)]:
+        add("philox_random", f"{distribution}-{size}-{stream}-{dt_tag(dt)}",
+            lambda g: g.call("philox_random", g.input(torch.tensor(-987654321012345, dtype=I64)), size, stream, distribution, dt),
+            ref=lambda g, size=size, stream=stream, distribution=distribution, dt=dt: _philox_reference(g, size, stream, distribution, dt))
+
 # (start, end, step)
 RANGES = [(0, 5, 1), (2, 11, 3), (5, 0, -1), (10, -3, -4), (0.5, 3, 0.25), (0, 1, 0.1), (-3, 3, 2.5), (1, 1, 1),
           (1.5, 1.5, 0.5), (0, 2.0, 1), (-1, 1, 0.3), (3, 1, 1), (0, 5, 0), (0, 5, -1), (0.0, 0.0, 0.0),
