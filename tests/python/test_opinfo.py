@@ -26,20 +26,27 @@ EXPECTED = ROOT / "tests" / "opinfo" / "expected_failures.txt"
 SLICE = ["--device", "cpu", "--dtypes", "f32,i64,bool", "--samples", "1", "--shard", "0:4", "--jobs", "2"]
 
 
-def test_cpu_slice_matches_expected_failures(tmp_path):
+EXPECTED_GRAD = ROOT / "tests" / "opinfo" / "expected_grad_failures.txt"
+GRAD_SLICE = ["--grad", "--device", "cpu", "--dtypes", "f32", "--samples", "1", "--shard", "0:4", "--jobs", "2"]
+
+
+def run_slice(tmp_path, selection, expected, at_least):
+    """Runs the OpInfo suite on `selection` against the `expected` failures; fails on any
+    difference, or where fewer than `at_least` ops·dtypes ran."""
     pytest.importorskip("coil")
     if importlib.util.find_spec("expecttest") is None:  # op_db's module imports it
         pytest.fail("the OpInfo suite needs the expecttest package (requirements.txt: expecttest==0.3.0)")
-    proc = subprocess.run([sys.executable, "-m", "tests.opinfo.run", *SLICE, "--expected", str(EXPECTED),
+    proc = subprocess.run([sys.executable, "-m", "tests.opinfo.run", *selection, "--expected", str(expected),
                            "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=1500)
     assert (tmp_path / "results.json").exists(), proc.stderr[-3000:]
     results = json.loads((tmp_path / "results.json").read_text())
     ran = [u for u in results["units"] if u["status"] != "skip"]
-    assert len(ran) > 300, f"the slice ran only {len(ran)} ops·dtypes: {results['summary']}"
+    assert len(ran) > at_least, f"the slice ran only {len(ran)} ops·dtypes: {results['summary']}"
     assert proc.returncode == 0, f"{proc.stdout[-6000:]}\n(per sample: {tmp_path / 'summary.md'})"
 
 
-EXPECTED_GRAD = ROOT / "tests" / "opinfo" / "expected_grad_failures.txt"
+def test_cpu_slice_matches_expected_failures(tmp_path):
+    run_slice(tmp_path, SLICE, EXPECTED, 300)
 
 
 def test_cpu_gradient_slice_matches_expected_failures(tmp_path):
@@ -47,17 +54,7 @@ def test_cpu_gradient_slice_matches_expected_failures(tmp_path):
     compiled backward graphs against eager's (f32, shard 0 of 4, one sample: about 130 ops,
     half a minute), checked against tests/opinfo/expected_grad_failures.txt (the whole CPU run:
     `python -m tests.opinfo.run --grad --dtypes f32 --samples 1 --write-expected FILE`)."""
-    pytest.importorskip("coil")
-    if importlib.util.find_spec("expecttest") is None:
-        pytest.fail("the OpInfo suite needs the expecttest package (requirements.txt: expecttest==0.3.0)")
-    proc = subprocess.run([sys.executable, "-m", "tests.opinfo.run", "--grad", "--device", "cpu", "--dtypes", "f32",
-                           "--samples", "1", "--shard", "0:4", "--jobs", "2", "--expected", str(EXPECTED_GRAD),
-                           "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=1200)
-    assert (tmp_path / "results.json").exists(), proc.stderr[-3000:]
-    results = json.loads((tmp_path / "results.json").read_text())
-    ran = [u for u in results["units"] if u["status"] != "skip"]
-    assert len(ran) > 100, f"the gradient slice ran only {len(ran)} ops·dtypes: {results['summary']}"
-    assert proc.returncode == 0, f"{proc.stdout[-6000:]}\n(per sample: {tmp_path / 'summary.md'})"
+    run_slice(tmp_path, GRAD_SLICE, EXPECTED_GRAD, 100)
 
 
 def test_difference_walks_outputs_and_tolerates_rounding():

@@ -118,7 +118,7 @@ def test_bernoulli_and_uniform_are_drawn_by_coil(device):
     n = 1 << 14
 
     def f(x):
-        b = torch.bernoulli(torch.zeros_like(x), 0.25) + x
+        b = torch.bernoulli(torch.zeros_like(x), p=0.25) + x  # p by keyword
         u = torch.empty_like(x).uniform_(-3.0, 5.0) + x
         return b, u
 
