@@ -198,30 +198,46 @@ def node_json(node, device=None):
     return {"target": target_name(target), "name": node.name, "inputs": inputs, "outputs": _outputs(node)}
 
 
-def _mark_aliases(results, placeholders, layouts):
-    """Outputs that are views of another output (PyTorch returns them sharing its memory): each
-    gets "alias_of" (that output's index among coil's) and "offset" (its storage offset from
-    it), so the runner returns it as a view of that output, as eager does. The owner is an
-    output made by a non-view op (it owns its whole storage)."""
+def _storage(value):
     from torch.multiprocessing.reductions import StorageWeakRef
 
-    def storage(v):
-        return StorageWeakRef(v.untyped_storage())
+    return StorageWeakRef(value.untyped_storage())
 
-    inputs = {storage(p.meta["val"]) for p in placeholders if isinstance(p.meta.get("val"), torch.Tensor)}
-    values = [r.meta.get("val") for r in results if isinstance(r, torch.fx.Node) and r not in placeholders]
-    owners = {}  # (views of inputs are AOTAutograd's to remake)
-    for k, v in enumerate(values):
-        if isinstance(v, torch.Tensor) and layouts[k] is not None and storage(v) not in inputs and not v._is_view() \
-                and v.storage_offset() == 0 and v.untyped_storage().nbytes() == v.numel() * v.element_size():
-            owners.setdefault(storage(v), k)
-    for k, v in enumerate(values):
-        if not isinstance(v, torch.Tensor) or layouts[k] is None:
-            continue
-        owner = owners.get(storage(v))
-        if owner is not None and owner != k:
-            layouts[k]["alias_of"] = owner
-            layouts[k]["offset"] = v.storage_offset() - values[owner].storage_offset()
+
+def _owns_storage(value):
+    """Whether a traced tensor is its storage's whole and only layout: no view, offset 0, every
+    byte of the storage its own."""
+    return (isinstance(value, torch.Tensor) and not value._is_view() and value.storage_offset() == 0
+            and value.untyped_storage().nbytes() == value.numel() * value.element_size())
+
+
+def _owners(gm, placeholders):
+    """Per storage an FX node's value owns (see _owns_storage), the first such node (views come
+    after their base); inputs' storages aside (views of inputs are AOTAutograd's to remake)."""
+    inputs = {_storage(p.meta["val"]) for p in placeholders if isinstance(p.meta.get("val"), torch.Tensor)}
+    owners = {}
+    for node in gm.graph.nodes:
+        value = node.meta.get("val")
+        if node.op == "call_function" and _owns_storage(value) and _layout(value) is not None \
+                and _storage(value) not in inputs:
+            owners.setdefault(_storage(value), node)
+    return owners
+
+
+def _view_of(node, owners, results):
+    """The node whose value `node`'s value views, when coil returns that value and makes the view
+    over it: a view of another result (eager returns the two sharing memory), or a view of an
+    intermediate's whole storage (a permute or reshape: a training forward's transposed
+    activation saved for the backward), which so costs no copy. Else None."""
+    value = node.meta.get("val")
+    if not isinstance(value, torch.Tensor) or _layout(value) is None:
+        return None
+    base = owners.get(_storage(value))  # (a functionalized graph's views do not say _is_view())
+    if base is None or base is node or base.meta["val"].dtype != value.dtype:
+        return None
+    if base not in results and value.numel() != base.meta["val"].numel():
+        return None  # a part of an intermediate: copied out, not holding the whole alive
+    return base
 
 
 def program(gm, input_values, frozen, device):
@@ -230,10 +246,11 @@ def program(gm, input_values, frozen, device):
 
     `frozen` maps placeholder positions to weight keys. Returns a dict: "program" (json text),
     "per_call" (positions of the placeholders passed per call), "moves" (those of them that are
-    0-d CPU tensors, copied to `device` per call), "recipe" (("coil", i) for the i-th coil output,
-    ("arg", j) for placeholder j returned as is, ("const", v) for a non-tensor output), "single"
-    (the graph returns one value, not a tuple) and "layouts" (per coil output, the sizes,
-    strides and device type PyTorch gives it, for the runner to match).
+    0-d CPU tensors, copied to `device` per call), "recipe" (per result: ("coil", i) for the
+    i-th coil output, ("view", i, sizes, strides, offset) for a view of it at that storage
+    offset from its own, ("arg", j) for placeholder j returned as is, ("const", v) for a
+    non-tensor value), "single" (the graph returns one value, not a tuple) and "layouts" (per
+    coil output, the sizes, strides and device type PyTorch gives it, for the runner to match).
     """
     inputs, weights, per_call, moves, nodes = [], [], [], [], []
     where = device_json(device)
@@ -261,18 +278,33 @@ def program(gm, input_values, frozen, device):
             raise Unsupported(f"a {node.op} node")
     single = not isinstance(results, (list, tuple))
     outputs, recipe, layouts = [], [], []
+    owners = _owners(gm, placeholders)
+    results_set = {r for r in ([results] if single else results) if isinstance(r, torch.fx.Node)}
+    coil_index = {}  # program value name -> its index among coil's outputs
+
+    def coil_output(node):
+        name = value_name(node)
+        if name not in coil_index:
+            coil_index[name] = len(outputs)
+            outputs.append(name)
+            value = node.meta.get("val")
+            layout = _layout(value)
+            layouts.append(dict(layout, device=value.device.type, dtype=str(value.dtype).removeprefix("torch.")) if layout else None)
+        return coil_index[name]
+
     for r in [results] if single else results:
         if isinstance(r, torch.fx.Node) and r in placeholders:
             recipe.append(("arg", placeholders[r]))
         elif isinstance(r, torch.fx.Node):
-            recipe.append(("coil", len(outputs)))
-            outputs.append(value_name(r))
-            value = r.meta.get("val")
-            layout = _layout(value)
-            layouts.append(dict(layout, device=value.device.type, dtype=str(value.dtype).removeprefix("torch.")) if layout else None)
+            base = _view_of(r, owners, results_set)
+            if base is None:
+                recipe.append(("coil", coil_output(r)))
+                continue
+            value = r.meta["val"]
+            recipe.append(("view", coil_output(base), list(value.shape), list(value.stride()),
+                           value.storage_offset() - base.meta["val"].storage_offset()))
         else:
             recipe.append(("const", r))
-    _mark_aliases(results if not single else [results], placeholders, layouts)
     text = json.dumps({"name": "fx", "device": where["as_device"], "inputs": inputs, "weights": weights, "nodes": nodes,
                        "outputs": outputs})
     return {"program": text, "per_call": per_call, "moves": moves, "recipe": recipe, "single": single, "layouts": layouts}

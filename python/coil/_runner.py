@@ -95,6 +95,19 @@ def _output_fixup(out, want, device):
     return fix
 
 
+def _result(step, outs, args):
+    """A graph result from coil's outputs and the call's arguments (see _fx.program's recipe)."""
+    kind = step[0]
+    if kind == "coil":
+        return outs[step[1]]
+    if kind == "view":  # a view of a coil output, sharing its memory as in eager
+        _, i, sizes, strides, offset = step
+        return outs[i].as_strided(sizes, strides, outs[i].storage_offset() + offset)
+    if kind == "arg":
+        return args[step[1]]
+    return step[1]
+
+
 class Runner:
     """Calls a compiled graph with data pointers.
 
@@ -114,7 +127,6 @@ class Runner:
         self.keep = keep  # frozen tensors the compiled graph reads
         self.warn, self.eager = warn, eager
         self.fixups = None  # per coil output, found at the first call
-        self.aliases = [(k, w["alias_of"], w["offset"]) for k, w in enumerate(self.layouts) if w and "alias_of" in w]
         self.broken = False
         self.inputs = None  # per input passed per call, the sizes and strides it was compiled for
         if check_inputs:
@@ -148,10 +160,7 @@ class Runner:
         for k, fix in enumerate(self.fixups):
             if fix is not None:
                 outs[k] = fix(outs[k])
-        for k, base, offset in self.aliases:  # views of other outputs, sharing their memory as in eager
-            owner = outs[base]
-            outs[k] = owner.as_strided(outs[k].shape, self.layouts[k]["strides"], owner.storage_offset() + offset)
-        results = [outs[i] if kind == "coil" else args[i] if kind == "arg" else i for kind, i in self.recipe]
+        results = [_result(step, outs, args) for step in self.recipe]
         return results[0] if self.single else tuple(results)
 
     def __call__(self, *args):
