@@ -83,6 +83,13 @@ class Executable {
   std::vector<Tensor> run_on_stream(const TensorMap& inputs, const TensorMap& weights, void* stream) const;
   // Waits for every run on the GPU and throws the first error of those that had not reported.
   void synchronize() const;
+  // Graph outputs that are new values of graph inputs (`inputs`: per output, the index of the
+  // input it updates, or -1), computed in that input's memory where the step order allows it
+  // (runtime/memory_plan.h, outputs_over_inputs): a run then returns such an output undefined,
+  // its values written over the input, whenever the input was used in place (given in the
+  // declared layout; on a GPU, as a device tensor). Returns per output the input granted, or -1.
+  // Call before the first run.
+  std::vector<int> compute_outputs_in_inputs(const std::vector<int>& inputs);
 
   CompileStats stats;
   std::string source;           // the generated C++ or CUDA C++

@@ -11,7 +11,7 @@ import warnings
 
 import torch
 
-from . import _cache, _coil, _complex, _decompositions, _fx, _library, _random, _rewrites, _runner
+from . import _cache, _coil, _complex, _decompositions, _fx, _library, _random, _rewrites, _runner, _updates
 
 _log = logging.getLogger("coil")
 
@@ -213,24 +213,34 @@ def _compile_forward(gm, options, frozen_tensors, check_inputs=False):
     """AOTAutograd's compiler: the whole graph, or its coil-able partitions. `check_inputs`: the
     graph's inputs are checked against their traced layouts at each call (a backward graph's
     saved tensors and gradients come from wherever autograd made them)."""
+    gm, updates = _updates.split(gm)  # inputs' new values: results coil writes over the inputs
+    frozen_tensors = {i: t for i, t in frozen_tensors.items() if i not in {p for _, p in updates}}
     values = _placeholder_values(gm)
     device = _graph_device(values, _node_values(gm))
     if device.type not in ("cpu", "cuda"):
         if options.get("fallback", "eager") == "error":
             raise _coil.CoilError(f"coil: device {device} is not supported")
         _warn(f"coil: this graph runs on {device}, which coil does not compile for; it runs in PyTorch eager")
-        return gm
+        return _updates.applied(gm, updates)
     calls = [n for n in gm.graph.nodes if n.op == "call_function"]
     if not calls:
-        return gm
+        return _updates.applied(gm, updates)
     gm = _complex.as_real_pairs(gm, values) or gm
     unsupported = [n for n in gm.graph.nodes if n.op == "call_function" and not _node_supported(n, device)]
     if unsupported:
         gm = _decompositions.decompose_unsupported(gm, values, unsupported) or gm
+    gm.meta["coil_updates"] = updates  # (the rewrites above make new modules)
     seeded = _random.with_seed(gm, device)  # random nodes drawn by coil from a seed given per call
     if seeded is None:
-        return _compile_module(gm, options, frozen_tensors, check_inputs, device)
-    return _random.seeded(_compile_module(seeded, options, frozen_tensors, check_inputs, device), device)
+        return _applied(_compile_module(gm, options, frozen_tensors, check_inputs, device), updates)
+    seeded.meta["coil_updates"] = updates
+    return _random.seeded(_applied(_compile_module(seeded, options, frozen_tensors, check_inputs, device), updates), device)
+
+
+def _applied(compiled, updates):
+    """`compiled` giving the graph's own results, its inputs' new values written (a runner of the
+    whole graph does that itself)."""
+    return compiled if isinstance(compiled, _runner.Runner) else _updates.applied(compiled, updates)
 
 
 def _compile_module(gm, options, frozen_tensors, check_inputs, device):
@@ -377,7 +387,7 @@ def _compile_graph(gm, example_inputs, mode, options):
 
     wrapped = aot_module_simplified(gm, example_inputs, fw_compiler=forward_compiler, bw_compiler=backward_compiler,
                                     inference_compiler=inference_compiler, partition_fn=_partition_joint,
-                                    decompositions=_decompositions.core())
+                                    decompositions=_decompositions.core(), keep_inference_input_mutations=True)
     return direct[0] if direct else wrapped
 
 

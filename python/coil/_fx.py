@@ -249,8 +249,10 @@ def program(gm, input_values, frozen, device):
     0-d CPU tensors, copied to `device` per call), "recipe" (per result: ("coil", i) for the
     i-th coil output, ("view", i, sizes, strides, offset) for a view of it at that storage
     offset from its own, ("arg", j) for placeholder j returned as is, ("const", v) for a
-    non-tensor value), "single" (the graph returns one value, not a tuple) and "layouts" (per
-    coil output, the sizes, strides and device type PyTorch gives it, for the runner to match).
+    non-tensor value), "single" (the graph returns one value, not a tuple), "layouts" (per coil
+    output, the sizes, strides and device type PyTorch gives it, for the runner to match) and
+    "updates" (gm.meta["coil_updates"]: (result index, placeholder position) of each input's new
+    value, see _updates).
     """
     inputs, weights, per_call, moves, nodes = [], [], [], [], []
     where = device_json(device)
@@ -292,8 +294,14 @@ def program(gm, input_values, frozen, device):
             layouts.append(dict(layout, device=value.device.type, dtype=str(value.dtype).removeprefix("torch.")) if layout else None)
         return coil_index[name]
 
-    for r in [results] if single else results:
-        if isinstance(r, torch.fx.Node) and r in placeholders:
+    updates = dict(gm.meta.get("coil_updates", ()))  # result index -> the placeholder it updates
+    for index, r in enumerate([results] if single else results):
+        if index in updates and isinstance(r, torch.fx.Node) and r not in placeholders:
+            # An input's new value (see _updates): an output of its own, written over the input.
+            recipe.append(("coil", len(outputs)))
+            outputs.append(value_name(r))
+            layouts.append(None)
+        elif isinstance(r, torch.fx.Node) and r in placeholders:
             recipe.append(("arg", placeholders[r]))
         elif isinstance(r, torch.fx.Node):
             base = _view_of(r, owners, results_set)
@@ -307,4 +315,5 @@ def program(gm, input_values, frozen, device):
             recipe.append(("const", r))
     text = json.dumps({"name": "fx", "device": where["as_device"], "inputs": inputs, "weights": weights, "nodes": nodes,
                        "outputs": outputs})
-    return {"program": text, "per_call": per_call, "moves": moves, "recipe": recipe, "single": single, "layouts": layouts}
+    return {"program": text, "per_call": per_call, "moves": moves, "recipe": recipe, "single": single, "layouts": layouts,
+            "updates": sorted(updates.items())}

@@ -6,7 +6,7 @@ import json
 
 import torch
 
-from . import _coil, _fx
+from . import _coil, _fx, _updates
 
 _DTYPES = {code: dtype for dtype, code in _fx.DTYPES.items()}
 
@@ -128,6 +128,14 @@ class Runner:
         self.warn, self.eager = warn, eager
         self.fixups = None  # per coil output, found at the first call
         self.broken = False
+        self.updates = [tuple(u) for u in entry.get("updates", ())]
+        if self.updates:  # new values of inputs, computed over the inputs where coil's step order allows
+            wanted = [-1] * len(self.layouts)
+            for index, position in self.updates:
+                step = self.recipe[index]
+                if step[0] == "coil" and position in self.per_call:
+                    wanted[step[1]] = self.per_call.index(position)
+            compiled.compute_outputs_in_inputs(wanted)
         self.inputs = None  # per input passed per call, the sizes and strides it was compiled for
         if check_inputs:
             self.inputs = [(i["meta"]["sizes"], i["meta"]["strides"], _DTYPES[i["meta"]["dtype"]])
@@ -151,9 +159,9 @@ class Runner:
     def _run(self, args):
         if self.moves or self.inputs is not None:
             held = [self._pointer(i, args[i], k) for k, i in enumerate(self.per_call)]
-            ptrs = [t.data_ptr() for t in held]
         else:
-            ptrs = [args[i].data_ptr() for i in self.per_call]
+            held = [args[i] for i in self.per_call]
+        ptrs = [t.data_ptr() for t in held]
         outs = self.compiled.run(ptrs, self.stream(self.cuda) if self.stream is not None else 0)
         if self.fixups is None:
             self.fixups = [_output_fixup(o, w, self.device) for o, w in zip(outs, self.layouts)] if self.layouts else []
@@ -161,16 +169,27 @@ class Runner:
             if fix is not None:
                 outs[k] = fix(outs[k])
         results = [_result(step, outs, args) for step in self.recipe]
+        for index, position in self.updates:
+            if results[index] is None and held[self.per_call.index(position)] is not args[position]:
+                results[index] = held[self.per_call.index(position)]  # written over the copy coil was given
+        return results
+
+    def _finish(self, results, args):
+        results = _updates.finish(results, args, self.updates)
         return results[0] if self.single else tuple(results)
+
+    def _eager(self, args):
+        results = self.eager(*args)
+        return results if self.single else _updates.finish(results, args, self.updates)
 
     def __call__(self, *args):
         if self.broken:
-            return self.eager(*args)
+            return self._eager(args)
         if self.eager is None:
-            return self._run(args)
+            return self._finish(self._run(args), args)
         try:
-            return self._run(args)
+            return self._finish(self._run(args), args)
         except (LayoutError, _coil.CoilError) as e:
             self.warn(f"coil: a compiled graph runs in PyTorch eager from here on: {e} (a bug in coil)")
             self.broken = True
-            return self.eager(*args)
+            return self._eager(args)

@@ -106,10 +106,12 @@ class Compiled {
       }
       outs = on_gpu_ ? exe_.run_on_stream(inputs, weights_, reinterpret_cast<void*>(stream)) : exe_.run(inputs, weights_);
     }
-    nb::list result;
-    for (const auto& t : outs) result.append(to_torch(t, from_dlpack_));
+    nb::list result;  // None for an output written over its input (compute_outputs_in_inputs)
+    for (const auto& t : outs) result.append(t.defined() ? to_torch(t, from_dlpack_) : nb::none());
     return result;
   }
+
+  std::vector<int> compute_outputs_in_inputs(const std::vector<int>& inputs) { return exe_.compute_outputs_in_inputs(inputs); }
 
   nb::dict stats() const {
     nb::dict d;
@@ -185,6 +187,9 @@ NB_MODULE(_coil, m) {
            nb::arg("weight_keys") = std::vector<std::string>{}, nb::arg("weight_ptrs") = std::vector<uintptr_t>{},
            nb::arg("cache_dir") = "")
       .def("run", &Compiled::run, nb::arg("ptrs"), nb::arg("stream") = 0)
+      .def("compute_outputs_in_inputs", &Compiled::compute_outputs_in_inputs, nb::arg("inputs"),
+           "Per output, the index of the input it updates or -1; returns those granted: such an output is "
+           "written over its input where the input is used in place, and run() returns None for it.")
       .def("stats", &Compiled::stats)
       .def("graph_text", &Compiled::graph_text)
       .def_prop_ro("device", &Compiled::device);

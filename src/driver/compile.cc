@@ -62,6 +62,11 @@ std::vector<Tensor> Executable::run_on_stream(const TensorMap& inputs, const Ten
   return gpu_plan->run(inputs, weights, stream);
 }
 
+std::vector<int> Executable::compute_outputs_in_inputs(const std::vector<int>& inputs) {
+  if (gpu_plan) return gpu_plan->output_over_input = outputs_over_inputs(gpu_plan->lowered, gpu_plan->memory, inputs);
+  return plan->output_over_input = outputs_over_inputs(plan->lowered, plan->memory, inputs);
+}
+
 void Executable::synchronize() const {
   if (gpu_plan) gpu_plan->check_pending(true);
 }

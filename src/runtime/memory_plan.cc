@@ -34,7 +34,69 @@ int in_place_candidate(const loop::Program& program, size_t s, const MemoryPlan&
   return -1;
 }
 
+void loads_of(const loop::ExprRef& e, int buffer, std::vector<loop::ExprRef>& out) {
+  if (e->kind() == loop::Expr::Kind::load && e->buffer() == buffer) out.push_back(e);
+  for (const auto& o : e->operands()) loads_of(o, buffer, out);
+}
+
+// Whether `step` is a pointwise kernel that may store `out` over `in`: every element of `in` read
+// where its iteration writes `out`. The kernels compute and store the values of the stores in
+// order, each distinct load once (codegen's ExprPrinter): a store after `out`'s may read `in`
+// only through a load an earlier value made (an optimizer's kernel per parameter stores the
+// parameter, then its moments, each recomputing what it needs from the old values).
+bool pointwise_over(const loop::Kernel& step, int out, int in) {
+  const auto* k = std::get_if<loop::LoopKernel>(&step);
+  if (!k || !k->reductions.empty()) return false;
+  auto at = std::find_if(k->stores.begin(), k->stores.end(), [&](const loop::StoreStep& st) { return st.buffer == out; });
+  if (at == k->stores.end()) return false;
+  std::vector<loop::ExprRef> made;  // the loads of `in` emitted before `out` is stored
+  for (auto st = k->stores.begin(); st != k->stores.end(); ++st) {
+    if (st->dynamic || (st != at && st->buffer == out) || !loads_only_at(st->value, in, at->offset)) return false;
+    std::vector<loop::ExprRef> loads;
+    loads_of(st->value, in, loads);
+    if (st <= at) {
+      made.insert(made.end(), loads.begin(), loads.end());
+      continue;
+    }
+    for (const auto& l : loads)
+      if (std::none_of(made.begin(), made.end(), [&](const loop::ExprRef& m) { return loop::same(m, l); })) return false;
+  }
+  return true;
+}
+
+// Whether buffer `out` may be computed in the memory of buffer `in` (see outputs_over_inputs).
+bool may_overwrite(const loop::Program& program, const MemoryPlan& plan, int out, int in) {
+  const loop::Buffer& o = program.buffers[static_cast<size_t>(out)];
+  const loop::Buffer& i = program.buffers[static_cast<size_t>(in)];
+  if (o.dtype != i.dtype || !(o.sizes == i.sizes) || !(o.strides == i.strides) || !(o.offset == i.offset)) return false;
+  std::vector<size_t> writers;
+  for (size_t s = 0; s < plan.writes.size(); ++s)
+    if (std::count(plan.writes[s].begin(), plan.writes[s].end(), out)) writers.push_back(s);
+  if (writers.empty()) return false;
+  const size_t first = writers.front();
+  for (size_t s = first; s < plan.reads.size(); ++s) {
+    if (!std::count(plan.reads[s].begin(), plan.reads[s].end(), in)) continue;
+    if (s != first || writers.size() != 1 || !pointwise_over(program.kernels[s], out, in)) return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+std::vector<int> outputs_over_inputs(const LoweredGraph& lowered, const MemoryPlan& plan, const std::vector<int>& wanted) {
+  const auto& outs = lowered.output_buffers;
+  std::vector<int> granted(outs.size(), -1);
+  std::set<int> taken;  // inputs already given to an output
+  for (size_t o = 0; o < outs.size() && o < wanted.size(); ++o) {
+    int in = wanted[o];
+    if (in < 0 || in >= static_cast<int>(lowered.input_buffers.size()) || taken.count(in)) continue;
+    if (std::count(outs.begin(), outs.end(), outs[o]) != 1) continue;
+    if (!may_overwrite(lowered.program, plan, outs[o], lowered.input_buffers[static_cast<size_t>(in)])) continue;
+    granted[o] = in;
+    taken.insert(in);
+  }
+  return granted;
+}
 
 MemoryPlan plan_memory(const LoweredGraph& lowered) {
   const auto& program = lowered.program;

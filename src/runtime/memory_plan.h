@@ -23,6 +23,16 @@ struct MemoryPlan {
 
 MemoryPlan plan_memory(const LoweredGraph& lowered);
 
+// Per graph output, the graph input whose memory it may be computed in (`wanted`: per output,
+// an input index or -1): an input the graph updates (an optimizer step's parameters, BatchNorm's
+// running statistics) then takes its new values with no copy. An output qualifies when its
+// buffer has the input's dtype and layout, is no other output's, and no step reads the input
+// after the first step that writes the output, unless that step is the output's only writer: a
+// pointwise kernel reading the input only at the element it writes, and only for the stores up
+// to the output's (an optimizer's one kernel per parameter stores the parameter and its moments).
+// Returns `wanted` with -1 where that does not hold.
+std::vector<int> outputs_over_inputs(const LoweredGraph& lowered, const MemoryPlan& plan, const std::vector<int>& wanted);
+
 // The steps with what they read, write and release (`coil compile --emit plan`).
 std::string describe_plan(const LoweredGraph& lowered);
 

@@ -69,6 +69,16 @@ std::vector<Tensor> Plan::run(const TensorMap& inputs, const TensorMap& weights)
     if (it == weights.end()) fail("weight '{}' (for %{}) was not given", key, node.name());
     held[static_cast<size_t>(b)] = bind_external(it->second, buffers[static_cast<size_t>(b)], symbols, "weight '" + key + "'");
   }
+  // Outputs computed over the inputs they update, where the input was borrowed, not copied.
+  std::vector<bool> in_input(lowered.output_buffers.size(), false);
+  for (size_t o = 0; o < output_over_input.size(); ++o) {
+    if (output_over_input[o] < 0) continue;
+    auto i = static_cast<size_t>(output_over_input[o]);
+    auto ib = static_cast<size_t>(lowered.input_buffers[i]), ob = static_cast<size_t>(lowered.output_buffers[o]);
+    if (held[ib].data() != inputs.at(graph.nodes[static_cast<size_t>(inputs_nodes[i])].name()).data()) continue;
+    held[ob] = held[ib];
+    in_input[o] = true;
+  }
   // Buffers no step touches (a per-row result that fusion kept in registers) get no memory.
   // Outputs and constants are allocated up front; temporaries just before their first step,
   // from the memory of temporaries already dead when it fits.
@@ -133,7 +143,8 @@ std::vector<Tensor> Plan::run(const TensorMap& inputs, const TensorMap& weights)
     }
   }
   std::vector<Tensor> out;
-  for (int b : lowered.output_buffers) out.push_back(held[static_cast<size_t>(b)]);
+  for (size_t o = 0; o < lowered.output_buffers.size(); ++o)
+    out.push_back(in_input[o] ? Tensor() : held[static_cast<size_t>(lowered.output_buffers[o])]);
   temporaries->give(std::move(pool));
   return out;
 }

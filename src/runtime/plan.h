@@ -42,6 +42,10 @@ struct Plan {
   std::vector<std::shared_ptr<void>> libraries;  // keep the kernels' code loaded
   std::shared_ptr<TemporaryCache> temporaries = std::make_shared<TemporaryCache>();
   std::shared_ptr<onednn::Primitives> primitives = std::make_shared<onednn::Primitives>();  // the extern calls'
+  // Per graph output, the graph input whose memory it is computed in (outputs_over_inputs), or
+  // -1. Such an output is returned undefined when the input was borrowed (given in the declared
+  // layout): its values are in the caller's input.
+  std::vector<int> output_over_input;
 
   std::vector<Tensor> run(const TensorMap& inputs, const TensorMap& weights) const;
 };

@@ -91,9 +91,21 @@ OPTIMIZERS = {
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("optimizer", sorted(OPTIMIZERS))
-def test_training_loop_follows_eager(device, optimizer):
+def test_training_loop_follows_eager(device, optimizer, monkeypatch):
     """20 steps of a compiled model and a compiled optimizer step against eager's from the same
-    weights and data: the losses stay together, the parameters end together; nothing falls back."""
+    weights and data: the losses stay together, the parameters end together; nothing falls back.
+    The new parameters, optimizer state and BatchNorm statistics are computed over the old ones
+    (no copy after the run)."""
+    from coil import _updates
+
+    copied = []
+    finish = _updates.finish
+
+    def counting_finish(results, args, updates):
+        copied.extend(str(args[p].shape) for i, p in updates if results[i] is not None)
+        return finish(results, args, updates)
+
+    monkeypatch.setattr(_updates, "finish", counting_finish)
     torch.manual_seed(0)
     model = Net().to(device)
     twin = copy.deepcopy(model)
@@ -123,6 +135,7 @@ def test_training_loop_follows_eager(device, optimizer):
             twin_opt.step()
             twin_losses.append(twin_loss.item())
     assert not coil_fallbacks(caught), coil_fallbacks(caught)
+    assert not copied, copied
     assert losses[-1] < losses[0]  # it trains
     torch.testing.assert_close(torch.tensor(losses), torch.tensor(twin_losses), rtol=2e-3, atol=2e-4)
     for (n, p), q in zip(model.named_parameters(), twin.parameters()):

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 coil = pytest.importorskip("coil")
 coil.register()  # only needed for a build tree on PYTHONPATH (the GPU machine); installed: the entry point
+from conftest import coil_fallbacks  # noqa: E402
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 TOL = {torch.float32: (2e-4, 2e-4), torch.float16: (1e-2, 1e-2), torch.bfloat16: (4e-2, 4e-2)}
@@ -396,6 +397,55 @@ def test_graphs_that_need_aot_autograds_wrappers_keep_them(model, tmp_path):
         torch.testing.assert_close(g, w)
     torch.testing.assert_close(x, want_x)  # the input was mutated like eager's
     assert not list(tmp_path.glob("*/*.fxgraph"))
+
+
+def _sum_then_add(x, y):  # the old x is summed, the new one returned
+    s = x.sum()
+    x.add_(y)
+    return x * s
+
+
+def _scale_then_transpose(x, y):  # the new x read at other elements than each one's own
+    x.mul_(2)
+    return x.t() + y.t()
+
+
+def _two_updates(x, y):  # y's new value reads x's new value
+    x.add_(1)
+    y.mul_(x)
+    return (x + y).sum(dim=1)
+
+
+def _running_mean(x, y):  # BatchNorm-like: a running statistic updated from a reduction
+    y.mul_(0.9).add_(x.mean(dim=0), alpha=0.1)
+    return x - y
+
+
+def _update_from_an_input(x, y):  # the new value is the other input itself
+    x.copy_(y)
+    return x + 1
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("fn", [_sum_then_add, _scale_then_transpose, _two_updates, _running_mean, _update_from_an_input],
+                         ids=lambda f: f.__name__.strip("_"))
+def test_input_updates_match_eager(fn, device):
+    """Inputs a graph mutates get their new values (coil computes them over the inputs' memory
+    where no later step reads the old values), the results see the right ones, and a second
+    call starts from the first call's values."""
+    torch.manual_seed(3)
+    x, y = torch.randn(6, 6, device=device), torch.randn(6, 6, device=device)
+    want_x, want_y = x.clone(), y.clone()
+    compiled = torch.compile(fn, backend="coil")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            want = fn(want_x, want_y)
+            got = compiled(x, y)
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(x, want_x, rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(y, want_y, rtol=1e-5, atol=1e-5)
+    assert not coil_fallbacks(caught), coil_fallbacks(caught)
 
 
 class ResNetStem(nn.Module):

@@ -95,6 +95,89 @@ TEST(MemoryPlan, ElementwiseResultOverwritesADyingOperand) {
   for (int64_t i = 0; i < got.numel(); ++i) ASSERT_NEAR(got.load(i), want.load(i), 1e-3 * (1 + std::abs(want.load(i)))) << i;
 }
 
+// An optimizer-style update: the new value of %p is computed over %p's own memory, and the run
+// leaves it there (the output comes back undefined), with the reference's values.
+TEST(MemoryPlan, UpdateIsComputedOverItsInput) {
+  Graph g = parse_graph(
+      "graph t {\n  %p = input() : f32[33, 7]\n  %g = input() : f32[33, 7]\n  %s = mul.Scalar(%g, 0.5)\n"
+      "  %n = sub.Tensor(%p, %s)\n  %l = sum(%n)\n  return %n, %l\n}\n");
+  Executable exe = compile(g, {.cache_dir = (std::filesystem::temp_directory_path() / "coil_plan_test").string()});
+  EXPECT_EQ(exe.compute_outputs_in_inputs({0, -1}), (std::vector<int>{0, -1}));
+  TensorMap inputs = random_inputs(g, 5);
+  std::vector<Tensor> want = evaluate_reference(g, inputs);
+  std::vector<Tensor> got = exe.run(inputs, {});
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_FALSE(got[0].defined());
+  const Tensor& p = inputs.at("p");
+  for (int64_t i = 0; i < p.numel(); ++i) ASSERT_NEAR(p.load(i), want[0].load(i), 1e-6) << i;
+  EXPECT_NEAR(got[1].load(0), want[1].load(0), 1e-4);
+}
+
+// The input is read again after its new value is written (the sum of the old %p, and the
+// transpose, which reads another element than it writes): the output gets memory of its own.
+TEST(MemoryPlan, UpdateReadAfterwardsIsNotInPlace) {
+  for (const char* body : {"  %n = add.Scalar(%p, 1)\n  %t = permute(%p, [1, 0])\n  %u = mul.Tensor(%n, %t)\n  return %n, %u\n",
+                           "  %n = permute(%p, [1, 0])\n  %u = add.Scalar(%n, 1)\n  return %u, %n\n"}) {
+    Graph g = parse_graph(std::string("graph t {\n  %p = input() : f32[8, 8]\n") + body + "}\n");
+    Executable exe = compile(g, {.cache_dir = (std::filesystem::temp_directory_path() / "coil_plan_test").string()});
+    EXPECT_EQ(exe.compute_outputs_in_inputs({0, -1}), (std::vector<int>{-1, -1})) << body;
+    TensorMap inputs = random_inputs(g, 9);
+    std::vector<Tensor> want = evaluate_reference(g, inputs);
+    std::vector<Tensor> got = exe.run(inputs, {});
+    for (size_t o = 0; o < 2; ++o) {
+      Tensor c = got[o].contiguous_copy();
+      for (int64_t i = 0; i < c.numel(); ++i) ASSERT_NEAR(c.load(i), want[o].contiguous_copy().load(i), 1e-5) << body << o << i;
+    }
+  }
+}
+
+// One kernel storing two updates (a parameter and its momentum), each value recomputing what it
+// needs from the old inputs; and a kernel whose other store reads an input another store
+// overwrites. Whatever is granted, the values are the reference's.
+TEST(MemoryPlan, UpdatesOfOneKernelKeepTheOldValuesTheyRead) {
+  const std::vector<std::pair<const char*, std::vector<int>>> cases = {
+      {"  %a = mul.Scalar(%m, 0.9)\n  %m2 = add.Tensor(%a, %g)\n  %b = mul.Scalar(%m2, 0.1)\n  %p2 = sub.Tensor(%p, %b)\n"
+       "  return %p2, %m2\n",
+       {0, 1}},
+      {"  %a = mul.Scalar(%g, 2)\n  %b = add.Scalar(%p, 1)\n  return %a, %b\n", {0, -1}},
+  };
+  for (const auto& [body, wanted] : cases) {
+    Graph g = parse_graph(std::string("graph t {\n  %p = input() : f32[9, 5]\n  %m = input() : f32[9, 5]\n  %g = input() : f32[9, 5]\n") +
+                          body + "}\n");
+    Executable exe = compile(g, {.cache_dir = (std::filesystem::temp_directory_path() / "coil_plan_test").string()});
+    std::vector<int> granted = exe.compute_outputs_in_inputs(wanted);
+    if (wanted[1] >= 0) {
+      EXPECT_EQ(granted, wanted) << body;
+    }
+    TensorMap inputs = random_inputs(g, 11);
+    TensorMap before;
+    for (const auto& [name, t] : inputs) before.emplace(name, t.contiguous_copy());
+    std::vector<Tensor> want = evaluate_reference(g, before);
+    std::vector<Tensor> got = exe.run(inputs, {});
+    for (size_t o = 0; o < want.size(); ++o) {
+      const Tensor& value = granted[o] >= 0 ? inputs.at(granted[o] == 0 ? "p" : "m") : got[o];
+      EXPECT_EQ(got[o].defined(), granted[o] < 0) << body << o;
+      for (int64_t i = 0; i < want[o].numel(); ++i) ASSERT_NEAR(value.load(i), want[o].load(i), 1e-5) << body << o << " " << i;
+    }
+  }
+}
+
+// Inputs of another dtype or layout than the output's, and a second output over an input
+// already given, are refused.
+TEST(MemoryPlan, UpdateNeedsTheInputsLayout) {
+  Graph g = parse_graph(
+      "graph t {\n  %p = input() : f32[4, 6]\n  %q = input() : f32[4, 6]\n  %h = input() : f16[4, 6]\n"
+      "  %n = mul.Scalar(%p, 2)\n  %m = mul.Scalar(%q, 3)\n  %t = permute(%q, [1, 0])\n  %k = mul.Scalar(%t, 2)\n"
+      "  %c = _to_copy(%h, dtype=f32)\n  return %n, %m, %k, %c\n}\n");
+  Generated gen = generate(g);
+  MemoryPlan plan = plan_memory(gen.lowered);
+  const std::vector<int> none{-1, -1, -1, -1};
+  EXPECT_EQ(outputs_over_inputs(gen.lowered, plan, {2, -1, -1, -1}), none);  // f32 over f16
+  EXPECT_EQ(outputs_over_inputs(gen.lowered, plan, {-1, -1, -1, 2}), none);
+  EXPECT_EQ(outputs_over_inputs(gen.lowered, plan, {-1, -1, 1, -1}), none);  // [6, 4] over [4, 6]
+  EXPECT_EQ(outputs_over_inputs(gen.lowered, plan, {0, 0, -1, -1}), (std::vector<int>{0, -1, -1, -1}));  // %p given once
+}
+
 TEST(TranslationUnits, PartitionCoversEveryKernelOnceAndIsDeterministic) {
   codegen::CpuSource src;
   for (int i = 0; i < 7; ++i) {

@@ -348,6 +348,14 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
       }
       ptrs[b] = cached->second;
     }
+    std::vector<bool> in_input(lowered.output_buffers.size(), false);
+    for (size_t o = 0; o < output_over_input.size(); ++o) {
+      if (output_over_input[o] < 0) continue;
+      auto ib = static_cast<size_t>(lowered.input_buffers[static_cast<size_t>(output_over_input[o])]);
+      if (owned[ib]) continue;  // a copy of the input (a host tensor, an unaligned base): not the caller's memory
+      ptrs[static_cast<size_t>(lowered.output_buffers[o])] = ptrs[ib];
+      in_input[o] = true;
+    }
     std::vector<std::vector<size_t>> allocate_before(nk);
     for (size_t b = 0; b < nb; ++b) {
       const loop::Buffer& buf = buffers[b];
@@ -423,7 +431,12 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
       // Outputs stay on the device, freed to the allocator (on this stream) with their last
       // tensor; the status words come back asynchronously and are checked by a later call.
       std::map<int, Tensor> given;
-      for (int ob : lowered.output_buffers) {
+      for (size_t o = 0; o < lowered.output_buffers.size(); ++o) {
+        if (in_input[o]) {
+          out.emplace_back();
+          continue;
+        }
+        int ob = lowered.output_buffers[o];
         auto ub = static_cast<size_t>(ob);
         const loop::Buffer& buf = buffers[ub];
         if (!given.count(ob)) {

@@ -50,6 +50,10 @@ struct GpuPlan {
   bool tf32 = false;                           // f32 matrix products may use TF32
   bool status_words = true;                    // some kernel may report an error (loop::may_fail)
   SplitScratchLayout scratch_layout;           // of `kernels`, in each stream's split scratch
+  // Per graph output, the graph input whose memory it is computed in (outputs_over_inputs), or
+  // -1: done when the input is a device tensor borrowed in place (the output is then returned
+  // undefined, its values in the caller's input).
+  std::vector<int> output_over_input;
 
   // Host tensors in and out: inputs are copied to the device, outputs back, and errors (index,
   // division) are thrown here. Host weights are copied once and kept on the device (keyed by
