@@ -7,10 +7,12 @@
 // simplified with the kernel's loop bounds (to row * n_padded + column where the index is a
 // plain row and column). Results read by another extern call, through a data-dependent index,
 // written by a loop kernel, or with fewer than `min_elements` elements keep their layout.
-// A padded result that is only copied into a graph output of the same rows (a view of it)
-// makes that output padded instead, written by the product itself: the graph returns a strided
-// tensor, as Inductor's padded products do, and the copy is gone. The product's output buffer
-// may then have more dims than its operands (leading ones that merge into its rows).
+// A product whose result is a graph output writes a temporary first, copied into the output
+// (the temporary is then padded). A padded result that is only copied into a graph output of
+// the same rows (a view of it, or itself) that no kernel reads makes that output padded instead,
+// written by the product itself: the graph returns a strided tensor, as Inductor's padded
+// products do, and the copy is gone. The product's output buffer may then have more dims than
+// its operands (leading ones that merge into its rows).
 #pragma once
 #include <cstdint>
 

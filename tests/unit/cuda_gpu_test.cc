@@ -93,6 +93,12 @@ const char* kGraphs[] = {
     // ... and written by the product straight into the output view, which takes the padded rows
     "  %x = input() : bf16[3, 100, 64]\n  %w = input() : bf16[3501, 64]\n  %xv = view(%x, [300, 64])\n"
     "  %wt = permute(%w, [1, 0])\n  %h = mm(%xv, %wt)\n  %y = view(%h, [3, 100, 3501])\n  return %y\n",
+    // ... a product that is itself an output and read by a sum: written into padded rows, then
+    // copied into the dense output; and returned alone (the output takes the padded rows)
+    "  %x = input() : bf16[300, 64]\n  %w = input() : bf16[3501, 64]\n  %wt = permute(%w, [1, 0])\n  %h = mm(%x, %wt)\n"
+    "  %s = sum.dim_IntList(%h, [1])\n  return %h, %s\n",
+    "  %x = input() : bf16[300, 64]\n  %w = input() : bf16[3501, 64]\n  %wt = permute(%w, [1, 0])\n  %h = mm(%x, %wt)\n"
+    "  return %h\n",
     // depthwise convolutions (loop kernels) in cuDNN's channels-last chains (schedule/channels_last.h):
     // flat columns of 8, 4 and 2 bf16 channels a thread and rows of threads over the 49 taps, the
     // weight read through its copy with the channels innermost; then one reading a softmax over

@@ -46,6 +46,28 @@ TEST(PadGemm, AnOutputViewOfTheProductTakesItsPaddedRows) {
   EXPECT_EQ(shape_str(o.strides), "[1032192, 1008, 1]");
 }
 
+TEST(PadGemm, AProductReturnedAndReadIsCopiedOutOfPaddedRows) {
+  // The product is the graph output itself and an exp reads it: the product writes padded rows,
+  // a kernel copies them into the dense output, and the exp reads the output's dense layout.
+  auto p = for_cuda(
+      "  %x = input() : bf16[2048, 64]\n  %w = input() : bf16[64, 1001]\n  %y = mm(%x, %w)\n  %e = exp(%y)\n"
+      "  return %y, %e\n");
+  const loop::Buffer& staged = product_result(p);
+  EXPECT_EQ(staged.role, loop::Buffer::Role::temporary);
+  EXPECT_EQ(shape_str(staged.strides), "[1008, 1]") << loop::to_string(p);
+  for (const auto& b : p.buffers) {
+    if (b.role == loop::Buffer::Role::output) {
+      EXPECT_EQ(shape_str(b.strides), "[1001, 1]") << loop::to_string(p);
+    }
+  }
+  EXPECT_NE(loop::to_string(p).find("load(buf"), std::string::npos);
+  // Returned alone, the output itself takes the padded rows (the copy folds away).
+  auto q = for_cuda("  %x = input() : bf16[2048, 64]\n  %w = input() : bf16[64, 1001]\n  %y = mm(%x, %w)\n  return %y\n");
+  ASSERT_EQ(q.kernels.size(), 1u) << loop::to_string(q);
+  EXPECT_EQ(product_result(q).role, loop::Buffer::Role::output);
+  EXPECT_EQ(shape_str(product_result(q).strides), "[1008, 1]");
+}
+
 TEST(PadGemm, ReductionsAndBatchedProductsReadThePaddedRows) {
   auto p = for_cuda(
       "  %a = input() : f32[4, 700, 32]\n  %b = input() : f32[4, 32, 399]\n  %y = bmm(%a, %b)\n"
@@ -64,8 +86,6 @@ TEST(PadGemm, OtherResultsKeepTheirLayout) {
       // read by another product
       "  %x = input() : f32[2048, 64]\n  %w = input() : f32[64, 1001]\n  %v = input() : f32[1001, 8]\n  %y = mm(%x, %w)\n"
       "  %z = mm(%y, %v)\n  return %z\n",
-      // the product is the graph output itself (its layout is the caller's)
-      "  %x = input() : bf16[2048, 64]\n  %w = input() : bf16[64, 1001]\n  %y = mm(%x, %w)\n  return %y\n",
       // read at a data-dependent index
       "  %x = input() : bf16[2048, 64]\n  %w = input() : bf16[64, 1001]\n  %i = input() : i64[5]\n  %y = mm(%x, %w)\n"
       "  %g = index.Tensor(%y, [%i])\n  return %g\n",
