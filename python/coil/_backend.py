@@ -162,7 +162,7 @@ def _compile_whole(gm, values, device, options, frozen_tensors, check_inputs=Fal
     with a warning), unless fallback="error"."""
     try:
         frozen = {i: f"frozen{i}" for i in frozen_tensors}  # placeholder position -> weight key
-        entry = dict(_fx.program(gm, values, frozen, device), device=device.type)
+        entry = dict(_fx.program(gm, values, frozen, device, input_views=check_inputs), device=device.type)
         return _load(entry, device, options, frozen_tensors, eager=gm, check_inputs=check_inputs)
     except (_coil.CoilError, _fx.Unsupported) as e:
         if options.get("fallback", "eager") == "error":

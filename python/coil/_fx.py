@@ -224,23 +224,54 @@ def _owners(gm, placeholders):
     return owners
 
 
-def _view_of(node, owners, results):
-    """The node whose value `node`'s value views, when coil returns that value and makes the view
-    over it: a view of another result (eager returns the two sharing memory), or a view of an
-    intermediate's whole storage (a permute or reshape: a training forward's transposed
-    activation saved for the backward), which so costs no copy. Else None."""
+def _base_of(node, owners):
+    """The node that owns the storage `node`'s value views (not itself), or None."""
     value = node.meta.get("val")
     if not isinstance(value, torch.Tensor) or _layout(value) is None:
         return None
     base = owners.get(_storage(value))  # (a functionalized graph's views do not say _is_view())
     if base is None or base is node or base.meta["val"].dtype != value.dtype:
         return None
-    if base not in results and value.numel() != base.meta["val"].numel():
-        return None  # a part of an intermediate: copied out, not holding the whole alive
     return base
 
 
-def program(gm, input_values, frozen, device):
+def _view_bases(results, owners):
+    """Per result that coil returns as a view of another value (which it returns instead), that
+    value: a view of another result (eager returns the two sharing memory), or views of an
+    intermediate that together are as large as it (a permute or reshape of a training forward's
+    activation saved for the backward; attention's q, k and v sliced from one product), which so
+    cost no copy and hold no more memory than the copies would. A small part of an intermediate
+    is copied out instead of holding the whole alive."""
+    bases = {r: _base_of(r, owners) for r in results}
+    covered = {}
+    for r, base in bases.items():
+        if base is not None:
+            covered[base] = covered.get(base, 0) + r.meta["val"].numel()
+    return {r: base for r, base in bases.items()
+            if base is not None and (base in bases or covered[base] >= base.meta["val"].numel())}
+
+
+def _input_views(results, placeholders, per_call, moves):
+    """Per result that views a placeholder passed per call (a partition returning a permute of
+    what PyTorch handed it), (that input's index among the call's, the result's storage offset
+    from the input's)."""
+    storages = {}
+    for p, position in placeholders.items():
+        value = p.meta.get("val")
+        if isinstance(value, torch.Tensor) and position in per_call and position not in moves:
+            storages.setdefault(_storage(value), (per_call.index(position), value))
+    views = {}
+    for r in results:
+        value = r.meta.get("val")
+        if not isinstance(value, torch.Tensor) or _layout(value) is None:
+            continue
+        found = storages.get(_storage(value))
+        if found is not None and found[1].dtype == value.dtype:
+            views[r] = (found[0], value.storage_offset() - found[1].storage_offset())
+    return views
+
+
+def program(gm, input_values, frozen, device, input_views=False):
     """The JSON program of `gm`, whose placeholders have the given example values, to run on
     `device` (a torch.device), and how to call it.
 
@@ -249,7 +280,9 @@ def program(gm, input_values, frozen, device):
     0-d CPU tensors, copied to `device` per call), "recipe" (per result: ("coil", i) for the
     i-th coil output, ("view", i, sizes, strides, offset) for a view of it at that storage
     offset from its own, ("arg", j) for placeholder j returned as is, ("const", v) for a
-    non-tensor value), "single" (the graph returns one value, not a tuple), "layouts" (per coil
+    non-tensor value; with `input_views`, ("input_view", k, sizes, strides, offset) for a view of the
+    k-th input passed per call, for a runner that holds its inputs in their traced layouts),
+    "single" (the graph returns one value, not a tuple), "layouts" (per coil
     output, the sizes, strides and device type PyTorch gives it, for the runner to match) and
     "updates" (gm.meta["coil_updates"]: (result index, placeholder position) of each input's new
     value, see _updates).
@@ -280,8 +313,12 @@ def program(gm, input_values, frozen, device):
             raise Unsupported(f"a {node.op} node")
     single = not isinstance(results, (list, tuple))
     outputs, recipe, layouts = [], [], []
-    owners = _owners(gm, placeholders)
-    results_set = {r for r in ([results] if single else results) if isinstance(r, torch.fx.Node)}
+    updates = dict(gm.meta.get("coil_updates", ()))  # result index -> the placeholder it updates
+    listed = [results] if single else results
+    views = _view_bases([r for i, r in enumerate(listed) if isinstance(r, torch.fx.Node) and r not in placeholders
+                         and i not in updates], _owners(gm, placeholders))
+    of_inputs = _input_views([r for i, r in enumerate(listed) if isinstance(r, torch.fx.Node) and r not in placeholders
+                              and i not in updates], placeholders, per_call, moves) if input_views else {}
     coil_index = {}  # program value name -> its index among coil's outputs
 
     def coil_output(node):
@@ -294,8 +331,7 @@ def program(gm, input_values, frozen, device):
             layouts.append(dict(layout, device=value.device.type, dtype=str(value.dtype).removeprefix("torch.")) if layout else None)
         return coil_index[name]
 
-    updates = dict(gm.meta.get("coil_updates", ()))  # result index -> the placeholder it updates
-    for index, r in enumerate([results] if single else results):
+    for index, r in enumerate(listed):
         if index in updates and isinstance(r, torch.fx.Node) and r not in placeholders:
             # An input's new value (see _updates): an output of its own, written over the input.
             recipe.append(("coil", len(outputs)))
@@ -303,8 +339,11 @@ def program(gm, input_values, frozen, device):
             layouts.append(None)
         elif isinstance(r, torch.fx.Node) and r in placeholders:
             recipe.append(("arg", placeholders[r]))
+        elif r in of_inputs:
+            value = r.meta["val"]
+            recipe.append(("input_view", of_inputs[r][0], list(value.shape), list(value.stride()), of_inputs[r][1]))
         elif isinstance(r, torch.fx.Node):
-            base = _view_of(r, owners, results_set)
+            base = views.get(r)
             if base is None:
                 recipe.append(("coil", coil_output(r)))
                 continue

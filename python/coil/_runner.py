@@ -95,14 +95,16 @@ def _output_fixup(out, want, device):
     return fix
 
 
-def _result(step, outs, args):
-    """A graph result from coil's outputs and the call's arguments (see _fx.program's recipe)."""
+def _result(step, outs, args, held):
+    """A graph result from coil's outputs, the call's arguments and the inputs coil was given
+    (`held`, in their traced layouts), as _fx.program's recipe says."""
     kind = step[0]
     if kind == "coil":
         return outs[step[1]]
-    if kind == "view":  # a view of a coil output, sharing its memory as in eager
+    if kind in ("view", "input_view"):  # sharing the memory of a coil output or of an input, as in eager
         _, i, sizes, strides, offset = step
-        return outs[i].as_strided(sizes, strides, outs[i].storage_offset() + offset)
+        base = outs[i] if kind == "view" else held[i]
+        return base.as_strided(sizes, strides, base.storage_offset() + offset)
     if kind == "arg":
         return args[step[1]]
     return step[1]
@@ -168,7 +170,7 @@ class Runner:
         for k, fix in enumerate(self.fixups):
             if fix is not None:
                 outs[k] = fix(outs[k])
-        results = [_result(step, outs, args) for step in self.recipe]
+        results = [_result(step, outs, args, held) for step in self.recipe]
         for index, position in self.updates:
             if results[index] is None and held[self.per_call.index(position)] is not args[position]:
                 results[index] = held[self.per_call.index(position)]  # written over the copy coil was given

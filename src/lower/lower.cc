@@ -7,6 +7,7 @@
 #include "arith/simplify.h"
 #include "lower/context.h"
 #include "lower/cost.h"
+#include "coil/tensor.h"
 #include "support/check.h"
 
 namespace coil {
@@ -108,6 +109,38 @@ std::optional<int64_t> static_elements(const SymShape& sizes) {
 
 using namespace lowering;
 
+namespace {
+
+// Whether an output that is a view of a realized temporary (a permute of it: the adapter's
+// traced layouts are written that way, export_layout.h) may take the temporary over, described
+// by the view's sizes and strides: the view is dense over all of the temporary, which no extern
+// call writes (an extern writes its output in the buffer's own layout; loop kernels address
+// buffers by explicit offsets). Saves the copy into a contiguous output and the caller's copy
+// back into the traced layout.
+// Whether static sizes and strides address every element of their span once (a permutation of
+// a contiguous layout), none of them empty.
+bool dense_layout(const SymShape& sym_sizes, const SymShape& sym_strides) {
+  auto sizes = constant_shape(sym_sizes), strides = constant_shape(sym_strides);
+  if (!sizes || !strides) return false;
+  int64_t n = 1;
+  for (int64_t d : *sizes) n *= d;
+  return n > 0 && span_of(*sizes, *strides) == n;
+}
+
+bool dense(const TensorMeta& m) { return dense_layout(m.sizes, m.strides); }
+
+bool takes_over_as_view(const loop::Program& p, const Value& v) {
+  if (!v.realized()) return false;
+  const loop::Buffer& b = p.buffers[static_cast<size_t>(v.buffer)];
+  if (b.role != loop::Buffer::Role::temporary || !(v.meta.offset == SymInt(0)) || !(b.offset == SymInt(0))) return false;
+  if (!dense(v.meta) || !dense_layout(b.sizes, b.strides) || !(product(v.meta.sizes) == product(b.sizes))) return false;
+  for (const auto& k : p.kernels)
+    if (const auto* call = std::get_if<loop::ExternCall>(&k); call && call->output == v.buffer) return false;
+  return true;
+}
+
+}  // namespace
+
 LoweredGraph lower(const Graph& g) {
   Context c(g);
   LoweredGraph out;
@@ -181,13 +214,19 @@ LoweredGraph lower(const Graph& g) {
     bool own = v.realized() && buffers[static_cast<size_t>(v.buffer)].role == loop::Buffer::Role::temporary &&
                v.meta.offset == SymInt(0) && buffers[static_cast<size_t>(v.buffer)].strides == v.meta.strides &&
                buffers[static_cast<size_t>(v.buffer)].sizes == v.meta.sizes;
-    if (own) {
-      buffers[static_cast<size_t>(v.buffer)].role = loop::Buffer::Role::output;
-      buffers[static_cast<size_t>(v.buffer)].name = name;
+    if (own || takes_over_as_view(c.program, v)) {
+      loop::Buffer& b = buffers[static_cast<size_t>(v.buffer)];
+      b.role = loop::Buffer::Role::output;
+      b.name = name;
+      b.sizes = v.meta.sizes;
+      b.strides = v.meta.strides;
       out.output_buffers.push_back(v.buffer);
       continue;
     }
     TensorMeta layout = TensorMeta::contiguous(v.meta.dtype, v.meta.sizes, v.meta.device);
+    if (dense(v.meta)) {  // (a permuted layout is the caller's: the adapter returns it as traced)
+      layout.strides = v.meta.strides;
+    }
     int b = c.add_buffer(name, loop::Buffer::Role::output, layout);
     c.emit_pointwise(name, c.at(v, index_vars(layout.sizes.size())), b, layout);
     out.output_buffers.push_back(b);

@@ -448,6 +448,35 @@ def test_input_updates_match_eager(fn, device):
     assert not coil_fallbacks(caught), coil_fallbacks(caught)
 
 
+def _views_across_a_library_call(x, w):
+    # q and k: slices of one product, handed to the sort (a library call, between two parts coil
+    # compiles) as views of it; the second part returns a transpose of what the sort gave it.
+    q, k = (x @ w).split(8, dim=1)
+    s = torch.sort(q.t(), dim=-1).values
+    return s.t(), s + k.t(), k.t()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_views_are_returned_as_views_not_copies(device, monkeypatch):
+    """Results that view an intermediate coil computed (slices that together cover it, permutes)
+    or an input of a compiled part are returned as views of it, as eager returns them: no copy
+    of coil's output into PyTorch's layout."""
+    from coil import _runner
+
+    copies = []
+    restride = _runner.restride
+    monkeypatch.setattr(_runner, "restride", lambda t, sizes, strides: copies.append(sizes) or restride(t, sizes, strides))
+    torch.manual_seed(5)
+    x, w = torch.randn(12, 6, device=device), torch.randn(6, 16, device=device)
+    compiled = torch.compile(_views_across_a_library_call, backend="coil")
+    for _ in range(2):
+        got, want = compiled(x, w), _views_across_a_library_call(x, w)
+        for g, e in zip(got, want):
+            torch.testing.assert_close(g, e)
+            assert g.stride() == e.stride()
+    assert not copies, copies
+
+
 class ResNetStem(nn.Module):
     """A ResNet's pooling layers around convolutions: max pooling 3x3/2 after the stem, an
     average pooling, adaptive average pooling to 1x1 before the head."""
