@@ -68,6 +68,36 @@ TEST(PadGemm, AProductReturnedAndReadIsCopiedOutOfPaddedRows) {
   EXPECT_EQ(shape_str(product_result(q).strides), "[1008, 1]");
 }
 
+TEST(PadGemm, AnOperandALoopKernelWritesIsPadded) {
+  // A loss gradient's shape: %g, [2048, 1001] bf16, written by a kernel and read by two products,
+  // as it is and transposed, and by a row sum: the kernel stores rows of 1008, the products'
+  // views step over them, the sum reads them.
+  auto p = for_cuda(
+      "  %l = input() : bf16[2048, 1001]\n  %x = input() : bf16[2048, 64]\n  %w = input() : bf16[1001, 64]\n"
+      "  %g = mul.Scalar(%l, 2)\n  %d = mm(%g, %w)\n  %gt = permute(%g, [1, 0])\n  %e = mm(%gt, %x)\n"
+      "  %s = sum.dim_IntList(%g, [1])\n  return %d, %e, %s\n");
+  std::string text = loop::to_string(p);
+  int g = -1;
+  for (size_t b = 0; b < p.buffers.size(); ++b)
+    if (p.buffers[b].name == "g") g = static_cast<int>(b);
+  ASSERT_GE(g, 0) << text;
+  EXPECT_EQ(shape_str(p.buffers[static_cast<size_t>(g)].strides), "[1008, 1]") << text;
+  std::vector<std::string> views;
+  for (const auto& k : p.kernels) {
+    if (const auto* call = std::get_if<loop::ExternCall>(&k)) {
+      for (const auto& v : call->inputs)
+        if (v.buffer == g) views.push_back(shape_str(v.strides));
+    } else {
+      for (const auto& st : std::get<loop::LoopKernel>(k).stores) {
+        if (st.buffer == g) {
+          EXPECT_NE(st.offset.str().find("1008"), std::string::npos) << text;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(views, (std::vector<std::string>{"[1008, 1]", "[1, 1008]"})) << text;
+}
+
 TEST(PadGemm, ReductionsAndBatchedProductsReadThePaddedRows) {
   auto p = for_cuda(
       "  %a = input() : f32[4, 700, 32]\n  %b = input() : f32[4, 32, 399]\n  %y = bmm(%a, %b)\n"
