@@ -49,9 +49,10 @@ TEST(CudaCodegen, FormsFollowTheKernel) {
   EXPECT_EQ(form("  %x = input() : f32[N, 7]\n  %y = cumsum(%x, 1)\n  return %y\n").form, F::scan);
   // A scatter: a thread per point of its free dims (all but `dim`), each running `dim` in order;
   // without free dims one thread runs it all.
-  EXPECT_EQ(form("  %x = input() : f32[6, 5]\n  %s = input() : f32[N, 5]\n  %i = input(low=0, high=6) : i64[N, 5]\n"
-                 "  %a = scatter_add(%x, 0, %i, %s)\n  return %a\n").form,
-            F::scatter);
+  auto scatter = form("  %x = input() : f32[6, 5]\n  %s = input() : f32[N, 5]\n  %i = input(low=0, high=6) : i64[N, 5]\n"
+                      "  %a = scatter_add(%x, 0, %i, %s)\n  return %a\n");
+  EXPECT_EQ(scatter.form, F::scatter);
+  EXPECT_EQ(scatter.parts, codegen::kScatterParts);  // it reads only the elements it adds to
   EXPECT_EQ(form("  %x = input() : f32[6]\n  %s = input() : f32[N]\n  %i = input(low=0, high=6) : i64[N]\n"
                  "  %a = scatter_add(%x, 0, %i, %s)\n  return %a\n").form,
             F::serial);

@@ -99,6 +99,10 @@ const char* kGraphs[] = {
     "  %s = sum.dim_IntList(%h, [1])\n  return %h, %s\n",
     "  %x = input() : bf16[300, 64]\n  %w = input() : bf16[3501, 64]\n  %wt = permute(%w, [1, 0])\n  %h = mm(%x, %wt)\n"
     "  return %h\n",
+    // a scatter whose free columns are shared by threads that each add to the rows of their
+    // part (the same rows many times: the sums in order, as the reference's)
+    "  %x = input() : f32[50, 64]\n  %s = input() : f32[300, 64]\n  %i = input(low=0, high=50) : i64[300, 64]\n"
+    "  %a = scatter_add(%x, 0, %i, %s)\n  return %a\n",
     // ... an operand a kernel writes, read by two products (as it is and transposed) and a sum
     "  %l = input() : bf16[300, 3501]\n  %x = input() : bf16[300, 64]\n  %w = input() : bf16[3501, 64]\n"
     "  %g = mul.Scalar(%l, 2)\n  %d = mm(%g, %w)\n  %gt = permute(%g, [1, 0])\n  %e = mm(%gt, %x)\n"

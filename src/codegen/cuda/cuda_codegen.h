@@ -44,6 +44,7 @@ struct CudaConfig {
   int tile_a = 0, tile_b = 0;  // tiled in 16-byte groups of `vector` elements: the tile's extents along
                                // its two dims (0: square tiles of tile_side)
   int jam = 1;                 // flat column: adjacent outputs along the window dim a thread takes (jam.h)
+  int parts = 1;               // scatter: threads per free point, each storing the elements whose hash is its part
   bool operator==(const CudaConfig&) const = default;
 };
 std::string to_string(const CudaConfig& c);  // "row tpr=256 block=256 persistent=8"

@@ -2,6 +2,8 @@
 // last dim where contiguity and alignment allow (transposes: cuda_tiled.cc).
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
 #include "codegen/cuda/emitter.h"
 #include "codegen/cuda/launch.h"
 #include "support/check.h"
@@ -95,17 +97,52 @@ void CudaEmitter::pointwise() {
 
 // A scatter with free dims (LoopKernel::free_dims): a grid-stride loop over the points of the
 // free dims, each thread running the other dims in order, so that every element sees its
-// stores in the order of the whole loop nest.
+// stores in the order of the whole loop nest. With `parts` (launch.h, partitioned_scatter),
+// `parts` threads share a point, each making only the stores whose dynamic offset (a point's
+// elements differ by it alone) hashes to its part: every element still has one thread, which
+// stores it in order. A warp's threads are adjacent points of one part, so they store together
+// (an embedding gradient, 768 free columns over 8192 tokens, ran on 768 threads in order).
+namespace {
+
+// Whether `e` is made of constants and index expressions of the free loop variables only.
+bool free_term(const loop::ExprRef& e, const std::vector<std::string>& free) {
+  if (e->kind() == loop::Expr::Kind::load || e->kind() == loop::Expr::Kind::reduced) return false;
+  if (e->kind() == loop::Expr::Kind::index) {
+    std::vector<std::string> vars;
+    e->offset().collect_symbols(vars);
+    return std::all_of(vars.begin(), vars.end(), [&](const std::string& v) { return std::count(free.begin(), free.end(), v) > 0; });
+  }
+  return std::all_of(e->operands().begin(), e->operands().end(), [&](const loop::ExprRef& o) { return free_term(o, free); });
+}
+
+// The part of a scatter's dynamic offset that decides the thread: the offset less its terms
+// in the free variables alone (a thread's elements differ by the rest, which adjacent points of
+// a warp then share: an embedding row).
+loop::ExprRef hashed_offset(const loop::ExprRef& e, const std::vector<std::string>& free) {
+  if (e->kind() == loop::Expr::Kind::op && e->op() == loop::LoopOp::Add) {
+    const auto& a = e->operands()[0];
+    const auto& b = e->operands()[1];
+    if (free_term(b, free)) return hashed_offset(a, free);
+    if (free_term(a, free)) return hashed_offset(b, free);
+  }
+  return e;
+}
+
+}  // namespace
+
 void CudaEmitter::scatter() {
   const size_t m = k_.outer.size();
   const std::vector<std::string> vars = outer_vars(m);
   std::vector<std::string> free_vars;
   std::vector<SymInt> free_extents;
   for (size_t d : k_.free_dims) free_vars.push_back(vars[d]), free_extents.push_back(k_.outer[d]);
-  out("  const idx_t n = {};", idx(product(free_extents)));
+  const int parts = config_.parts;
+  out("  const idx_t n = {} * {};", idx(product(free_extents)), parts);
   out("  for (idx_t i = static_cast<idx_t>(blockIdx.x) * {} + static_cast<idx_t>(threadIdx.x); i < n; i += static_cast<idx_t>(gridDim.x) * {}) {{",
       config_.block, config_.block);
-  decompose("i", free_vars, free_extents, "    ");
+  const std::string points = idx(product(free_extents));
+  if (parts > 1) out("    const int part = static_cast<int>(i / ({}));", points);
+  decompose(parts > 1 ? fmt::format("i % ({})", points) : "i", free_vars, free_extents, "    ");
   std::string in = "    ";
   size_t opened = 0;
   for (size_t d = 0; d < m; ++d) {
@@ -116,7 +153,19 @@ void CudaEmitter::scatter() {
   }
   printer_->reset();
   std::vector<std::string> lines;
-  for (const auto& s : k_.stores) store(s, in, lines);
+  for (const auto& s : k_.stores) {
+    if (parts == 1) {
+      store(s, in, lines);
+      continue;
+    }
+    std::string dynamic = s.dynamic ? printer_->emit(hashed_offset(s.dynamic, free_vars), lines, in) : "0";
+    flush(lines);
+    out("{}if (static_cast<int>((static_cast<unsigned long long>({}) * 0x9E3779B97F4A7C15ull) >> 40) % {} == part) {{", in,
+        dynamic, parts);
+    store(s, in + "  ", lines);
+    out("{}}}", in);
+    printer_->reset();  // (names made inside the block end with it)
+  }
   for (size_t i = 0; i < opened; ++i) {
     in.resize(in.size() - 2);
     out("{}}}", in);

@@ -237,6 +237,31 @@ int vector_width(const loop::Program& p, const loop::LoopKernel& k) {
   return widest_vector(p, unit, x, *last);
 }
 
+bool partitioned_scatter(const loop::LoopKernel& k) {
+  if (k.free_dims.empty() || k.free_dims.size() == k.outer.size() || !k.reductions.empty()) return false;
+  std::set<std::string> free;
+  for (size_t d : k.free_dims) free.insert(loop::loop_var(static_cast<int>(d)));
+  std::set<int> stored;
+  for (const auto& s : k.stores) stored.insert(s.buffer);
+  for (const auto& s : k.stores) {
+    // A thread's elements differ by their dynamic part alone, which decides the part.
+    std::vector<std::string> vars;
+    s.offset.collect_symbols(vars);
+    for (const auto& v : vars)
+      if (!free.count(v) && v.rfind("x", 0) == 0) return false;
+    std::vector<loop::ExprRef> loads;
+    collect_loads(s.value, loads);
+    if (s.dynamic) collect_loads(s.dynamic, loads);
+    for (const auto& l : loads) {
+      if (!stored.count(l->buffer())) continue;
+      bool own = l->buffer() == s.buffer && l->offset() == s.offset && (l->dynamic() && s.dynamic ? loop::same(l->dynamic(), s.dynamic)
+                                                                                                  : !l->dynamic() && !s.dynamic);
+      if (!own) return false;
+    }
+  }
+  return true;
+}
+
 std::vector<CudaConfig> candidate_configs(const loop::Program& p, const loop::LoopKernel& k, const cuda::DeviceInfo& d) {
   const int warp = d.warp_size;
   CudaConfig c;
@@ -245,6 +270,7 @@ std::vector<CudaConfig> candidate_configs(const loop::Program& p, const loop::Lo
     // one thread runs everything in order.
     c.form = k.free_dims.empty() ? CudaConfig::Form::serial : CudaConfig::Form::scatter;
     if (!k.free_dims.empty()) c.block = 4 * warp;
+    if (!k.free_dims.empty() && partitioned_scatter(k)) c.parts = kScatterParts;
     return {c};
   }
   if (loop::is_scan(k)) {
@@ -416,7 +442,7 @@ CudaLaunch launch_for(const loop::LoopKernel& k, const CudaConfig& c, const cuda
     case CudaConfig::Form::scatter: {
       SymInt points = 1;
       for (size_t f : k.free_dims) points = points * k.outer[f];
-      l.units = points;
+      l.units = points * SymInt(c.parts);
       l.per_block = c.block;
       break;
     }

@@ -51,6 +51,13 @@ struct SplitLayout {
 };
 SplitLayout split_layout(const loop::LoopKernel& kernel, const CudaConfig& config);
 
+// Threads a scatter's free point gets (CudaConfig::parts) when partitioned_scatter allows it.
+inline constexpr int kScatterParts = 32;
+// Whether a scatter's stores may be split among threads by the element they store: it has dims
+// that run in order, and reads what it stores only at the element it stores (an accumulation),
+// so no thread reads an element another one writes.
+bool partitioned_scatter(const loop::LoopKernel& kernel);
+
 std::vector<CudaConfig> candidate_configs(const loop::Program& program, const loop::LoopKernel& kernel,
                                           const cuda::DeviceInfo& device);
 CudaLaunch launch_for(const loop::LoopKernel& kernel, const CudaConfig& config, const cuda::DeviceInfo& device);
