@@ -13,6 +13,10 @@ namespace coil {
 struct Plan;     // the runtime's step list (src/runtime/plan.h)
 struct GpuPlan;  // the same on a GPU (src/runtime/cuda/gpu_plan.h)
 
+namespace cuda {
+class DeviceAllocator;
+}
+
 struct CompileOptions {
   int build_threads = 0;  // translation units compiled at once; 0: one per hardware thread
   std::string cache_dir;  // empty: $COIL_CACHE_DIR, else $XDG_CACHE_HOME/coil, else ~/.cache/coil
@@ -20,6 +24,10 @@ struct CompileOptions {
   // the CPU, with the reason in Executable::device_note).
   std::string device = "cpu";
   int cuda_device = 0;     // the GPU's ordinal
+  // CUDA: the caching allocator the executable's memory comes from, shared with other
+  // executables on the same GPU (a training step's forward, backward and optimizer graphs reuse
+  // one another's freed blocks instead of each caching its own peak); null: one of its own.
+  std::shared_ptr<cuda::DeviceAllocator> device_memory;
   bool allow_tf32 = false; // f32 matrix products may use TF32 (torch float32_matmul_precision "high")
   bool externs_as_loops = false;  // matrix products and convolutions as loop kernels (tests)
   // CPU: convolutions as im2col + GEMM (tests; false: oneDNN's, or a direct loop kernel for

@@ -140,6 +140,15 @@ def _mask_put_supported(node):
         return False
 
 
+@functools.cache
+def device_memory(index):
+    """The caching allocator that coil's compiled graphs on GPU `index` share, one per process
+    and GPU as PyTorch's is: a training step's forward, backward and optimizer graphs (and the
+    parts of a split graph) reuse one another's freed blocks instead of each caching its own
+    peak. `.stats()` tells what it holds."""
+    return _coil.DeviceMemory(index)
+
+
 def _load(entry, device, options, frozen_tensors, kept=False, eager=None, check_inputs=False):
     """The runner of a program (`entry`) on `device` (a torch.device); `kept`: the program came
     from the cache (AOTAutograd skipped); `eager`: the graph in PyTorch, run where coil fails."""
@@ -148,7 +157,8 @@ def _load(entry, device, options, frozen_tensors, kept=False, eager=None, check_
     allow_tf32 = torch.get_float32_matmul_precision() != "highest" or torch.backends.cuda.matmul.allow_tf32
     compiled = _coil.Compiled(entry["program"], device.type, device_index=device.index or 0, allow_tf32=allow_tf32,
                               autotune=options.get("autotune", True), weight_keys=keys, weight_ptrs=ptrs,
-                              cache_dir=options.get("cache_dir", ""))
+                              cache_dir=options.get("cache_dir", ""),
+                              memory=device_memory(device.index or 0) if device.type == "cuda" else None)
     if _debug():
         how = " (its program kept by an earlier compile: AOTAutograd skipped)" if kept else ""
         print(f"coil: compiled a graph{how} on {compiled.device}: {compiled.stats()}", file=sys.stderr)

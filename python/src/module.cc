@@ -18,6 +18,7 @@
 #include "coil/limit_error.h"
 #include "frontend/export_nodes.h"
 #include "frontend/fx.h"
+#include "runtime/cuda/allocator.h"
 
 namespace nb = nanobind;
 
@@ -54,11 +55,36 @@ nb::object to_torch(const coil::Tensor& t, const nb::object& from_dlpack) {
   return from_dlpack(nb::cast(array, nb::rv_policy::reference));
 }
 
+// The caching allocator of one GPU that the adapter's compiled graphs share (CompileOptions::
+// device_memory): a training step's graphs reuse one another's freed blocks.
+class DeviceMemory {
+ public:
+  explicit DeviceMemory(int device_index) {
+    nb::gil_scoped_release unlocked;
+    allocator_ = std::make_shared<coil::cuda::DeviceAllocator>(coil::cuda::Context::open(device_index));
+  }
+  nb::dict stats() const {
+    auto s = allocator_->stats();
+    nb::dict d;
+    d["live_bytes"] = s.live_bytes;
+    d["cached_bytes"] = s.cached_bytes;
+    d["driver_allocations"] = s.driver_allocations;
+    d["reuses"] = s.reuses;
+    return d;
+  }
+  void release_cached() { allocator_->release_cached(); }
+  const std::shared_ptr<coil::cuda::DeviceAllocator>& allocator() const { return allocator_; }
+
+ private:
+  std::shared_ptr<coil::cuda::DeviceAllocator> allocator_;
+};
+
 // A compiled graph, run on the data pointers of its inputs (in the compiled layout).
 class Compiled {
  public:
   Compiled(const std::string& program, const std::string& device, int device_index, bool allow_tf32, bool autotune,
-           const std::vector<std::string>& weight_keys, const std::vector<uintptr_t>& weight_ptrs, const std::string& cache_dir) {
+           const std::vector<std::string>& weight_keys, const std::vector<uintptr_t>& weight_ptrs, const std::string& cache_dir,
+           const DeviceMemory* memory) {
     if (weight_keys.size() != weight_ptrs.size()) throw coil::Error("weight keys and pointers differ in number");
     nb::gil_scoped_release unlocked;
     graph_ = coil::graph_from_fx(program);
@@ -68,6 +94,7 @@ class Compiled {
     options.allow_tf32 = allow_tf32;
     options.autotune = autotune;
     options.cache_dir = cache_dir;
+    if (memory) options.device_memory = memory->allocator();
     exe_ = coil::compile(graph_, options);
     on_gpu_ = exe_.gpu_plan != nullptr;
     coil::Device where{on_gpu_ ? coil::Device::Kind::cuda : coil::Device::Kind::cpu, on_gpu_ ? device_index : 0};
@@ -180,12 +207,16 @@ NB_MODULE(_coil, m) {
     nb::gil_scoped_release unlocked;
     cache(dir).store(key, ext, data);
   }, nb::arg("dir"), nb::arg("key"), nb::arg("ext"), nb::arg("bytes"), "Writes an entry atomically.");
+  nb::class_<DeviceMemory>(m, "DeviceMemory", "One GPU's caching allocator, shared by the compiled graphs given it.")
+      .def(nb::init<int>(), nb::arg("device_index"))
+      .def("stats", &DeviceMemory::stats, "live_bytes, cached_bytes, driver_allocations, reuses")
+      .def("release_cached", &DeviceMemory::release_cached, "Gives every cached block back to the driver.");
   nb::class_<Compiled>(m, "Compiled")
       .def(nb::init<const std::string&, const std::string&, int, bool, bool, const std::vector<std::string>&,
-                    const std::vector<uintptr_t>&, const std::string&>(),
+                    const std::vector<uintptr_t>&, const std::string&, const DeviceMemory*>(),
            nb::arg("program"), nb::arg("device"), nb::arg("device_index") = 0, nb::arg("allow_tf32") = false, nb::arg("autotune") = true,
            nb::arg("weight_keys") = std::vector<std::string>{}, nb::arg("weight_ptrs") = std::vector<uintptr_t>{},
-           nb::arg("cache_dir") = "")
+           nb::arg("cache_dir") = "", nb::arg("memory").none() = nb::none())
       .def("run", &Compiled::run, nb::arg("ptrs"), nb::arg("stream") = 0)
       .def("compute_outputs_in_inputs", &Compiled::compute_outputs_in_inputs, nb::arg("inputs"),
            "Per output, the index of the input it updates or -1; returns those granted: such an output is "

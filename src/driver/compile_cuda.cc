@@ -303,7 +303,7 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
   exe.stats.build_ms = ms_since(t0);
 
   gpu->context = context;
-  gpu->allocator = std::make_shared<cuda::DeviceAllocator>(context);
+  gpu->allocator = options.device_memory ? options.device_memory : std::make_shared<cuda::DeviceAllocator>(context);
   gpu->tf32 = options.allow_tf32;
   gpu->scratch_layout = split_scratch_layout(gpu->kernels);
   gpu->status_words = std::any_of(gen.lowered.program.kernels.begin(), gen.lowered.program.kernels.end(), [](const loop::Kernel& k) {

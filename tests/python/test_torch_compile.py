@@ -482,6 +482,25 @@ def test_views_are_returned_as_views_not_copies(fn, device, monkeypatch):
     assert not copies, copies
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="a GPU's memory")
+def test_compiled_graphs_share_one_device_pool():
+    """Graphs compiled for one GPU draw from one caching allocator: memory the first graph's
+    run freed serves the second graph's run (the forward, backward and optimizer graphs of a
+    training step, each caching its own peak, held 2-3x PyTorch's memory)."""
+    from coil import _backend
+
+    pool = _backend.device_memory(torch.cuda.current_device())
+    x = torch.randn(1024, 1024, device="cuda")
+    first = torch.compile(lambda t: (t.exp() * 2).sum(dim=0), backend="coil")
+    second = torch.compile(lambda t: (t.sin() + 1).sum(dim=1), backend="coil")
+    torch.testing.assert_close(first(x), (x.exp() * 2).sum(dim=0))
+    torch.cuda.synchronize()
+    reused = pool.stats()["reuses"]
+    torch.testing.assert_close(second(x), (x.sin() + 1).sum(dim=1))
+    torch.cuda.synchronize()
+    assert pool.stats()["reuses"] > reused
+
+
 class ResNetStem(nn.Module):
     """A ResNet's pooling layers around convolutions: max pooling 3x3/2 after the stem, an
     average pooling, adaptive average pooling to 1x1 before the head."""
