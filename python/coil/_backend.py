@@ -224,7 +224,8 @@ def _compile_forward(gm, options, frozen_tensors, check_inputs=False):
     graph's inputs are checked against their traced layouts at each call (a backward graph's
     saved tensors and gradients come from wherever autograd made them)."""
     gm, updates = _updates.split(gm)  # inputs' new values: results coil writes over the inputs
-    frozen_tensors = {i: t for i, t in frozen_tensors.items() if i not in {p for _, p in updates}}
+    updated = {p for _, p in updates}
+    frozen_tensors = {i: t for i, t in frozen_tensors.items() if i not in updated}
     values = _placeholder_values(gm)
     device = _graph_device(values, _node_values(gm))
     if device.type not in ("cpu", "cuda"):

@@ -315,10 +315,9 @@ def program(gm, input_values, frozen, device, input_views=False):
     outputs, recipe, layouts = [], [], []
     updates = dict(gm.meta.get("coil_updates", ()))  # result index -> the placeholder it updates
     listed = [results] if single else results
-    views = _view_bases([r for i, r in enumerate(listed) if isinstance(r, torch.fx.Node) and r not in placeholders
-                         and i not in updates], _owners(gm, placeholders))
-    of_inputs = _input_views([r for i, r in enumerate(listed) if isinstance(r, torch.fx.Node) and r not in placeholders
-                              and i not in updates], placeholders, per_call, moves) if input_views else {}
+    computed = [r for i, r in enumerate(listed) if isinstance(r, torch.fx.Node) and r not in placeholders and i not in updates]
+    views = _view_bases(computed, _owners(gm, placeholders))
+    of_inputs = _input_views(computed, placeholders, per_call, moves) if input_views else {}
     coil_index = {}  # program value name -> its index among coil's outputs
 
     def coil_output(node):

@@ -131,12 +131,14 @@ class Runner:
         self.fixups = None  # per coil output, found at the first call
         self.broken = False
         self.updates = [tuple(u) for u in entry.get("updates", ())]
-        if self.updates:  # new values of inputs, computed over the inputs where coil's step order allows
+        # (result index, placeholder position, its index among the inputs coil is given) of the
+        # updates coil may compute over their inputs, as its step order allows
+        self.over_inputs = [(i, p, self.per_call.index(p)) for i, p in self.updates
+                            if self.recipe[i][0] == "coil" and p in self.per_call]
+        if self.over_inputs:
             wanted = [-1] * len(self.layouts)
-            for index, position in self.updates:
-                step = self.recipe[index]
-                if step[0] == "coil" and position in self.per_call:
-                    wanted[step[1]] = self.per_call.index(position)
+            for index, _, k in self.over_inputs:
+                wanted[self.recipe[index][1]] = k
             compiled.compute_outputs_in_inputs(wanted)
         self.inputs = None  # per input passed per call, the sizes and strides it was compiled for
         if check_inputs:
@@ -171,9 +173,9 @@ class Runner:
             if fix is not None:
                 outs[k] = fix(outs[k])
         results = [_result(step, outs, args, held) for step in self.recipe]
-        for index, position in self.updates:
-            if results[index] is None and held[self.per_call.index(position)] is not args[position]:
-                results[index] = held[self.per_call.index(position)]  # written over the copy coil was given
+        for index, position, k in self.over_inputs:
+            if results[index] is None and held[k] is not args[position]:
+                results[index] = held[k]  # written over the copy coil was given
         return results
 
     def _finish(self, results, args):

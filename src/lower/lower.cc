@@ -111,24 +111,22 @@ using namespace lowering;
 
 namespace {
 
+// Whether static sizes and strides address every element of their span once (a permutation of
+// a contiguous layout), none of them empty.
+bool dense_layout(const SymShape& sym_sizes, const SymShape& sym_strides) {
+  auto sizes = constant_shape(sym_sizes), strides = constant_shape(sym_strides);
+  auto n = static_elements(sym_sizes);
+  return sizes && strides && n && *n > 0 && span_of(*sizes, *strides) == *n;
+}
+
+bool dense(const TensorMeta& m) { return dense_layout(m.sizes, m.strides); }
+
 // Whether an output that is a view of a realized temporary (a permute of it: the adapter's
 // traced layouts are written that way, export_layout.h) may take the temporary over, described
 // by the view's sizes and strides: the view is dense over all of the temporary, which no extern
 // call writes (an extern writes its output in the buffer's own layout; loop kernels address
 // buffers by explicit offsets). Saves the copy into a contiguous output and the caller's copy
 // back into the traced layout.
-// Whether static sizes and strides address every element of their span once (a permutation of
-// a contiguous layout), none of them empty.
-bool dense_layout(const SymShape& sym_sizes, const SymShape& sym_strides) {
-  auto sizes = constant_shape(sym_sizes), strides = constant_shape(sym_strides);
-  if (!sizes || !strides) return false;
-  int64_t n = 1;
-  for (int64_t d : *sizes) n *= d;
-  return n > 0 && span_of(*sizes, *strides) == n;
-}
-
-bool dense(const TensorMeta& m) { return dense_layout(m.sizes, m.strides); }
-
 bool takes_over_as_view(const loop::Program& p, const Value& v) {
   if (!v.realized()) return false;
   const loop::Buffer& b = p.buffers[static_cast<size_t>(v.buffer)];

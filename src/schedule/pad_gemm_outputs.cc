@@ -170,8 +170,9 @@ bool drop_output_copy(loop::Program& p, size_t at, const std::map<int, std::pair
   if (s.offset != offset_of(out.strides) || s.value->offset() != offset_of(strides)) return false;
   int readers = 0, output_readers = 0;  // (kernels reading the output index its dense layout)
   for (const auto& kernel : p.kernels) {
-    readers += loop::access(kernel).reads.count(source) ? 1 : 0;
-    output_readers += loop::access(kernel).reads.count(s.buffer) ? 1 : 0;
+    const loop::Access a = loop::access(kernel);
+    readers += a.reads.count(source) ? 1 : 0;
+    output_readers += a.reads.count(s.buffer) ? 1 : 0;
   }
   if (readers != 1 || output_readers != 0) return false;
   for (auto& kernel : p.kernels)

@@ -137,10 +137,10 @@ void CudaEmitter::scatter() {
   std::vector<SymInt> free_extents;
   for (size_t d : k_.free_dims) free_vars.push_back(vars[d]), free_extents.push_back(k_.outer[d]);
   const int parts = config_.parts;
-  out("  const idx_t n = {} * {};", idx(product(free_extents)), parts);
+  const std::string points = idx(product(free_extents));
+  out("  const idx_t n = {} * {};", points, parts);
   out("  for (idx_t i = static_cast<idx_t>(blockIdx.x) * {} + static_cast<idx_t>(threadIdx.x); i < n; i += static_cast<idx_t>(gridDim.x) * {}) {{",
       config_.block, config_.block);
-  const std::string points = idx(product(free_extents));
   if (parts > 1) out("    const int part = static_cast<int>(i / ({}));", points);
   decompose(parts > 1 ? fmt::format("i % ({})", points) : "i", free_vars, free_extents, "    ");
   std::string in = "    ";

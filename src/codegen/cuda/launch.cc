@@ -239,8 +239,9 @@ int vector_width(const loop::Program& p, const loop::LoopKernel& k) {
 
 bool partitioned_scatter(const loop::LoopKernel& k) {
   if (k.free_dims.empty() || k.free_dims.size() == k.outer.size() || !k.reductions.empty()) return false;
-  std::set<std::string> free;
-  for (size_t d : k.free_dims) free.insert(loop::loop_var(static_cast<int>(d)));
+  std::set<std::string> ordered;  // the loop variables of the dims that run in order
+  for (size_t d = 0; d < k.outer.size(); ++d)
+    if (std::find(k.free_dims.begin(), k.free_dims.end(), d) == k.free_dims.end()) ordered.insert(loop::loop_var(static_cast<int>(d)));
   std::set<int> stored;
   for (const auto& s : k.stores) stored.insert(s.buffer);
   for (const auto& s : k.stores) {
@@ -248,7 +249,7 @@ bool partitioned_scatter(const loop::LoopKernel& k) {
     std::vector<std::string> vars;
     s.offset.collect_symbols(vars);
     for (const auto& v : vars)
-      if (!free.count(v) && v.rfind("x", 0) == 0) return false;
+      if (ordered.count(v)) return false;
     std::vector<loop::ExprRef> loads;
     collect_loads(s.value, loads);
     if (s.dynamic) collect_loads(s.dynamic, loads);
