@@ -128,6 +128,29 @@ def top_kernels(step, count=25):
         ("(all kernels)", sum(c for c, _ in totals.values()), sum(u for _, u in totals.values()) / 1e3)]
 
 
+def host_profile(step, count=30):
+    """The host's side of one step: milliseconds to issue it (from an idle GPU, without waiting
+    for it; a step whose host time is near its step time is launch-bound) and the Python
+    functions that took the most of that time (cProfile, cumulative ms)."""
+    import cProfile
+    import pstats
+
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    step()
+    issued = (time.perf_counter() - start) * 1e3
+    torch.cuda.synchronize()
+    prof = cProfile.Profile()
+    prof.enable()
+    step()
+    prof.disable()
+    torch.cuda.synchronize()
+    stats = pstats.Stats(prof).stats
+    ranked = sorted(stats.items(), key=lambda kv: -kv[1][3])[:count]
+    return issued, [(f"{Path(f).name}:{line}:{fn}", calls, tottime * 1e3, cumtime * 1e3)
+                    for (f, line, fn), (_, calls, tottime, cumtime, _) in ranked]
+
+
 def child(name, device, modes, steps, profile=False):
     if "coil" in modes:
         import coil
@@ -194,6 +217,7 @@ def child(name, device, modes, steps, profile=False):
                 record["device_peak_gib"] = sampler.stop()
             if profile and device == "cuda":
                 record["kernels"] = top_kernels(step)
+                record["host_ms"], record["host_calls"] = host_profile(step)
         except Exception as e:  # the other modes still run
             record["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}"
         emit(record)

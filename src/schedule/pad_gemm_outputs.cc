@@ -209,11 +209,77 @@ void stage_output_products(loop::Program& p, int64_t min_elements) {
   }
 }
 
+// The reach of a product beyond one operand: the dim of the product its elements meet (N for
+// A = [M, K], M for B = [K, N]), 0 when unknown. A copy into padded rows costs about four
+// bytes of traffic an element (bf16 read and write) while an align1 GEMM runs some 5x slower
+// than a padded one, so the copy pays when this dim is above ~100 (H100: 600 dense TFLOPs
+// against 3.3 TB/s).
+int64_t product_reach(const loop::ExternCall& call, size_t input) {
+  const size_t first = call.kind == loop::ExternKind::addmm ? 1 : 0;
+  if (input < first || call.inputs.size() < first + 2) return 0;
+  const SymShape& a = call.inputs[first].sizes;
+  const SymShape& b = call.inputs[first + 1].sizes;
+  if (a.size() < 2 || b.size() < 2) return 0;
+  auto reach = input == first ? b.back().constant() : a[a.size() - 2].constant();
+  return reach ? *reach : 0;
+}
+
+constexpr int64_t kPadInputMinReach = 128;
+
+// Graph inputs of unaligned rows read by products: a kernel copies such an input into padded
+// rows before the first product that reads it, and the products read the copy (GPT-2's logits
+// gradient arrives from the loss's graph as [8192, 50257] and is read by both of the head's
+// backward products, in align1 kernels: 4.5 and 3.8 ms). Loop kernels keep reading the input.
+void pad_input_operands(loop::Program& p, int64_t min_elements) {
+  const size_t buffers = p.buffers.size();
+  for (size_t b = 0; b < buffers; ++b) {
+    const loop::Buffer in = p.buffers[b];
+    int64_t np = 0;
+    if (in.role != loop::Buffer::Role::input || !unaligned_rows(in, min_elements, np)) continue;
+    const int64_t n = *in.sizes.back().constant();
+    const int buffer = static_cast<int>(b);
+    int64_t reach = 0;
+    size_t first = p.kernels.size();
+    for (size_t at = 0; at < p.kernels.size(); ++at) {
+      const auto* call = std::get_if<loop::ExternCall>(&p.kernels[at]);
+      if (!call || !loop::is_product(call->kind)) continue;
+      for (size_t i = 0; i < call->inputs.size(); ++i) {
+        if (call->inputs[i].buffer != buffer || !row_view(call->inputs[i], n)) continue;
+        reach += product_reach(*call, i);
+        first = std::min(first, at);
+      }
+    }
+    if (reach < kPadInputMinReach) continue;
+    loop::Buffer rows = in;
+    rows.role = loop::Buffer::Role::temporary;
+    rows.name = in.name + "_rows";
+    rows.strides = padded_strides(in.sizes, np);
+    const int temp = static_cast<int>(p.buffers.size());
+    p.buffers.push_back(rows);
+    for (auto& kernel : p.kernels) {
+      auto* call = std::get_if<loop::ExternCall>(&kernel);
+      if (!call || !loop::is_product(call->kind)) continue;
+      for (auto& v : call->inputs) {
+        if (v.buffer != buffer || !row_view(v, n)) continue;
+        v = repad_view(v, n, np);
+        v.buffer = temp;
+      }
+    }
+    loop::LoopKernel copy;
+    copy.name = "pad_" + in.name;
+    copy.outer = in.sizes;
+    copy.origins = std::get<loop::ExternCall>(p.kernels[first]).origins;
+    copy.stores.push_back({temp, offset_of(rows.strides), loop::Expr::load(buffer, offset_of(in.strides), in.dtype), false});
+    p.kernels.insert(p.kernels.begin() + static_cast<std::ptrdiff_t>(first), std::move(copy));
+  }
+}
+
 }  // namespace
 
 loop::Program pad_gemm_outputs(const loop::Program& program, int64_t min_elements) {
   loop::Program p = program;
   stage_output_products(p, min_elements);
+  pad_input_operands(p, min_elements);
   std::map<int, std::pair<int64_t, int64_t>> padded;  // buffer -> (row length, padded row length)
   for (const auto& kernel : p.kernels) {
     const auto* call = std::get_if<loop::ExternCall>(&kernel);

@@ -98,6 +98,47 @@ TEST(PadGemm, AnOperandALoopKernelWritesIsPadded) {
   EXPECT_EQ(views, (std::vector<std::string>{"[1008, 1]", "[1, 1008]"})) << text;
 }
 
+TEST(PadGemm, AnInputOperandIsCopiedIntoPaddedRows) {
+  // A loss gradient that arrives as a graph input (GPT-2's, from the loss's own graph), read by two
+  // products and a row sum: one kernel copies it into rows of 1008 before the first product, both
+  // products' views step over the copy, the sum reads the input itself.
+  auto p = for_cuda(
+      "  %g = input() : bf16[2048, 1001]\n  %x = input() : bf16[2048, 256]\n  %w = input() : bf16[1001, 256]\n"
+      "  %d = mm(%g, %w)\n  %gt = permute(%g, [1, 0])\n  %e = mm(%gt, %x)\n  %s = sum.dim_IntList(%g, [1])\n"
+      "  return %d, %e, %s\n");
+  std::string text = loop::to_string(p);
+  int rows = -1;
+  for (size_t b = 0; b < p.buffers.size(); ++b)
+    if (p.buffers[b].name == "g_rows") rows = static_cast<int>(b);
+  ASSERT_GE(rows, 0) << text;
+  EXPECT_EQ(shape_str(p.buffers[static_cast<size_t>(rows)].strides), "[1008, 1]") << text;
+  std::vector<std::string> views;
+  int copies = 0;
+  bool copied_first = false;
+  for (const auto& k : p.kernels) {
+    if (const auto* call = std::get_if<loop::ExternCall>(&k)) {
+      for (const auto& v : call->inputs) {
+        EXPECT_NE(v.buffer, 0) << text;  // the input itself goes to no product
+        if (v.buffer == rows) views.push_back(shape_str(v.strides));
+      }
+      continue;
+    }
+    const auto& lk = std::get<loop::LoopKernel>(k);
+    for (const auto& st : lk.stores) {
+      if (st.buffer != rows) continue;
+      ++copies;
+      copied_first = views.empty();
+    }
+  }
+  EXPECT_EQ(copies, 1) << text;
+  EXPECT_TRUE(copied_first) << text;
+  EXPECT_EQ(views, (std::vector<std::string>{"[1008, 1]", "[1, 1008]"})) << text;
+  // A product that meets few columns is not worth a copy: an align1 kernel does.
+  auto q = for_cuda(
+      "  %g = input() : bf16[2048, 1001]\n  %w = input() : bf16[1001, 8]\n  %d = mm(%g, %w)\n  return %d\n");
+  EXPECT_EQ(loop::to_string(q).find("g_rows"), std::string::npos) << loop::to_string(q);
+}
+
 TEST(PadGemm, ReductionsAndBatchedProductsReadThePaddedRows) {
   auto p = for_cuda(
       "  %a = input() : f32[4, 700, 32]\n  %b = input() : f32[4, 32, 399]\n  %y = bmm(%a, %b)\n"
