@@ -131,7 +131,7 @@ def top_kernels(step, count=25):
 def host_profile(step, count=30):
     """The host's side of one step: milliseconds to issue it (from an idle GPU, without waiting
     for it; a step whose host time is near its step time is launch-bound) and the Python
-    functions that took the most of that time (cProfile, cumulative ms)."""
+    functions that took the most of that time (cProfile: the top by cumulative, then by own ms)."""
     import cProfile
     import pstats
 
@@ -146,9 +146,10 @@ def host_profile(step, count=30):
     prof.disable()
     torch.cuda.synchronize()
     stats = pstats.Stats(prof).stats
-    ranked = sorted(stats.items(), key=lambda kv: -kv[1][3])[:count]
+    by_total = sorted(stats.items(), key=lambda kv: -kv[1][3])[:count]
+    by_own = sorted(stats.items(), key=lambda kv: -kv[1][2])[:count]
     return issued, [(f"{Path(f).name}:{line}:{fn}", calls, tottime * 1e3, cumtime * 1e3)
-                    for (f, line, fn), (_, calls, tottime, cumtime, _) in ranked]
+                    for (f, line, fn), (_, calls, tottime, cumtime, _) in by_total + by_own]
 
 
 def child(name, device, modes, steps, profile=False):

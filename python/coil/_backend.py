@@ -398,7 +398,7 @@ def _compile_graph(gm, example_inputs, mode, options):
 
     wrapped = aot_module_simplified(gm, example_inputs, fw_compiler=forward_compiler, bw_compiler=backward_compiler,
                                     inference_compiler=inference_compiler, partition_fn=_partition_joint,
-                                    decompositions=_decompositions.core(), keep_inference_input_mutations=True)
+                                    decompositions=_decompositions.core(training), keep_inference_input_mutations=True)
     return direct[0] if direct else wrapped
 
 

@@ -11,11 +11,17 @@ from . import _coil, _foreach, _fx, _gradients
 aten = torch.ops.aten
 
 
-def core():
-    """The table AOTAutograd applies to every graph."""
-    from torch._decomp import core_aten_decompositions
+def core(training=False):
+    """The table AOTAutograd applies to every graph. A graph that needs gradients also has its
+    softmaxes decomposed (amax, exp, sum, log), as Inductor does: the partitioner then saves their
+    row statistics and the backward computes the values again from the input, instead of saving
+    them in f32 (GPT-2's loss saved its [8192, 50257] f32 log-softmax: 1.65 GB)."""
+    from torch._decomp import core_aten_decompositions, decompositions
 
     table = dict(core_aten_decompositions())
+    if training:
+        table[aten._log_softmax.default] = decompositions._log_softmax
+        table[aten._softmax.default] = decompositions._softmax
     # Keep attention whole: coil has a fused kernel for it; addcdiv / addcmul whole: coil
     # computes them in f32 and rounds once, as ATen does (the table's div/mul/add round each).
     for op in (aten._scaled_dot_product_flash_attention_for_cpu.default, aten.addcdiv.default, aten.addcmul.default):

@@ -298,3 +298,45 @@ def test_model_gradients_match_eager(device, dtype, name):
     rtol, atol = (1e-4, 1e-5) if dtype == torch.float32 else (5e-2, 2e-2)
     for (n, b), (_, e) in zip(trained.named_buffers(), model.named_buffers()):  # BatchNorm's running statistics
         torch.testing.assert_close(b.float(), e.float(), rtol=rtol, atol=atol, msg=lambda m: f"{n}: {m}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_loss_saves_row_statistics_not_its_log_softmax(device, monkeypatch):
+    """A bf16-autocast head and cross-entropy: the forward graph saves the logits' row maximum and
+    log-sum (its softmax decomposed, as Inductor's is), not an f32 [rows, classes] log-softmax;
+    the backward computes it again. Loss and gradients as eager's."""
+    from coil import _backend
+
+    saved = []
+    compile_forward = _backend._compile_forward
+
+    def recording(gm, *args, **kwargs):
+        out = next(n for n in gm.graph.nodes if n.op == "output")
+        saved.append([(tuple(v.shape), v.dtype) for v in (a.meta.get("val") for a in out.args[0] if a is not None)
+                      if isinstance(v, torch.Tensor)])
+        return compile_forward(gm, *args, **kwargs)
+
+    monkeypatch.setattr(_backend, "_compile_forward", recording)
+    torch.manual_seed(0)
+    head = nn.Linear(48, 1001).to(device)
+    x = torch.randn(64, 48, device=device)
+    y = torch.randint(0, 1001, (64,), device=device)
+    y[3] = -100  # ignored
+
+    def loss_of(model):
+        with torch.autocast(device, dtype=torch.bfloat16):
+            return F.cross_entropy(model(x), y)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loss = torch.compile(loss_of, backend="coil")(head)
+        loss.backward()
+    assert not coil_fallbacks(caught), coil_fallbacks(caught)
+    assert saved and not any(shape == (64, 1001) and dtype == torch.float32 for graph in saved for shape, dtype in graph), saved
+    grads = {n: p.grad.clone() for n, p in head.named_parameters()}
+    head.zero_grad(set_to_none=True)
+    want = loss_of(head)
+    want.backward()
+    torch.testing.assert_close(loss, want, rtol=1e-3, atol=1e-3)
+    for n, p in head.named_parameters():
+        torch.testing.assert_close(grads[n], p.grad, rtol=2e-2, atol=2e-3 * p.grad.abs().max().item(), msg=lambda m: f"{n}: {m}")

@@ -59,6 +59,11 @@ TEST(Compile, PatternsMatchReference) {
       "  %w = input() : f32[11, 6]\n  %t = input(low=0, high=11) : i64[N, 3]\n  %e = embedding(%w, %t)\n  %i = input(low=0, high=6) : i32[4]\n  %s = index_select(%w, 1, %i)\n  %g = input(low=0, high=11) : i64[7, 6]\n  %h = gather(%w, 0, %g)\n  %x = exp(%w)\n  %y = index_select(%x, 0, %i)\n  return %e, %s, %h, %y\n",
       "  %x = input() : f32[5, 6, 7]\n  %a = input(low=-5, high=5) : i64[N, 1]\n  %b = input(low=0, high=6) : i64[4]\n  %c = input(low=0, high=7) : i64[4]\n  %y = index.Tensor(%x, [%a, %b])\n  %z = index.Tensor(%x, [%a, none, %c])\n  %w = index.Tensor(%x, [none, %b])\n  return %y, %z, %w\n",
       "  %x = input() : f32[6, 5]\n  %s = input() : f32[N, 5]\n  %i = input(low=0, high=6) : i64[N, 4]\n  %a = scatter_add(%x, 0, %i, %s)\n  %j = input(low=0, high=5) : i64[N, 4]\n  %b = scatter.src(%x, 1, %j, %s)\n  %r = input() : f32[2, 5]\n  %c = slice_scatter(%x, %r, 0, 1, 6, 3)\n  %v = input() : f32[6]\n  %d = select_scatter(%x, %v, 1, -2)\n  return %a, %b, %c, %d\n",
+      // scatters of one element a row (a loss's one-hot gradient) as selects: value, add and src
+      "  %l = input() : f32[N, 37]\n  %i = input(low=0, high=37) : i64[N, 1]\n  %s = scatter.value(%l, 1, %i, -1.0)\n"
+      "  %w = input() : f32[N, 1]\n  %m = mul.Tensor(%s, %w)\n  %r = sum.dim_IntList(%m, [1], true)\n  %u = input() : bf16[N, 3]\n"
+      "  %b = input() : bf16[N, 37]\n  %a = scatter_add(%b, 1, %i, %u)\n  %k = input() : f32[4, 37]\n"
+      "  %j = input(low=0, high=4) : i64[1, 37]\n  %c = scatter.src(%k, 0, %j, %k)\n  return %s, %r, %a, %c\n",
       // GEMM epilogues: relu and gelu(tanh) move into the product (bias+relu, gelu, bias+gelu
       // in bf16); a product also read raw keeps its pointwise kernel
       "  %x = input() : f32[N, 9]\n  %w = input() : f32[9, 5]\n  %b = input() : f32[5]\n  %h = addmm(%b, %x, %w)\n  %r = relu(%h)\n"
@@ -165,6 +170,27 @@ TEST(Compile, HalfConvolutionRoundsOnceAfterItsBias) {
       for (int64_t i = 0; i < want.numel(); ++i) ASSERT_EQ(want.load(i), 1 + 3 * u) << "reference element " << i;
     }
   }
+}
+
+TEST(Compile, AOneHotScatterIsASelectFusedWithItsReaders) {
+  // A loss's gradient: a zero-filled [N, 37] with -1 at each row's target, scaled and summed.
+  // No kernel stores at a data-dependent offset; a scatter of several elements a row keeps its pass.
+  auto dynamic_stores = [](const std::string& body) {
+    auto p = generate(parse(body), {}).lowered.program;
+    int count = 0;
+    for (const auto& k : p.kernels)
+      if (const auto* lk = std::get_if<loop::LoopKernel>(&k))
+        for (const auto& st : lk->stores) count += st.dynamic ? 1 : 0;
+    return count;
+  };
+  EXPECT_EQ(dynamic_stores("  %l = input() : f32[N, 37]\n  %z = full_like(%l, 0)\n  %i = input(low=0, high=37) : i64[N, 1]\n"
+                           "  %s = scatter.value(%z, 1, %i, -1.0)\n  %w = input() : f32[N, 1]\n  %m = mul.Tensor(%s, %w)\n"
+                           "  %r = sum.dim_IntList(%m, [1], true)\n  %e = exp(%l)\n  %d = mul.Tensor(%e, %r)\n"
+                           "  %g = sub.Tensor(%m, %d)\n  return %g\n"),
+            0);
+  EXPECT_EQ(dynamic_stores("  %l = input() : f32[N, 37]\n  %i = input(low=0, high=37) : i64[N, 2]\n"
+                           "  %s = scatter.value(%l, 1, %i, -1.0)\n  return %s\n"),
+            1);
 }
 
 TEST(Compile, RandomGraphsMatchReference) {
