@@ -136,10 +136,13 @@ def host_profile(step, count=30):
     import pstats
 
     torch.cuda.synchronize()
+    before = plan_host_times()
     start = time.perf_counter()
     step()
     issued = (time.perf_counter() - start) * 1e3
     torch.cuda.synchronize()
+    after = plan_host_times()
+    plans = {k: round(after[k] - before.get(k, 0), 3) for k in after}
     prof = cProfile.Profile()
     prof.enable()
     step()
@@ -148,8 +151,24 @@ def host_profile(step, count=30):
     stats = pstats.Stats(prof).stats
     by_total = sorted(stats.items(), key=lambda kv: -kv[1][3])[:count]
     by_own = sorted(stats.items(), key=lambda kv: -kv[1][2])[:count]
-    return issued, [(f"{Path(f).name}:{line}:{fn}", calls, tottime * 1e3, cumtime * 1e3)
-                    for (f, line, fn), (_, calls, tottime, cumtime, _) in by_total + by_own]
+    return issued, plans, [(f"{Path(f).name}:{line}:{fn}", calls, tottime * 1e3, cumtime * 1e3)
+                           for (f, line, fn), (_, calls, tottime, cumtime, _) in by_total + by_own]
+
+
+def plan_host_times():
+    """coil's GPU plans' host time so far, summed over every compiled graph of the process
+    (Compiled.stats()["host"]: setup, launches, library calls, outputs); empty without coil."""
+    import gc
+
+    runner = sys.modules.get("coil._runner")
+    total = {}
+    if runner is None:
+        return total
+    for o in gc.get_objects():
+        if isinstance(o, runner.Runner):
+            for k, v in o.compiled.stats().get("host", {}).items():
+                total[k] = total.get(k, 0) + v
+    return total
 
 
 def child(name, device, modes, steps, profile=False):
@@ -218,7 +237,7 @@ def child(name, device, modes, steps, profile=False):
                 record["device_peak_gib"] = sampler.stop()
             if profile and device == "cuda":
                 record["kernels"] = top_kernels(step)
-                record["host_ms"], record["host_calls"] = host_profile(step)
+                record["host_ms"], record["plan_host"], record["host_calls"] = host_profile(step)
         except Exception as e:  # the other modes still run
             record["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}"
         emit(record)

@@ -19,6 +19,7 @@
 #include "frontend/export_nodes.h"
 #include "frontend/fx.h"
 #include "runtime/cuda/allocator.h"
+#include "runtime/cuda/gpu_plan.h"
 
 namespace nb = nanobind;
 
@@ -156,6 +157,14 @@ class Compiled {
     nb::list units;  // CUDA: per NVRTC unit, (its kernels, ms, cache hit)
     for (const auto& u : exe_.stats.units) units.append(nb::make_tuple(nb::cast(u.kernels), u.ms, u.cache_hit));
     d["units"] = units;
+    if (exe_.gpu_plan) {  // the host's time in the GPU plan's runs so far (GpuPlan::host_times)
+      auto t = exe_.gpu_plan->host_times();
+      nb::dict host;
+      host["runs"] = t.runs, host["setup_ms"] = t.setup_ns / 1e6, host["loop_ms"] = t.loop_ns / 1e6, host["loops"] = t.loops;
+      host["gemm_ms"] = t.gemm_ns / 1e6, host["gemms"] = t.gemms, host["conv_ms"] = t.conv_ns / 1e6, host["convs"] = t.convs;
+      host["finish_ms"] = t.finish_ns / 1e6;
+      d["host"] = host;
+    }
     return d;
   }
 

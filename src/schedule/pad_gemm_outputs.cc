@@ -226,10 +226,54 @@ int64_t product_reach(const loop::ExternCall& call, size_t input) {
 
 constexpr int64_t kPadInputMinReach = 128;
 
+// The dim of operand `input`'s view that is the product's reduction (K): A = [.., M, K]'s last,
+// B = [.., K, N]'s second to last.
+size_t reduction_dim(const loop::ExternCall& call, size_t input) {
+  const size_t first = call.kind == loop::ExternKind::addmm ? 1 : 0;
+  const size_t rank = call.inputs[input].sizes.size();
+  return input == first ? rank - 1 : rank - 2;
+}
+
+loop::ExprRef zero_beyond(const SymInt& x, int64_t n, const loop::ExprRef& value) {
+  return loop::Expr::apply(loop::LoopOp::Where, {loop::Expr::apply(loop::LoopOp::Lt, {loop::Expr::index(x), loop::Expr::index(n)}),
+                                                 value, loop::Expr::constant(0, value->dtype())});
+}
+
+// A kernel before `at` copying view `v` into a dense temporary whose dim `d` (n elements) is
+// extended to `np` by zeros; the view of the copy.
+loop::View zero_extended_copy(loop::Program& p, size_t at, const loop::View& v, size_t d, int64_t n, int64_t np,
+                              const std::string& name, const std::vector<std::string>& origins) {
+  loop::Buffer b = p.buffers[static_cast<size_t>(v.buffer)];
+  b.role = loop::Buffer::Role::temporary;
+  b.name = name;
+  b.sizes = v.sizes;
+  b.sizes[d] = SymInt(np);
+  b.strides = padded_strides(b.sizes, *b.sizes.back().constant());
+  b.offset = 0;
+  const int temp = static_cast<int>(p.buffers.size());
+  p.buffers.push_back(b);
+  loop::LoopKernel copy;
+  copy.name = "pad_" + name;
+  copy.outer = b.sizes;
+  copy.origins = origins;
+  SymInt from = v.offset;
+  for (size_t i = 0; i < v.sizes.size(); ++i) {
+    SymInt x = SymInt::symbol(loop::loop_var(static_cast<int>(i)));
+    from = from + (i == d ? min(x, SymInt(n - 1)) : x) * v.strides[i];
+  }
+  loop::ExprRef value = zero_beyond(SymInt::symbol(loop::loop_var(static_cast<int>(d))), n, loop::Expr::load(v.buffer, from, b.dtype));
+  copy.stores.push_back({temp, offset_of(b.strides), value, false});
+  p.kernels.insert(p.kernels.begin() + static_cast<std::ptrdiff_t>(at), std::move(copy));
+  return loop::View{temp, b.sizes, b.strides, 0};
+}
+
 // Graph inputs of unaligned rows read by products: a kernel copies such an input into padded
-// rows before the first product that reads it, and the products read the copy (GPT-2's logits
-// gradient arrives from the loss's graph as [8192, 50257] and is read by both of the head's
-// backward products, in align1 kernels: 4.5 and 3.8 ms). Loop kernels keep reading the input.
+// rows (zeros past the row's end) before the first product that reads it, and the products read
+// the copy (GPT-2's logits gradient arrives from the loss's graph as [8192, 50257] and is read
+// by both of the head's backward products, in align1 kernels: 4.5 and 3.8 ms). Loop kernels
+// keep reading the input. Where the padded dim is the product's reduction, the product runs over
+// the padded length (cuBLASLt has no fast kernel for K = 50257: 4.7 ms), with the other operand
+// copied with zero rows to match.
 void pad_input_operands(loop::Program& p, int64_t min_elements) {
   const size_t buffers = p.buffers.size();
   for (size_t b = 0; b < buffers; ++b) {
@@ -253,24 +297,54 @@ void pad_input_operands(loop::Program& p, int64_t min_elements) {
     loop::Buffer rows = in;
     rows.role = loop::Buffer::Role::temporary;
     rows.name = in.name + "_rows";
-    rows.strides = padded_strides(in.sizes, np);
+    rows.sizes.back() = SymInt(np);  // the copy's padding is zeros, so a product may reduce over it
+    rows.strides = padded_strides(rows.sizes, np);
     const int temp = static_cast<int>(p.buffers.size());
     p.buffers.push_back(rows);
-    for (auto& kernel : p.kernels) {
-      auto* call = std::get_if<loop::ExternCall>(&kernel);
+    std::vector<std::pair<size_t, size_t>> reductions;  // (kernel, operand) whose K is the padded dim
+    for (size_t at = 0; at < p.kernels.size(); ++at) {
+      auto* call = std::get_if<loop::ExternCall>(&p.kernels[at]);
       if (!call || !loop::is_product(call->kind)) continue;
-      for (auto& v : call->inputs) {
+      for (size_t i = 0; i < call->inputs.size(); ++i) {
+        loop::View& v = call->inputs[i];
         if (v.buffer != buffer || !row_view(v, n)) continue;
         v = repad_view(v, n, np);
         v.buffer = temp;
+        const size_t first_operand = call->kind == loop::ExternKind::addmm ? 1 : 0;
+        if (i < first_operand || i > first_operand + 1) continue;
+        const size_t d = reduction_dim(*call, i);
+        if (v.strides[d] == SymInt(1) && v.sizes[d] == SymInt(n) && v.offset == SymInt(0)) reductions.emplace_back(at, i);
       }
     }
     loop::LoopKernel copy;
     copy.name = "pad_" + in.name;
-    copy.outer = in.sizes;
+    copy.outer = rows.sizes;
     copy.origins = std::get<loop::ExternCall>(p.kernels[first]).origins;
-    copy.stores.push_back({temp, offset_of(rows.strides), loop::Expr::load(buffer, offset_of(in.strides), in.dtype), false});
+    SymInt from = 0;
+    for (size_t i = 0; i < in.sizes.size(); ++i) {
+      SymInt x = SymInt::symbol(loop::loop_var(static_cast<int>(i)));
+      from = from + (i + 1 == in.sizes.size() ? min(x, SymInt(n - 1)) : x) * in.strides[i];
+    }
+    loop::ExprRef value = zero_beyond(SymInt::symbol(loop::loop_var(static_cast<int>(in.sizes.size() - 1))), n,
+                                loop::Expr::load(buffer, from, in.dtype));
+    copy.stores.push_back({temp, offset_of(rows.strides), value, false});
     p.kernels.insert(p.kernels.begin() + static_cast<std::ptrdiff_t>(first), std::move(copy));
+    // The products reducing over the padded dim: K becomes np on both operands. Latest first, so
+    // that each copy inserted leaves the earlier products where they are.
+    std::sort(reductions.rbegin(), reductions.rend());
+    for (auto [at, i] : reductions) {
+      at += 1;  // past the input's copy
+      auto& call = std::get<loop::ExternCall>(p.kernels[at]);
+      const size_t other = i == (call.kind == loop::ExternKind::addmm ? 1u : 0u) ? i + 1 : i - 1;
+      const loop::View w = call.inputs[other];
+      if (w.buffer == temp) continue;  // both operands read the copy: K as it is
+      const size_t wd = reduction_dim(call, other);
+      const std::vector<std::string> origins = call.origins;
+      loop::View zeros = zero_extended_copy(p, at, w, wd, n, np, p.buffers[static_cast<size_t>(w.buffer)].name + "_k", origins);
+      auto& product = std::get<loop::ExternCall>(p.kernels[at + 1]);
+      product.inputs[i].sizes[reduction_dim(product, i)] = SymInt(np);
+      product.inputs[other] = zeros;
+    }
   }
 }
 

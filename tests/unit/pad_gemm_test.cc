@@ -100,8 +100,8 @@ TEST(PadGemm, AnOperandALoopKernelWritesIsPadded) {
 
 TEST(PadGemm, AnInputOperandIsCopiedIntoPaddedRows) {
   // A loss gradient that arrives as a graph input (GPT-2's, from the loss's own graph), read by two
-  // products and a row sum: one kernel copies it into rows of 1008 before the first product, both
-  // products' views step over the copy, the sum reads the input itself.
+  // products and a row sum: one kernel copies it into rows of 1008 (zeros past 1001) before the
+  // first product, both products' views step over the copy, the sum reads the input itself.
   auto p = for_cuda(
       "  %g = input() : bf16[2048, 1001]\n  %x = input() : bf16[2048, 256]\n  %w = input() : bf16[1001, 256]\n"
       "  %d = mm(%g, %w)\n  %gt = permute(%g, [1, 0])\n  %e = mm(%gt, %x)\n  %s = sum.dim_IntList(%g, [1])\n"
@@ -133,6 +133,12 @@ TEST(PadGemm, AnInputOperandIsCopiedIntoPaddedRows) {
   EXPECT_EQ(copies, 1) << text;
   EXPECT_TRUE(copied_first) << text;
   EXPECT_EQ(views, (std::vector<std::string>{"[1008, 1]", "[1, 1008]"})) << text;
+  // %d reduces over the padded dim: it runs with K = 1008 (the copy's padding is zeros), its
+  // other operand copied with 7 zero rows; %e reduces over the rows and keeps K = 2048.
+  EXPECT_NE(text.find("where(lt(index(x1), index(1001))"), std::string::npos) << text;
+  EXPECT_NE(text.find("mm(buf" + std::to_string(rows) + "[2048, 1008] strides=[1008, 1], buf"), std::string::npos) << text;
+  EXPECT_NE(text.find("w_k: bf16[1008, 256]"), std::string::npos) << text;
+  EXPECT_NE(text.find("mm(buf" + std::to_string(rows) + "[1001, 2048] strides=[1, 1008]"), std::string::npos) << text;
   // A product that meets few columns is not worth a copy: an align1 kernel does.
   auto q = for_cuda(
       "  %g = input() : bf16[2048, 1001]\n  %w = input() : bf16[1001, 8]\n  %d = mm(%g, %w)\n  return %d\n");

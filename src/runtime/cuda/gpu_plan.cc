@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "loop/conv_params.h"
 #include "runtime/plan.h"
@@ -274,7 +275,23 @@ Tensor GpuPlan::bind(const Tensor& t, const loop::Buffer& b, const std::map<std:
   return t;
 }
 
+GpuPlan::HostTimes GpuPlan::host_times() const {
+  std::lock_guard<std::mutex> lock(times_mutex_);
+  return times_;
+}
+
 std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weights, cuda::Stream stream) const {
+  using Clock = std::chrono::steady_clock;
+  const auto started = Clock::now();
+  HostTimes spent;
+  auto since = [](Clock::time_point from) { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - from).count(); };
+  auto record = [&] {
+    std::lock_guard<std::mutex> lock(times_mutex_);
+    times_.runs += 1;
+    times_.setup_ns += spent.setup_ns, times_.loop_ns += spent.loop_ns, times_.loops += spent.loops, times_.gemm_ns += spent.gemm_ns;
+    times_.gemms += spent.gemms, times_.conv_ns += spent.conv_ns, times_.convs += spent.convs;
+    times_.finish_ns += since(started) - spent.setup_ns - spent.loop_ns - spent.gemm_ns - spent.conv_ns;
+  };
   const cuda::Context& ctx = *context;
   ctx.make_current();
   check_pending(false);
@@ -380,7 +397,9 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
     }
     COIL_CHECK(scratch_layout.offsets.size() == kernels.size()) << "the GPU plan's split scratch is not laid out";
     const cuda::DevicePtr scratch_base = scratch_layout.bytes > 0 ? split_scratch(static_cast<size_t>(scratch_layout.bytes), stream) : 0;
+    spent.setup_ns = since(started);
     for (size_t k = 0; k < nk; ++k) {
+      const auto kernel_start = Clock::now();
       for (size_t b : allocate_before[k]) {
         if (int a = memory.in_place_of[b]; a >= 0) {
           ptrs[b] = ptrs[static_cast<size_t>(a)];
@@ -395,6 +414,7 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
         cuda::DevicePtr scratch = info.launch.scratch_bytes > 0 ? scratch_base + static_cast<cuda::DevicePtr>(scratch_layout.offsets[k]) : 0;
         launch_loop_kernel(ctx, functions[k], info, ptrs, symbol_values, symbols, status ? status + k * 3 * sizeof(int64_t) : 0,
                            scratch, stream);
+        spent.loop_ns += since(kernel_start), spent.loops += 1;
       } else {
         const auto& call = std::get<loop::ExternCall>(lowered.program.kernels[k]);
         auto view_ptr = [&](const loop::View* v) -> const void* {
@@ -410,6 +430,7 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
           const cuda::ConvPointers operands{view_ptr(&call.inputs[0]), view_ptr(&call.inputs[1]), d, optional_ptr(call.scale),
                                             optional_ptr(call.shift), optional_ptr(call.residual), optional_ptr(call.residual_scale)};
           run_convolution(call, operands, conv_plans.empty() ? 0 : conv_plans[k], symbols, stream);
+          spent.conv_ns += since(kernel_start), spent.convs += 1;
         } else {
           cuda::GemmProblem g = gemm_problem(call, lowered.program, symbols, tf32);
           const GemmViews views = gemm_views(call);
@@ -417,6 +438,7 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
           if (!workspace) workspace = allocator->allocate(kGemmWorkspace, stream);
           cublas->gemm(g, view_ptr(views.a), view_ptr(views.b), view_ptr(views.c), d, view_ptr(views.bias),
                        reinterpret_cast<void*>(workspace), kGemmWorkspace, stream, gemm_algos[k] ? &*gemm_algos[k] : nullptr);
+          spent.gemm_ns += since(kernel_start), spent.gemms += 1;
         }
       }
       for (int b : memory.release_after[k]) {
@@ -452,6 +474,7 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
       }
       if (status) defer_status(status, status_bytes, stream);
       release_run();
+      record();
       return out;
     }
     // Outputs back to the host, then the status words.

@@ -66,6 +66,14 @@ struct GpuPlan {
   // Throws the first error of earlier device-output runs that finished (all of them: `wait`).
   void check_pending(bool wait) const;
 
+  // The host's time in run(), summed over the runs: binding and allocation before the first
+  // kernel, loop-kernel launches, cuBLASLt and cuDNN calls, handing the outputs back (what a
+  // launch-bound step spends per graph; bench.train --profile reports it).
+  struct HostTimes {
+    int64_t runs = 0, setup_ns = 0, loop_ns = 0, loops = 0, gemm_ns = 0, gemms = 0, conv_ns = 0, convs = 0, finish_ns = 0;
+  };
+  HostTimes host_times() const;
+
  private:
   struct Pending {
     void* event = nullptr;     // recorded after the status words' copy
@@ -90,6 +98,9 @@ struct GpuPlan {
   // these pointers' alignments give other plans), its workspace from the allocator.
   void run_convolution(const loop::ExternCall& call, const cuda::ConvPointers& operands, size_t plan,
                        const std::map<std::string, int64_t>& symbols, cuda::Stream stream) const;
+
+  mutable std::mutex times_mutex_;
+  mutable HostTimes times_;
 
   mutable std::mutex weights_mutex_;
   mutable std::map<std::pair<const void*, size_t>, cuda::DevicePtr> device_weights_;  // by (host data, buffer)
