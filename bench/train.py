@@ -165,7 +165,7 @@ def plan_host_times():
     if runner is None:
         return total
     for o in gc.get_objects():
-        if isinstance(o, runner.Runner):
+        if type(o) is runner.Runner:  # (not isinstance: it would dereference dead weak proxies)
             for k, v in o.compiled.stats().get("host", {}).items():
                 total[k] = total.get(k, 0) + v
     return total

@@ -8,11 +8,9 @@
 // plain row and column). Results read by another extern call, through a data-dependent index,
 // written by a loop kernel, or with fewer than `min_elements` elements keep their layout.
 // A product whose result is a graph output writes a temporary first, copied into the output
-// (the temporary is then padded). A padded result that is only copied into a graph output of
-// the same rows (a view of it, or itself) that no kernel reads makes that output padded instead,
-// written by the product itself: the graph returns a strided tensor, as Inductor's padded
-// products do, and the copy is gone. The product's output buffer may then have more dims than
-// its operands (leading ones that merge into its rows).
+// (the temporary is then padded; outputs keep their dense layout). A graph input of unaligned
+// rows that products read is copied into padded rows (zeros past the end) when the products'
+// work pays for the copy; a product reducing over such rows runs over the padded length.
 #pragma once
 #include <cstdint>
 

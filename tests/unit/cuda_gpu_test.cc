@@ -90,11 +90,11 @@ const char* kGraphs[] = {
     // copy into the output view and by a row sum
     "  %x = input() : bf16[300, 64]\n  %w = input() : bf16[3501, 64]\n  %wt = permute(%w, [1, 0])\n  %h = mm(%x, %wt)\n"
     "  %y = view(%h, [3, 100, 3501])\n  %s = sum.dim_IntList(%h, [1])\n  return %y, %s\n",
-    // ... and written by the product straight into the output view, which takes the padded rows
+    // ... and copied into the output view, which keeps its dense rows
     "  %x = input() : bf16[3, 100, 64]\n  %w = input() : bf16[3501, 64]\n  %xv = view(%x, [300, 64])\n"
     "  %wt = permute(%w, [1, 0])\n  %h = mm(%xv, %wt)\n  %y = view(%h, [3, 100, 3501])\n  return %y\n",
     // ... a product that is itself an output and read by a sum: written into padded rows, then
-    // copied into the dense output; and returned alone (the output takes the padded rows)
+    // copied into the dense output; and returned alone (the same copy)
     "  %x = input() : bf16[300, 64]\n  %w = input() : bf16[3501, 64]\n  %wt = permute(%w, [1, 0])\n  %h = mm(%x, %wt)\n"
     "  %s = sum.dim_IntList(%h, [1])\n  return %h, %s\n",
     "  %x = input() : bf16[300, 64]\n  %w = input() : bf16[3501, 64]\n  %wt = permute(%w, [1, 0])\n  %h = mm(%x, %wt)\n"
