@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <optional>
+
 #include "arith/simplify.h"
 #include "lower/context.h"
 #include "lower/cost.h"
@@ -36,12 +39,116 @@ ExprRef Context::at(const Value& v, const SymShape& index) const {
   return loop::substitute(v.body, r);
 }
 
+namespace {
+
+bool mentions(const SymInt& e, const std::string& x) {
+  std::vector<std::string> names;
+  e.collect_symbols(names);
+  return std::find(names.begin(), names.end(), x) != names.end();
+}
+
+// The coefficient of symbol `x` in `e` where `e` is affine in it, else nothing.
+std::optional<int64_t> coefficient(const SymInt& e, const std::string& x) {
+  switch (e.kind()) {
+    case SymInt::Kind::constant: return 0;
+    case SymInt::Kind::symbol: return e.symbol_name() == x ? 1 : 0;
+    case SymInt::Kind::add: {
+      int64_t sum = 0;
+      for (const auto& o : e.operands()) {
+        auto c = coefficient(o, x);
+        if (!c) return std::nullopt;
+        sum += *c;
+      }
+      return sum;
+    }
+    case SymInt::Kind::mul: {
+      const auto& a = e.operands()[0];
+      const auto& b = e.operands()[1];
+      if (!mentions(a, x) && !mentions(b, x)) return 0;
+      if (a.constant() && !mentions(a, x)) {
+        auto c = coefficient(b, x);
+        return c ? std::optional<int64_t>(*c * *a.constant()) : std::nullopt;
+      }
+      if (b.constant() && !mentions(b, x)) {
+        auto c = coefficient(a, x);
+        return c ? std::optional<int64_t>(*c * *b.constant()) : std::nullopt;
+      }
+      return std::nullopt;
+    }
+    default: return mentions(e, x) ? std::nullopt : std::optional<int64_t>(0);
+  }
+}
+
+// `e` with index variable `x` replaced by the data-dependent `value`: an index or a load offset
+// affine in `x` takes it as a dynamic term; nothing where one is not affine in it.
+ExprRef substitute_dynamic(const ExprRef& e, const std::string& x, const ExprRef& value) {
+  auto term = [&](int64_t c) { return c == 1 ? value : Expr::apply(LoopOp::Mul, {value, Expr::index(c)}); };
+  switch (e->kind()) {
+    case Expr::Kind::index: {
+      if (!mentions(e->offset(), x)) return e;
+      auto c = coefficient(e->offset(), x);
+      if (!c) return nullptr;
+      SymInt rest = coil::substitute(e->offset(), {{x, SymInt(0)}});
+      return Expr::apply(LoopOp::Add, {term(*c), Expr::index(rest)});
+    }
+    case Expr::Kind::load: {
+      ExprRef dynamic = e->dynamic();
+      if (dynamic) {
+        dynamic = substitute_dynamic(dynamic, x, value);
+        if (!dynamic) return nullptr;
+      }
+      SymInt offset = e->offset();
+      if (mentions(offset, x)) {
+        auto c = coefficient(offset, x);
+        if (!c) return nullptr;
+        offset = coil::substitute(offset, {{x, SymInt(0)}});
+        if (*c != 0) dynamic = dynamic ? Expr::apply(LoopOp::Add, {dynamic, term(*c)}) : term(*c);
+      }
+      return Expr::load(e->buffer(), offset, e->dtype(), dynamic);
+    }
+    default: {
+      bool failed = false;
+      ExprRef out = loop::map_operands(e, [&](const ExprRef& o) {
+        ExprRef r = failed ? o : substitute_dynamic(o, x, value);
+        if (!r) failed = true;
+        return r ? r : o;
+      });
+      return failed ? nullptr : out;
+    }
+  }
+}
+
+// A value not worth storing only to be read at data-dependent places (a gather from a
+// log-softmax reads one element a row of [8192, 50257]): its body at those places, where it
+// costs no more than this and its loads are affine in the dims indexed.
+constexpr double kInlineDynamicCost = 32;
+
+}  // namespace
+
 ExprRef Context::at_dynamic(Value& v, const std::vector<ExprRef>& index, const std::string& name, ExprRef extra) {
   COIL_CHECK(index.size() == v.meta.sizes.size()) << "index of rank " << index.size() << " for a value of rank " << v.meta.dim();
   bool is_static = !extra && std::all_of(index.begin(), index.end(), [](const ExprRef& e) { return e->kind() == Expr::Kind::index; });
   SymShape fixed;
   for (const auto& e : index) fixed.push_back(e->kind() == Expr::Kind::index ? e->offset() : SymInt(0));
   if (is_static) return at(v, fixed);
+  if (!v.realized() && !extra && compute_cost(v.body) <= kInlineDynamicCost) {
+    // The dynamic dims' variables renamed first: a static index may name the caller's variables,
+    // which share the names i0, i1, ... with the value's own.
+    auto dynamic_var = [](size_t k) { return "dynamic" + std::to_string(k); };
+    std::map<std::string, SymInt> r;
+    for (size_t k = 0; k < index.size(); ++k)
+      r.emplace(index_var(static_cast<int>(k)),
+                index[k]->kind() == Expr::Kind::index ? index[k]->offset() : SymInt::symbol(dynamic_var(k)));
+    // Offsets simplified within the value's bounds first (a view's flattening leaves
+    // (50257*i0 + i1) % 50257, affine in i1 only once simplified).
+    RangeEnv env;
+    for (size_t k = 0; k < v.meta.sizes.size(); ++k)
+      if (auto n = v.meta.sizes[k].constant(); n && *n > 0) env[index_var(static_cast<int>(k))] = Range{0, *n - 1};
+    ExprRef body = loop::substitute(loop::map_indices(v.body, [&](const SymInt& o) { return simplify(o, env); }), r);
+    for (size_t k = 0; body && k < index.size(); ++k)
+      if (index[k]->kind() != Expr::Kind::index) body = substitute_dynamic(body, dynamic_var(k), index[k]);
+    if (body) return body;
+  }
   realize(v, name);
   ExprRef dynamic = extra;
   for (size_t k = 0; k < index.size(); ++k) {

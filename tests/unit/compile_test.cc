@@ -64,6 +64,12 @@ TEST(Compile, PatternsMatchReference) {
       "  %w = input() : f32[N, 1]\n  %m = mul.Tensor(%s, %w)\n  %r = sum.dim_IntList(%m, [1], true)\n  %u = input() : bf16[N, 3]\n"
       "  %b = input() : bf16[N, 37]\n  %a = scatter_add(%b, 1, %i, %u)\n  %k = input() : f32[4, 37]\n"
       "  %j = input(low=0, high=4) : i64[1, 37]\n  %c = scatter.src(%k, 0, %j, %k)\n  return %s, %r, %a, %c\n",
+      // gathers and index_select at data-dependent places of computed values (log-softmax
+      // through a flattening view, a transposed exp): computed at those places, not stored
+      "  %x = input() : f32[2, N, 37]\n  %v = view(%x, [-1, 37])\n  %l = _log_softmax(%v, 1, false)\n"
+      "  %i = input(low=0, high=37) : i64[10, 1]\n  %g = gather(%l, 1, %i)\n  %y = input() : f32[6, 5]\n"
+      "  %t = permute(%y, [1, 0])\n  %e = exp(%t)\n  %j = input(low=0, high=6) : i64[4]\n  %s = index_select(%e, 1, %j)\n"
+      "  %k = input(low=0, high=5) : i64[7]\n  %r = index_select(%e, 0, %k)\n  return %g, %s, %r\n",
       // GEMM epilogues: relu and gelu(tanh) move into the product (bias+relu, gelu, bias+gelu
       // in bf16); a product also read raw keeps its pointwise kernel
       "  %x = input() : f32[N, 9]\n  %w = input() : f32[9, 5]\n  %b = input() : f32[5]\n  %h = addmm(%b, %x, %w)\n  %r = relu(%h)\n"
@@ -191,6 +197,21 @@ TEST(Compile, AOneHotScatterIsASelectFusedWithItsReaders) {
   EXPECT_EQ(dynamic_stores("  %l = input() : f32[N, 37]\n  %i = input(low=0, high=37) : i64[N, 2]\n"
                            "  %s = scatter.value(%l, 1, %i, -1.0)\n  return %s\n"),
             1);
+}
+
+TEST(Compile, AGatherFromALogSoftmaxStoresNoRowOfIt) {
+  // A loss's forward: the target's log-probability of each row. The log-softmax is computed at
+  // the gathered places; no kernel stores an [N, 37] value.
+  auto p = generate(parse("  %x = input() : bf16[N, 37]\n  %f = _to_copy(%x, dtype=f32)\n  %m = amax(%f, [1], true)\n"
+                          "  %s = sub.Tensor(%f, %m)\n  %e = exp(%s)\n  %u = sum.dim_IntList(%e, [1], true)\n  %l = log(%u)\n"
+                          "  %o = sub.Tensor(%s, %l)\n  %i = input(low=0, high=37) : i64[N, 1]\n  %g = gather(%o, 1, %i)\n"
+                          "  %n = neg(%g)\n  %r = sum(%n)\n  return %r\n"),
+                    {}).lowered.program;
+  for (const auto& k : p.kernels) {
+    const auto* lk = std::get_if<loop::LoopKernel>(&k);
+    if (!lk) continue;
+    for (const auto& st : lk->stores) EXPECT_NE(shape_str(p.buffers[static_cast<size_t>(st.buffer)].sizes), "[N, 37]") << loop::to_string(p);
+  }
 }
 
 TEST(Compile, RandomGraphsMatchReference) {
