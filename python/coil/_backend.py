@@ -284,7 +284,7 @@ def _partition(gm, device, options):
             return _node_supported(node, device)
 
     partitioner = CapabilityBasedPartitioner(gm, Support(), allows_single_node_partition=True)
-    split = partitioner.fuse_partitions(partitioner.propose_partitions())
+    split = partitioner.fuse_partitions(_segments(gm, device))
     for node in list(split.graph.nodes):
         if node.op != "call_module":
             continue
@@ -299,6 +299,35 @@ def _partition(gm, device, options):
         setattr(split, node.target, runner)
     split.recompile()
     return split
+
+
+def _segments(gm, device):
+    """The parts coil compiles, as early as the nodes PyTorch runs allow: the nodes it does not
+    take, in graph order, delimit segments, and each node coil takes joins the first segment after
+    everything it reads (a tuple's getitems count with their call). So a backward's weight
+    gradient runs beside its input gradient, not in one part at the end that keeps every
+    layer's output gradient alive until then (what a partitioner merging greedily did)."""
+    from torch.fx.passes.infra.partitioner import Partition
+
+    level, segment, members = {}, {}, {}
+    count = 0
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        parent = node.args[0] if node.target is operator.getitem else None
+        if parent is not None and parent in level:
+            level[node] = level[parent]
+            continue
+        if not _node_supported(node, device):
+            count += 1
+            level[node] = count
+            continue
+        at = 0
+        for a in node.all_input_nodes:
+            at = max(at, segment.get(a, level.get(a, 0)))
+        segment[node] = at
+        members.setdefault(at, []).append(node)
+    return [Partition(id=k, nodes=nodes) for k, nodes in sorted(members.items())]
 
 
 def _wants_grad(example_inputs):
