@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "arith/simplify.h"
 #include "support/check.h"
 
 namespace coil::schedule {
@@ -25,17 +26,23 @@ struct Rewriter {
   std::map<int, std::pair<SymInt, ExprRef>> produced;  // the producer's results it may read: buffer -> (store offset, value)
   int slot_shift = 0;
   bool ok = true;
+  RangeEnv env;  // the producer's loop bounds, to simplify what a reshaped nest's variables give
+
+  SymInt offset(const SymInt& o) const {
+    SymInt at = coil::substitute(o, vars);
+    return env.empty() ? at : simplify(at, env);
+  }
 
   ExprRef operator()(const ExprRef& e) {
     switch (e->kind()) {
       case Expr::Kind::load: {
-        SymInt offset = coil::substitute(e->offset(), vars);
+        SymInt at = offset(e->offset());
         auto it = produced.find(e->buffer());
-        if (it == produced.end()) return Expr::load(e->buffer(), offset, e->dtype(), e->dynamic() ? (*this)(e->dynamic()) : nullptr);
-        if (offset != it->second.first) ok = false;
+        if (it == produced.end()) return Expr::load(e->buffer(), at, e->dtype(), e->dynamic() ? (*this)(e->dynamic()) : nullptr);
+        if (at != (env.empty() ? it->second.first : simplify(it->second.first, env))) ok = false;
         return it->second.second;
       }
-      case Expr::Kind::index: return Expr::index(coil::substitute(e->offset(), vars));
+      case Expr::Kind::index: return Expr::index(offset(e->offset()));
       case Expr::Kind::reduced: return Expr::reduced(e->slot() + slot_shift, e->dtype());
       default: return loop::map_operands(e, [this](const ExprRef& o) { return (*this)(o); });
     }
@@ -48,10 +55,25 @@ std::optional<LoopKernel> try_fuse(const LoopKernel& a, const LoopKernel& b) {
   if (loop::has_dynamic_stores(a) || loop::has_dynamic_stores(b)) return std::nullopt;
   size_t m = a.outer.size();
   bool pointwise = b.inner.empty();
+  // A pointwise consumer whose leading dims are the producer's one outer dim reshaped (a loss's
+  // gradient over [8, 1024, 50257] after a reduction over [8192] rows): its variables become
+  // the producer's row split back, x0 // 1024 and x0 % 1024.
+  std::vector<SymInt> split;
   if (pointwise) {
     SymShape nest = a.outer;
     nest.insert(nest.end(), a.inner.begin(), a.inner.end());
-    if (b.outer != nest) return std::nullopt;
+    if (b.outer != nest) {
+      const size_t lead = b.outer.size() >= a.inner.size() ? b.outer.size() - a.inner.size() : 0;
+      SymShape rows(b.outer.begin(), b.outer.begin() + static_cast<std::ptrdiff_t>(lead));
+      SymShape tail(b.outer.begin() + static_cast<std::ptrdiff_t>(lead), b.outer.end());
+      if (m != 1 || lead < 2 || !(tail == a.inner) || !(product(rows) == a.outer[0])) return std::nullopt;
+      SymInt x = SymInt::symbol(loop::loop_var(0)), step = 1;
+      split.assign(lead, SymInt(0));
+      for (size_t j = lead; j-- > 0;) {
+        split[j] = j == 0 ? floordiv(x, step) : mod(floordiv(x, step), rows[j]);
+        step = step * rows[j];
+      }
+    }
   } else if (b.outer != a.outer || b.inner != a.inner) {
     return std::nullopt;
   }
@@ -61,10 +83,16 @@ std::optional<LoopKernel> try_fuse(const LoopKernel& a, const LoopKernel& b) {
   for (const auto& s : a.stores)
     if (s.inner && b_reads.count(s.buffer) && !pointwise) return std::nullopt;
   Rewriter rw;
+  const size_t lead = split.empty() ? m : split.size();
   for (size_t k = 0; k < b.outer.size(); ++k) {
     std::string from = loop::loop_var(static_cast<int>(k));
-    rw.vars[from] = k < m ? SymInt::symbol(from) : SymInt::symbol(loop::reduce_var(static_cast<int>(k - m)));
+    rw.vars[from] = k < lead ? (split.empty() ? SymInt::symbol(from) : split[k])
+                             : SymInt::symbol(loop::reduce_var(static_cast<int>(k - lead)));
   }
+  for (size_t k = 0; !split.empty() && k < a.outer.size(); ++k)
+    if (auto n = a.outer[k].constant()) rw.env[loop::loop_var(static_cast<int>(k))] = Range{0, *n - 1};
+  for (size_t k = 0; !split.empty() && k < a.inner.size(); ++k)
+    if (auto n = a.inner[k].constant()) rw.env[loop::reduce_var(static_cast<int>(k))] = Range{0, *n - 1};
   for (const auto& s : a.stores)
     if (!s.inner || pointwise) rw.produced[s.buffer] = {s.offset, s.value};
   bool reads_produced = false;
@@ -74,7 +102,7 @@ std::optional<LoopKernel> try_fuse(const LoopKernel& a, const LoopKernel& b) {
   LoopKernel fused = a;
   for (const auto& r : b.reductions) fused.reductions.push_back({r.kind, rw(r.value), r.acc, r.scan});
   for (const auto& s : b.stores) {
-    SymInt offset = coil::substitute(s.offset, rw.vars);
+    SymInt offset = rw.offset(s.offset);
     fused.stores.push_back({s.buffer, offset, rw(s.value), pointwise || s.inner});
   }
   if (!rw.ok) return std::nullopt;

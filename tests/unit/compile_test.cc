@@ -70,6 +70,10 @@ TEST(Compile, PatternsMatchReference) {
       "  %i = input(low=0, high=37) : i64[10, 1]\n  %g = gather(%l, 1, %i)\n  %y = input() : f32[6, 5]\n"
       "  %t = permute(%y, [1, 0])\n  %e = exp(%t)\n  %j = input(low=0, high=6) : i64[4]\n  %s = index_select(%e, 1, %j)\n"
       "  %k = input(low=0, high=5) : i64[7]\n  %r = index_select(%e, 0, %k)\n  return %g, %s, %r\n",
+      // a row reduction over a flattened [2 * N, 37] and a pointwise consumer over the [2, N, 37]
+      // view reading its per-row result: one row kernel, the consumer's split variables folded
+      "  %x = input() : f32[2, 5, 37]\n  %v = view(%x, [-1, 37])\n  %s = sum.dim_IntList(%v, [1], true)\n  %e = exp(%v)\n"
+      "  %m = mul.Tensor(%e, %s)\n  %w = view(%m, [2, 5, 37])\n  %c = _to_copy(%w, dtype=bf16)\n  return %c\n",
       // GEMM epilogues: relu and gelu(tanh) move into the product (bias+relu, gelu, bias+gelu
       // in bf16); a product also read raw keeps its pointwise kernel
       "  %x = input() : f32[N, 9]\n  %w = input() : f32[9, 5]\n  %b = input() : f32[5]\n  %h = addmm(%b, %x, %w)\n  %r = relu(%h)\n"
