@@ -13,6 +13,7 @@
 #include <map>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "build/nvrtc.h"
 #include "driver/autotune.h"
@@ -174,16 +175,21 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
     if (!tuned.count(i)) plain.push_back(i), add(gen.cuda.bodies[i], gen.cuda.kernels[i]);
   for (const auto& t : tuning)
     for (size_t c = 0; c < t.bodies.size(); ++c) add(t.bodies[c], t.candidates[c]);
-  // Each distinct body is built once; a repeat uses the function of its first occurrence.
+  // Each distinct body is built once, under its content name (content_named_kernel); a repeat uses the
+  // function of its first occurrence.
   std::vector<size_t> first_of(bodies.size());
   std::vector<std::string> distinct;
   std::vector<size_t> distinct_index;  // body index per distinct body
+  std::vector<std::string> built_names(bodies.size());
   {
     std::map<std::string, size_t> seen;
     for (size_t b = 0; b < bodies.size(); ++b) {
-      auto [it, fresh] = seen.try_emplace(codegen::canonical_kernel_text(bodies[b], names[b]), b);
+      std::string canonical = codegen::canonical_kernel_text(bodies[b], names[b]);
+      auto [it, fresh] = seen.try_emplace(canonical, b);
       first_of[b] = it->second;
-      if (fresh) distinct.push_back(bodies[b]), distinct_index.push_back(b);
+      if (!fresh) continue;
+      std::tie(built_names[b], bodies[b]) = codegen::content_named_kernel(canonical, names[b]);
+      distinct.push_back(bodies[b]), distinct_index.push_back(b);
     }
   }
   size_t threads = options.build_threads > 0 ? static_cast<size_t>(options.build_threads) : std::thread::hardware_concurrency();
@@ -236,7 +242,7 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
     auto module = context->load_module(cubins[u]);
     UnitBuild report{{}, stats[u].total_seconds * 1e3, stats[u].cache_hit};
     for (size_t b : units[u]) {
-      function_of[b] = context->function(*module, names[b]);
+      function_of[b] = context->function(*module, built_names[b]);
       if (shared[b] > 0) context->allow_shared(function_of[b], shared[b]);
       report.kernels.push_back(names[b]);
     }

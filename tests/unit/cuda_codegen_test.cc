@@ -365,6 +365,25 @@ TEST(CudaCodegen, AWarpOf64ChangesTheCode) {
   EXPECT_EQ(cuda_code(pointwise, fewer).cuda.kernels.at(0).launch.max_blocks, 10 * (2048 / 128) * 8);
 }
 
+// Kernels that run the same code in different graphs (a model's repeated layers) are built under
+// one name and text, which keeps the op's stem readable.
+TEST(CudaCodegen, RepeatedLayersBuildUnderOneContentName) {
+  auto d = cuda::preset_device("sm_90a");
+  auto built = [&](const std::string& body) {
+    Generated gen = generate(parse(body), {.cuda = true, .device = d});
+    const auto& k = gen.cuda.kernels.at(0);
+    return codegen::content_named_kernel(codegen::canonical_kernel_text(gen.cuda.bodies.at(0), k.name), k.name);
+  };
+  auto a = built("  %x_1 = input() : f32[N, 64]\n  %gelu_3 = gelu(%x_1)\n  return %gelu_3\n");
+  auto b = built("  %x_9 = input() : f32[N, 64]\n  %gelu_17 = gelu(%x_9)\n  return %gelu_17\n");
+  auto c = built("  %x_9 = input() : f32[N, 64]\n  %gelu_17 = relu(%x_9)\n  return %gelu_17\n");
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a.first, c.first);
+  EXPECT_EQ(a.first.rfind("gelu_", 0), 0u) << a.first;
+  EXPECT_EQ(a.first.size(), std::string("gelu_").size() + 16) << a.first;
+  EXPECT_NE(a.second.find(a.first + "("), std::string::npos) << a.second;
+}
+
 // Every candidate configuration of every kernel of these graphs, in one unit, for both targets.
 TEST(CudaCodegen, EveryCandidateBuildsWithNvrtc) {
   std::shared_ptr<const build::Nvrtc> nvrtc;
@@ -396,6 +415,7 @@ TEST(CudaCodegen, EveryCandidateBuildsWithNvrtc) {
   for (const char* arch : {"sm_80", "sm_90a"}) {
     auto d = cuda::preset_device(arch);
     std::string unit;
+    std::set<std::string> built;
     int n = 0, jams = 0;
     std::vector<std::pair<std::string, bool>> bodies;
     for (const char* body : graphs) bodies.emplace_back(body, false);
@@ -416,7 +436,11 @@ TEST(CudaCodegen, EveryCandidateBuildsWithNvrtc) {
           loop::LoopKernel copy = *k;
           copy.name = "c" + std::to_string(n++);
           codegen::CudaKernel info;
-          unit += codegen::emit_cuda_kernel(gen.lowered.program, copy, symbols, d, config, info);
+          // built as the compiler builds it: canonical text under its content name
+          std::string text = codegen::emit_cuda_kernel(gen.lowered.program, copy, symbols, d, config, info);
+          auto [name, named] = codegen::content_named_kernel(codegen::canonical_kernel_text(text, copy.name), copy.name);
+          if (!built.insert(name).second) continue;
+          unit += named;
           EXPECT_LE(info.launch.block_x * info.launch.block_y, d.max_threads_per_block);
           jams += config.jam > 1;
         }
@@ -467,7 +491,12 @@ TEST(CudaCodegen, FusedAttentionWhereItAppliesAndBuildsWithNvrtc) {
         if (const auto* e = std::get_if<loop::ExternCall>(&k)) fused += e->kind == loop::ExternKind::attention;
       EXPECT_EQ(fused, c.fused ? 1 : 0) << c.body << loop::to_string(gen.lowered.program);
       EXPECT_EQ(gen.cuda.code().find("mma.sync.aligned.m16n8k16") != std::string::npos, c.fused);
-      unit = gen.cuda.code();
+      // built as the compiler builds it: each kernel's canonical text under its content name
+      unit = gen.cuda.prelude;
+      for (size_t i = 0; i < gen.cuda.bodies.size(); ++i) {
+        const std::string& name = gen.cuda.kernels[i].name;
+        unit += codegen::content_named_kernel(codegen::canonical_kernel_text(gen.cuda.bodies[i], name), name).second + "\n";
+      }
       if (!nvrtc) continue;
       build::CudaBuildOptions options{.cache = build::ArtifactCache(testing::TempDir() + "/cuda_attention"), .nvrtc = nvrtc, .nvrtc_version = nvrtc->version(), .arch = arch};
       EXPECT_FALSE(build::compile_cubin(unit, options).empty()) << arch << c.body;

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "build/cache.h"
 #include "codegen/c_printer.h"
 #include "codegen/cuda/emitter.h"
 #include "codegen/cuda/jam.h"
@@ -253,6 +254,47 @@ CudaSource generate_cuda(const loop::Program& program, const std::vector<std::st
   return src;
 }
 
+std::pair<std::string, std::string> content_named_kernel(const std::string& canonical, const std::string& readable) {
+  auto digits = [](std::string_view t, size_t from) {
+    return t.size() > from &&
+           std::all_of(t.begin() + static_cast<std::ptrdiff_t>(from), t.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+  };
+  std::string stem;
+  for (size_t i = 0; i <= readable.size();) {
+    size_t j = std::min(readable.find('_', i), readable.size());
+    std::string_view token(readable.data() + i, j - i);
+    bool numbered = digits(token, 0) || (i == 0 && token.size() > 1 && token[0] == 'k' && digits(token, 1)) ||
+                    (j == readable.size() && token.size() > 1 && token[0] == 'c' && digits(token, 1));
+    if (!token.empty() && !numbered) stem += (stem.empty() ? "" : "_") + std::string(token);
+    i = j + 1;
+  }
+  std::string name = (stem.empty() ? "k" : stem) + "_" + build::ArtifactCache::key({canonical}).substr(0, 16);
+  std::string text;
+  text.reserve(canonical.size() + name.size());
+  auto word = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; };
+  for (size_t i = 0; i < canonical.size();) {
+    if (canonical[i] == '"') {  // string literals as they are
+      size_t j = i + 1;
+      while (j < canonical.size() && canonical[j] != '"') j += canonical[j] == '\\' ? 2 : 1;
+      j = std::min(j + 1, canonical.size());
+      text.append(canonical, i, j - i);
+      i = j;
+      continue;
+    }
+    if (!word(canonical[i])) {
+      text += canonical[i++];
+      continue;
+    }
+    size_t j = i;
+    while (j < canonical.size() && word(canonical[j])) ++j;
+    std::string_view token(canonical.data() + i, j - i);
+    if (token == "K_") text += name;
+    else text += token;
+    i = j;
+  }
+  return {name, text};
+}
+
 std::string canonical_kernel_text(const std::string& body, const std::string& name) {
   std::string out;
   out.reserve(body.size());
@@ -262,6 +304,14 @@ std::string canonical_kernel_text(const std::string& body, const std::string& na
     if (body.compare(i, 2, "//") == 0) {  // comments name the graph values
       i = body.find('\n', i);
       if (i == std::string::npos) break;
+      continue;
+    }
+    if (body[i] == '"') {  // string literals (inline PTX: ".b16") as they are
+      size_t j = i + 1;
+      while (j < body.size() && body[j] != '"') j += body[j] == '\\' ? 2 : 1;
+      j = std::min(j + 1, body.size());
+      out.append(body, i, j - i);
+      i = j;
       continue;
     }
     if (!word(body[i])) {

@@ -17,6 +17,7 @@
 // - serial: one thread runs the kernel in order (scatter with ordered writes).
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "coil/sym.h"
@@ -91,6 +92,12 @@ std::string emit_cuda_attention(const loop::Program& program, const loop::Extern
 // in order of first appearance: equal for kernels that run the same code on different buffers (a model's repeated
 // layers), which then compile and tune once.
 std::string canonical_kernel_text(const std::string& body, const std::string& name);
+// The name and text a kernel is built under: its canonical text (canonical_kernel_text) named by
+// its op stem (the readable name less its index, graph-value numbers and candidate suffix:
+// k3_native_layer_norm_2__0_c1 -> native_layer_norm) and a hash of that text. A model's repeated
+// layers, each a graph of its own (partitions around attention, forward and backward), so build
+// units of the same text, which the artifact cache serves for every layer after the first.
+std::pair<std::string, std::string> content_named_kernel(const std::string& canonical, const std::string& readable);
 
 CudaSource generate_cuda(const loop::Program& program, const std::vector<std::string>& symbols,
                          const cuda::DeviceInfo& device, int candidate = -1);
