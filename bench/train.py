@@ -235,6 +235,11 @@ def child(name, device, modes, steps, profile=False):
             if device == "cuda":
                 record["peak_gib"] = torch.cuda.max_memory_allocated() / 2 ** 30
                 record["device_peak_gib"] = sampler.stop()
+                if mode == "coil":  # coil's pool on this GPU: what its graphs hold and keep cached
+                    from coil import _backend
+
+                    record["coil_pool"] = {k: (v / 2 ** 30 if k.endswith("bytes") else v)
+                                           for k, v in _backend.device_memory(0).stats().items()}
             if profile and device == "cuda":
                 record["kernels"] = top_kernels(step)
                 record["host_ms"], record["plan_host"], record["host_calls"] = host_profile(step)
