@@ -302,14 +302,16 @@ def _partition(gm, device, options):
 
 
 def _segments(gm, device):
-    """The parts coil compiles, as early as the nodes PyTorch runs allow: the nodes it does not
-    take, in graph order, delimit segments, and each node coil takes joins the first segment after
-    everything it reads (a tuple's getitems count with their call). So a backward's weight
-    gradient runs beside its input gradient, not in one part at the end that keeps every
-    layer's output gradient alive until then (what a partitioner merging greedily did)."""
+    """The parts coil compiles. The nodes it does not take delimit segments, in graph order (a
+    tuple's getitems count with their call). Each node coil takes joins the segment of its first
+    reader (a dropout mask, a value the backward computes again, a weight's cast: beside what
+    reads it). Among the nodes read only by the graph's output or by one another, each joins its
+    first reader's segment, and one the output alone reads joins the segment of its last input (a
+    weight gradient: beside its input gradient, not in a part at the end that keeps every layer's
+    output gradient alive until then)."""
     from torch.fx.passes.infra.partitioner import Partition
 
-    level, segment, members = {}, {}, {}
+    level, taken = {}, []
     count = 0
     for node in gm.graph.nodes:
         if node.op != "call_function":
@@ -317,17 +319,27 @@ def _segments(gm, device):
         parent = node.args[0] if node.target is operator.getitem else None
         if parent is not None and parent in level:
             level[node] = level[parent]
-            continue
-        if not _node_supported(node, device):
+        elif not _node_supported(node, device):
             count += 1
             level[node] = count
-            continue
-        at = 0
-        for a in node.all_input_nodes:
-            at = max(at, segment.get(a, level.get(a, 0)))
-        segment[node] = at
-        members.setdefault(at, []).append(node)
-    return [Partition(id=k, nodes=nodes) for k, nodes in sorted(members.items())]
+        else:
+            taken.append(node)
+    segment = {}
+    for node in reversed(taken):  # anchored to a reader
+        late = [segment[u] if u in segment else level[u] - 1 for u in node.users if u in segment or u in level]
+        if late:
+            segment[node] = min(late)
+    floating = [n for n in taken if n not in segment]  # read by the output, or by such nodes
+    early = {}
+    for node in floating:
+        early[node] = max([segment.get(a, early.get(a, level.get(a, 0))) for a in node.all_input_nodes], default=0)
+    for node in reversed(floating):  # with the first reader among them, else after the inputs
+        late = [segment[u] for u in node.users if u in early]
+        segment[node] = min(late) if late else early[node]
+    members = {}
+    for node in taken:
+        members.setdefault(segment[node], []).append(node)
+    return [Partition(id=k, nodes=group) for k, group in sorted(members.items())]
 
 
 def _wants_grad(example_inputs):

@@ -340,3 +340,29 @@ def test_a_loss_saves_row_statistics_not_its_log_softmax(device, monkeypatch):
     torch.testing.assert_close(loss, want, rtol=1e-3, atol=1e-3)
     for n, p in head.named_parameters():
         torch.testing.assert_close(grads[n], p.grad, rtol=2e-2, atol=2e-3 * p.grad.abs().max().item(), msg=lambda m: f"{n}: {m}")
+
+
+def test_parts_around_library_calls_keep_each_node_beside_its_readers():
+    """_segments: the nodes PyTorch runs (here a sort) delimit the parts coil compiles. A node
+    joins the part of its first reader (cos, read after the sort: not computed before it and
+    carried), and one only the output reads joins the part of its last input (v * y: a weight
+    gradient's place, beside what it reads, not in a part at the end)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from coil import _backend
+
+    def f(x, y):
+        m = x * 2
+        v = torch.sort(m).values
+        c = torch.cos(y)
+        r = torch.relu(v) + c
+        g = v * y  # read only by the output
+        e = torch.exp(y)  # read only by the output
+        return r, g, e
+
+    gm = make_fx(f)(torch.randn(8), torch.randn(8))
+    parts = _backend._segments(gm, torch.device("cpu"))
+    where = {n.target: p.id for p in parts for n in p.nodes}
+    assert where[aten.cos.default] == 1 and where[aten.relu.default] == 1
+    assert where[aten.exp.default] == 0
+    muls = [p.id for p in parts for n in p.nodes if n.target == aten.mul.Tensor]
+    assert sorted(muls) == [0, 1], muls  # x * 2 before the sort, v * y after it
