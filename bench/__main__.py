@@ -1,7 +1,7 @@
 """The yardstick: coil against PyTorch eager, torch.compile (Inductor) and
 torch.compile(mode="max-autotune-no-cudagraphs"), on one machine in one run.
 
-    bench/run [--device cuda|cpu] [--only NAME,...] [--quick] [--profile] [--out DIR]
+    bench/run [--device cuda|cpu] [--only NAME,...] [--quick] [--profile] [--train [MODELS]] [--out DIR]
     bench/run --plot bench/results/FILE.json      # (re)draw the chart of a results file
 
 Every workload (bench/workloads.py) is one PyTorch function; each mode calls it, coil through
@@ -101,6 +101,10 @@ def main():
     p.add_argument("--out", default=str(ROOT / "bench" / "results"))
     p.add_argument("--plot", metavar="JSON", help="only draw the chart of a results file")
     p.add_argument("--verbose", action="store_true", help="echo the measuring processes' output")
+    p.add_argument("--train", nargs="?", const="default", metavar="MODELS",
+                   help="also the training section: one forward + backward + AdamW step of real models under eager, "
+                   "Inductor and coil (bench/train.py; default models: gpt2,llama,resnet50,vit_s on cuda, resnet18 on "
+                   "cpu), its table written beside the results as train-<device>-<date>.md/json")
     args = p.parse_args()
     if args.plot:
         print(report.plot(json.loads(Path(args.plot).read_text()), Path(args.plot).with_suffix(".png")))
@@ -128,7 +132,26 @@ def main():
     paths = report.write(data, Path(args.out))
     print("\n".join(report.summary_lines(data)))
     print("wrote " + ", ".join(str(x) for x in paths))
+    if args.train:
+        paths = training(args)
+        print("wrote " + ", ".join(str(x) for x in paths))
     return 0
+
+
+def training(args):
+    """The yardstick's training section: bench.train over its models into a scratch folder, its
+    table and records copied to the results folder under the device and date."""
+    models = args.train if args.train != "default" else ("gpt2,llama,resnet50,vit_s" if args.device == "cuda" else "resnet18")
+    with tempfile.TemporaryDirectory() as scratch:
+        subprocess.run([sys.executable, "-m", "bench.train", "--device", args.device, "--models", models, "--out", scratch],
+                       cwd=ROOT, check=True)
+        stem = f"train-{args.device}-{time.strftime('%Y-%m-%d')}"
+        paths = []
+        for ext in ("md", "json"):
+            target = Path(args.out) / f"{stem}.{ext}"
+            target.write_text((Path(scratch) / f"train-{args.device}.{ext}").read_text())
+            paths.append(target)
+    return paths
 
 
 if __name__ == "__main__":
