@@ -254,82 +254,66 @@ CudaSource generate_cuda(const loop::Program& program, const std::vector<std::st
   return src;
 }
 
-std::pair<std::string, std::string> content_named_kernel(const std::string& canonical, const std::string& readable) {
-  auto digits = [](std::string_view t, size_t from) {
-    return t.size() > from &&
-           std::all_of(t.begin() + static_cast<std::ptrdiff_t>(from), t.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
-  };
-  std::string stem;
-  for (size_t i = 0; i <= readable.size();) {
-    size_t j = std::min(readable.find('_', i), readable.size());
-    std::string_view token(readable.data() + i, j - i);
-    bool numbered = digits(token, 0) || (i == 0 && token.size() > 1 && token[0] == 'k' && digits(token, 1)) ||
-                    (j == readable.size() && token.size() > 1 && token[0] == 'c' && digits(token, 1));
-    if (!token.empty() && !numbered) stem += (stem.empty() ? "" : "_") + std::string(token);
-    i = j + 1;
-  }
-  std::string name = (stem.empty() ? "k" : stem) + "_" + build::ArtifactCache::key({canonical}).substr(0, 16);
-  std::string text;
-  text.reserve(canonical.size() + name.size());
-  auto word = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; };
-  for (size_t i = 0; i < canonical.size();) {
-    if (canonical[i] == '"') {  // string literals as they are
-      size_t j = i + 1;
-      while (j < canonical.size() && canonical[j] != '"') j += canonical[j] == '\\' ? 2 : 1;
-      j = std::min(j + 1, canonical.size());
-      text.append(canonical, i, j - i);
-      i = j;
-      continue;
-    }
-    if (!word(canonical[i])) {
-      text += canonical[i++];
-      continue;
-    }
-    size_t j = i;
-    while (j < canonical.size() && word(canonical[j])) ++j;
-    std::string_view token(canonical.data() + i, j - i);
-    if (token == "K_") text += name;
-    else text += token;
-    i = j;
-  }
-  return {name, text};
-}
+namespace {
 
-std::string canonical_kernel_text(const std::string& body, const std::string& name) {
+// `text` with each identifier-like word mapped by `word`; string literals (inline PTX: ".b16")
+// and everything else kept as they are, `//` comments (which name the graph values) dropped.
+template <typename F>
+std::string map_words(const std::string& text, F&& word) {
   std::string out;
-  out.reserve(body.size());
-  std::map<std::string, std::string, std::less<>> renamed;
-  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-  for (size_t i = 0; i < body.size();) {
-    if (body.compare(i, 2, "//") == 0) {  // comments name the graph values
-      i = body.find('\n', i);
+  out.reserve(text.size());
+  auto in_word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (size_t i = 0; i < text.size();) {
+    if (text.compare(i, 2, "//") == 0) {
+      i = text.find('\n', i);
       if (i == std::string::npos) break;
       continue;
     }
-    if (body[i] == '"') {  // string literals (inline PTX: ".b16") as they are
-      size_t j = i + 1;
-      while (j < body.size() && body[j] != '"') j += body[j] == '\\' ? 2 : 1;
-      j = std::min(j + 1, body.size());
-      out.append(body, i, j - i);
-      i = j;
-      continue;
+    size_t j = i + 1;
+    if (text[i] == '"') {
+      while (j < text.size() && text[j] != '"') j += text[j] == '\\' ? 2 : 1;
+      j = std::min(j + 1, text.size());
+      out.append(text, i, j - i);
+    } else if (in_word(text[i])) {
+      while (j < text.size() && in_word(text[j])) ++j;
+      out += word(std::string_view(text.data() + i, j - i));
+    } else {
+      out += text[i];
     }
-    if (!word(body[i])) {
-      out += body[i++];
-      continue;
-    }
-    size_t j = i;
-    while (j < body.size() && word(body[j])) ++j;
-    std::string_view token(body.data() + i, j - i);
-    bool buffer = token.size() > 1 && token[0] == 'b' &&
-                  std::all_of(token.begin() + 1, token.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
-    if (token == name) out += "K_";
-    else if (buffer) out += renamed.try_emplace(std::string(token), "B_" + std::to_string(renamed.size())).first->second;
-    else out += token;
     i = j;
   }
   return out;
 }
 
+bool digits_from(std::string_view t, size_t from) {
+  return t.size() > from &&
+         std::all_of(t.begin() + static_cast<std::ptrdiff_t>(from), t.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+}
+
+}  // namespace
+
+std::pair<std::string, std::string> content_named_kernel(const std::string& canonical, const std::string& readable) {
+  std::string stem;
+  for (size_t i = 0; i <= readable.size();) {
+    size_t j = std::min(readable.find('_', i), readable.size());
+    std::string_view token(readable.data() + i, j - i);
+    bool numbered = digits_from(token, 0) || (i == 0 && token.size() > 1 && token[0] == 'k' && digits_from(token, 1)) ||
+                    (j == readable.size() && token.size() > 1 && token[0] == 'c' && digits_from(token, 1));
+    if (!token.empty() && !numbered) stem += (stem.empty() ? "" : "_") + std::string(token);
+    i = j + 1;
+  }
+  std::string name = (stem.empty() ? "k" : stem) + "_" + build::ArtifactCache::key({canonical}).substr(0, 16);
+  return {name, map_words(canonical, [&](std::string_view token) { return token == "K_" ? name : std::string(token); })};
+}
+
+std::string canonical_kernel_text(const std::string& body, const std::string& name) {
+  std::map<std::string, std::string, std::less<>> renamed;
+  return map_words(body, [&](std::string_view token) {
+    if (token == name) return std::string("K_");
+    if (token.size() > 1 && token[0] == 'b' && digits_from(token, 1))
+      return renamed.try_emplace(std::string(token), "B_" + std::to_string(renamed.size())).first->second;
+    return std::string(token);
+  });
+}
 
 }  // namespace coil::codegen
