@@ -6,6 +6,7 @@
 #include "arith/simplify.h"
 #include "schedule/simplify_indices.h"
 #include "coil/dtype.h"
+#include "coil/graph.h"
 
 namespace coil::schedule {
 
@@ -216,7 +217,7 @@ loop::View zero_extended_copy(loop::Program& p, size_t at, const loop::View& v, 
   b.name = name;
   b.sizes = v.sizes;
   b.sizes[d] = SymInt(np);
-  b.strides = padded_strides(b.sizes, *b.sizes.back().constant());
+  b.strides = contiguous_strides(b.sizes);
   b.offset = 0;
   const int temp = static_cast<int>(p.buffers.size());
   p.buffers.push_back(b);
