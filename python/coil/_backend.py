@@ -338,6 +338,8 @@ def _segments(gm, device):
         segment[node] = min(late) if late else early[node]
     members = {}
     for node in taken:
+        if node.target is operator.getitem and node.args[0] in segment:  # with its tuple: no tuple crosses parts
+            segment[node] = segment[node.args[0]]
         members.setdefault(segment[node], []).append(node)
     return [Partition(id=k, nodes=group) for k, group in sorted(members.items())]
 

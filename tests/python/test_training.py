@@ -366,3 +366,20 @@ def test_parts_around_library_calls_keep_each_node_beside_its_readers():
     assert where[aten.exp.default] == 0
     muls = [p.id for p in parts for n in p.nodes if n.target == aten.mul.Tensor]
     assert sorted(muls) == [0, 1], muls  # x * 2 before the sort, v * y after it
+
+
+def test_a_tuples_items_stay_in_its_part():
+    """_segments: a getitem read only after a library call stays in its tuple's part (a tuple
+    cannot cross parts; the part reading it would be left to eager)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from coil import _backend
+
+    def f(x):
+        mx, idx = torch.max(x, 0)
+        v = torch.sort(x * mx).values
+        return v + idx
+
+    gm = make_fx(f)(torch.randn(8, 4))
+    parts = _backend._segments(gm, torch.device("cpu"))
+    where = {n.name: p.id for p in parts for n in p.nodes}
+    assert where["max_1"] == where["getitem"] == where["getitem_1"], where
