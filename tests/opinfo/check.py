@@ -11,6 +11,7 @@ A sample's status is one of
   skip      eager itself raises on the sample: nothing to compare against.
 """
 import copy
+import functools
 import itertools
 import logging
 import time
@@ -177,8 +178,10 @@ def check_sample(op, sample, device, dtype, backend, seed, grad=False):
     found = difference(got, want, "output", values) or difference(compiled_inputs, eager_inputs, "inputs", values)
     if found and values and dtype in LOW_PRECISION and _matches_f32_reference(op, call, dtype, seed, got, compiled_inputs, run):
         found, record["note"] = None, "matches the f32 reference, not eager"
-    if (found and values and dtype == torch.float32 and not difference(compiled_inputs, eager_inputs, "inputs")
-            and _as_accurate_as_eager(op, call, seed, got, want, run)):
+    low_grad = grad and dtype in LOW_PRECISION
+    if (found and values and (dtype == torch.float32 or low_grad) and not difference(compiled_inputs, eager_inputs, "inputs")
+            and _as_accurate_as_eager(op, call, seed, got, want, functools.partial(run, cotangent_dtype=dtype) if low_grad else run,
+                                      dtype)):
         found, record["note"] = None, "as close to the f64 reference as eager"
     if found:
         return dict(record, status="mismatch", detail=found)
@@ -204,10 +207,12 @@ def _run_values(fn, call, seed):
         return fn(inputs, *args, **kwargs)
 
 
-def _run_grad(fn, call, seed):
+def _run_grad(fn, call, seed, cotangent_dtype=None):
     """The gradients of the call's tensors that require them (fresh leaves, in order; None where
     unused) from one backward through its floating outputs, each weighted by a random cotangent
-    drawn from `seed`. Raises where there is nothing to differentiate (the sample is skipped)."""
+    drawn from `seed` (rounded to `cotangent_dtype` first, where given: a 16-bit problem's
+    cotangents in its f64 reference). Raises where there is nothing to differentiate (the sample
+    is skipped)."""
     call = map_tensors(call, lambda t: t.detach().requires_grad_() if t.requires_grad else t)
     leaves = []
     map_tensors(call, lambda t: leaves.append(t) if t.requires_grad else None)
@@ -218,7 +223,7 @@ def _run_grad(fn, call, seed):
     if not leaves or not outs:
         raise RuntimeError("no differentiable output or input")
     g = torch.Generator().manual_seed(seed)
-    cotangents = [torch.randn(t.shape, generator=g, dtype=torch.float32).to(t) for t in outs]
+    cotangents = [torch.randn(t.shape, generator=g, dtype=torch.float32).to(cotangent_dtype or t.dtype).to(t) for t in outs]
     grads = torch.autograd.grad(outs, leaves, cotangents, allow_unused=True)
     return tuple(None if v is None else v.detach() for v in grads)
 
@@ -234,13 +239,18 @@ def _differs_between_runs(op, call, want, eager_inputs, seed, run=_run_values):
     return bool(difference(again, want) or difference(again_inputs, eager_inputs, "inputs"))
 
 
-def _as_accurate_as_eager(op, call, seed, got, want, run=_run_values):
-    """Whether an f32 result is no further from the op run in float64 (on the same inputs,
+# assert_close's relative tolerance per dtype, above the f64 reference's error allowance.
+_RTOL = {torch.float32: 1.3e-6, torch.bfloat16: 1.6e-2, torch.float16: 1e-3}
+
+
+def _as_accurate_as_eager(op, call, seed, got, want, run=_run_values, dtype=torch.float32):
+    """Whether a result is no further from the op run in float64 (on the same inputs of `dtype`,
     upcast) than eager's result is, element by element or within twice eager's largest error over
-    the tensor, and within assert_close's f32 tolerances: sums taken in another order (a GEMM's
-    algorithm, a reduction's split) differ from eager's by the rounding each order makes, and a
-    result as close to the exact answer is not wrong."""
-    inputs = map_tensors(_copy(call), lambda t: t.detach().double().requires_grad_(t.requires_grad) if t.dtype == torch.float32 else t)
+    the tensor, and within assert_close's tolerances for `dtype`: sums taken in another order (a
+    GEMM's algorithm, a reduction's split) or rounded at other steps differ from eager's by the
+    rounding each makes, and a result as close to the exact answer is not wrong. (A 16-bit
+    gradient's reference takes the same 16-bit inputs and cotangents: `run` rounds them.)"""
+    inputs = map_tensors(_copy(call), lambda t: t.detach().double().requires_grad_(t.requires_grad) if t.dtype == dtype else t)
     try:
         exact = run(op.op, inputs, seed)
     except Exception:
@@ -263,7 +273,7 @@ def _as_accurate_as_eager(op, call, seed, got, want, run=_run_values):
         eager_error = (w64 - r64).abs()
         finite = eager_error[torch.isfinite(eager_error)]
         scale = 2 * finite.max() if finite.numel() else torch.zeros((), dtype=torch.float64, device=g.device)
-        allowed = torch.maximum(eager_error, scale) + 1e-5 + 1.3e-6 * r64.abs()
+        allowed = torch.maximum(eager_error, scale) + 1e-5 + _RTOL[dtype] * r64.abs()
         close = ((g64 - r64).abs() <= allowed) | (g64 == w64) | (g64.isnan() & w64.isnan())
         if not bool((same_nan & close).all()):
             return False

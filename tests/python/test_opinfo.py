@@ -8,6 +8,7 @@ minutes on a busy two-core machine with an empty kernel cache (the whole CPU run
 dtypes: 25 minutes). It fails on every crash, mismatch or fallback the expected file does not
 list, and on every listed entry that now does better.
 """
+import functools
 import importlib.util
 import json
 import subprocess
@@ -139,3 +140,24 @@ def test_merge_joins_shards_and_refuses_mismatched_runs(tmp_path):
     (tmp_path / "b.json").write_text(json.dumps(b))
     assert merge.main(["--out", str(tmp_path / "m"), str(tmp_path / "a"), str(tmp_path / "b.json")]) == 0
     assert "ATen fallbacks of Inductor" in (tmp_path / "m" / "summary.md").read_text()
+
+
+def test_a_16_bit_gradient_is_checked_against_the_f64_answer_of_its_own_inputs():
+    """A bf16 gradient rounded at other steps than eager's is accepted where it is no further from
+    the float64 gradient of the same bf16 inputs and bf16 cotangents than eager's (bf16's
+    tolerance, or twice eager's largest error), and refused where it is further."""
+    from types import SimpleNamespace
+
+    from tests.opinfo import check
+
+    a = torch.tensor([[1.5, -2.25, 3.0], [0.5, 4.0, -1.0]], dtype=torch.bfloat16, requires_grad=True)
+    b = torch.tensor([[2.0, 1.0, -0.75], [3.5, -2.5, 1.25]], dtype=torch.bfloat16, requires_grad=True)
+    op = SimpleNamespace(op=lambda x, y: torch.linalg.cross(x, y))
+    call = (a, (b,), {})
+    run = functools.partial(check._run_grad, cotangent_dtype=torch.bfloat16)
+    exact = run(op.op, check.map_tensors(check._copy(call), lambda t: t.detach().double().requires_grad_()), 0)
+    eager = check._run_grad(op.op, check._copy(call), 0)
+    ours = tuple(g.double().to(torch.bfloat16) for g in exact)  # the exact gradients, rounded once
+    assert check._as_accurate_as_eager(op, call, 0, ours, eager, run, torch.bfloat16)
+    off = tuple(g + 0.5 * g.abs().max() for g in ours)  # far past bf16's rounding
+    assert not check._as_accurate_as_eager(op, call, 0, off, eager, run, torch.bfloat16)
