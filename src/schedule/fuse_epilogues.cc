@@ -3,6 +3,7 @@
 #include <set>
 
 #include "arith/simplify.h"
+#include "schedule/simplify_indices.h"
 #include "support/check.h"
 
 namespace coil::schedule {
@@ -89,10 +90,7 @@ std::optional<LoopKernel> try_fuse(const LoopKernel& a, const LoopKernel& b) {
     rw.vars[from] = k < lead ? (split.empty() ? SymInt::symbol(from) : split[k])
                              : SymInt::symbol(loop::reduce_var(static_cast<int>(k - lead)));
   }
-  for (size_t k = 0; !split.empty() && k < a.outer.size(); ++k)
-    if (auto n = a.outer[k].constant()) rw.env[loop::loop_var(static_cast<int>(k))] = Range{0, *n - 1};
-  for (size_t k = 0; !split.empty() && k < a.inner.size(); ++k)
-    if (auto n = a.inner[k].constant()) rw.env[loop::reduce_var(static_cast<int>(k))] = Range{0, *n - 1};
+  if (!split.empty()) rw.env = kernel_ranges(a);
   for (const auto& s : a.stores)
     if (!s.inner || pointwise) rw.produced[s.buffer] = {s.offset, s.value};
   bool reads_produced = false;

@@ -263,15 +263,13 @@ void pad_input_operands(loop::Program& p, int64_t min_elements) {
       }
     }
     if (reach < kPadInputMinReach) continue;
-    loop::Buffer rows = in;
-    rows.role = loop::Buffer::Role::temporary;
-    rows.name = in.name + "_rows";
-    rows.sizes.back() = SymInt(np);  // the copy's padding is zeros, so a product may reduce over it
-    rows.strides = padded_strides(rows.sizes, np);
+    // The copy's padding is zeros, so a product may reduce over it.
     const int temp = static_cast<int>(p.buffers.size());
-    p.buffers.push_back(rows);
+    zero_extended_copy(p, first, loop::View{buffer, in.sizes, in.strides, in.offset}, in.sizes.size() - 1, n, np, in.name + "_rows",
+                       std::get<loop::ExternCall>(p.kernels[first]).origins);
+    ++first;  // (the products follow the copy)
     std::vector<std::pair<size_t, size_t>> reductions;  // (kernel, operand) whose K is the padded dim
-    for (size_t at = 0; at < p.kernels.size(); ++at) {
+    for (size_t at = first; at < p.kernels.size(); ++at) {
       auto* call = std::get_if<loop::ExternCall>(&p.kernels[at]);
       if (!call || !loop::is_product(call->kind)) continue;
       for (size_t i = 0; i < call->inputs.size(); ++i) {
@@ -285,24 +283,10 @@ void pad_input_operands(loop::Program& p, int64_t min_elements) {
         if (v.strides[d] == SymInt(1) && v.sizes[d] == SymInt(n) && v.offset == SymInt(0)) reductions.emplace_back(at, i);
       }
     }
-    loop::LoopKernel copy;
-    copy.name = "pad_" + in.name;
-    copy.outer = rows.sizes;
-    copy.origins = std::get<loop::ExternCall>(p.kernels[first]).origins;
-    SymInt from = 0;
-    for (size_t i = 0; i < in.sizes.size(); ++i) {
-      SymInt x = SymInt::symbol(loop::loop_var(static_cast<int>(i)));
-      from = from + (i + 1 == in.sizes.size() ? min(x, SymInt(n - 1)) : x) * in.strides[i];
-    }
-    loop::ExprRef value = zero_beyond(SymInt::symbol(loop::loop_var(static_cast<int>(in.sizes.size() - 1))), n,
-                                loop::Expr::load(buffer, from, in.dtype));
-    copy.stores.push_back({temp, offset_of(rows.strides), value, false});
-    p.kernels.insert(p.kernels.begin() + static_cast<std::ptrdiff_t>(first), std::move(copy));
     // The products reducing over the padded dim: K becomes np on both operands. Latest first, so
     // that each copy inserted leaves the earlier products where they are.
     std::sort(reductions.rbegin(), reductions.rend());
     for (auto [at, i] : reductions) {
-      at += 1;  // past the input's copy
       auto& call = std::get<loop::ExternCall>(p.kernels[at]);
       const size_t other = i == (call.kind == loop::ExternKind::addmm ? 1u : 0u) ? i + 1 : i - 1;
       const loop::View w = call.inputs[other];

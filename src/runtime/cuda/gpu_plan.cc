@@ -488,6 +488,7 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
     if (status) ctx.copy_to_host(words.data(), status, words.size() * sizeof(int64_t), stream);
     ctx.synchronize(stream);
     release_run();
+    record();
     report_status(words.data());
     return out;
   } catch (...) {
