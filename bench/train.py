@@ -110,7 +110,7 @@ class DeviceMemory:
         return self.peak / 2 ** 30
 
 
-def top_kernels(step, count=25):
+def top_kernels(step, count=80):
     """The GPU kernels of one step by total time: [(name, calls, ms)] (torch.profiler sees every
     launch in the process, coil's driver-API launches and library kernels included)."""
     from torch.profiler import ProfilerActivity, profile

@@ -63,6 +63,9 @@ bool is_column_reduction(const loop::LoopKernel& k) {
   for (const auto& l : loads) {
     if (l->dynamic()) return false;
     auto cx = affine_stride(l->offset(), x), cr = affine_stride(l->offset(), r);
+    // The same for every column (a row's statistic of a normalization's weight gradient): each
+    // block's rows of threads read it, whichever way the rows run.
+    if (cx == 0) continue;
     // Not affine along the row (a window clamped at the borders, as a channels-last
     // convolution or pooling reads): a column when neighbouring outputs are neighbours in memory.
     if (!cx || (cr && *cr == 1) || (!cr && *cx != 1)) return false;

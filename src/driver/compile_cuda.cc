@@ -9,9 +9,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <future>
+#include <iostream>
 #include <map>
 #include <set>
+#include <string_view>
 #include <thread>
 #include <tuple>
 
@@ -253,10 +256,12 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
 
   gpu->functions.assign(nk, nullptr);
   gpu->kernels.resize(nk);
+  std::vector<std::string> built_as(nk);  // the content name each loop kernel runs under
   for (size_t p = 0; p < plain.size(); ++p) {
     const codegen::CudaKernel& k = gen.cuda.kernels[plain[p]];
     gpu->functions[k.program_index] = function_of[p];
     gpu->kernels[k.program_index] = k;
+    built_as[k.program_index] = built_names[first_of[p]];
   }
   std::vector<std::string> chosen_bodies = gen.cuda.bodies;
   auto tune0 = std::chrono::steady_clock::now();
@@ -279,10 +284,19 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
     const codegen::CudaKernel& k = unit.candidates[static_cast<size_t>(unit.winner)];
     gpu->functions[k.program_index] = candidates[static_cast<size_t>(unit.winner)];
     gpu->kernels[k.program_index] = k;
+    built_as[k.program_index] = built_names[first_of[first + static_cast<size_t>(unit.winner)]];
     // What --emit code and Executable::source show: the winner, under the kernel's own name.
     const auto& lk = std::get<loop::LoopKernel>(gen.lowered.program.kernels[k.program_index]);
     codegen::CudaKernel ignored;
     chosen_bodies[unit.kernel] = codegen::emit_cuda_kernel(gen.lowered.program, lk, symbols, context->device(), k.config, ignored);
+  }
+  // COIL_DEBUG=kernels: which kernel of the program runs under which content name (the names a
+  // profiler shows), in which configuration.
+  if (const char* env = std::getenv("COIL_DEBUG"); env && (std::string_view(env) == "all" || std::string_view(env).find("kernels") != std::string_view::npos)) {
+    std::string text = "=== coil kernels ===\n";
+    for (size_t i = 0; i < nk; ++i)
+      if (!built_as[i].empty()) text += fmt::format("{} {} {}\n", built_as[i], gpu->kernels[i].name, codegen::to_string(gpu->kernels[i].config));
+    std::cerr << text;
   }
   // A library tuning in the stats: measured now, not measured (why), or from the cache.
   auto count = [&](const auto& t) {

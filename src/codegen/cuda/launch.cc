@@ -40,6 +40,16 @@ size_t row_loads(const loop::LoopKernel& k) {
   return std::max<size_t>(n, 1);
 }
 
+// Whether a reduction reads memory along the row. Without (the sum of a one-hot row, a count),
+// the reduction pass reads nothing and only the stores read the row: once, whichever the form,
+// so keeping it in registers for them saves no traffic and costs the registers that would keep
+// more rows in flight (GPT-2's loss gradient, [8192, 50257]: persistent rows 1.44 ms on an H200).
+bool reductions_read_row(const loop::LoopKernel& k) {
+  std::vector<ExprRef> loads;
+  for (const auto& r : k.reductions) collect_loads(r.value, loads);
+  return std::any_of(loads.begin(), loads.end(), [](const ExprRef& l) { return reads_row(l); });
+}
+
 // A column reduction's tiles of column_width(c) adjacent columns (the last outer dim), over
 // the other outer dims.
 SymInt column_tiles(const loop::LoopKernel& k, const CudaConfig& c) {
@@ -208,7 +218,7 @@ std::vector<CudaConfig> row_configs(const loop::Program& p, const loop::LoopKern
   // against 0.023).
   bool persistent = false;
   for (int64_t t : {tpr, tpr / 2, tpr / 4}) {
-    if (t < 1) continue;
+    if (t < 1 || !reductions_read_row(k)) continue;
     CudaConfig c = make(t, true, v);
     if (c.persistent) add(c), persistent = true;
   }
