@@ -63,7 +63,11 @@ std::vector<Tensor> Executable::run_on_stream(const TensorMap& inputs, const Ten
 }
 
 std::vector<int> Executable::compute_outputs_in_inputs(const std::vector<int>& inputs) {
-  if (gpu_plan) return gpu_plan->output_over_input = outputs_over_inputs(gpu_plan->lowered, gpu_plan->memory, inputs);
+  if (gpu_plan) {
+    gpu_plan->output_over_input = outputs_over_inputs(gpu_plan->lowered, gpu_plan->memory, inputs);
+    gpu_plan->enable_horizontals();
+    return gpu_plan->output_over_input;
+  }
   return plan->output_over_input = outputs_over_inputs(plan->lowered, plan->memory, inputs);
 }
 

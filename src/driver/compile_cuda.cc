@@ -24,6 +24,8 @@
 #include "driver/autotune_gemm.h"
 #include "driver/compile.h"
 #include "driver/conv_choice.h"
+#include "driver/horizontal_groups.h"
+#include "codegen/cuda/horizontal.h"
 #include "coil/error.h"
 #include "loop/conv_params.h"
 #include "runtime/cuda/gpu_plan.h"
@@ -178,6 +180,27 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
     if (!tuned.count(i)) plain.push_back(i), add(gen.cuda.bodies[i], gen.cuda.kernels[i]);
   for (const auto& t : tuning)
     for (size_t c = 0; c < t.bodies.size(); ++c) add(t.bodies[c], t.candidates[c]);
+  // Horizontal groups of small untuned kernels, built beside their members (which run alone
+  // where outputs computed over inputs turn a group off).
+  MemoryPlan memory = plan_memory(gen.lowered);
+  std::vector<const codegen::CudaKernel*> plain_of(gen.lowered.program.kernels.size(), nullptr);
+  std::vector<size_t> body_of(gen.lowered.program.kernels.size(), 0);
+  for (size_t i : plain) plain_of[gen.cuda.kernels[i].program_index] = &gen.cuda.kernels[i], body_of[gen.cuda.kernels[i].program_index] = i;
+  const auto groups = horizontal_groups(gen.lowered.program, plain_of, memory);
+  const size_t group_first = bodies.size();
+  std::vector<codegen::CudaKernel> group_infos(groups.size());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    std::vector<std::string> member_bodies;
+    std::vector<codegen::CudaKernel> members;
+    std::vector<int64_t> grids;
+    for (size_t k : groups[g]) {
+      member_bodies.push_back(gen.cuda.bodies[body_of[k]]);
+      members.push_back(*plain_of[k]);
+      grids.push_back(codegen::static_grid(*plain_of[k]));
+    }
+    const std::string name = fmt::format("k{}_horizontal", groups[g].front());
+    add(codegen::emit_horizontal_kernel(name, member_bodies, members, grids, group_infos[g]), group_infos[g]);
+  }
   // Each distinct body is built once, under its content name (content_named_kernel); a repeat uses the
   // function of its first occurrence.
   std::vector<size_t> first_of(bodies.size());
@@ -330,11 +353,14 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
     const auto* lk = std::get_if<loop::LoopKernel>(&k);
     return lk && loop::may_fail(*lk);
   });
-  gpu->memory = plan_memory(gen.lowered);
+  for (size_t g = 0; g < groups.size(); ++g)
+    gpu->horizontals.push_back({groups[g], function_of[group_first + g], group_infos[g], true});
+  gpu->memory = std::move(memory);
   gpu->graph = std::move(gen.graph);
   gpu->lowered = std::move(gen.lowered);
   exe.source = gen.cuda.prelude;
   for (const auto& b : chosen_bodies) exe.source += b + "\n";
+  for (size_t g = 0; g < groups.size(); ++g) exe.source += bodies[group_first + g] + "\n";
   if (!exe_note_cudnn.empty()) exe.device_note = "convolutions without cuDNN: " + exe_note_cudnn;
   exe.gpu_plan = std::move(gpu);
   return exe;

@@ -408,6 +408,27 @@ TEST(CudaGpu, EveryOfferedGemmAlgorithmComputesTheProduct) {
   }
 }
 
+// Small independent updates run as one horizontal kernel, each member over its own block range;
+// turned off (the adapter computing an output over an input another member reads), the members
+// run alone. Both match the interpreter.
+TEST(CudaGpu, HorizontalGroupsMatchTheReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  Graph g = parse(
+      "  %step = input() : f32[]\n  %p0 = input() : f32[768]\n  %g0 = input() : f32[768]\n  %p1 = input() : f32[33, 48]\n"
+      "  %g1 = input() : f32[33, 48]\n  %p2 = input() : bf16[1000]\n  %g2 = input() : bf16[1000]\n  %s1 = add.Scalar(%step, other=1)\n"
+      "  %d0 = mul.Tensor(%g0, %s1)\n  %q0 = sub.Tensor(%p0, %d0)\n  %d1 = mul.Tensor(%g1, %s1)\n  %q1 = sub.Tensor(%p1, %d1)\n"
+      "  %d2 = mul.Tensor(%g2, %s1)\n  %q2 = sub.Tensor(%p2, %d2)\n  return %q0, %q1, %q2, %s1\n");
+  Executable exe = compile(g, {.cache_dir = fresh_cache("horizontal"), .device = "cuda", .autotune = false});
+  ASSERT_EQ(exe.gpu_plan->horizontals.size(), 1u) << exe.source;
+  EXPECT_EQ(exe.gpu_plan->horizontals[0].steps.size(), 3u);
+  EXPECT_TRUE(exe.gpu_plan->horizontals[0].on);
+  EXPECT_NE(exe.source.find("k0_horizontal"), std::string::npos) << exe.source;
+  runs_match_reference(exe, g, {1, 2});
+  exe.compute_outputs_in_inputs({3, -1, -1, -1});  // q0 over p1, which another member reads
+  EXPECT_FALSE(exe.gpu_plan->horizontals[0].on);
+  runs_match_reference(exe, g, {3});
+}
+
 TEST(CudaGpu, DeviceTensorsInAndOut) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   Graph g = parse(kGraphs[3]);

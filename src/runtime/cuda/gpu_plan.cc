@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <set>
 
 #include "loop/conv_params.h"
 #include "runtime/plan.h"
@@ -176,6 +178,32 @@ void launch_loop_kernel(const cuda::Context& ctx, void* function, const codegen:
   ctx.launch(function, {static_cast<unsigned>(grid)}, {static_cast<unsigned>(info.launch.block_x), static_cast<unsigned>(info.launch.block_y)},
              static_cast<unsigned>(info.launch.shared_bytes),
              stream, params.data());
+}
+
+void GpuPlan::enable_horizontals() {
+  // A graph output computed over an input is that input's memory.
+  std::map<int, int> alias;
+  for (size_t o = 0; o < output_over_input.size(); ++o)
+    if (output_over_input[o] >= 0) alias[lowered.output_buffers[o]] = lowered.input_buffers[static_cast<size_t>(output_over_input[o])];
+  auto memory_of = [&](int b) {
+    auto it = alias.find(b);
+    return it == alias.end() ? b : it->second;
+  };
+  for (Horizontal& h : horizontals) {
+    h.on = true;
+    std::set<int> written, touched;
+    for (size_t s : h.steps) {
+      std::set<int> w, t;
+      for (int b : memory.writes[s]) w.insert(memory_of(b)), t.insert(memory_of(b));
+      for (int b : memory.reads[s]) t.insert(memory_of(b));
+      for (int b : w)
+        if (touched.count(b)) h.on = false;
+      for (int b : t)
+        if (written.count(b)) h.on = false;
+      written.insert(w.begin(), w.end());
+      touched.insert(t.begin(), t.end());
+    }
+  }
 }
 
 GpuPlan::~GpuPlan() {
@@ -398,8 +426,7 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
     COIL_CHECK(scratch_layout.offsets.size() == kernels.size()) << "the GPU plan's split scratch is not laid out";
     const cuda::DevicePtr scratch_base = scratch_layout.bytes > 0 ? split_scratch(static_cast<size_t>(scratch_layout.bytes), stream) : 0;
     spent.setup_ns = since(started);
-    for (size_t k = 0; k < nk; ++k) {
-      const auto kernel_start = Clock::now();
+    auto allocate = [&](size_t k) {
       for (size_t b : allocate_before[k]) {
         if (int a = memory.in_place_of[b]; a >= 0) {
           ptrs[b] = ptrs[static_cast<size_t>(a)];
@@ -409,6 +436,30 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
         }
         take(b);
       }
+    };
+    auto release_dead = [&](size_t k) {
+      for (int b : memory.release_after[k]) {
+        auto ub = static_cast<size_t>(b);
+        if (owned[ub]) allocator->free(ptrs[ub], stream);
+        owned[ub] = false;
+        ptrs[ub] = 0;
+      }
+    };
+    std::vector<int> group_at(nk, -1);  // the group starting at a step, where on
+    for (size_t g = 0; g < horizontals.size(); ++g)
+      if (horizontals[g].on) group_at[horizontals[g].steps.front()] = static_cast<int>(g);
+    for (size_t k = 0; k < nk; ++k) {
+      const auto kernel_start = Clock::now();
+      if (group_at[k] >= 0) {  // every member's buffers taken first, released after: they run at once
+        const Horizontal& h = horizontals[static_cast<size_t>(group_at[k])];
+        for (size_t s : h.steps) allocate(s);
+        launch_loop_kernel(ctx, h.function, h.info, ptrs, symbol_values, symbols, status ? status + k * 3 * sizeof(int64_t) : 0, 0, stream);
+        for (size_t s : h.steps) release_dead(s);
+        spent.loop_ns += since(kernel_start), spent.loops += 1;
+        k = h.steps.back();
+        continue;
+      }
+      allocate(k);
       if (functions[k]) {
         const codegen::CudaKernel& info = kernels[k];
         cuda::DevicePtr scratch = info.launch.scratch_bytes > 0 ? scratch_base + static_cast<cuda::DevicePtr>(scratch_layout.offsets[k]) : 0;
@@ -441,12 +492,7 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
           spent.gemm_ns += since(kernel_start), spent.gemms += 1;
         }
       }
-      for (int b : memory.release_after[k]) {
-        auto ub = static_cast<size_t>(b);
-        if (owned[ub]) allocator->free(ptrs[ub], stream);
-        owned[ub] = false;
-        ptrs[ub] = 0;
-      }
+      release_dead(k);
     }
     std::vector<Tensor> out;
     if (device_outputs) {

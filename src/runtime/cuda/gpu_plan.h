@@ -54,6 +54,18 @@ struct GpuPlan {
   // -1: done when the input is a device tensor borrowed in place (the output is then returned
   // undefined, its values in the caller's input).
   std::vector<int> output_over_input;
+  // Runs of consecutive small pointwise steps launched as one kernel (codegen/cuda/horizontal.h);
+  // each member keeps its own function for when the group is off: where graph outputs computed
+  // over inputs (output_over_input) make a member write what another reads.
+  struct Horizontal {
+    std::vector<size_t> steps;  // consecutive program kernels
+    void* function = nullptr;
+    codegen::CudaKernel info;
+    bool on = true;
+  };
+  std::vector<Horizontal> horizontals;
+  // Turns each group on or off for the current output_over_input.
+  void enable_horizontals();
 
   // Host tensors in and out: inputs are copied to the device, outputs back, and errors (index,
   // division) are thrown here. Host weights are copied once and kept on the device (keyed by
