@@ -54,6 +54,14 @@ TEST(CudaCodegen, FormsFollowTheKernel) {
                       "  %a = scatter_add(%x, 0, %i, %s)\n  return %a\n");
   EXPECT_EQ(scatter.form, F::scatter);
   EXPECT_EQ(scatter.parts, codegen::kScatterParts);  // it reads only the elements it adds to
+  EXPECT_FALSE(scatter.listed);                       // its part follows from each column's own index
+  // An embedding gradient: rows of 96 columns added at token indices. The part follows from the
+  // token alone, so blocks of one part list its tokens once for all their columns.
+  auto embedding = form("  %g = input() : f32[N, 64, 96]\n  %i = input(low=0, high=1000) : i64[N, 64]\n  %z = input() : f32[1000, 96]\n"
+                        "  %y = index_put(%z, [%i], %g, accumulate=true)\n  return %y\n");
+  EXPECT_EQ(embedding.form, F::scatter);
+  EXPECT_TRUE(embedding.listed);
+  EXPECT_GE(embedding.parts, 2);
   EXPECT_EQ(form("  %x = input() : f32[6]\n  %s = input() : f32[N]\n  %i = input(low=0, high=6) : i64[N]\n"
                  "  %a = scatter_add(%x, 0, %i, %s)\n  return %a\n").form,
             F::serial);
@@ -445,6 +453,10 @@ TEST(CudaCodegen, EveryCandidateBuildsWithNvrtc) {
       // vectorized columns: bf16 (8 lanes), f32 (4), with splits, Welford and argmax partials
       "  %x = input() : bf16[600, 1024]\n  %s = sum.dim_IntList(%x, [0])\n  %v = var.correction(%x, [0], correction=1)\n  %i = argmax(%x, 0)\n"
       "  %c = input() : f32[N, 3, 40]\n  %t = amax(%c, [0])\n  return %s, %v, %i, %t\n",
+      // a listed scatter (an embedding gradient) and a partitioned one
+      "  %g = input() : f32[N, 64, 96]\n  %i = input(low=0, high=1000) : i64[N, 64]\n  %z = input() : f32[1000, 96]\n"
+      "  %y = index_put(%z, [%i], %g, accumulate=true)\n  %s = input() : f32[N, 5]\n  %j = input(low=0, high=6) : i64[N, 5]\n"
+      "  %x = input() : f32[6, 5]\n  %a = scatter_add(%x, 0, %j, %s)\n  return %y, %a\n",
   };
   // a depthwise 7x7 in a cuDNN chain (the planner as with cuDNN taking the ungrouped one): flat
   // columns, jammed along the window by 4 and 2

@@ -429,6 +429,26 @@ TEST(CudaGpu, HorizontalGroupsMatchTheReference) {
   runs_match_reference(exe, g, {3});
 }
 
+// An embedding gradient in the listed form: tokens of few distinct rows (long runs of one row in
+// every part), a padding index, the columns over several tiles. Every element's additions keep
+// the tokens' order, so the sums are the interpreter's to the bit.
+TEST(CudaGpu, ListedScattersAddInTokenOrder) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  Graph g = parse(
+      "  %g = input() : f32[4, 1000, 200]\n  %i = input(low=0, high=37) : i64[4, 1000]\n  %z = input() : f32[37, 200]\n"
+      "  %y = index_put(%z, [%i], %g, accumulate=true)\n  return %y\n");
+  Executable exe = compile(g, {.cache_dir = fresh_cache("listed"), .device = "cuda", .autotune = false});
+  EXPECT_NE(exe.source.find(" listed"), std::string::npos) << exe.source;
+  for (uint64_t seed : {1, 2}) {
+    TensorMap inputs = random_inputs(g, seed);
+    auto want = evaluate_reference(g, inputs);
+    auto got = exe.run(inputs);
+    ASSERT_EQ(got.size(), 1u);
+    Tensor a = got[0].contiguous_copy(), b = want[0].contiguous_copy();
+    for (int64_t e = 0; e < a.numel(); ++e) ASSERT_EQ(a.load(e), b.load(e)) << "element " << e;
+  }
+}
+
 TEST(CudaGpu, DeviceTensorsInAndOut) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   Graph g = parse(kGraphs[3]);

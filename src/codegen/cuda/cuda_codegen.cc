@@ -67,6 +67,7 @@ std::string to_string(const CudaConfig& c) {
   if (c.tile_a) s += fmt::format(" tile={}x{}", c.tile_a, c.tile_b);
   if (c.jam > 1) s += fmt::format(" jam={}", c.jam);
   if (c.parts > 1) s += fmt::format(" parts={}", c.parts);
+  if (c.listed) s += " listed";
   return s;
 }
 

@@ -46,6 +46,8 @@ struct CudaConfig {
                                // its two dims (0: square tiles of tile_side)
   int jam = 1;                 // flat column: adjacent outputs along the window dim a thread takes (jam.h)
   int parts = 1;               // scatter: threads per free point, each storing the elements whose hash is its part
+  bool listed = false;         // scatter with parts: a block's threads list a round of positions of its part in
+                               // shared memory, in order, then each applies them (cuda_pointwise.cc)
   bool operator==(const CudaConfig&) const = default;
 };
 std::string to_string(const CudaConfig& c);  // "row tpr=256 block=256 persistent=8"

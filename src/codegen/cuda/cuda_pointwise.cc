@@ -128,9 +128,93 @@ loop::ExprRef hashed_offset(const loop::ExprRef& e, const std::vector<std::strin
   return e;
 }
 
+// Whether `e` reads any of `vars` (in an index, a load's offset or its dynamic part).
+bool uses_vars(const loop::ExprRef& e, const std::vector<std::string>& vars) {
+  auto in_offset = [&](const SymInt& offset) {
+    std::vector<std::string> used;
+    offset.collect_symbols(used);
+    return std::any_of(used.begin(), used.end(), [&](const std::string& v) { return std::count(vars.begin(), vars.end(), v) > 0; });
+  };
+  if ((e->kind() == loop::Expr::Kind::index || e->kind() == loop::Expr::Kind::load) && in_offset(e->offset())) return true;
+  if (e->kind() == loop::Expr::Kind::load && e->dynamic() && uses_vars(e->dynamic(), vars)) return true;
+  return std::any_of(e->operands().begin(), e->operands().end(), [&](const loop::ExprRef& o) { return uses_vars(o, vars); });
+}
+
+std::vector<std::string> free_loop_vars(const loop::LoopKernel& k) {
+  std::vector<std::string> out;
+  for (size_t d : k.free_dims) out.push_back(loop::loop_var(static_cast<int>(d)));
+  return out;
+}
+
 }  // namespace
 
+bool listed_scatter(const loop::LoopKernel& k) {
+  if (!partitioned_scatter(k) || k.stores.size() != 1 || !k.stores[0].dynamic) return false;
+  const auto free = free_loop_vars(k);
+  return !uses_vars(hashed_offset(k.stores[0].dynamic, free), free);
+}
+
+// The listed form: a block takes one part and a tile of `block` free points; in rounds of
+// `block` ordered positions its threads each test one position's part, list the matches in
+// order in shared memory (a warp ballot, then the warps' counts), and every thread applies the
+// round's matches to its own point. A position's stores keep their order; the part's test runs
+// once a block, not once a thread (a thread of the plain form tested every position: an
+// embedding gradient took 1.0 ms on an H200).
+void CudaEmitter::listed_scatter_body() {
+  const size_t m = k_.outer.size();
+  const std::vector<std::string> vars = outer_vars(m);
+  std::vector<std::string> free_vars, ordered_vars;
+  std::vector<SymInt> free_extents, ordered_extents;
+  for (size_t d = 0; d < m; ++d) {
+    const bool free = std::find(k_.free_dims.begin(), k_.free_dims.end(), d) != k_.free_dims.end();
+    (free ? free_vars : ordered_vars).push_back(vars[d]);
+    (free ? free_extents : ordered_extents).push_back(k_.outer[d]);
+  }
+  const int block = config_.block, warps = block / device_.warp_size;
+  const auto& s = k_.stores[0];
+  out("  const idx_t points = {};", idx(product(free_extents)));
+  out("  const idx_t tiles = (points + {}) / {};", block - 1, block);
+  out("  const idx_t ordered = {};", idx(product(ordered_extents)));
+  out("  __shared__ idx_t listed[{}];", block);
+  out("  __shared__ int counts[{}];", warps);
+  out("  const int lane = static_cast<int>(threadIdx.x) % {}, warp = static_cast<int>(threadIdx.x) / {};", device_.warp_size,
+      device_.warp_size);
+  out("  for (idx_t unit = blockIdx.x; unit < tiles * {}; unit += gridDim.x) {{", config_.parts);
+  out("    const int part = static_cast<int>(unit / tiles);");
+  out("    const idx_t i = (unit % tiles) * {} + static_cast<idx_t>(threadIdx.x);", block);
+  out("    const bool active = i < points;");
+  decompose("i", free_vars, free_extents, "    ");
+  out("    for (idx_t base = 0; base < ordered; base += {}) {{", block);
+  out("      bool match = false;");
+  out("      if (base + static_cast<idx_t>(threadIdx.x) < ordered) {{");
+  decompose("base + static_cast<idx_t>(threadIdx.x)", ordered_vars, ordered_extents, "        ");
+  printer_->reset();
+  std::vector<std::string> lines;
+  std::string dynamic = printer_->emit(hashed_offset(s.dynamic, free_vars), lines, "        ");
+  flush(lines);
+  out("        match = static_cast<int>((static_cast<unsigned long long>({}) * 0x9E3779B97F4A7C15ull) >> 40) % {} == part;", dynamic,
+      config_.parts);
+  out("      }}");
+  out("      const unsigned ballot = __ballot_sync(0xffffffffu, match);");
+  out("      if (lane == 0) counts[warp] = __popc(ballot);");
+  out("      __syncthreads();");
+  out("      int before = 0, count = 0;");
+  out("      #pragma unroll");
+  out("      for (int w = 0; w < {}; ++w) before += w < warp ? counts[w] : 0, count += counts[w];", warps);
+  out("      if (match) listed[before + __popc(ballot & ((1u << lane) - 1u))] = base + static_cast<idx_t>(threadIdx.x);");
+  out("      __syncthreads();");
+  out("      for (int q = 0; active && q < count; ++q) {{");
+  decompose("listed[q]", ordered_vars, ordered_extents, "        ");
+  printer_->reset();
+  store(s, "        ", lines);
+  out("      }}");
+  out("      __syncthreads();");
+  out("    }}");
+  out("  }}");
+}
+
 void CudaEmitter::scatter() {
+  if (config_.listed) return listed_scatter_body();
   const size_t m = k_.outer.size();
   const std::vector<std::string> vars = outer_vars(m);
   std::vector<std::string> free_vars;

@@ -49,6 +49,7 @@ class CudaEmitter {
   // cuda_pointwise.cc
   void pointwise();
   void scatter();
+  void listed_scatter_body();
   void tiled();
   // cuda_reduction.cc
   void row();

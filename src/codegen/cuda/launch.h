@@ -57,6 +57,10 @@ inline constexpr int kScatterParts = 32;
 // that run in order, and reads what it stores only at the element it stores (an accumulation),
 // so no thread reads an element another one writes.
 bool partitioned_scatter(const loop::LoopKernel& kernel);
+// A partitioned scatter of one store whose part follows from the ordered dims alone (not the
+// free ones): every thread of a block of one part then takes the same positions, which the block
+// lists once (CudaConfig::listed). cuda_pointwise.cc.
+bool listed_scatter(const loop::LoopKernel& kernel);
 
 std::vector<CudaConfig> candidate_configs(const loop::Program& program, const loop::LoopKernel& kernel,
                                           const cuda::DeviceInfo& device);
