@@ -71,6 +71,8 @@ class DeviceMemory {
     d["cached_bytes"] = s.cached_bytes;
     d["driver_allocations"] = s.driver_allocations;
     d["reuses"] = s.reuses;
+    d["peak_live_bytes"] = s.peak_live_bytes;
+    d["peak_held_bytes"] = s.peak_held_bytes;
     return d;
   }
   void release_cached() { allocator_->release_cached(); }
@@ -218,7 +220,7 @@ NB_MODULE(_coil, m) {
   }, nb::arg("dir"), nb::arg("key"), nb::arg("ext"), nb::arg("bytes"), "Writes an entry atomically.");
   nb::class_<DeviceMemory>(m, "DeviceMemory", "One GPU's caching allocator, shared by the compiled graphs given it.")
       .def(nb::init<int>(), nb::arg("device_index"))
-      .def("stats", &DeviceMemory::stats, "live_bytes, cached_bytes, driver_allocations, reuses")
+      .def("stats", &DeviceMemory::stats, "live_bytes, cached_bytes, driver_allocations, reuses, peak_live_bytes, peak_held_bytes")
       .def("release_cached", &DeviceMemory::release_cached, "Gives every cached block back to the driver.");
   nb::class_<Compiled>(m, "Compiled")
       .def(nb::init<const std::string&, const std::string&, int, bool, bool, const std::vector<std::string>&,

@@ -724,6 +724,8 @@ TEST(DeviceAllocator, ReusesPerStreamAndRetriesWhenFull) {
     alloc.free(b, s2);
     alloc.free(small, s1);
     EXPECT_EQ(alloc.stats().live_bytes, 0u);
+    EXPECT_EQ(alloc.stats().peak_live_bytes, 3072u + 512u);  // b and small at once (a cached meanwhile)
+    EXPECT_EQ(alloc.stats().peak_held_bytes, 3072u + 3072u + 512u);
     // Full: the cached blocks go back to the driver and the allocation is retried.
     cuda::DevicePtr big = alloc.allocate(size_t{63} << 20, s1);
     EXPECT_NE(big, 0u);

@@ -1,5 +1,7 @@
 #include "runtime/cuda/allocator.h"
 
+#include <algorithm>
+
 #include "support/check.h"
 
 namespace coil::cuda {
@@ -39,6 +41,7 @@ DevicePtr DeviceAllocator::allocate(size_t bytes, Stream stream) {
     stats_.live_bytes += it->first.second;
     ++stats_.reuses;
     cached_.erase(it);
+    note_peaks();
     return p;
   }
   DevicePtr p = 0;
@@ -52,7 +55,13 @@ DevicePtr DeviceAllocator::allocate(size_t bytes, Stream stream) {
   live_[p] = size;
   stats_.live_bytes += size;
   ++stats_.driver_allocations;
+  note_peaks();
   return p;
+}
+
+void DeviceAllocator::note_peaks() {
+  stats_.peak_live_bytes = std::max(stats_.peak_live_bytes, stats_.live_bytes);
+  stats_.peak_held_bytes = std::max(stats_.peak_held_bytes, stats_.live_bytes + stats_.cached_bytes);
 }
 
 void DeviceAllocator::free(DevicePtr p, Stream stream) {

@@ -33,6 +33,7 @@ class DeviceAllocator {
 
   struct Stats {
     size_t live_bytes = 0, cached_bytes = 0;
+    size_t peak_live_bytes = 0, peak_held_bytes = 0;  // highest live, and live + cached, so far
     size_t driver_allocations = 0, reuses = 0;
   };
   Stats stats() const;
@@ -41,6 +42,7 @@ class DeviceAllocator {
 
  private:
   void release_cached_locked();
+  void note_peaks();
   Backend backend_;
   mutable std::mutex mutex_;
   std::multimap<std::pair<Stream, size_t>, DevicePtr> cached_;
