@@ -1,6 +1,7 @@
 #include "driver/horizontal_groups.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "codegen/cuda/horizontal.h"
@@ -10,9 +11,24 @@ namespace coil {
 
 namespace {
 
+// A buffer's elements where its sizes are static; a kernel of static launch may still take a
+// buffer of symbolic size (read at fixed places), which counts as large.
+std::optional<int64_t> static_elements(const loop::Buffer& buf) {
+  auto constant = [](const SymInt& v) { return v.constant().has_value(); };
+  if (!std::all_of(buf.sizes.begin(), buf.sizes.end(), constant) || !std::all_of(buf.strides.begin(), buf.strides.end(), constant) ||
+      !constant(buf.offset))
+    return std::nullopt;
+  return buffer_elements(buf, {});
+}
+
 bool small(const loop::Program& program, const codegen::CudaKernel& k) {
   int64_t bytes = 0;
-  for (int b : k.buffers) bytes += static_cast<int64_t>(buffer_bytes(program.buffers[static_cast<size_t>(b)], {}));
+  for (int b : k.buffers) {
+    const loop::Buffer& buf = program.buffers[static_cast<size_t>(b)];
+    auto n = static_elements(buf);
+    if (!n) return false;
+    bytes += *n * static_cast<int64_t>(dtype_size(buf.dtype));
+  }
   return bytes < kHorizontalMemberBytes;
 }
 
@@ -22,13 +38,15 @@ bool small(const loop::Program& program, const codegen::CudaKernel& k) {
 // as though those were so; GpuPlan::enable_horizontals checks what was asked.
 std::set<int> may_write(const loop::Program& program, const MemoryPlan& memory, size_t k) {
   std::set<int> out(memory.writes[k].begin(), memory.writes[k].end());
-  auto elements = [&](int b) { return buffer_elements(program.buffers[static_cast<size_t>(b)], {}); };
+  auto elements = [&](int b) { return static_elements(program.buffers[static_cast<size_t>(b)]); };
   for (int r : memory.reads[k]) {
     const loop::Buffer& in = program.buffers[static_cast<size_t>(r)];
     if (in.role != loop::Buffer::Role::input) continue;
     for (int w : memory.writes[k]) {
       const loop::Buffer& o = program.buffers[static_cast<size_t>(w)];
-      if (o.role == loop::Buffer::Role::output && o.dtype == in.dtype && elements(w) == elements(r)) out.insert(r);
+      // (symbolic sizes: possibly equal)
+      if (o.role == loop::Buffer::Role::output && o.dtype == in.dtype && (!elements(w) || !elements(r) || elements(w) == elements(r)))
+        out.insert(r);
     }
   }
   return out;

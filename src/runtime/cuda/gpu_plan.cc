@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <map>
 #include <set>
@@ -165,19 +166,31 @@ void launch_loop_kernel(const cuda::Context& ctx, void* function, const codegen:
   if (units <= 0) return;
   int64_t grid = std::clamp<int64_t>((units + info.launch.per_block - 1) / info.launch.per_block, 1, info.launch.max_blocks);
   COIL_CHECK((scratch != 0) == (info.launch.scratch_bytes > 0)) << "scratch for " << info.name;
-  std::vector<cuda::DevicePtr> param_ptrs;
-  for (int b : info.buffers) param_ptrs.push_back(ptrs[static_cast<size_t>(b)]);
-  param_ptrs.push_back(status);
-  if (scratch) param_ptrs.push_back(scratch);
-  std::vector<void*> params;
-  for (size_t i = 0; i < info.buffers.size(); ++i) params.push_back(&param_ptrs[i]);
-  std::vector<int64_t> values;
-  for (int s : info.symbols) values.push_back(symbol_values[static_cast<size_t>(s)]);
-  for (auto& v : values) params.push_back(&v);
-  for (size_t i = info.buffers.size(); i < param_ptrs.size(); ++i) params.push_back(&param_ptrs[i]);
+  // The arguments on the stack for the usual kernel (a launch is a few microseconds of host
+  // time, and a backward step makes hundreds).
+  constexpr size_t kOnStack = 48;
+  const size_t nb = info.buffers.size(), ns = info.symbols.size(), np = nb + 1 + (scratch ? 1 : 0);
+  std::array<cuda::DevicePtr, kOnStack> ptr_stack;
+  std::array<int64_t, kOnStack> value_stack;
+  std::array<void*, 2 * kOnStack> param_stack;
+  std::vector<cuda::DevicePtr> ptr_heap;
+  std::vector<int64_t> value_heap;
+  std::vector<void*> param_heap;
+  const bool heap = np > kOnStack || ns > kOnStack;
+  if (heap) ptr_heap.resize(np), value_heap.resize(ns), param_heap.resize(np + ns);
+  cuda::DevicePtr* param_ptrs = heap ? ptr_heap.data() : ptr_stack.data();
+  int64_t* values = heap ? value_heap.data() : value_stack.data();
+  void** params = heap ? param_heap.data() : param_stack.data();
+  for (size_t i = 0; i < nb; ++i) param_ptrs[i] = ptrs[static_cast<size_t>(info.buffers[i])];
+  param_ptrs[nb] = status;
+  if (scratch) param_ptrs[nb + 1] = scratch;
+  size_t n = 0;
+  for (size_t i = 0; i < nb; ++i) params[n++] = &param_ptrs[i];
+  for (size_t i = 0; i < ns; ++i) values[i] = symbol_values[static_cast<size_t>(info.symbols[i])], params[n++] = &values[i];
+  for (size_t i = nb; i < np; ++i) params[n++] = &param_ptrs[i];
   ctx.launch(function, {static_cast<unsigned>(grid)}, {static_cast<unsigned>(info.launch.block_x), static_cast<unsigned>(info.launch.block_y)},
              static_cast<unsigned>(info.launch.shared_bytes),
-             stream, params.data());
+             stream, params);
 }
 
 void GpuPlan::enable_horizontals() {
@@ -290,16 +303,20 @@ void GpuPlan::check_pending(bool wait) const {
   if (!first_error.empty()) report_status(first_error.data());
 }
 
-Tensor GpuPlan::bind(const Tensor& t, const loop::Buffer& b, const std::map<std::string, int64_t>& symbols, const std::string& what) const {
-  if (t.device().kind != Device::Kind::cuda) return bind_external(t, b, symbols, what);
+Tensor GpuPlan::bind(const Tensor& t, const loop::Buffer& b, const std::map<std::string, int64_t>& symbols, const Naming& naming) const {
+  // (the name is only made for a message: a backward graph binds a hundred inputs a run)
+  auto what = [&] { return fmt::format("{}{}{}", naming.prefix, naming.name, naming.suffix); };
+  if (t.device().kind != Device::Kind::cuda) return bind_external(t, b, symbols, what());
   if (t.device().index != context->ordinal())
-    fail("{}: on {}, but this executable runs on cuda:{}", what, device_name(t.device()), context->ordinal());
-  if (t.dtype() != b.dtype) fail("{}: expected dtype {}, got {}", what, dtype_name(b.dtype), dtype_name(t.dtype()));
-  auto sizes = eval_all(b.sizes, symbols), strides = eval_all(b.strides, symbols);
-  if (t.sizes() != sizes) fail("{}: expected shape {}, got {}", what, shape_to_string(sizes), shape_to_string(t.sizes()));
-  if (t.numel() > 0 && t.strides() != strides)
-    fail("{}: a device tensor with strides {} where the compiled graph expects {} (compile for this layout)", what,
-         shape_to_string(t.strides()), shape_to_string(strides));
+    fail("{}: on {}, but this executable runs on cuda:{}", what(), device_name(t.device()), context->ordinal());
+  if (t.dtype() != b.dtype) fail("{}: expected dtype {}, got {}", what(), dtype_name(b.dtype), dtype_name(t.dtype()));
+  bool same_sizes = t.sizes().size() == b.sizes.size(), same_strides = same_sizes && b.strides.size() == b.sizes.size();
+  for (size_t i = 0; same_sizes && i < b.sizes.size(); ++i) same_sizes = t.sizes()[i] == b.sizes[i].eval(symbols);
+  for (size_t i = 0; same_strides && i < b.strides.size(); ++i) same_strides = t.strides()[i] == b.strides[i].eval(symbols);
+  if (!same_sizes) fail("{}: expected shape {}, got {}", what(), shape_to_string(eval_all(b.sizes, symbols)), shape_to_string(t.sizes()));
+  if (t.numel() > 0 && !same_strides)
+    fail("{}: a device tensor with strides {} where the compiled graph expects {} (compile for this layout)", what(),
+         shape_to_string(t.strides()), shape_to_string(eval_all(b.strides, symbols)));
   return t;
 }
 
@@ -370,7 +387,7 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
     for (size_t i = 0; i < input_nodes.size(); ++i) {
       auto b = static_cast<size_t>(lowered.input_buffers[i]);
       const std::string& name = graph.nodes[static_cast<size_t>(input_nodes[i])].name();
-      upload(b, bind(inputs.at(name), buffers[b], symbols, "input %" + name));
+      upload(b, bind(inputs.at(name), buffers[b], symbols, {"input %", name, ""}));
     }
     auto weight_nodes = graph.weight_nodes();
     for (size_t i = 0; i < weight_nodes.size(); ++i) {
@@ -380,13 +397,13 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
       auto it = weights.find(key);
       if (it == weights.end()) fail("weight '{}' (for %{}) was not given", key, node.name());
       if (it->second.device().kind == Device::Kind::cuda) {
-        upload(b, bind(it->second, buffers[b], symbols, "weight '" + key + "'"));
+        upload(b, bind(it->second, buffers[b], symbols, {"weight '", key, "'"}));
         continue;
       }
       std::lock_guard<std::mutex> lock(weights_mutex_);
       auto cached = device_weights_.find({it->second.data(), b});
       if (cached == device_weights_.end()) {
-        upload(b, bind(it->second, buffers[b], symbols, "weight '" + key + "'"));
+        upload(b, bind(it->second, buffers[b], symbols, {"weight '", key, "'"}));
         owned[b] = false;
         ctx.synchronize(stream);
         cached = device_weights_.emplace(std::make_pair(it->second.data(), b), ptrs[b]).first;

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "codegen/cuda/cuda_codegen.h"
@@ -91,7 +92,12 @@ struct GpuPlan {
     void* event = nullptr;     // recorded after the status words' copy
     int64_t* words = nullptr;  // page-locked
   };
-  Tensor bind(const Tensor& t, const loop::Buffer& b, const std::map<std::string, int64_t>& symbols, const std::string& what) const;
+  struct Naming {  // what a bound tensor is called in an error: prefix, name, suffix
+    std::string_view prefix;
+    const std::string& name;
+    std::string_view suffix;
+  };
+  Tensor bind(const Tensor& t, const loop::Buffer& b, const std::map<std::string, int64_t>& symbols, const Naming& naming) const;
   void report_status(const int64_t* words) const;
   // Queues the copy of a run's status words into a page-locked slot checked by check_pending.
   void defer_status(cuda::DevicePtr status, size_t bytes, cuda::Stream stream) const;
