@@ -218,6 +218,29 @@ TEST(Compile, AGatherFromALogSoftmaxStoresNoRowOfIt) {
   }
 }
 
+TEST(Compile, ABackwardsGradientFeedsBothProductsFromOneBuffer) {
+  // A linear layer's backward: dY (the cast of a pointwise result) feeds dX = dY @ W and, as its
+  // transpose, dW = dY^T @ X. One kernel stores dY; the weight gradient's product reads the same
+  // buffer through transposed strides (not a second kernel storing the same bytes), and both match
+  // the interpreter.
+  const std::string body =
+      "  %a = input() : f32[2, 32, 48]\n  %b = input() : f32[2, 32, 48]\n  %w = input() : bf16[48, 64]\n  %x = input() : bf16[64, 64]\n"
+      "  %m = mul.Tensor(%a, %b)\n  %c = _to_copy(%m, dtype=bf16)\n  %v = view(%c, [64, 48])\n  %t = permute(%v, [1, 0])\n"
+      "  %dx = mm(%v, %w)\n  %dw = mm(%t, %x)\n  return %dx, %dw\n";
+  auto p = generate(parse(body), {}).lowered.program;
+  int loops = 0;
+  std::vector<const loop::ExternCall*> products;
+  for (const auto& k : p.kernels) {
+    if (std::holds_alternative<loop::LoopKernel>(k)) ++loops;
+    else products.push_back(&std::get<loop::ExternCall>(k));
+  }
+  EXPECT_EQ(loops, 1) << loop::to_string(p);
+  ASSERT_EQ(products.size(), 2u) << loop::to_string(p);
+  EXPECT_EQ(products[0]->inputs[0].buffer, products[1]->inputs[0].buffer) << loop::to_string(p);
+  EXPECT_EQ(shape_str(products[1]->inputs[0].strides), "[1, 48]") << loop::to_string(p);
+  check_against_reference(parse(body), 3);
+}
+
 TEST(Compile, RandomGraphsMatchReference) {
   int count = 40;
   if (const char* n = std::getenv("COIL_FUZZ_GRAPHS")) count = std::atoi(n);

@@ -119,17 +119,17 @@ TEST(Fusion, TransformerBlockGroups) {
   EXPECT_EQ(groups,
             "kernel h1\n"          // layer_norm 1
             "extern qkv_2d\n"      // c_attn
-            "kernel att_3d\n"      // q made contiguous for bmm
-            "kernel att_kt\n"      // k, transposed
+            "kernel att_dense\n"   // q made contiguous for bmm (the value its 3-d view reads)
+            "kernel att_dense_1\n" // k made contiguous; the product reads it transposed
             "extern att_qk\n"      // q @ k^T
             "kernel att_probs\n"   // scale + causal mask + softmax
-            "kernel att_3d_2\n"    // v made contiguous
+            "kernel att_dense_2\n" // v made contiguous
             "extern att_pv\n"      // probs @ v
-            "kernel att_2d\n"      // heads merged back
+            "kernel att_c\n"       // heads merged back (the clone its 2-d view reads)
             "extern o_2d\n"        // c_proj
             "kernel h2\n"          // residual add + layer_norm 2
             "extern f_2d\n"        // c_fc
-            "kernel g_2d\n"        // gelu
+            "kernel g\n"           // gelu (its 2-d view the product's operand)
             "extern m_2d\n"        // mlp c_proj
             "kernel y\n");         // residual add
 }
