@@ -60,6 +60,15 @@ std::vector<Value> lower_reduction(Context& c, const Node& n);   // reductions a
 std::vector<Value> lower_linalg(Context& c, const Node& n);      // matrix products as extern calls
 std::vector<Value> lower_indexing(Context& c, const Node& n);    // gathers, scatters, embedding
 
+// Whether `n` rearranges its input's elements without changing their number (permute, view,
+// transpose, squeeze...): over a realized input it is a strided view of the same storage.
+bool rearranging_view(const Context& c, const Node& n);
+// Where `r` is a chain of such views over a value not yet realized, realizes that value and
+// lowers the chain again as views of it (the same bytes the chain's last view would be stored
+// as, in its traced strides), so that every reader shares one buffer: a linear layer's backward
+// stored dY once for dX's product and again as dY^T for dW's. Else nothing.
+void realize_through_views(Context& c, ValueRef r);
+
 // Helpers shared by the families.
 ExprRef cast(const ExprRef& e, DType dtype);
 DType opmath(DType t);  // f16/bf16 compute in f32

@@ -11,38 +11,11 @@ namespace coil::lowering {
 
 namespace {
 
-// Whether `n` rearranges its input's elements without changing their number (permute, view,
-// transpose, squeeze...): a realized input gives a strided view of the same storage.
-bool rearranging_view(const Context& c, const Node& n) {
-  if (!n.schema().is_view || n.op == OpKind::AsStrided || n.op == OpKind::Expand || n.outputs.size() != 1 || n.schema().arg_index("self") < 0)
-    return false;
-  const auto* self = std::get_if<ValueRef>(&n.arg("self").value);
-  return self && product(c.graph.meta(*self).sizes) == product(n.outputs[0].meta.sizes);
-}
-
-// An operand that is a chain of views over a value not yet realized (a backward's dY^T: the
-// permute of the cast of a pointwise result) realizes that value and takes the views of it, so
-// its other readers (dY itself, another product's operand) share the one buffer. Realizing the
-// view instead (laid out as its traced strides: the same bytes) wrote that memory twice, once
-// for each product of every linear layer's backward.
-// (Products only: a convolution's or an attention's operand keeps the layout its view declares.)
+// (Products only: a convolution's or an attention's operand keeps the layout its view declares;
+// see realize_through_views.)
 loop::View operand(Context& c, const Node& n, std::string_view name) {
   ValueRef r = std::get<ValueRef>(n.arg(name).value);
-  const bool product = n.op == OpKind::Mm || n.op == OpKind::Bmm || n.op == OpKind::Addmm;
-  std::vector<int> chain;  // view nodes, outermost first
-  for (ValueRef at = r; product && !c.value(at).realized();) {
-    const Node& node = c.graph.nodes[static_cast<size_t>(at.node)];
-    if (!rearranging_view(c, node)) break;
-    chain.push_back(at.node);
-    at = std::get<ValueRef>(node.arg("self").value);
-    if (c.value(at).realized()) break;
-    if (!rearranging_view(c, c.graph.nodes[static_cast<size_t>(at.node)])) {
-      c.realize(c.value(at), c.graph.value_name(at));
-      break;
-    }
-  }
-  for (auto it = chain.rbegin(); it != chain.rend(); ++it)
-    c.values[static_cast<size_t>(*it)] = lower_view(c, c.graph.nodes[static_cast<size_t>(*it)]);
+  if (n.op == OpKind::Mm || n.op == OpKind::Bmm || n.op == OpKind::Addmm) realize_through_views(c, r);
   Value& v = c.value(r);
   c.realize(v, c.graph.value_name(r));
   return {v.buffer, v.meta.sizes, v.meta.strides, v.meta.offset};

@@ -306,7 +306,19 @@ LoweredGraph lower(const Graph& g) {
         auto theirs = static_elements(c.program.buffers[static_cast<size_t>(b)].sizes);
         return !mine || !theirs || *theirs >= *mine;
       });
-      if (should_realize(v.body, uses, reads)) c.realize(v, node.outputs[o].name);
+      if (!should_realize(v.body, uses, reads)) continue;
+      // A view stored for its readers: its input is stored instead and the view reads that (the
+      // same bytes), so the kernel storing it runs over the input's own nest, where the kernels
+      // it reads can fuse into it (GPT-2's gelu gradient over [B, T, 3072], read as [B*T, 3072]
+      // by three kernels, stored from an [B*T, 3072] kernel that an f32 temporary fed).
+      if (vals.size() == 1 && rearranging_view(c, node)) {
+        ValueRef in = std::get<ValueRef>(node.arg("self").value);
+        realize_through_views(c, in);
+        c.realize(c.value(in), c.graph.value_name(in));
+        vals = lower_view(c, node);
+        continue;
+      }
+      c.realize(v, node.outputs[o].name);
     }
     c.values[i] = std::move(vals);
   }

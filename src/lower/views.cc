@@ -183,4 +183,28 @@ std::vector<Value> lower_view(Context& c, const Node& n) {
   fail("{} is not supported by the compiler yet", n.schema().name);
 }
 
+bool rearranging_view(const Context& c, const Node& n) {
+  if (!n.schema().is_view || n.op == OpKind::AsStrided || n.op == OpKind::Expand || n.outputs.size() != 1 || n.schema().arg_index("self") < 0)
+    return false;
+  const auto* self = std::get_if<ValueRef>(&n.arg("self").value);
+  return self && product(c.graph.meta(*self).sizes) == product(n.outputs[0].meta.sizes);
+}
+
+void realize_through_views(Context& c, ValueRef r) {
+  std::vector<int> chain;  // view nodes, outermost first
+  for (ValueRef at = r; !c.value(at).realized();) {
+    const Node& node = c.graph.nodes[static_cast<size_t>(at.node)];
+    if (!rearranging_view(c, node)) break;
+    chain.push_back(at.node);
+    at = std::get<ValueRef>(node.arg("self").value);
+    if (c.value(at).realized()) break;
+    if (!rearranging_view(c, c.graph.nodes[static_cast<size_t>(at.node)])) {
+      c.realize(c.value(at), c.graph.value_name(at));
+      break;
+    }
+  }
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it)
+    c.values[static_cast<size_t>(*it)] = lower_view(c, c.graph.nodes[static_cast<size_t>(*it)]);
+}
+
 }  // namespace coil::lowering

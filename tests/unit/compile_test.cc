@@ -241,6 +241,32 @@ TEST(Compile, ABackwardsGradientFeedsBothProductsFromOneBuffer) {
   check_against_reference(parse(body), 3);
 }
 
+TEST(Compile, AViewStoredForSeveralReadersStoresItsInput) {
+  // GPT-2's gelu gradient: an f32 value with a tanh (read twice, so worth storing) feeds a bf16
+  // sum that three readers take as a [B*T, 3072] view. The view's input is stored over its own
+  // nest, into which the f32 value's kernel fuses: one kernel, no f32 temporary.
+  const std::string body =
+      "  %a = input() : bf16[2, 16, 96]\n  %b = input() : bf16[2, 16, 96]\n  %af = _to_copy(%a, dtype=f32)\n"
+      "  %t = tanh(%af)\n  %t2 = tanh(%t)\n  %t3 = tanh(%t2)\n  %t4 = erf(%t3)\n  %t5 = exp(%t4)\n  %t6 = log1p(%t5)\n"
+      "  %m = mul.Tensor(%t6, %af)\n  %c1 = _to_copy(%m, dtype=bf16)\n  %m2 = mul.Scalar(%m, other=0.5)\n"
+      "  %c2 = _to_copy(%m2, dtype=bf16)\n  %s = add.Tensor(%c1, %c2)\n  %u = add.Tensor(%s, %b)\n  %v = view(%u, [32, 96])\n"
+      "  %w = input() : bf16[96, 8]\n  %y = mm(%v, %w)\n  %r = sum.dim_IntList(%v, [0], dtype=f32)\n  %e = exp(%v)\n  return %y, %r, %e\n";
+  auto p = generate(parse(body), {}).lowered.program;
+  int f32_stores = 0;  // into temporaries
+  for (const auto& k : p.kernels)
+    if (const auto* lk = std::get_if<loop::LoopKernel>(&k))
+      for (const auto& st : lk->stores) {
+        const loop::Buffer& b = p.buffers[static_cast<size_t>(st.buffer)];
+        f32_stores += b.role == loop::Buffer::Role::temporary && b.dtype == DType::f32;
+      }
+  EXPECT_EQ(f32_stores, 0) << loop::to_string(p);
+  for (const auto& k : p.kernels)  // the product reads the stored [2, 16, 96] through its view
+    if (const auto* call = std::get_if<loop::ExternCall>(&k)) {
+      EXPECT_EQ(shape_str(p.buffers[static_cast<size_t>(call->inputs[0].buffer)].sizes), "[2, 16, 96]") << loop::to_string(p);
+    }
+  check_against_reference(parse(body), 4);
+}
+
 TEST(Compile, RandomGraphsMatchReference) {
   int count = 40;
   if (const char* n = std::getenv("COIL_FUZZ_GRAPHS")) count = std::atoi(n);
