@@ -33,14 +33,14 @@
 
 namespace coil {
 
-namespace {
-
 bool debug_enabled(std::string_view stage) {
   const char* env = std::getenv("COIL_DEBUG");
   if (!env) return false;
   std::string_view v(env);
   return v == "all" || ("," + std::string(v) + ",").find("," + std::string(stage) + ",") != std::string::npos;
 }
+
+namespace {
 
 void dump(std::string_view stage, const std::string& text) {
   if (debug_enabled(stage)) std::cerr << "=== coil " << stage << " ===\n" << text << "\n";

@@ -62,5 +62,7 @@ bool cublas_takes(const loop::ExternCall& call, const loop::Program& program);
 // Whether the CPU runtime runs this extern call through a library (matrix products of float
 // dtypes: OpenBLAS; f32/f16/bf16 convolutions: oneDNN), else it becomes a loop kernel.
 bool cpu_library_takes(const loop::ExternCall& call, const loop::Program& program);
+// Whether COIL_DEBUG names `stage` (comma-separated stages, or "all").
+bool debug_enabled(std::string_view stage);
 
 }  // namespace coil

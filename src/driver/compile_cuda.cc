@@ -9,12 +9,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <future>
 #include <iostream>
 #include <map>
 #include <set>
-#include <string_view>
 #include <thread>
 #include <tuple>
 
@@ -315,7 +313,7 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
   }
   // COIL_DEBUG=kernels: which kernel of the program runs under which content name (the names a
   // profiler shows), in which configuration.
-  if (const char* env = std::getenv("COIL_DEBUG"); env && (std::string_view(env) == "all" || std::string_view(env).find("kernels") != std::string_view::npos)) {
+  if (debug_enabled("kernels")) {
     std::string text = "=== coil kernels ===\n";
     for (size_t i = 0; i < nk; ++i)
       if (!built_as[i].empty()) text += fmt::format("{} {} {}\n", built_as[i], gpu->kernels[i].name, codegen::to_string(gpu->kernels[i].config));

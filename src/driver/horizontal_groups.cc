@@ -70,13 +70,14 @@ std::vector<std::vector<size_t>> horizontal_groups(const loop::Program& program,
       close();
       continue;
     }
+    const std::set<int> writes = may_write(program, memory, k);
     auto joins = [&] {
       if (run.empty()) return true;
       if (run.size() >= kHorizontalMembers || info->launch.block_x != plain[run.front()]->launch.block_x) return false;
       std::set<int> more = buffers;
       more.insert(info->buffers.begin(), info->buffers.end());
       if (more.size() > kHorizontalBuffers) return false;
-      for (int b : may_write(program, memory, k))
+      for (int b : writes)
         if (read.count(b) || written.count(b)) return false;
       for (int b : memory.reads[k])
         if (written.count(b)) return false;
@@ -88,7 +89,7 @@ std::vector<std::vector<size_t>> horizontal_groups(const loop::Program& program,
     if (!joins()) close();
     run.push_back(k);
     read.insert(memory.reads[k].begin(), memory.reads[k].end());
-    for (int b : may_write(program, memory, k)) written.insert(b);
+    written.insert(writes.begin(), writes.end());
     buffers.insert(info->buffers.begin(), info->buffers.end());
   }
   close();

@@ -192,17 +192,15 @@ bool rearranging_view(const Context& c, const Node& n) {
 
 void realize_through_views(Context& c, ValueRef r) {
   std::vector<int> chain;  // view nodes, outermost first
-  for (ValueRef at = r; !c.value(at).realized();) {
+  ValueRef at = r;
+  while (!c.value(at).realized()) {
     const Node& node = c.graph.nodes[static_cast<size_t>(at.node)];
     if (!rearranging_view(c, node)) break;
     chain.push_back(at.node);
     at = std::get<ValueRef>(node.arg("self").value);
-    if (c.value(at).realized()) break;
-    if (!rearranging_view(c, c.graph.nodes[static_cast<size_t>(at.node)])) {
-      c.realize(c.value(at), c.graph.value_name(at));
-      break;
-    }
   }
+  if (chain.empty()) return;
+  c.realize(c.value(at), c.graph.value_name(at));  // (nothing when already realized)
   for (auto it = chain.rbegin(); it != chain.rend(); ++it)
     c.values[static_cast<size_t>(*it)] = lower_view(c, c.graph.nodes[static_cast<size_t>(*it)]);
 }

@@ -57,6 +57,10 @@ bool exprs_fit_int32(const loop::ExprRef& e, const RangeEnv& env) {
 
 }  // namespace
 
+int64_t grid_blocks(const CudaLaunch& l, int64_t units) {
+  return std::clamp<int64_t>((units + l.per_block - 1) / l.per_block, 1, l.max_blocks);
+}
+
 std::string to_string(const CudaConfig& c) {
   std::string s = fmt::format("{} block={}", form_name(c.form), c.block);
   if (c.block_y > 1) s += fmt::format("x{}", c.block_y);

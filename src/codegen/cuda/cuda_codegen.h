@@ -62,6 +62,7 @@ struct CudaLaunch {
   int64_t scratch_bytes = 0;  // split partials and tickets, after the status word; tickets start and end at zero
   int shared_bytes = 0;       // dynamic shared memory a block (the attention's tile ring)
 };
+int64_t grid_blocks(const CudaLaunch& launch, int64_t units);  // ceil(units / per_block), 1 to max_blocks
 
 struct CudaKernel {
   std::string name;

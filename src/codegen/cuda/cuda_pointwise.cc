@@ -140,17 +140,27 @@ bool uses_vars(const loop::ExprRef& e, const std::vector<std::string>& vars) {
   return std::any_of(e->operands().begin(), e->operands().end(), [&](const loop::ExprRef& o) { return uses_vars(o, vars); });
 }
 
-std::vector<std::string> free_loop_vars(const loop::LoopKernel& k) {
-  std::vector<std::string> out;
-  for (size_t d : k.free_dims) out.push_back(loop::loop_var(static_cast<int>(d)));
-  return out;
+// A scatter's loop variables and extents, split into its free dims and those that run in order.
+struct ScatterDims {
+  std::vector<std::string> free_vars, ordered_vars;
+  std::vector<SymInt> free_extents, ordered_extents;
+};
+
+ScatterDims scatter_dims(const loop::LoopKernel& k) {
+  ScatterDims s;
+  for (size_t d = 0; d < k.outer.size(); ++d) {
+    const bool free = std::find(k.free_dims.begin(), k.free_dims.end(), d) != k.free_dims.end();
+    (free ? s.free_vars : s.ordered_vars).push_back(loop::loop_var(static_cast<int>(d)));
+    (free ? s.free_extents : s.ordered_extents).push_back(k.outer[d]);
+  }
+  return s;
 }
 
 }  // namespace
 
 bool listed_scatter(const loop::LoopKernel& k) {
   if (!partitioned_scatter(k) || k.stores.size() != 1 || !k.stores[0].dynamic) return false;
-  const auto free = free_loop_vars(k);
+  const auto free = scatter_dims(k).free_vars;
   return !uses_vars(hashed_offset(k.stores[0].dynamic, free), free);
 }
 
@@ -161,15 +171,7 @@ bool listed_scatter(const loop::LoopKernel& k) {
 // once a block, not once a thread (a thread of the plain form tested every position: an
 // embedding gradient took 1.0 ms on an H200).
 void CudaEmitter::listed_scatter_body() {
-  const size_t m = k_.outer.size();
-  const std::vector<std::string> vars = outer_vars(m);
-  std::vector<std::string> free_vars, ordered_vars;
-  std::vector<SymInt> free_extents, ordered_extents;
-  for (size_t d = 0; d < m; ++d) {
-    const bool free = std::find(k_.free_dims.begin(), k_.free_dims.end(), d) != k_.free_dims.end();
-    (free ? free_vars : ordered_vars).push_back(vars[d]);
-    (free ? free_extents : ordered_extents).push_back(k_.outer[d]);
-  }
+  const auto [free_vars, ordered_vars, free_extents, ordered_extents] = scatter_dims(k_);
   const int block = config_.block, warps = block / device_.warp_size;
   const auto& s = k_.stores[0];
   out("  const idx_t points = {};", idx(product(free_extents)));
@@ -215,11 +217,7 @@ void CudaEmitter::listed_scatter_body() {
 
 void CudaEmitter::scatter() {
   if (config_.listed) return listed_scatter_body();
-  const size_t m = k_.outer.size();
-  const std::vector<std::string> vars = outer_vars(m);
-  std::vector<std::string> free_vars;
-  std::vector<SymInt> free_extents;
-  for (size_t d : k_.free_dims) free_vars.push_back(vars[d]), free_extents.push_back(k_.outer[d]);
+  const auto [free_vars, ordered_vars, free_extents, ordered_extents] = scatter_dims(k_);
   const int parts = config_.parts;
   const std::string points = idx(product(free_extents));
   out("  const idx_t n = {} * {};", points, parts);
@@ -228,12 +226,9 @@ void CudaEmitter::scatter() {
   if (parts > 1) out("    const int part = static_cast<int>(i / ({}));", points);
   decompose(parts > 1 ? fmt::format("i % ({})", points) : "i", free_vars, free_extents, "    ");
   std::string in = "    ";
-  size_t opened = 0;
-  for (size_t d = 0; d < m; ++d) {
-    if (std::find(k_.free_dims.begin(), k_.free_dims.end(), d) != k_.free_dims.end()) continue;
-    out("{}for (idx_t {} = 0; {} < {}; ++{}) {{", in, vars[d], vars[d], idx(k_.outer[d]), vars[d]);
+  for (size_t d = 0; d < ordered_vars.size(); ++d) {
+    out("{}for (idx_t {} = 0; {} < {}; ++{}) {{", in, ordered_vars[d], ordered_vars[d], idx(ordered_extents[d]), ordered_vars[d]);
     in += "  ";
-    ++opened;
   }
   printer_->reset();
   std::vector<std::string> lines;
@@ -250,7 +245,7 @@ void CudaEmitter::scatter() {
     out("{}}}", in);
     printer_->reset();  // (names made inside the block end with it)
   }
-  for (size_t i = 0; i < opened; ++i) {
+  for (size_t d = 0; d < ordered_vars.size(); ++d) {
     in.resize(in.size() - 2);
     out("{}}}", in);
   }

@@ -12,8 +12,8 @@ namespace coil::codegen {
 
 namespace {
 
-// `text` with every whole-word `from` replaced by `to` (blockIdx.x and gridDim.x: a member's
-// block index and grid within the group's).
+// `text` with every `from` replaced by `to` (blockIdx.x and gridDim.x: a member's block index
+// and grid within the group's).
 std::string replace_all(std::string text, const std::string& from, const std::string& to) {
   for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) text.replace(at, from.size(), to);
   return text;
@@ -45,10 +45,7 @@ bool horizontal_member(const loop::LoopKernel& k, const CudaKernel& info) {
          !loop::has_dynamic_stores(k);
 }
 
-int64_t static_grid(const CudaKernel& info) {
-  const int64_t units = *info.launch.units.constant();
-  return std::clamp<int64_t>((units + info.launch.per_block - 1) / info.launch.per_block, 1, info.launch.max_blocks);
-}
+int64_t static_grid(const CudaKernel& info) { return grid_blocks(info.launch, *info.launch.units.constant()); }
 
 std::string emit_horizontal_kernel(const std::string& name, const std::vector<std::string>& bodies,
                                    const std::vector<CudaKernel>& members, const std::vector<int64_t>& grids,

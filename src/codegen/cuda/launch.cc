@@ -208,6 +208,7 @@ std::vector<CudaConfig> row_configs(const loop::Program& p, const loop::LoopKern
   // are too few to fill the device.
   int64_t tpr = std::clamp<int64_t>(pow2_ceil((*r + 7) / 8), 1, max_block);
   if (rows && *rows < d.sm_count && *r > 8 * warp) tpr = max_block;
+  const bool keeps = reductions_read_row(k);
   // Persistent rows at 1, 1/2 and 1/4 of those threads, where the row fits in registers;
   // otherwise looped rows (each pass re-reads the row, from L2 when it is short) at 1, 1/4 and
   // 1/8 of them, which keep few registers and so more rows in flight on an SM. Where vectors are
@@ -218,7 +219,7 @@ std::vector<CudaConfig> row_configs(const loop::Program& p, const loop::LoopKern
   // against 0.023).
   bool persistent = false;
   for (int64_t t : {tpr, tpr / 2, tpr / 4}) {
-    if (t < 1 || !reductions_read_row(k)) continue;
+    if (t < 1 || !keeps) continue;
     CudaConfig c = make(t, true, v);
     if (c.persistent) add(c), persistent = true;
   }

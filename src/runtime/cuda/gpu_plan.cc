@@ -3,7 +3,6 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <map>
 #include <set>
@@ -164,33 +163,24 @@ void launch_loop_kernel(const cuda::Context& ctx, void* function, const codegen:
                         cuda::DevicePtr scratch, cuda::Stream stream) {
   int64_t units = info.launch.units.eval(symbols);
   if (units <= 0) return;
-  int64_t grid = std::clamp<int64_t>((units + info.launch.per_block - 1) / info.launch.per_block, 1, info.launch.max_blocks);
+  int64_t grid = codegen::grid_blocks(info.launch, units);
   COIL_CHECK((scratch != 0) == (info.launch.scratch_bytes > 0)) << "scratch for " << info.name;
-  // The arguments on the stack for the usual kernel (a launch is a few microseconds of host
-  // time, and a backward step makes hundreds).
-  constexpr size_t kOnStack = 48;
-  const size_t nb = info.buffers.size(), ns = info.symbols.size(), np = nb + 1 + (scratch ? 1 : 0);
-  std::array<cuda::DevicePtr, kOnStack> ptr_stack;
-  std::array<int64_t, kOnStack> value_stack;
-  std::array<void*, 2 * kOnStack> param_stack;
-  std::vector<cuda::DevicePtr> ptr_heap;
-  std::vector<int64_t> value_heap;
-  std::vector<void*> param_heap;
-  const bool heap = np > kOnStack || ns > kOnStack;
-  if (heap) ptr_heap.resize(np), value_heap.resize(ns), param_heap.resize(np + ns);
-  cuda::DevicePtr* param_ptrs = heap ? ptr_heap.data() : ptr_stack.data();
-  int64_t* values = heap ? value_heap.data() : value_stack.data();
-  void** params = heap ? param_heap.data() : param_stack.data();
-  for (size_t i = 0; i < nb; ++i) param_ptrs[i] = ptrs[static_cast<size_t>(info.buffers[i])];
-  param_ptrs[nb] = status;
-  if (scratch) param_ptrs[nb + 1] = scratch;
-  size_t n = 0;
-  for (size_t i = 0; i < nb; ++i) params[n++] = &param_ptrs[i];
-  for (size_t i = 0; i < ns; ++i) values[i] = symbol_values[static_cast<size_t>(info.symbols[i])], params[n++] = &values[i];
-  for (size_t i = nb; i < np; ++i) params[n++] = &param_ptrs[i];
+  // Reused by the thread (a launch is a few microseconds of host time, and a backward step makes
+  // hundreds); cuLaunchKernel copies the arguments before it returns.
+  thread_local std::vector<cuda::DevicePtr> param_ptrs;
+  thread_local std::vector<int64_t> values;
+  thread_local std::vector<void*> params;
+  param_ptrs.clear(), values.clear(), params.clear();
+  for (int b : info.buffers) param_ptrs.push_back(ptrs[static_cast<size_t>(b)]);
+  param_ptrs.push_back(status);
+  if (scratch) param_ptrs.push_back(scratch);
+  for (int s : info.symbols) values.push_back(symbol_values[static_cast<size_t>(s)]);
+  for (size_t i = 0; i < info.buffers.size(); ++i) params.push_back(&param_ptrs[i]);
+  for (auto& v : values) params.push_back(&v);
+  for (size_t i = info.buffers.size(); i < param_ptrs.size(); ++i) params.push_back(&param_ptrs[i]);
   ctx.launch(function, {static_cast<unsigned>(grid)}, {static_cast<unsigned>(info.launch.block_x), static_cast<unsigned>(info.launch.block_y)},
              static_cast<unsigned>(info.launch.shared_bytes),
-             stream, params);
+             stream, params.data());
 }
 
 void GpuPlan::enable_horizontals() {
