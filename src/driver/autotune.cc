@@ -44,12 +44,16 @@ std::vector<TuningUnit> tuning_units(const loop::Program& program, const codegen
     const auto& k = *lk;
     auto configs = codegen::candidate_configs(program, k, device);
     if (configs.size() < 2) continue;
+    // (a buffer of symbolic size, read at data-dependent places: no sizes to time on)
     int64_t traffic = 0;
+    bool sized = true;
     for (int b : info.buffers) {
       const loop::Buffer& buf = program.buffers[static_cast<size_t>(b)];
-      traffic += buffer_elements(buf, {}) * static_cast<int64_t>(dtype_size(buf.dtype));
+      auto n = static_buffer_elements(buf);
+      sized = sized && n.has_value();
+      traffic += n.value_or(0) * static_cast<int64_t>(dtype_size(buf.dtype));
     }
-    if (traffic < kMinTunedBytes) continue;
+    if (!sized || traffic < kMinTunedBytes) continue;
     TuningUnit unit;
     unit.kernel = i;
     // The structural key: the heuristic's code under a neutral name, and the device.

@@ -1,7 +1,6 @@
 #include "driver/horizontal_groups.h"
 
 #include <algorithm>
-#include <optional>
 #include <set>
 
 #include "codegen/cuda/horizontal.h"
@@ -11,21 +10,11 @@ namespace coil {
 
 namespace {
 
-// A buffer's elements where its sizes are static; a kernel of static launch may still take a
-// buffer of symbolic size (read at fixed places), which counts as large.
-std::optional<int64_t> static_elements(const loop::Buffer& buf) {
-  auto constant = [](const SymInt& v) { return v.constant().has_value(); };
-  if (!std::all_of(buf.sizes.begin(), buf.sizes.end(), constant) || !std::all_of(buf.strides.begin(), buf.strides.end(), constant) ||
-      !constant(buf.offset))
-    return std::nullopt;
-  return buffer_elements(buf, {});
-}
-
 bool small(const loop::Program& program, const codegen::CudaKernel& k) {
   int64_t bytes = 0;
   for (int b : k.buffers) {
     const loop::Buffer& buf = program.buffers[static_cast<size_t>(b)];
-    auto n = static_elements(buf);
+    auto n = static_buffer_elements(buf);
     if (!n) return false;
     bytes += *n * static_cast<int64_t>(dtype_size(buf.dtype));
   }
@@ -38,7 +27,7 @@ bool small(const loop::Program& program, const codegen::CudaKernel& k) {
 // as though those were so; GpuPlan::enable_horizontals checks what was asked.
 std::set<int> may_write(const loop::Program& program, const MemoryPlan& memory, size_t k) {
   std::set<int> out(memory.writes[k].begin(), memory.writes[k].end());
-  auto elements = [&](int b) { return static_elements(program.buffers[static_cast<size_t>(b)]); };
+  auto elements = [&](int b) { return static_buffer_elements(program.buffers[static_cast<size_t>(b)]); };
   for (int r : memory.reads[k]) {
     const loop::Buffer& in = program.buffers[static_cast<size_t>(r)];
     if (in.role != loop::Buffer::Role::input) continue;

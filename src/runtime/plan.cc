@@ -32,6 +32,14 @@ int64_t buffer_elements(const loop::Buffer& buf, const std::map<std::string, int
   return std::max<int64_t>(span_of(eval_all(buf.sizes, symbols), eval_all(buf.strides, symbols), buf.offset.eval(symbols)), 1);
 }
 
+std::optional<int64_t> static_buffer_elements(const loop::Buffer& buf) {
+  auto constant = [](const SymInt& v) { return v.constant().has_value(); };
+  if (!std::all_of(buf.sizes.begin(), buf.sizes.end(), constant) || !std::all_of(buf.strides.begin(), buf.strides.end(), constant) ||
+      !constant(buf.offset))
+    return std::nullopt;
+  return buffer_elements(buf, {});
+}
+
 size_t buffer_bytes(const loop::Buffer& buf, const std::map<std::string, int64_t>& symbols) {
   return static_cast<size_t>(buffer_elements(buf, symbols)) * static_cast<size_t>(dtype_size(buf.dtype));
 }

@@ -5,6 +5,7 @@
 #pragma once
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,9 @@ struct Plan {
 std::vector<int64_t> eval_all(const SymShape& s, const std::map<std::string, int64_t>& symbols);
 // Storage elements a buffer's layout addresses (at least one).
 int64_t buffer_elements(const loop::Buffer& buf, const std::map<std::string, int64_t>& symbols);
+// The same where the layout is static; nullopt where it takes a size symbol (a kernel of static
+// launch may still read a buffer of symbolic size at data-dependent places, a gather's source).
+std::optional<int64_t> static_buffer_elements(const loop::Buffer& buf);
 // The bytes of those elements.
 size_t buffer_bytes(const loop::Buffer& buf, const std::map<std::string, int64_t>& symbols);
 // `t` checked against the buffer's dtype and shape, as a tensor in the buffer's layout (a
