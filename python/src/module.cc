@@ -9,6 +9,8 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -125,19 +127,24 @@ class Compiled {
   nb::list run(const std::vector<uintptr_t>& ptrs, uintptr_t stream) const {
     if (ptrs.size() != inputs_.size())
       throw coil::Error("the compiled graph takes " + std::to_string(inputs_.size()) + " inputs, got " + std::to_string(ptrs.size()));
+    const auto called = std::chrono::steady_clock::now();
     std::vector<coil::Tensor> outs;
     {
       nb::gil_scoped_release unlocked;
-      coil::TensorMap inputs;
+      std::vector<coil::Tensor> inputs;
+      inputs.reserve(ptrs.size());
       for (size_t i = 0; i < ptrs.size(); ++i) {
         const coil::Tensor& t = inputs_[i].second;
-        inputs.emplace_hint(inputs.end(), inputs_[i].first,
-                            coil::Tensor::borrow(reinterpret_cast<void*>(ptrs[i]), t.dtype(), t.sizes(), t.strides(), 0, t.device()));
+        inputs.push_back(coil::Tensor::borrow(reinterpret_cast<void*>(ptrs[i]), t.dtype(), t.sizes(), t.strides(), 0, t.device()));
       }
-      outs = on_gpu_ ? exe_.run_on_stream(inputs, weights_, reinterpret_cast<void*>(stream)) : exe_.run(inputs, weights_);
+      outs = exe_.run_on_stream(inputs, weights_, reinterpret_cast<void*>(stream));
     }
+    const auto ran = std::chrono::steady_clock::now();
     nb::list result;  // None for an output written over its input (compute_outputs_in_inputs)
     for (const auto& t : outs) result.append(t.defined() ? to_torch(t, from_dlpack_) : nb::none());
+    const auto done = std::chrono::steady_clock::now();
+    call_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(done - called).count();
+    outputs_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(done - ran).count();
     return result;
   }
 
@@ -164,7 +171,10 @@ class Compiled {
       nb::dict host;
       host["runs"] = t.runs, host["setup_ms"] = t.setup_ns / 1e6, host["loop_ms"] = t.loop_ns / 1e6, host["loops"] = t.loops;
       host["gemm_ms"] = t.gemm_ns / 1e6, host["gemms"] = t.gemms, host["conv_ms"] = t.conv_ns / 1e6, host["convs"] = t.convs;
-      host["finish_ms"] = t.finish_ns / 1e6;
+      host["memory_ms"] = t.memory_ns / 1e6, host["finish_ms"] = t.finish_ns / 1e6;
+      // the whole of Compiled.run (the plan's run and the above within it), and its outputs'
+      // making into torch tensors
+      host["call_ms"] = static_cast<double>(call_ns_.load()) / 1e6, host["outputs_ms"] = static_cast<double>(outputs_ns_.load()) / 1e6;
       d["host"] = host;
     }
     return d;
@@ -180,6 +190,7 @@ class Compiled {
   std::vector<std::pair<std::string, coil::Tensor>> inputs_;  // name and compiled layout, in order
   coil::TensorMap weights_;
   nb::object from_dlpack_ = nb::module_::import_("torch.utils.dlpack").attr("from_dlpack");
+  mutable std::atomic<int64_t> call_ns_{0}, outputs_ns_{0};  // host time in run(), for stats()
 };
 
 }  // namespace

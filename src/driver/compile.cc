@@ -62,6 +62,16 @@ std::vector<Tensor> Executable::run_on_stream(const TensorMap& inputs, const Ten
   return gpu_plan->run(inputs, weights, stream);
 }
 
+std::vector<Tensor> Executable::run_on_stream(const std::vector<Tensor>& inputs, const TensorMap& weights, void* stream) const {
+  if (gpu_plan) return gpu_plan->run(inputs, weights, stream);
+  const Graph& graph = plan->graph;
+  auto nodes = graph.input_nodes();
+  if (inputs.size() != nodes.size()) fail("graph {} takes {} inputs, got {}", graph.name, nodes.size(), inputs.size());
+  TensorMap named;
+  for (size_t i = 0; i < nodes.size(); ++i) named.emplace(graph.nodes[static_cast<size_t>(nodes[i])].name(), inputs[i]);
+  return run(named, weights);
+}
+
 std::vector<int> Executable::compute_outputs_in_inputs(const std::vector<int>& inputs) {
   if (gpu_plan) {
     gpu_plan->output_over_input = outputs_over_inputs(gpu_plan->lowered, gpu_plan->memory, inputs);

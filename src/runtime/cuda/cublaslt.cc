@@ -305,23 +305,8 @@ int64_t CublasLt::split_columns(const GemmProblem& p) {
 
 void CublasLt::gemm(const GemmProblem& p, const void* a, const void* b, const void* c, void* d, const void* bias,
                     void* workspace, size_t workspace_bytes, void* stream, const GemmAlgo* prefer) const {
-  if (auto why = gemm_unsupported_reason(p)) fail("cuBLASLt cannot take the {}: {}", str(p), *why);
-  if (empty(p)) return;
-  if (const int64_t main_n = split_columns(p)) {
-    const auto size = static_cast<int64_t>(dtype_size(p.dtype)), out_size = static_cast<int64_t>(dtype_size(output_dtype(p)));
-    GemmProblem first = p, rest = p;
-    first.n = main_n;
-    rest.n = p.n - main_n;
-    auto shift = [&](const void* ptr, int64_t elements, int64_t bytes) {
-      return ptr ? static_cast<const char*>(ptr) + elements * bytes : nullptr;
-    };
-    gemm_columns(first, a, b, c, d, bias, workspace, workspace_bytes, stream, nullptr);
-    gemm_columns(rest, a, shift(b, main_n * p.b_cs, size), shift(c, main_n * p.c_cs, out_size),
-                 const_cast<char*>(shift(d, main_n * p.d_cs, out_size)), epilogue_has_bias(p.epilogue) ? shift(bias, main_n, size) : nullptr,
-                 workspace, workspace_bytes, stream, nullptr);
-    return;
-  }
-  gemm_columns(p, a, b, c, d, bias, workspace, workspace_bytes, stream, prefer);
+  auto call = prepare(p, a, b, c, d, bias, workspace_bytes, prefer);
+  COIL_CHECK(run(*call, a, b, c, d, bias, workspace, workspace_bytes, stream)) << "a product prepared for its own pointers did not run";
 }
 
 namespace {
@@ -440,38 +425,115 @@ std::vector<GemmAlgo> CublasLt::algorithms(const GemmProblem& p, const void* a, 
   return out;
 }
 
-void CublasLt::gemm_columns(const GemmProblem& p, const void* a, const void* b, const void* c, void* d, const void* bias,
-                            void* workspace, size_t workspace_bytes, void* stream, const GemmAlgo* prefer) const {
+// One described call: its descriptors, algorithm and scalars, and where its pointers lie past
+// those run() is given (the second call of a product whose columns split).
+struct GemmCall::Part {
+  explicit Part(const CublasLt::Api& x) : call(x) {}
+  GemmProblem p;
+  LtCall call;
+  lt::MatmulAlgo algo{};
+  int64_t b_shift = 0, c_shift = 0, d_shift = 0, bias_shift = 0;  // bytes
+  float alpha32 = 1, beta32 = 0;
+  bool c_layout_is_d = false;  // what updating C in place needs
+};
+
+GemmCall::GemmCall() = default;
+GemmCall::~GemmCall() = default;
+
+std::unique_ptr<GemmCall::Part> CublasLt::prepare_part(const GemmProblem& p, const void* a, const void* b, const void* c,
+                                                       const void* d, const void* bias, size_t workspace_bytes,
+                                                       const GemmAlgo* prefer) const {
   const Api& x = *api_;
   auto check_call = [&](int status, const char* name) { check(status, name, p); };
-  LtCall call(x);
+  auto part = std::make_unique<GemmCall::Part>(x);
+  part->p = p;
+  part->alpha32 = static_cast<float>(p.alpha), part->beta32 = static_cast<float>(p.beta);
+  if (!empty(p)) part->c_layout_is_d = to_column_major(p).c == to_column_major(p).d;
+  LtCall& call = part->call;
   describe(x, p, a, b, c, d, bias, workspace_bytes, call, check_call);
   if (prefer) call.key.prefer = *prefer;
-  lt::MatmulAlgo algo{};
-  bool cached = false;
   {
     std::lock_guard lock(cache_->mutex);
     if (auto it = cache_->algos.find(call.key); it != cache_->algos.end()) {
-      algo = it->second;
-      cached = true;
+      part->algo = it->second;
+      return part;
     }
   }
-  if (!cached) {
-    auto results = offered(x, handle_, p, call, prefer ? kOffered : 1, check_call);
-    algo = results.front().algo;
-    for (const auto& r : results)
-      if (prefer && as_algo(r.algo) == *prefer) algo = r.algo;
-    std::lock_guard lock(cache_->mutex);
-    cache_->algos.emplace(call.key, algo);
-  }
+  auto results = offered(x, handle_, p, call, prefer ? kOffered : 1, check_call);
+  part->algo = results.front().algo;
+  for (const auto& r : results)
+    if (prefer && as_algo(r.algo) == *prefer) part->algo = r.algo;
+  std::lock_guard lock(cache_->mutex);
+  cache_->algos.emplace(call.key, part->algo);
+  return part;
+}
 
-  bool f64 = p.dtype == DType::f64;
-  float alpha32 = static_cast<float>(p.alpha), beta32 = static_cast<float>(p.beta);
-  const void* alpha = f64 ? static_cast<const void*>(&p.alpha) : &alpha32;
-  const void* beta = f64 ? static_cast<const void*>(&p.beta) : &beta32;
-  check(x.matmul(handle_, call.desc.p, alpha, b, call.layout_a.p, a, call.layout_b.p, beta, call.c_data, call.c_layout, d,
-                 call.layout_d.p, &algo, workspace, workspace_bytes, stream),
-        "cublasLtMatmul", p);
+std::unique_ptr<GemmCall> CublasLt::prepare(const GemmProblem& p, const void* a, const void* b, const void* c, const void* d,
+                                            const void* bias, size_t workspace_bytes, const GemmAlgo* prefer) const {
+  if (auto why = gemm_unsupported_reason(p)) fail("cuBLASLt cannot take the {}: {}", str(p), *why);
+  auto out = std::make_unique<GemmCall>();
+  out->workspace_bytes_ = workspace_bytes;
+  if (empty(p)) return out;
+  const int64_t main_n = split_columns(p);
+  if (!main_n) {
+    out->parts_.push_back(prepare_part(p, a, b, c, d, bias, workspace_bytes, prefer));
+    return out;
+  }
+  const auto size = static_cast<int64_t>(dtype_size(p.dtype)), out_size = static_cast<int64_t>(dtype_size(output_dtype(p)));
+  GemmProblem first = p, rest = p;
+  first.n = main_n;
+  rest.n = p.n - main_n;
+  auto shift = [](const void* ptr, int64_t bytes) { return ptr ? static_cast<const char*>(ptr) + bytes : nullptr; };
+  const bool has_bias = epilogue_has_bias(p.epilogue);
+  const int64_t b_shift = main_n * p.b_cs * size, c_shift = main_n * p.c_cs * out_size, d_shift = main_n * p.d_cs * out_size,
+                bias_shift = has_bias ? main_n * size : 0;
+  out->parts_.push_back(prepare_part(first, a, b, c, d, bias, workspace_bytes, nullptr));
+  auto second = prepare_part(rest, a, shift(b, b_shift), shift(c, c_shift), shift(d, d_shift), has_bias ? shift(bias, bias_shift) : nullptr,
+                             workspace_bytes, nullptr);
+  second->b_shift = b_shift, second->c_shift = c_shift, second->d_shift = d_shift, second->bias_shift = bias_shift;
+  out->parts_.push_back(std::move(second));
+  return out;
+}
+
+bool CublasLt::run(GemmCall& prepared, const void* a, const void* b, const void* c, void* d, const void* bias, void* workspace,
+                   size_t workspace_bytes, void* stream) const {
+  if (workspace_bytes != prepared.workspace_bytes_) return false;
+  auto shift = [](const void* ptr, int64_t bytes) { return ptr ? static_cast<const char*>(ptr) + bytes : nullptr; };
+  struct Pointers {
+    const void *a, *b, *c, *d, *bias;
+  };
+  // Every part's pointers first: a call runs whole or not at all.
+  std::vector<Pointers> at;
+  at.reserve(prepared.parts_.size());
+  for (const auto& part : prepared.parts_) {
+    const AlgoKey& key = part->call.key;
+    const bool has_bias = epilogue_has_bias(part->p.epilogue);
+    Pointers q{a, shift(b, part->b_shift), shift(c, part->c_shift), shift(d, part->d_shift), has_bias ? shift(bias, part->bias_shift) : nullptr};
+    if (!q.a || !q.b || !q.d || (has_bias && !q.bias) || (part->p.beta != 0 && !q.c)) return false;
+    const void* c_data = part->p.beta != 0 ? q.c : q.d;
+    if (pointer_alignment(q.b) != key.align_a || pointer_alignment(q.a) != key.align_b || pointer_alignment(c_data) != key.align_c ||
+        pointer_alignment(q.d) != key.align_d || (has_bias && pointer_alignment(q.bias) != key.align_bias))
+      return false;
+    if (part->p.beta != 0 && q.c == q.d && !part->c_layout_is_d) return false;
+    at.push_back(q);
+  }
+  const Api& x = *api_;
+  std::lock_guard lock(prepared.mutex_);
+  for (size_t i = 0; i < prepared.parts_.size(); ++i) {
+    GemmCall::Part& part = *prepared.parts_[i];
+    const Pointers& q = at[i];
+    const GemmProblem& p = part.p;
+    if (epilogue_has_bias(p.epilogue))
+      check(x.desc_set(part.call.desc.p, lt::kDescBiasPointer, &q.bias, sizeof(q.bias)), "cublasLtMatmulDescSetAttribute", p);
+    const bool f64 = p.dtype == DType::f64;
+    const void* alpha = f64 ? static_cast<const void*>(&p.alpha) : &part.alpha32;
+    const void* beta = f64 ? static_cast<const void*>(&p.beta) : &part.beta32;
+    const void* c_data = p.beta != 0 ? q.c : q.d;
+    check(x.matmul(handle_, part.call.desc.p, alpha, q.b, part.call.layout_a.p, q.a, part.call.layout_b.p, beta, c_data,
+                   part.call.c_layout, const_cast<void*>(q.d), part.call.layout_d.p, &part.algo, workspace, workspace_bytes, stream),
+          "cublasLtMatmul", p);
+  }
+  return true;
 }
 
 }  // namespace coil::cuda

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -98,6 +99,35 @@ struct GemmAlgo {
 std::string to_hex(const GemmAlgo& algo);                       // 128 hex digits
 std::optional<GemmAlgo> gemm_algo_from_hex(std::string_view text);  // nullopt unless 128 hex digits
 
+// A product's operands on the device: A, B, C (a residual; null without one), D and the bias
+// (null without one).
+struct GemmPointers {
+  const void* a = nullptr;
+  const void* b = nullptr;
+  const void* c = nullptr;
+  void* d = nullptr;
+  const void* bias = nullptr;
+};
+
+// One product's cuBLASLt calls made ready (CublasLt::prepare): descriptors and algorithm, for
+// pointers of the alignments it was made with. A GPU plan keeps one per product of static shape,
+// which runs every step with new pointers: describing a call took ~20 us of host time a product
+// (GPT-2's training step makes 147), running a described one a few.
+class GemmCall {
+ public:
+  GemmCall();
+  ~GemmCall();
+  GemmCall(const GemmCall&) = delete;
+  GemmCall& operator=(const GemmCall&) = delete;
+
+ private:
+  friend class CublasLt;
+  struct Part;                               // one cuBLASLt call (two where the columns split)
+  std::vector<std::unique_ptr<Part>> parts_;
+  size_t workspace_bytes_ = 0;
+  std::mutex mutex_;  // the bias pointer is an attribute of the shared descriptor
+};
+
 // The cuBLASLt library and one handle. Immutable once loaded apart from the algorithm cache,
 // which a mutex guards: gemm may be called from many threads at once. The caller makes the
 // GPU's context current; one CublasLt serves one kind of GPU (the cached algorithms were picked
@@ -128,6 +158,14 @@ class CublasLt {
   void gemm(const GemmProblem& p, const void* a, const void* b, const void* c, void* d, const void* bias,
             void* workspace, size_t workspace_bytes, void* stream, const GemmAlgo* prefer = nullptr) const;
   size_t cached_algorithms() const;  // problems whose algorithm has been chosen
+  // gemm in two halves: `prepare` describes the product for these pointers (any pointer of the
+  // same alignments does) and chooses its algorithm as gemm would; `run` runs a prepared call,
+  // or returns false, running nothing, where a pointer's alignment or the workspace's size
+  // differs from the prepared call's (the caller then prepares again or calls gemm).
+  std::unique_ptr<GemmCall> prepare(const GemmProblem& p, const void* a, const void* b, const void* c, const void* d,
+                                    const void* bias, size_t workspace_bytes, const GemmAlgo* prefer = nullptr) const;
+  bool run(GemmCall& call, const void* a, const void* b, const void* c, void* d, const void* bias, void* workspace,
+           size_t workspace_bytes, void* stream) const;
 
   // The heuristic's first `count` algorithms (at most) for `p` with these pointers, its best
   // guess first: what gemm may be told to prefer. Empty when gemm runs `p` as two calls (its
@@ -142,9 +180,11 @@ class CublasLt {
  private:
   CublasLt();
   void check(int status, const char* call, const GemmProblem& p) const;
-  // One cuBLASLt call for the whole of `p` (gemm may split its columns in two calls).
-  void gemm_columns(const GemmProblem& p, const void* a, const void* b, const void* c, void* d, const void* bias,
-                    void* workspace, size_t workspace_bytes, void* stream, const GemmAlgo* prefer) const;
+  // One cuBLASLt call for the whole of `p` (gemm may split its columns in two calls), described
+  // and its algorithm chosen.
+  std::unique_ptr<GemmCall::Part> prepare_part(const GemmProblem& p, const void* a, const void* b, const void* c,
+                                               const void* d, const void* bias, size_t workspace_bytes,
+                                               const GemmAlgo* prefer) const;
   // The column count of gemm's first call when it splits `p`'s columns, else 0.
   static int64_t split_columns(const GemmProblem& p);
 

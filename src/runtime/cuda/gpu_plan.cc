@@ -21,133 +21,6 @@ cuda::DevicePtr at(cuda::DevicePtr base, const loop::Buffer& buf, int64_t offset
 
 }  // namespace
 
-GemmViews gemm_views(const loop::ExternCall& call) {
-  bool addmm = call.kind == loop::ExternKind::addmm;
-  return GemmViews{.a = &call.inputs[addmm ? 1 : 0],
-                   .b = &call.inputs[addmm ? 2 : 1],
-                   .bias = addmm ? &call.inputs[0] : nullptr,
-                   .c = call.residual ? &*call.residual : nullptr};
-}
-
-cuda::GemmProblem gemm_problem(const loop::ExternCall& call, const loop::Program& p, const std::map<std::string, int64_t>& symbols,
-                               bool tf32) {
-  const loop::Buffer& out = p.buffers[static_cast<size_t>(call.output)];
-  bool addmm = call.kind == loop::ExternKind::addmm;
-  const GemmViews views = gemm_views(call);
-  const loop::View& a = *views.a;
-  const loop::View& b = *views.b;
-  auto sizes = eval_all(out.sizes, symbols), ostrides = eval_all(out.strides, symbols);
-  auto as = eval_all(a.strides, symbols), bs = eval_all(b.strides, symbols);
-  auto asz = eval_all(a.sizes, symbols);
-  size_t r = asz.size();
-  // An output of more dims than the operands (schedule/pad_gemm_outputs.h) merges its leading
-  // dims into the rows: each of their strides covers the dims after it.
-  if (sizes.size() > r) {
-    for (size_t d = 0; d + r < sizes.size(); ++d) {
-      COIL_CHECK(ostrides[d] == sizes[d + 1] * ostrides[d + 1]) << call.name << ": output dims that do not merge";
-      sizes[d + 1] *= sizes[d];
-    }
-    sizes.erase(sizes.begin(), sizes.end() - static_cast<std::ptrdiff_t>(r));
-    ostrides.erase(ostrides.begin(), ostrides.end() - static_cast<std::ptrdiff_t>(r));
-  }
-  cuda::GemmProblem g;
-  g.dtype = p.buffers[static_cast<size_t>(a.buffer)].dtype;
-  g.f32_output = out.dtype != g.dtype;  // an f32 sum of f16/bf16 operands (cublas_takes admits no other mix)
-  g.m = sizes[r - 2];
-  g.n = sizes[r - 1];
-  g.k = asz.back();
-  g.batch = r == 3 ? sizes[0] : 1;
-  g.a_rs = as[r - 2], g.a_cs = as[r - 1], g.a_bs = r == 3 ? as[0] : 0;
-  g.b_rs = bs[r - 2], g.b_cs = bs[r - 1], g.b_bs = r == 3 ? bs[0] : 0;
-  g.d_rs = ostrides[r - 2], g.d_cs = ostrides[r - 1], g.d_bs = r == 3 ? ostrides[0] : 0;
-  g.tf32 = tf32;
-  if (addmm) g.alpha = call.params[1];
-  if (views.c) {
-    // The residual's view has the logical sizes of the output before any row padding: its
-    // leading dims merge into the rows the same way.
-    auto cs = eval_all(views.c->strides, symbols);
-    cs.erase(cs.begin(), cs.end() - static_cast<std::ptrdiff_t>(r));
-    g.beta = 1;
-    g.c_rs = cs[r - 2], g.c_cs = cs[r - 1], g.c_bs = r == 3 ? cs[0] : 0;
-  }
-  switch (call.activation) {
-    case loop::Activation::none: g.epilogue = addmm ? cuda::Epilogue::bias : cuda::Epilogue::none; break;
-    case loop::Activation::relu: g.epilogue = addmm ? cuda::Epilogue::bias_relu : cuda::Epilogue::relu; break;
-    case loop::Activation::gelu_tanh: g.epilogue = addmm ? cuda::Epilogue::bias_gelu : cuda::Epilogue::gelu; break;
-  }
-  return g;
-}
-
-loop::View result_view(const loop::ExternCall& call, const loop::Program& p) {
-  if (call.output_view) return *call.output_view;
-  const loop::Buffer& out = p.buffers[static_cast<size_t>(call.output)];
-  return {call.output, out.sizes, out.strides, out.offset};
-}
-
-cuda::ConvProblem conv_problem(const loop::ExternCall& call, const loop::Program& p, const std::map<std::string, int64_t>& symbols,
-                               bool tf32) {
-  const loop::ConvParams c = loop::conv_params(call.params);
-  COIL_CHECK(call.kind == loop::ExternKind::convolution && call.inputs.size() == 2)
-      << call.name << ": cuDNN runs convolutions without a bias";
-  const loop::View& x = call.inputs[0];
-  const loop::View& w = call.inputs[1];
-  const loop::Buffer& out = p.buffers[static_cast<size_t>(call.output)];
-  const loop::View y = result_view(call, p);
-  cuda::ConvProblem g;
-  g.transposed = c.transposed;
-  g.dtype = out.dtype;
-  g.tf32 = tf32;
-  g.x_dims = eval_all(x.sizes, symbols), g.x_strides = eval_all(x.strides, symbols);
-  g.w_dims = eval_all(w.sizes, symbols), g.w_strides = eval_all(w.strides, symbols);
-  g.y_dims = eval_all(y.sizes, symbols), g.y_strides = eval_all(y.strides, symbols);
-  for (size_t d = 0; d < c.k; ++d) {
-    g.stride.push_back(c.stride[d]);
-    g.dilation.push_back(c.dilation[d]);
-    // PyTorch's padding on both sides: cuDNN's output size formula then gives PyTorch's (trailing
-    // input no window reaches is dropped by the same floor division; for a transposed
-    // convolution, the output padding is the input rows no window reaches).
-    g.pre_padding.push_back(c.padding[d]);
-    g.post_padding.push_back(c.padding[d]);
-  }
-  for (auto [dims, strides] : {std::pair{&g.x_dims, &g.x_strides}, {&g.w_dims, &g.w_strides}, {&g.y_dims, &g.y_strides}})
-    *strides = cuda::packed_conv_strides(*dims, *strides).value_or(*strides);
-  g.epilogue.scale = call.scale.has_value();
-  g.epilogue.shift = call.shift.has_value();
-  g.epilogue.residual = call.residual.has_value();
-  g.epilogue.residual_scale = call.residual_scale.has_value();
-  g.epilogue.relu = call.activation == loop::Activation::relu;
-  if (c.k == 1) {  // [N, C, L] as [N, C, 1, L]
-    for (auto [dims, strides] : {std::pair{&g.x_dims, &g.x_strides}, {&g.w_dims, &g.w_strides}, {&g.y_dims, &g.y_strides}}) {
-      strides->insert(strides->begin() + 2, (*strides)[2] * (*dims)[2]);  // as if packed over the unit dim
-      dims->insert(dims->begin() + 2, 1);
-    }
-    g.stride.insert(g.stride.begin(), 1), g.dilation.insert(g.dilation.begin(), 1);
-    g.pre_padding.insert(g.pre_padding.begin(), 0), g.post_padding.insert(g.post_padding.begin(), 0);
-  }
-  return g;
-}
-
-uint32_t conv_alignment(const void* ptr) { return std::min<uint32_t>(16, cuda::pointer_alignment(ptr)); }
-
-void GpuPlan::run_convolution(const loop::ExternCall& call, const cuda::ConvPointers& operands, size_t plan,
-                              const std::map<std::string, int64_t>& symbols, cuda::Stream stream) const {
-  cuda::ConvProblem p = conv_problem(call, lowered.program, symbols, tf32);
-  p.align_x = conv_alignment(operands.x), p.align_w = conv_alignment(operands.w), p.align_y = conv_alignment(operands.y);
-  if (operands.residual) p.align_y = std::min(p.align_y, conv_alignment(operands.residual));
-  const size_t offered = cudnn->engines(p);
-  if (offered == 0) fail("{}: cuDNN offers no plan for the {}", call.name, str(p));
-  if (plan >= offered) plan = 0;
-  const size_t bytes = cudnn->workspace_bytes(p, plan);
-  const cuda::DevicePtr workspace = bytes ? allocator->allocate(bytes, stream) : 0;
-  try {
-    cudnn->convolution(p, plan, operands, reinterpret_cast<void*>(workspace), stream);
-  } catch (...) {
-    if (workspace) allocator->free(workspace, stream);
-    throw;
-  }
-  if (workspace) allocator->free(workspace, stream);
-}
-
 SplitScratchLayout split_scratch_layout(const std::vector<codegen::CudaKernel>& kernels) {
   SplitScratchLayout layout;
   for (const codegen::CudaKernel& k : kernels) {
@@ -220,7 +93,26 @@ GpuPlan::~GpuPlan() {
   }
   if (!allocator) return;
   for (const auto& [host, p] : device_weights_) allocator->free(p, nullptr);
+  for (const auto& [b, p] : device_constants_) allocator->free(p, nullptr);
   for (const auto& [stream, region] : split_scratch_) allocator->free(region.first, stream);
+}
+
+cuda::DevicePtr GpuPlan::constant_on_device(size_t b, const std::map<std::string, int64_t>& symbols, cuda::Stream stream) const {
+  std::lock_guard<std::mutex> lock(weights_mutex_);
+  if (auto it = device_constants_.find(b); it != device_constants_.end()) return it->second;
+  const loop::Buffer& buf = lowered.program.buffers[b];
+  Tensor flat = Tensor::empty_strided(buf.dtype, {buffer_elements(buf, symbols)}, {1});
+  for (size_t i = 0; i < buf.data.size(); ++i) flat.store(static_cast<int64_t>(i), buf.data[i]);
+  const size_t bytes = buffer_bytes(buf, symbols);
+  cuda::DevicePtr p = allocator->allocate(bytes, stream);
+  try {
+    context->copy_to_device(p, flat.data(), bytes, stream);
+    context->synchronize(stream);  // (the host copy goes with this call)
+  } catch (...) {
+    allocator->free(p, stream);
+    throw;
+  }
+  return device_constants_.emplace(b, p).first->second;
 }
 
 cuda::DevicePtr GpuPlan::split_scratch(size_t bytes, cuda::Stream stream) const {
@@ -315,7 +207,38 @@ GpuPlan::HostTimes GpuPlan::host_times() const {
   return times_;
 }
 
+const GpuPlan::RunLayout& GpuPlan::run_layout() const {
+  std::call_once(layout_once_, [&] {
+    RunLayout& l = layout_;
+    l.input_nodes = graph.input_nodes();
+    l.weight_nodes = graph.weight_nodes();
+    const auto& buffers = lowered.program.buffers;
+    l.temporaries_before.resize(lowered.program.kernels.size());
+    for (size_t b = 0; b < buffers.size(); ++b) {
+      const loop::Buffer& buf = buffers[b];
+      if (buf.role == loop::Buffer::Role::temporary && memory.first_use[b] >= 0)
+        l.temporaries_before[static_cast<size_t>(memory.first_use[b])].push_back(b);
+      else if (buf.role == loop::Buffer::Role::constant && memory.first_use[b] >= 0)
+        l.constants.push_back(b);
+      else if (buf.role == loop::Buffer::Role::output)
+        l.outputs.push_back(b);
+    }
+  });
+  return layout_;
+}
+
 std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weights, cuda::Stream stream) const {
+  std::vector<Tensor> given;
+  for (int n : run_layout().input_nodes) {
+    const std::string& name = graph.nodes[static_cast<size_t>(n)].name();
+    auto it = inputs.find(name);
+    if (it == inputs.end()) fail("graph {}: missing input %{}", graph.name, name);
+    given.push_back(it->second);
+  }
+  return run(given, weights, stream);
+}
+
+std::vector<Tensor> GpuPlan::run(const std::vector<Tensor>& inputs, const TensorMap& weights, cuda::Stream stream) const {
   using Clock = std::chrono::steady_clock;
   const auto started = Clock::now();
   HostTimes spent;
@@ -324,14 +247,23 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
     std::lock_guard<std::mutex> lock(times_mutex_);
     times_.runs += 1;
     times_.setup_ns += spent.setup_ns, times_.loop_ns += spent.loop_ns, times_.loops += spent.loops, times_.gemm_ns += spent.gemm_ns;
-    times_.gemms += spent.gemms, times_.conv_ns += spent.conv_ns, times_.convs += spent.convs;
-    times_.finish_ns += since(started) - spent.setup_ns - spent.loop_ns - spent.gemm_ns - spent.conv_ns;
+    times_.gemms += spent.gemms, times_.conv_ns += spent.conv_ns, times_.convs += spent.convs, times_.memory_ns += spent.memory_ns;
+    times_.finish_ns += since(started) - spent.setup_ns - spent.loop_ns - spent.gemm_ns - spent.conv_ns - spent.memory_ns;
   };
   const cuda::Context& ctx = *context;
   ctx.make_current();
   check_pending(false);
-  const bool device_outputs = std::any_of(inputs.begin(), inputs.end(), [](const auto& kv) { return kv.second.device().kind == Device::Kind::cuda; });
-  auto symbols = bind_symbols(graph, inputs);
+  const RunLayout& layout = run_layout();
+  if (inputs.size() != layout.input_nodes.size())
+    fail("graph {} takes {} inputs, got {}", graph.name, layout.input_nodes.size(), inputs.size());
+  const bool device_outputs = std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.device().kind == Device::Kind::cuda; });
+  // (a graph of static sizes binds none; bind() checks each input's shape)
+  std::map<std::string, int64_t> symbols;
+  if (!graph.symbols.empty()) {
+    TensorMap named;
+    for (size_t i = 0; i < inputs.size(); ++i) named.emplace(graph.nodes[static_cast<size_t>(layout.input_nodes[i])].name(), inputs[i]);
+    symbols = bind_symbols(graph, named);
+  }
   std::vector<int64_t> symbol_values;
   for (const auto& s : graph.symbols) symbol_values.push_back(symbols.at(s.name));
   const auto& buffers = lowered.program.buffers;
@@ -373,13 +305,12 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
     staged.push_back(t);
   };
   try {
-    auto input_nodes = graph.input_nodes();
-    for (size_t i = 0; i < input_nodes.size(); ++i) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
       auto b = static_cast<size_t>(lowered.input_buffers[i]);
-      const std::string& name = graph.nodes[static_cast<size_t>(input_nodes[i])].name();
-      upload(b, bind(inputs.at(name), buffers[b], symbols, {"input %", name, ""}));
+      const std::string& name = graph.nodes[static_cast<size_t>(layout.input_nodes[i])].name();
+      upload(b, bind(inputs[i], buffers[b], symbols, {"input %", name, ""}));
     }
-    auto weight_nodes = graph.weight_nodes();
+    const auto& weight_nodes = layout.weight_nodes;
     for (size_t i = 0; i < weight_nodes.size(); ++i) {
       auto b = static_cast<size_t>(lowered.weight_buffers[i]);
       const Node& node = graph.nodes[static_cast<size_t>(weight_nodes[i])];
@@ -408,24 +339,9 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
       ptrs[static_cast<size_t>(lowered.output_buffers[o])] = ptrs[ib];
       in_input[o] = true;
     }
-    std::vector<std::vector<size_t>> allocate_before(nk);
-    for (size_t b = 0; b < nb; ++b) {
-      const loop::Buffer& buf = buffers[b];
-      if (ptrs[b] || (memory.first_use[b] < 0 && buf.role != loop::Buffer::Role::output)) continue;
-      if (buf.role == loop::Buffer::Role::temporary) {
-        allocate_before[static_cast<size_t>(memory.first_use[b])].push_back(b);
-        continue;
-      }
-      if (buf.role == loop::Buffer::Role::constant) {
-        Tensor flat = Tensor::empty_strided(buf.dtype, {buffer_elements(buf, symbols)}, {1});
-        for (size_t i = 0; i < buf.data.size(); ++i) flat.store(static_cast<int64_t>(i), buf.data[i]);
-        take(b);
-        ctx.copy_to_device(ptrs[b], flat.data(), bytes_of(buf), stream);
-        staged.push_back(flat);
-        continue;
-      }
-      take(b);  // outputs
-    }
+    for (size_t b : layout.constants) ptrs[b] = constant_on_device(b, symbols, stream);
+    for (size_t b : layout.outputs)
+      if (!ptrs[b]) take(b);
     if (status_words) {  // else no kernel writes them: kernels get a null status pointer
       status = allocator->allocate(status_bytes, stream);
       ctx.fill_zero(status, status_bytes, stream);
@@ -434,7 +350,8 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
     const cuda::DevicePtr scratch_base = scratch_layout.bytes > 0 ? split_scratch(static_cast<size_t>(scratch_layout.bytes), stream) : 0;
     spent.setup_ns = since(started);
     auto allocate = [&](size_t k) {
-      for (size_t b : allocate_before[k]) {
+      const auto from = Clock::now();
+      for (size_t b : layout.temporaries_before[k]) {
         if (int a = memory.in_place_of[b]; a >= 0) {
           ptrs[b] = ptrs[static_cast<size_t>(a)];
           owned[b] = owned[static_cast<size_t>(a)];
@@ -443,26 +360,32 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
         }
         take(b);
       }
+      spent.memory_ns += since(from);
     };
     auto release_dead = [&](size_t k) {
+      const auto from = Clock::now();
       for (int b : memory.release_after[k]) {
         auto ub = static_cast<size_t>(b);
         if (owned[ub]) allocator->free(ptrs[ub], stream);
         owned[ub] = false;
         ptrs[ub] = 0;
       }
+      spent.memory_ns += since(from);
     };
     std::vector<int> group_at(nk, -1);  // the group starting at a step, where on
     for (size_t g = 0; g < horizontals.size(); ++g)
       if (horizontals[g].on) group_at[horizontals[g].steps.front()] = static_cast<int>(g);
     for (size_t k = 0; k < nk; ++k) {
       const auto kernel_start = Clock::now();
+      const int64_t memory_before = spent.memory_ns;
+      // this step's host time, less the allocator's
+      auto step_ns = [&] { return since(kernel_start) - (spent.memory_ns - memory_before); };
       if (group_at[k] >= 0) {  // every member's buffers taken first, released after: they run at once
         const Horizontal& h = horizontals[static_cast<size_t>(group_at[k])];
         for (size_t s : h.steps) allocate(s);
         launch_loop_kernel(ctx, h.function, h.info, ptrs, symbol_values, symbols, status ? status + k * 3 * sizeof(int64_t) : 0, 0, stream);
         for (size_t s : h.steps) release_dead(s);
-        spent.loop_ns += since(kernel_start), spent.loops += 1;
+        spent.loop_ns += step_ns(), spent.loops += 1;
         k = h.steps.back();
         continue;
       }
@@ -472,7 +395,7 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
         cuda::DevicePtr scratch = info.launch.scratch_bytes > 0 ? scratch_base + static_cast<cuda::DevicePtr>(scratch_layout.offsets[k]) : 0;
         launch_loop_kernel(ctx, functions[k], info, ptrs, symbol_values, symbols, status ? status + k * 3 * sizeof(int64_t) : 0,
                            scratch, stream);
-        spent.loop_ns += since(kernel_start), spent.loops += 1;
+        spent.loop_ns += step_ns(), spent.loops += 1;
       } else {
         const auto& call = std::get<loop::ExternCall>(lowered.program.kernels[k]);
         auto view_ptr = [&](const loop::View* v) -> const void* {
@@ -488,15 +411,12 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
           const cuda::ConvPointers operands{view_ptr(&call.inputs[0]), view_ptr(&call.inputs[1]), d, optional_ptr(call.scale),
                                             optional_ptr(call.shift), optional_ptr(call.residual), optional_ptr(call.residual_scale)};
           run_convolution(call, operands, conv_plans.empty() ? 0 : conv_plans[k], symbols, stream);
-          spent.conv_ns += since(kernel_start), spent.convs += 1;
+          spent.conv_ns += step_ns(), spent.convs += 1;
         } else {
-          cuda::GemmProblem g = gemm_problem(call, lowered.program, symbols, tf32);
           const GemmViews views = gemm_views(call);
-          COIL_CHECK(g.k > 0) << "cublas_takes admits only products over a non-empty dim";
           if (!workspace) workspace = allocator->allocate(kGemmWorkspace, stream);
-          cublas->gemm(g, view_ptr(views.a), view_ptr(views.b), view_ptr(views.c), d, view_ptr(views.bias),
-                       reinterpret_cast<void*>(workspace), kGemmWorkspace, stream, gemm_algos[k] ? &*gemm_algos[k] : nullptr);
-          spent.gemm_ns += since(kernel_start), spent.gemms += 1;
+          run_gemm(k, call, {view_ptr(views.a), view_ptr(views.b), view_ptr(views.c), d, view_ptr(views.bias)}, workspace, symbols, stream);
+          spent.gemm_ns += step_ns(), spent.gemms += 1;
         }
       }
       release_dead(k);

@@ -76,14 +76,19 @@ struct GpuPlan {
   // `stream` with their last tensor), nothing waits for the GPU, and a run's errors are thrown
   // by a later run or by check_pending.
   std::vector<Tensor> run(const TensorMap& inputs, const TensorMap& weights, cuda::Stream stream = nullptr) const;
+  // The same with the inputs in graph order (Graph::input_nodes), as the torch.compile adapter
+  // calls it: no names looked up, and a graph of static sizes binds no symbols.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, const TensorMap& weights, cuda::Stream stream) const;
   // Throws the first error of earlier device-output runs that finished (all of them: `wait`).
   void check_pending(bool wait) const;
 
   // The host's time in run(), summed over the runs: binding and allocation before the first
-  // kernel, loop-kernel launches, cuBLASLt and cuDNN calls, handing the outputs back (what a
-  // launch-bound step spends per graph; bench.train --profile reports it).
+  // kernel, loop-kernel launches, cuBLASLt and cuDNN calls, the allocator's time between them,
+  // handing the outputs back (what a launch-bound step spends per graph; bench.train --profile
+  // reports it).
   struct HostTimes {
-    int64_t runs = 0, setup_ns = 0, loop_ns = 0, loops = 0, gemm_ns = 0, gemms = 0, conv_ns = 0, convs = 0, finish_ns = 0;
+    int64_t runs = 0, setup_ns = 0, loop_ns = 0, loops = 0, gemm_ns = 0, gemms = 0, conv_ns = 0, convs = 0, memory_ns = 0,
+            finish_ns = 0;
   };
   HostTimes host_times() const;
 
@@ -117,11 +122,35 @@ struct GpuPlan {
   void run_convolution(const loop::ExternCall& call, const cuda::ConvPointers& operands, size_t plan,
                        const std::map<std::string, int64_t>& symbols, cuda::Stream stream) const;
 
+  // Matrix product step `k` through cuBLASLt on these operand pointers and workspace. A graph of
+  // static sizes keeps each product's described call (cuda::GemmCall) for the next run; another
+  // graph, or pointers of other alignments, describe it again.
+  void run_gemm(size_t k, const loop::ExternCall& call, const cuda::GemmPointers& operands, cuda::DevicePtr workspace,
+                const std::map<std::string, int64_t>& symbols, cuda::Stream stream) const;
+  mutable std::mutex gemm_calls_mutex_;
+  mutable std::vector<std::shared_ptr<cuda::GemmCall>> gemm_calls_;  // per program kernel, once described
+
   mutable std::mutex times_mutex_;
   mutable HostTimes times_;
 
-  mutable std::mutex weights_mutex_;
+  mutable std::mutex weights_mutex_;  // and the constants'
   mutable std::map<std::pair<const void*, size_t>, cuda::DevicePtr> device_weights_;  // by (host data, buffer)
+  // Constant buffer `b` on the device: uploaded by the first run, kept for the plan's life (no
+  // step writes a constant: only temporaries are taken over in place).
+  cuda::DevicePtr constant_on_device(size_t b, const std::map<std::string, int64_t>& symbols, cuda::Stream stream) const;
+  mutable std::map<size_t, cuda::DevicePtr> device_constants_;
+
+  // What every run walks, found by the first: the graph's input and weight nodes, and which
+  // buffers a run allocates before which step (temporaries), uploads (constants) or takes at
+  // its start (outputs not computed over an input).
+  struct RunLayout {
+    std::vector<int> input_nodes, weight_nodes;
+    std::vector<std::vector<size_t>> temporaries_before;  // per step
+    std::vector<size_t> constants, outputs;
+  };
+  const RunLayout& run_layout() const;
+  mutable std::once_flag layout_once_;
+  mutable RunLayout layout_;
 
  public:
   ~GpuPlan();

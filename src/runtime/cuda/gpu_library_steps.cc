@@ -1,0 +1,160 @@
+// The GPU plan's library steps: matrix products through cuBLASLt (their problems from the
+// extern call's views; for a graph of static sizes, the call described once and run with each
+// step's pointers) and convolutions through cuDNN.
+#include <algorithm>
+
+#include "loop/conv_params.h"
+#include "runtime/cuda/gpu_plan.h"
+#include "runtime/plan.h"
+#include "support/check.h"
+
+namespace coil {
+
+GemmViews gemm_views(const loop::ExternCall& call) {
+  bool addmm = call.kind == loop::ExternKind::addmm;
+  return GemmViews{.a = &call.inputs[addmm ? 1 : 0],
+                   .b = &call.inputs[addmm ? 2 : 1],
+                   .bias = addmm ? &call.inputs[0] : nullptr,
+                   .c = call.residual ? &*call.residual : nullptr};
+}
+
+cuda::GemmProblem gemm_problem(const loop::ExternCall& call, const loop::Program& p, const std::map<std::string, int64_t>& symbols,
+                               bool tf32) {
+  const loop::Buffer& out = p.buffers[static_cast<size_t>(call.output)];
+  bool addmm = call.kind == loop::ExternKind::addmm;
+  const GemmViews views = gemm_views(call);
+  const loop::View& a = *views.a;
+  const loop::View& b = *views.b;
+  auto sizes = eval_all(out.sizes, symbols), ostrides = eval_all(out.strides, symbols);
+  auto as = eval_all(a.strides, symbols), bs = eval_all(b.strides, symbols);
+  auto asz = eval_all(a.sizes, symbols);
+  size_t r = asz.size();
+  // An output of more dims than the operands (schedule/pad_gemm_outputs.h) merges its leading
+  // dims into the rows: each of their strides covers the dims after it.
+  if (sizes.size() > r) {
+    for (size_t d = 0; d + r < sizes.size(); ++d) {
+      COIL_CHECK(ostrides[d] == sizes[d + 1] * ostrides[d + 1]) << call.name << ": output dims that do not merge";
+      sizes[d + 1] *= sizes[d];
+    }
+    sizes.erase(sizes.begin(), sizes.end() - static_cast<std::ptrdiff_t>(r));
+    ostrides.erase(ostrides.begin(), ostrides.end() - static_cast<std::ptrdiff_t>(r));
+  }
+  cuda::GemmProblem g;
+  g.dtype = p.buffers[static_cast<size_t>(a.buffer)].dtype;
+  g.f32_output = out.dtype != g.dtype;  // an f32 sum of f16/bf16 operands (cublas_takes admits no other mix)
+  g.m = sizes[r - 2];
+  g.n = sizes[r - 1];
+  g.k = asz.back();
+  g.batch = r == 3 ? sizes[0] : 1;
+  g.a_rs = as[r - 2], g.a_cs = as[r - 1], g.a_bs = r == 3 ? as[0] : 0;
+  g.b_rs = bs[r - 2], g.b_cs = bs[r - 1], g.b_bs = r == 3 ? bs[0] : 0;
+  g.d_rs = ostrides[r - 2], g.d_cs = ostrides[r - 1], g.d_bs = r == 3 ? ostrides[0] : 0;
+  g.tf32 = tf32;
+  if (addmm) g.alpha = call.params[1];
+  if (views.c) {
+    // The residual's view has the logical sizes of the output before any row padding: its
+    // leading dims merge into the rows the same way.
+    auto cs = eval_all(views.c->strides, symbols);
+    cs.erase(cs.begin(), cs.end() - static_cast<std::ptrdiff_t>(r));
+    g.beta = 1;
+    g.c_rs = cs[r - 2], g.c_cs = cs[r - 1], g.c_bs = r == 3 ? cs[0] : 0;
+  }
+  switch (call.activation) {
+    case loop::Activation::none: g.epilogue = addmm ? cuda::Epilogue::bias : cuda::Epilogue::none; break;
+    case loop::Activation::relu: g.epilogue = addmm ? cuda::Epilogue::bias_relu : cuda::Epilogue::relu; break;
+    case loop::Activation::gelu_tanh: g.epilogue = addmm ? cuda::Epilogue::bias_gelu : cuda::Epilogue::gelu; break;
+  }
+  return g;
+}
+
+loop::View result_view(const loop::ExternCall& call, const loop::Program& p) {
+  if (call.output_view) return *call.output_view;
+  const loop::Buffer& out = p.buffers[static_cast<size_t>(call.output)];
+  return {call.output, out.sizes, out.strides, out.offset};
+}
+
+cuda::ConvProblem conv_problem(const loop::ExternCall& call, const loop::Program& p, const std::map<std::string, int64_t>& symbols,
+                               bool tf32) {
+  const loop::ConvParams c = loop::conv_params(call.params);
+  COIL_CHECK(call.kind == loop::ExternKind::convolution && call.inputs.size() == 2)
+      << call.name << ": cuDNN runs convolutions without a bias";
+  const loop::View& x = call.inputs[0];
+  const loop::View& w = call.inputs[1];
+  const loop::Buffer& out = p.buffers[static_cast<size_t>(call.output)];
+  const loop::View y = result_view(call, p);
+  cuda::ConvProblem g;
+  g.transposed = c.transposed;
+  g.dtype = out.dtype;
+  g.tf32 = tf32;
+  g.x_dims = eval_all(x.sizes, symbols), g.x_strides = eval_all(x.strides, symbols);
+  g.w_dims = eval_all(w.sizes, symbols), g.w_strides = eval_all(w.strides, symbols);
+  g.y_dims = eval_all(y.sizes, symbols), g.y_strides = eval_all(y.strides, symbols);
+  for (size_t d = 0; d < c.k; ++d) {
+    g.stride.push_back(c.stride[d]);
+    g.dilation.push_back(c.dilation[d]);
+    // PyTorch's padding on both sides: cuDNN's output size formula then gives PyTorch's (trailing
+    // input no window reaches is dropped by the same floor division; for a transposed
+    // convolution, the output padding is the input rows no window reaches).
+    g.pre_padding.push_back(c.padding[d]);
+    g.post_padding.push_back(c.padding[d]);
+  }
+  for (auto [dims, strides] : {std::pair{&g.x_dims, &g.x_strides}, {&g.w_dims, &g.w_strides}, {&g.y_dims, &g.y_strides}})
+    *strides = cuda::packed_conv_strides(*dims, *strides).value_or(*strides);
+  g.epilogue.scale = call.scale.has_value();
+  g.epilogue.shift = call.shift.has_value();
+  g.epilogue.residual = call.residual.has_value();
+  g.epilogue.residual_scale = call.residual_scale.has_value();
+  g.epilogue.relu = call.activation == loop::Activation::relu;
+  if (c.k == 1) {  // [N, C, L] as [N, C, 1, L]
+    for (auto [dims, strides] : {std::pair{&g.x_dims, &g.x_strides}, {&g.w_dims, &g.w_strides}, {&g.y_dims, &g.y_strides}}) {
+      strides->insert(strides->begin() + 2, (*strides)[2] * (*dims)[2]);  // as if packed over the unit dim
+      dims->insert(dims->begin() + 2, 1);
+    }
+    g.stride.insert(g.stride.begin(), 1), g.dilation.insert(g.dilation.begin(), 1);
+    g.pre_padding.insert(g.pre_padding.begin(), 0), g.post_padding.insert(g.post_padding.begin(), 0);
+  }
+  return g;
+}
+
+uint32_t conv_alignment(const void* ptr) { return std::min<uint32_t>(16, cuda::pointer_alignment(ptr)); }
+
+void GpuPlan::run_convolution(const loop::ExternCall& call, const cuda::ConvPointers& operands, size_t plan,
+                              const std::map<std::string, int64_t>& symbols, cuda::Stream stream) const {
+  cuda::ConvProblem p = conv_problem(call, lowered.program, symbols, tf32);
+  p.align_x = conv_alignment(operands.x), p.align_w = conv_alignment(operands.w), p.align_y = conv_alignment(operands.y);
+  if (operands.residual) p.align_y = std::min(p.align_y, conv_alignment(operands.residual));
+  const size_t offered = cudnn->engines(p);
+  if (offered == 0) fail("{}: cuDNN offers no plan for the {}", call.name, str(p));
+  if (plan >= offered) plan = 0;
+  const size_t bytes = cudnn->workspace_bytes(p, plan);
+  const cuda::DevicePtr workspace = bytes ? allocator->allocate(bytes, stream) : 0;
+  try {
+    cudnn->convolution(p, plan, operands, reinterpret_cast<void*>(workspace), stream);
+  } catch (...) {
+    if (workspace) allocator->free(workspace, stream);
+    throw;
+  }
+  if (workspace) allocator->free(workspace, stream);
+}
+
+void GpuPlan::run_gemm(size_t k, const loop::ExternCall& call, const cuda::GemmPointers& q, cuda::DevicePtr workspace,
+                       const std::map<std::string, int64_t>& symbols, cuda::Stream stream) const {
+  auto* ws = reinterpret_cast<void*>(workspace);
+  const bool keep = graph.symbols.empty();
+  std::shared_ptr<cuda::GemmCall> prepared;
+  if (keep) {
+    std::lock_guard lock(gemm_calls_mutex_);
+    if (gemm_calls_.size() > k) prepared = gemm_calls_[k];
+  }
+  if (prepared && cublas->run(*prepared, q.a, q.b, q.c, q.d, q.bias, ws, kGemmWorkspace, stream)) return;
+  cuda::GemmProblem g = gemm_problem(call, lowered.program, symbols, tf32);
+  COIL_CHECK(g.k > 0) << "cublas_takes admits only products over a non-empty dim";
+  prepared = cublas->prepare(g, q.a, q.b, q.c, q.d, q.bias, kGemmWorkspace, gemm_algos[k] ? &*gemm_algos[k] : nullptr);
+  COIL_CHECK(cublas->run(*prepared, q.a, q.b, q.c, q.d, q.bias, ws, kGemmWorkspace, stream)) << call.name << ": a product prepared for its pointers did not run";
+  if (!keep) return;
+  std::lock_guard lock(gemm_calls_mutex_);
+  if (gemm_calls_.size() <= k) gemm_calls_.resize(lowered.program.kernels.size());
+  gemm_calls_[k] = std::move(prepared);
+}
+
+}  // namespace coil
