@@ -13,6 +13,7 @@ namespace coil::schedule {
 namespace {
 
 constexpr int64_t kRowAlignment = 16;  // bytes
+constexpr int64_t kMinPaddedRow = 8;    // vectors: padding adds at most an eighth
 
 // Whether `b` is a dense row-major buffer with static sizes and unaligned rows worth padding;
 // sets the padded row length.
@@ -29,6 +30,10 @@ bool unaligned_rows(const loop::Buffer& b, int64_t min_elements, int64_t& padded
   const auto size = static_cast<int64_t>(dtype_size(b.dtype));
   const int64_t n = sizes->back(), per_vector = kRowAlignment / size;
   if (elements < min_elements || per_vector <= 1 || n % per_vector == 0) return false;
+  // Rows of a few elements are no product's rows: a buffer with trailing unit dims (ResNet's
+  // [1, 32, 7, 7, 2048, 1, 1] weight-gradient operand, read as [1568, 2048]) would have every
+  // element padded to a row of its own, 8x the memory and strides no product takes.
+  if (n < kMinPaddedRow * per_vector) return false;
   padded = (n + per_vector - 1) / per_vector * per_vector;
   return true;
 }

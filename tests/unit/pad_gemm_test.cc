@@ -177,6 +177,29 @@ TEST(PadGemm, OtherResultsKeepTheirLayout) {
   }
 }
 
+// ResNet-50's 1x1 convolution weight gradient: a permuted clone with trailing unit dims, [1, 32,
+// 7, 7, 2048, 1, 1] bf16, read by the product as [1568, 2048]. Its "rows" of one element were
+// padded to 8 (strides [.., 16384, 8, 8, 1]: 8x the memory and an operand cuBLASLt cannot take,
+// which sent the whole backward graph to eager).
+TEST(PadGemm, RowsOfAFewElementsAreNotPadded) {
+  auto p = for_cuda(
+      "  %g = input() : bf16[512, 1568]\n  %x = input() : bf16[32, 2048, 7, 7]\n  %e = exp(%x)\n"
+      "  %r = view(%e, [1, 32, 2048, 7, 7, 1, 1])\n  %t = permute(%r, [0, 1, 3, 4, 2, 5, 6])\n"
+      "  %c = clone(%t, memory_format=contiguous_format)\n  %v = view(%c, [1568, 2048])\n  %y = mm(%g, %v)\n  return %y\n");
+  for (const auto& k : p.kernels) {
+    const auto* call = std::get_if<loop::ExternCall>(&k);
+    if (!call) continue;
+    for (const auto& v : call->inputs) {
+      EXPECT_TRUE(v.strides.back() == SymInt(1) || v.strides[v.strides.size() - 2] == SymInt(1)) << loop::to_string(p);
+      const loop::Buffer& b = p.buffers[static_cast<size_t>(v.buffer)];
+      EXPECT_EQ(b.strides.back(), SymInt(1));
+      if (b.sizes.size() > 1 && b.sizes.back() == SymInt(1)) {
+        EXPECT_EQ(b.strides[b.strides.size() - 2], SymInt(1)) << loop::to_string(p);
+      }
+    }
+  }
+}
+
 TEST(PadGemm, TheCpuKeepsDenseRows) {
   Graph g = parse_graph(
       "graph t {\n  %x = input() : bf16[2048, 64]\n  %w = input() : bf16[64, 1001]\n  %y = mm(%x, %w)\n  %r = exp(%y)\n"
