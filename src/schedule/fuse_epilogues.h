@@ -5,7 +5,10 @@
 // value is then a register instead of a buffer round trip; the buffer disappears when nothing
 // else reads it. A pointwise consumer over a reshape of the producer's one outer dim ([8, 1024,
 // 50257] after a reduction over [8192] rows) fuses too, its variables the row split back and
-// its offsets simplified within the producer's (constant) bounds.
+// its offsets simplified within the producer's (constant) bounds. A later pointwise kernel over
+// a row kernel's elements that reads what the row kernel reads (and nothing written between
+// them) moves into it as inner stores: the value a layer norm's row recomputes, stored by a
+// kernel of its own for another reader.
 #pragma once
 #include "loop/kernel.h"
 

@@ -48,6 +48,8 @@ std::optional<LoopKernel> fuse_into(const loop::Program& p, size_t at, size_t re
     if (!v || (*v)->depth() > loop::kMaxExprDepth) return std::nullopt;
     s.value = *v;
   }
+  // A graph output keeps its store, now the reader's first.
+  if (p.buffers[static_cast<size_t>(st.buffer)].role == loop::Buffer::Role::output) fused.stores.insert(fused.stores.begin(), st);
   fused.origins.insert(fused.origins.begin(), prod.origins.begin(), prod.origins.end());
   return fused;
 }
@@ -64,7 +66,8 @@ loop::Program inline_pointwise(const loop::Program& program) {
       std::vector<size_t> readers;
       for (size_t j = i + 1; j < p.kernels.size(); ++j)
         if (loop::access(p.kernels[j]).reads.count(buffer)) readers.push_back(j);
-      if (p.buffers[static_cast<size_t>(buffer)].role == loop::Buffer::Role::temporary && readers.size() == 1) {
+      const auto role = p.buffers[static_cast<size_t>(buffer)].role;
+      if ((role == loop::Buffer::Role::temporary || role == loop::Buffer::Role::output) && readers.size() == 1) {
         if (auto f = fuse_into(p, i, readers[0])) {
           p.kernels[readers[0]] = std::move(*f);
           p.kernels.erase(p.kernels.begin() + static_cast<std::ptrdiff_t>(i));

@@ -89,6 +89,12 @@ TEST(Compile, PatternsMatchReference) {
       "  %u = philox_random(%s, size=[N, 9], stream=2, distribution=\"uniform\", dtype=f32)\n  %m = lt.Scalar(%u, 0.7)\n"
       "  %y = mul.Tensor(%x, %m)\n  %n = philox_random(%s, size=[3, N], stream=0, distribution=\"normal\", dtype=f64)\n"
       "  %h = philox_random(%s, size=[N, 4], stream=1, distribution=\"uniform\", dtype=bf16)\n  return %y, %n, %h\n",
+      // a mask returned and applied (one kernel stores both), and a residual sum returned beside
+      // the layer norm recomputing it (its row kernel stores it)
+      "  %s = input(low=-1000000, high=1000000) : i64[]\n  %x = input() : f32[N, 37]\n"
+      "  %u = philox_random(%s, size=[N, 37], stream=3, distribution=\"uniform\", dtype=f32)\n  %m = gt.Scalar(%u, 0.3)\n"
+      "  %y = mul.Tensor(%x, %m)\n  %h = input() : f32[N, 37]\n  %w = input() : f32[37]\n  %r = add.Tensor(%y, %h)\n"
+      "  %n, %a, %b = native_layer_norm(%r, [37], %w, %w, 1e-05)\n  return %m, %y, %r, %n\n",
       // transposing pointwise kernels (reads or writes across the fast dim): square tiles
       "  %x = input() : f32[N, 37, 45]\n  %t = input() : f32[45, 37, N]\n  %p = permute(%t, [2, 1, 0])\n  %y = mul.Tensor(%x, %p)\n  %z = permute(%y, [0, 2, 1])\n  %w = clone(%z, memory_format=contiguous_format)\n  return %y, %w\n",
   };

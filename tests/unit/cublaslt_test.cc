@@ -8,6 +8,7 @@
 #include "test_util.h"
 
 #include <dlfcn.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -330,13 +331,13 @@ TEST_F(FakeCublasLt, PreferredAlgorithmWhenOffered) {
   ASSERT_EQ(algos.size(), 3u);
   EXPECT_EQ(algos[0].data[0], 1001u);
   EXPECT_EQ(algos[2].data[0], 2002u);
-  EXPECT_EQ(log(), "heuristic requested 8 workspace 4096 align 256 256 256 256\n");
+  EXPECT_EQ(log(), fmt::format("heuristic requested {} workspace 4096 align 256 256 256 256\n", CublasLt::kOffered));
   auto run = [&](uintptr_t a, const GemmAlgo* prefer) {
     lt_->gemm(p, at(a), at(0x2000), nullptr, at(0x4000), nullptr, at(0x9000), 4096, nullptr, prefer);
   };
   run(0x1000, &algos[2]);
   std::string text = log();
-  EXPECT_NE(text.find("heuristic requested 8 "), std::string::npos) << text;
+  EXPECT_NE(text.find(fmt::format("heuristic requested {} ", CublasLt::kOffered)), std::string::npos) << text;
   EXPECT_NE(text.find("| algo 2002 |"), std::string::npos) << text;
   run(0x1000, &algos[2]);  // cached
   text = log();

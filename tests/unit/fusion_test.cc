@@ -246,6 +246,34 @@ TEST(InlinePointwise, ConvolutionOutputKernelAndReluAreOne) {
   EXPECT_EQ(last.origins, (std::vector<std::string>{"y", "r"})) << loop::to_string(p);
 }
 
+// A dropout's mask, an output kept for the backward, computed in the one kernel applying it
+// (its store kept): GPT-2's forward had a kernel of its own for each layer's masks.
+TEST(InlinePointwise, AnOutputReadByOneKernelMovesIntoIt) {
+  auto p = pipeline(
+      "  %s = input() : i64[]\n  %x = input() : f32[N, 64]\n"
+      "  %u = philox_random(%s, size=[N, 64], stream=0, distribution=\"uniform\", dtype=f32)\n  %m = gt.Scalar(%u, 0.1)\n"
+      "  %y = mul.Tensor(%x, %m)\n  return %m, %y\n");
+  ASSERT_EQ(loop_kernels(p), 1) << loop::to_string(p);
+  EXPECT_EQ(std::get<loop::LoopKernel>(p.kernels[0]).stores.size(), 2u) << loop::to_string(p);
+}
+
+// A residual sum returned beside the layer norm that recomputes it: the norm's row kernel stores
+// it too (GPT-2: 12 kernels of 0.056 ms a step). An update of an input stays a kernel of its own,
+// which the runtime may compute over the input's memory (MemoryPlan.UpdateIsComputedOverItsInput).
+TEST(Fusion, AValueStoredBesideTheRowKernelRecomputingItJoinsIt) {
+  auto p = pipeline(
+      "  %t = input() : f32[N, 32]\n  %q = input() : f32[32, 64]\n  %h = mm(%t, %q)\n  %w = input() : f32[64]\n"
+      "  %s = add.Tensor(%h, %w)\n  %y, %m, %r = native_layer_norm(%s, [64], %w, %w, 1e-05)\n  return %s, %y\n");
+  ASSERT_EQ(loop_kernels(p), 1) << loop::to_string(p);
+  const auto& k = std::get<loop::LoopKernel>(p.kernels[1]);
+  EXPECT_FALSE(k.inner.empty());
+  EXPECT_EQ(k.stores.size(), 2u) << loop::to_string(p);
+  auto update = pipeline(
+      "  %p = input() : f32[N, 64]\n  %g = input() : f32[N, 64]\n  %n = sub.Tensor(%p, %g)\n  %l = sum.dim_IntList(%n, [1])\n"
+      "  return %n, %l\n");
+  EXPECT_EQ(loop_kernels(update), 2) << loop::to_string(update);
+}
+
 TEST(SiblingFusion, ReductionsOfOneInputShareAKernel) {
   auto p = pipeline(
       "  %x = input() : f32[N, 64]\n  %e = exp(%x)\n  %s = sum.dim_IntList(%e, [1])\n  %m = amax(%x, [1])\n"

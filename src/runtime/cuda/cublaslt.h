@@ -170,7 +170,7 @@ class CublasLt {
   // The heuristic's first `count` algorithms (at most) for `p` with these pointers, its best
   // guess first: what gemm may be told to prefer. Empty when gemm runs `p` as two calls (its
   // columns split, see above), or when `p` is empty.
-  static constexpr int kOffered = 8;
+  static constexpr int kOffered = 16;
   std::vector<GemmAlgo> algorithms(const GemmProblem& p, const void* a, const void* b, const void* c, const void* d,
                                    const void* bias, size_t workspace_bytes, int count = kOffered) const;
 
