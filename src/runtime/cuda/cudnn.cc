@@ -546,9 +546,20 @@ void Cudnn::convolution(const ConvProblem& p, size_t engine, const ConvPointers&
   const Plans& built = plans(p);
   if (engine >= built.plans.size())
     fail("cuDNN offers {} plans for the {}; plan {} was asked for", built.plans.size(), str(p), engine);
-  const std::string problem = str(p);
+  convolution(Prepared{p, str(p), built.plans[engine], built.workspace[engine]}, operands, workspace, stream);
+}
+
+Cudnn::Prepared Cudnn::prepare(const ConvProblem& p, size_t engine) const {
+  const Plans& built = plans(p);
+  if (built.plans.empty()) fail("cuDNN offers no plan for the {}", str(p));
+  if (engine >= built.plans.size()) engine = 0;
+  return Prepared{p, str(p), built.plans[engine], built.workspace[engine]};
+}
+
+void Cudnn::convolution(const Prepared& call, const ConvPointers& operands, void* workspace, void* stream) const {
+  const ConvProblem& p = call.problem;
   std::vector<Desc> owned;
-  Builder b{*api_, owned, problem};
+  Builder b{*api_, owned, call.name};
   void* pack = b.make(dnn::kVariantPackDescriptor);
   std::vector<int64_t> uids = {kUidX, kUidW, kUidY};
   std::vector<void*> pointers = {const_cast<void*>(operands.x), const_cast<void*>(operands.w), operands.y};
@@ -557,7 +568,7 @@ void Cudnn::convolution(const ConvProblem& p, size_t engine, const ConvPointers&
                                        {e.residual, kUidResidual, operands.residual},
                                        {e.residual && e.residual_scale, kUidResidualScale, operands.residual_scale}}) {
     if (!present) continue;
-    if (!pointer) fail("the {} needs its epilogue operand {}", problem, static_cast<int64_t>(uid));
+    if (!pointer) fail("the {} needs its epilogue operand {}", call.name, static_cast<int64_t>(uid));
     uids.push_back(uid);
     pointers.push_back(const_cast<void*>(pointer));
   }
@@ -567,7 +578,7 @@ void Cudnn::convolution(const ConvProblem& p, size_t engine, const ConvPointers&
   b.check(api_->finalize(pack), "cudnnBackendFinalize (variant pack)");
   std::lock_guard<std::mutex> lock(cache_->stream_mutex);  // the handle's stream, then the launch
   b.check(api_->set_stream(handle_, stream), "cudnnSetStream");
-  b.check(api_->execute(handle_, built.plans[engine], pack), "cudnnBackendExecute");
+  b.check(api_->execute(handle_, const_cast<void*>(call.plan), pack), "cudnnBackendExecute");
 }
 
 }  // namespace coil::cuda

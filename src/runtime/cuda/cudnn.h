@@ -108,6 +108,18 @@ class Cudnn {
   // asynchronously. Throws coil::Error naming the call and the problem when cuDNN fails.
   void convolution(const ConvProblem& p, size_t engine, const ConvPointers& operands, void* workspace, void* stream) const;
 
+  // One problem's plan found once (its key formatted and looked up once): what a GPU plan keeps
+  // per convolution of static shape, run every step with new pointers of the same alignments.
+  struct Prepared {
+    ConvProblem problem;
+    std::string name;          // str(problem), for messages
+    const void* plan = nullptr;  // cuDNN's execution plan
+    size_t workspace = 0;      // bytes
+  };
+  // `engine` falls back to the first where `p` has fewer plans; throws where it has none.
+  Prepared prepare(const ConvProblem& p, size_t engine) const;
+  void convolution(const Prepared& call, const ConvPointers& operands, void* workspace, void* stream) const;
+
   struct Api;  // the entry points (cudnn.cc)
 
  private:

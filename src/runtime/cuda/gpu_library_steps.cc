@@ -118,18 +118,40 @@ cuda::ConvProblem conv_problem(const loop::ExternCall& call, const loop::Program
 
 uint32_t conv_alignment(const void* ptr) { return std::min<uint32_t>(16, cuda::pointer_alignment(ptr)); }
 
-void GpuPlan::run_convolution(const loop::ExternCall& call, const cuda::ConvPointers& operands, size_t plan,
+void GpuPlan::run_convolution(size_t k, const loop::ExternCall& call, const cuda::ConvPointers& operands, size_t plan,
                               const std::map<std::string, int64_t>& symbols, cuda::Stream stream) const {
-  cuda::ConvProblem p = conv_problem(call, lowered.program, symbols, tf32);
-  p.align_x = conv_alignment(operands.x), p.align_w = conv_alignment(operands.w), p.align_y = conv_alignment(operands.y);
-  if (operands.residual) p.align_y = std::min(p.align_y, conv_alignment(operands.residual));
-  const size_t offered = cudnn->engines(p);
-  if (offered == 0) fail("{}: cuDNN offers no plan for the {}", call.name, str(p));
-  if (plan >= offered) plan = 0;
-  const size_t bytes = cudnn->workspace_bytes(p, plan);
+  auto aligned = [&](cuda::ConvProblem& p) {
+    p.align_x = conv_alignment(operands.x), p.align_w = conv_alignment(operands.w), p.align_y = conv_alignment(operands.y);
+    if (operands.residual) p.align_y = std::min(p.align_y, conv_alignment(operands.residual));
+  };
+  // A graph of static sizes keeps the problem and its plan per step, while the pointers keep
+  // their alignments.
+  const bool keep = graph.symbols.empty();
+  std::shared_ptr<const cuda::Cudnn::Prepared> prepared;
+  if (keep) {
+    std::lock_guard lock(conv_calls_mutex_);
+    if (conv_calls_.size() > k) prepared = conv_calls_[k];
+  }
+  if (prepared) {
+    cuda::ConvProblem now = prepared->problem;
+    aligned(now);
+    if (now.align_x != prepared->problem.align_x || now.align_w != prepared->problem.align_w || now.align_y != prepared->problem.align_y)
+      prepared = nullptr;
+  }
+  if (!prepared) {
+    cuda::ConvProblem p = conv_problem(call, lowered.program, symbols, tf32);
+    aligned(p);
+    prepared = std::make_shared<const cuda::Cudnn::Prepared>(cudnn->prepare(p, plan));
+    if (keep) {
+      std::lock_guard lock(conv_calls_mutex_);
+      if (conv_calls_.size() <= k) conv_calls_.resize(lowered.program.kernels.size());
+      conv_calls_[k] = prepared;
+    }
+  }
+  const size_t bytes = prepared->workspace;
   const cuda::DevicePtr workspace = bytes ? allocator->allocate(bytes, stream) : 0;
   try {
-    cudnn->convolution(p, plan, operands, reinterpret_cast<void*>(workspace), stream);
+    cudnn->convolution(*prepared, operands, reinterpret_cast<void*>(workspace), stream);
   } catch (...) {
     if (workspace) allocator->free(workspace, stream);
     throw;

@@ -410,7 +410,7 @@ std::vector<Tensor> GpuPlan::run(const std::vector<Tensor>& inputs, const Tensor
           auto optional_ptr = [&](const std::optional<loop::View>& v) { return v ? view_ptr(&*v) : nullptr; };
           const cuda::ConvPointers operands{view_ptr(&call.inputs[0]), view_ptr(&call.inputs[1]), d, optional_ptr(call.scale),
                                             optional_ptr(call.shift), optional_ptr(call.residual), optional_ptr(call.residual_scale)};
-          run_convolution(call, operands, conv_plans.empty() ? 0 : conv_plans[k], symbols, stream);
+          run_convolution(k, call, operands, conv_plans.empty() ? 0 : conv_plans[k], symbols, stream);
           spent.conv_ns += step_ns(), spent.convs += 1;
         } else {
           const GemmViews views = gemm_views(call);

@@ -119,8 +119,11 @@ struct GpuPlan {
 
   // Convolution `call` through cuDNN with plan `plan` (the tuner's; the heuristic's first where
   // these pointers' alignments give other plans), its workspace from the allocator.
-  void run_convolution(const loop::ExternCall& call, const cuda::ConvPointers& operands, size_t plan,
+  // (step `k`: a graph of static sizes keeps its problem and plan, cuda::Cudnn::Prepared)
+  void run_convolution(size_t k, const loop::ExternCall& call, const cuda::ConvPointers& operands, size_t plan,
                        const std::map<std::string, int64_t>& symbols, cuda::Stream stream) const;
+  mutable std::mutex conv_calls_mutex_;
+  mutable std::vector<std::shared_ptr<const cuda::Cudnn::Prepared>> conv_calls_;  // per program kernel
 
   // Matrix product step `k` through cuBLASLt on these operand pointers and workspace. A graph of
   // static sizes keeps each product's described call (cuda::GemmCall) for the next run; another
