@@ -301,6 +301,9 @@ def _partition(gm, device, options):
     return split
 
 
+_PRODUCTS = (torch.ops.aten.mm.default, torch.ops.aten.bmm.default, torch.ops.aten.addmm.default)
+
+
 def _segments(gm, device):
     """The parts coil compiles. The nodes it does not take delimit segments, in graph order (a
     tuple's getitems count with their call). Each node coil takes joins the segment of its first
@@ -308,7 +311,8 @@ def _segments(gm, device):
     reads it). Among the nodes read only by the graph's output or by one another, each joins its
     first reader's segment, and one the output alone reads joins the segment of its last input (a
     weight gradient: beside its input gradient, not in a part at the end that keeps every layer's
-    output gradient alive until then)."""
+    output gradient alive until then); a product among them stays beside its inputs even where its
+    first reader comes later."""
     from torch.fx.passes.infra.partitioner import Partition
 
     level, taken = {}, []
@@ -335,7 +339,10 @@ def _segments(gm, device):
         early[node] = max([segment.get(a, early.get(a, level.get(a, 0))) for a in node.all_input_nodes], default=0)
     for node in reversed(floating):  # with the first reader among them, else after the inputs
         late = [segment[u] for u in node.users if u in early]
-        segment[node] = min(late) if late else early[node]
+        # A product stays beside its inputs, its (smaller) result carried instead: GPT-2's tied
+        # head weight, its gradient added to the embedding's at the end, held the [8192, 50257]
+        # logits gradient through the whole backward, and a second part padded it again.
+        segment[node] = min(late) if late and node.target not in _PRODUCTS else early[node]
     members = {}
     for node in taken:
         if node.target is operator.getitem and node.args[0] in segment:  # with its tuple: no tuple crosses parts

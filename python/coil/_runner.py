@@ -144,6 +144,9 @@ class Runner:
         if check_inputs:
             self.inputs = [(tuple(i["meta"]["sizes"]), tuple(i["meta"]["strides"]), _DTYPES[i["meta"]["dtype"]])
                            for i in json.loads(entry["program"])["inputs"]]
+        self.device_index = self.cuda if self.cuda is not None else -1  # Tensor.get_device()'s
+        # per result, the coil output it is (most are), else None: _result's recipe
+        self.direct = [step[1] if step[0] == "coil" else None for step in self.recipe]
 
     def _pointer(self, i, arg, k):
         if i in self.moves:
@@ -162,11 +165,26 @@ class Runner:
                     raise LayoutError(f"input {i} has strides coil cannot copy into")
         return arg
 
+    def _held(self, args):
+        """The tensors coil is given: the arguments it takes, checked and mended where asked.
+        (A backward graph takes hundreds a call: the common case, an argument as traced, costs
+        one comparison of each of its properties.)"""
+        if self.moves:
+            return [self._pointer(i, args[i], k) for k, i in enumerate(self.per_call)]
+        if self.inputs is None:
+            return [args[i] for i in self.per_call]
+        held = []
+        index = self.device_index
+        for (sizes, strides, dtype), i in zip(self.inputs, self.per_call):
+            arg = args[i]
+            if arg.dtype is dtype and arg.stride() == strides and arg.shape == sizes and arg.get_device() == index:
+                held.append(arg)
+            else:
+                held.append(self._pointer(i, arg, len(held)))
+        return held
+
     def _run(self, args):
-        if self.moves or self.inputs is not None:
-            held = [self._pointer(i, args[i], k) for k, i in enumerate(self.per_call)]
-        else:
-            held = [args[i] for i in self.per_call]
+        held = self._held(args)
         ptrs = [t.data_ptr() for t in held]
         outs = self.compiled.run(ptrs, self.stream(self.cuda) if self.stream is not None else 0)
         if self.fixups is None:
@@ -174,7 +192,7 @@ class Runner:
         for k, fix in enumerate(self.fixups):
             if fix is not None:
                 outs[k] = fix(outs[k])
-        results = [_result(step, outs, args, held) for step in self.recipe]
+        results = [outs[d] if d is not None else _result(step, outs, args, held) for d, step in zip(self.direct, self.recipe)]
         for index, position, k in self.over_inputs:
             if results[index] is None and held[k] is not args[position]:
                 results[index] = held[k]  # written over the copy coil was given

@@ -368,6 +368,25 @@ def test_parts_around_library_calls_keep_each_node_beside_its_readers():
     assert sorted(muls) == [0, 1], muls  # x * 2 before the sort, v * y after it
 
 
+def test_a_product_read_late_stays_beside_its_inputs():
+    """_segments: a weight gradient whose sum with another is made after a library call (GPT-2's
+    tied head and embedding) is computed beside the output gradient it reads, which dies there;
+    only its result is carried to the later part."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from coil import _backend
+
+    def f(g, h, w, x):
+        dw = torch.mm(g.t(), h)  # read only through the sum at the end
+        late = torch.sort(x).values
+        return dw.float() + late.sum(), torch.mm(g, w)
+
+    gm = make_fx(f)(torch.randn(16, 8), torch.randn(16, 4), torch.randn(8, 5), torch.randn(8))
+    parts = _backend._segments(gm, torch.device("cpu"))
+    where = {n.name: p.id for p in parts for n in p.nodes}
+    assert where["mm"] == where["mm_1"] == 0, where
+    assert where["add"] == 1, where
+
+
 def test_a_tuples_items_stay_in_its_part():
     """_segments: a getitem read only after a library call stays in its tuple's part (a tuple
     cannot cross parts; the part reading it would be left to eager)."""
