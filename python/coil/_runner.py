@@ -149,38 +149,38 @@ class Runner:
         self.direct = [step[1] if step[0] == "coil" else None for step in self.recipe]
 
     def _pointer(self, i, arg, k):
+        """Argument `i` (coil's input `k`) mended: moved to the graph's device, or, for a part fed
+        by PyTorch ops, cast and copied into the layout it was traced with."""
         if i in self.moves:
-            arg = arg.to(self.device)
-        elif self.inputs is not None:
-            sizes, strides, dtype = self.inputs[k]
-            if arg.stride() == strides and arg.shape == sizes and arg.dtype == dtype and arg.device == self.device:
-                return arg  # as traced (a backward graph's hundreds of inputs, each call)
-            if arg.device != self.device or tuple(arg.shape) != sizes:
-                raise LayoutError(f"input {i} is {arg.dtype}{list(arg.shape)} on {arg.device}")
-            if arg.dtype != dtype:  # an eager kernel that returns another dtype than its meta says
-                arg = arg.to(dtype)
-            if not same_layout(sizes, strides, arg.stride()):
-                arg = restride(arg, sizes, strides)
-                if arg is None:
-                    raise LayoutError(f"input {i} has strides coil cannot copy into")
+            return arg.to(self.device)
+        sizes, strides, dtype = self.inputs[k]
+        if arg.device != self.device or tuple(arg.shape) != sizes:
+            raise LayoutError(f"input {i} is {arg.dtype}{list(arg.shape)} on {arg.device}")
+        if arg.dtype != dtype:  # an eager kernel that returns another dtype than its meta says
+            arg = arg.to(dtype)
+        if not same_layout(sizes, strides, arg.stride()):
+            arg = restride(arg, sizes, strides)
+            if arg is None:
+                raise LayoutError(f"input {i} has strides coil cannot copy into")
         return arg
 
     def _held(self, args):
-        """The tensors coil is given: the arguments it takes, checked and mended where asked.
-        (A backward graph takes hundreds a call: the common case, an argument as traced, costs
-        one comparison of each of its properties.)"""
-        if self.moves:
-            return [self._pointer(i, args[i], k) for k, i in enumerate(self.per_call)]
-        if self.inputs is None:
+        """The tensors coil is given: the arguments it takes, mended where they need it (a
+        backward graph takes hundreds a call: one that is as traced costs one comparison of each
+        of its properties)."""
+        if not self.moves and self.inputs is None:
             return [args[i] for i in self.per_call]
         held = []
-        index = self.device_index
-        for (sizes, strides, dtype), i in zip(self.inputs, self.per_call):
+        inputs, moves, index = self.inputs, self.moves, self.device_index
+        for k, i in enumerate(self.per_call):
             arg = args[i]
-            if arg.dtype is dtype and arg.stride() == strides and arg.shape == sizes and arg.get_device() == index:
-                held.append(arg)
-            else:
-                held.append(self._pointer(i, arg, len(held)))
+            if i in moves:
+                arg = self._pointer(i, arg, k)
+            elif inputs is not None:
+                sizes, strides, dtype = inputs[k]
+                if not (arg.dtype is dtype and arg.stride() == strides and arg.shape == sizes and arg.get_device() == index):
+                    arg = self._pointer(i, arg, k)
+            held.append(arg)
         return held
 
     def _run(self, args):

@@ -1,5 +1,6 @@
 #include "schedule/fuse_epilogues.h"
 
+#include <algorithm>
 #include <set>
 
 #include "arith/simplify.h"
@@ -153,28 +154,33 @@ bool may_update_an_input(const loop::Program& p, const loop::Kernel& b) {
 // what it writes, and the row kernel touches neither; left alone where the pointwise kernel may
 // be an optimizer's update, done in place only by a kernel without reductions.
 void absorb_pointwise(loop::Program& p) {
+  std::vector<loop::Access> acc;
+  for (const auto& k : p.kernels) acc.push_back(loop::access(k));
   for (size_t i = 0; i < p.kernels.size(); ++i) {
+    const auto* row = std::get_if<LoopKernel>(&p.kernels[i]);
+    if (!row || row->inner.empty() || row->reductions.empty()) continue;
+    std::set<int> read = acc[i].reads, written = acc[i].writes;  // by steps i .. j - 1
     for (size_t j = i + 1; j < p.kernels.size(); ++j) {
-      auto* a = std::get_if<LoopKernel>(&p.kernels[i]);
-      const auto* b = std::get_if<LoopKernel>(&p.kernels[j]);
-      if (!a || !b) continue;
-      const auto b_access = loop::access(p.kernels[j]);
-      const auto a_access = loop::access(p.kernels[i]);
-      bool shares = false;
-      for (int r : b_access.reads) shares = shares || a_access.reads.count(r);
-      if (!shares || may_update_an_input(p, p.kernels[j])) continue;
-      bool legal = true;
-      for (size_t k = i; k < j && legal; ++k) {
-        const auto between = loop::access(p.kernels[k]);
-        for (int w : between.writes) legal = legal && !b_access.reads.count(w) && !b_access.writes.count(w);
-        for (int r : between.reads) legal = legal && !b_access.writes.count(r);
+      const loop::Access b = acc[j];
+      const auto* pointwise = std::get_if<LoopKernel>(&p.kernels[j]);
+      auto any_in = [](const std::set<int>& these, const std::set<int>& those) {
+        return std::any_of(these.begin(), these.end(), [&](int x) { return those.count(x) > 0; });
+      };
+      const bool legal = any_in(b.reads, acc[i].reads) && !any_in(b.reads, written) && !any_in(b.writes, written) &&
+                         !any_in(b.writes, read) && !may_update_an_input(p, p.kernels[j]);
+      std::optional<LoopKernel> fused;
+      if (pointwise && legal) fused = absorb(std::get<LoopKernel>(p.kernels[i]), *pointwise);
+      if (fused) {
+        p.kernels[i] = std::move(*fused);
+        acc[i].reads.insert(b.reads.begin(), b.reads.end());
+        acc[i].writes.insert(b.writes.begin(), b.writes.end());
+        p.kernels.erase(p.kernels.begin() + static_cast<std::ptrdiff_t>(j));
+        acc.erase(acc.begin() + static_cast<std::ptrdiff_t>(j));
+        --j;
       }
-      if (!legal) continue;
-      auto fused = absorb(*a, *b);
-      if (!fused) continue;
-      p.kernels[i] = std::move(*fused);
-      p.kernels.erase(p.kernels.begin() + static_cast<std::ptrdiff_t>(j));
-      --j;
+      // Between the row kernel and the next candidate either way (or a part of the row kernel).
+      read.insert(b.reads.begin(), b.reads.end());
+      written.insert(b.writes.begin(), b.writes.end());
     }
   }
 }

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstdlib>
 #include <map>
@@ -448,7 +449,8 @@ std::unique_ptr<GemmCall::Part> CublasLt::prepare_part(const GemmProblem& p, con
   auto part = std::make_unique<GemmCall::Part>(x);
   part->p = p;
   part->alpha32 = static_cast<float>(p.alpha), part->beta32 = static_cast<float>(p.beta);
-  if (!empty(p)) part->c_layout_is_d = to_column_major(p).c == to_column_major(p).d;
+  const LtOperands ops = to_column_major(p);
+  part->c_layout_is_d = ops.c == ops.d;
   LtCall& call = part->call;
   describe(x, p, a, b, c, d, bias, workspace_bytes, call, check_call);
   if (prefer) call.key.prefer = *prefer;
@@ -502,10 +504,12 @@ bool CublasLt::run(GemmCall& prepared, const void* a, const void* b, const void*
   struct Pointers {
     const void *a, *b, *c, *d, *bias;
   };
-  // Every part's pointers first: a call runs whole or not at all.
-  std::vector<Pointers> at;
-  at.reserve(prepared.parts_.size());
-  for (const auto& part : prepared.parts_) {
+  // Every part's pointers first: a call runs whole or not at all (one part, or two where the
+  // columns split).
+  std::array<Pointers, 2> at{};
+  COIL_CHECK(prepared.parts_.size() <= at.size()) << "a product prepared in more than two calls";
+  for (size_t i = 0; i < prepared.parts_.size(); ++i) {
+    const auto& part = prepared.parts_[i];
     const AlgoKey& key = part->call.key;
     const bool has_bias = epilogue_has_bias(part->p.epilogue);
     Pointers q{a, shift(b, part->b_shift), shift(c, part->c_shift), shift(d, part->d_shift), has_bias ? shift(bias, part->bias_shift) : nullptr};
@@ -515,7 +519,7 @@ bool CublasLt::run(GemmCall& prepared, const void* a, const void* b, const void*
         pointer_alignment(q.d) != key.align_d || (has_bias && pointer_alignment(q.bias) != key.align_bias))
       return false;
     if (part->p.beta != 0 && q.c == q.d && !part->c_layout_is_d) return false;
-    at.push_back(q);
+    at[i] = q;
   }
   const Api& x = *api_;
   std::lock_guard lock(prepared.mutex_);

@@ -120,33 +120,21 @@ uint32_t conv_alignment(const void* ptr) { return std::min<uint32_t>(16, cuda::p
 
 void GpuPlan::run_convolution(size_t k, const loop::ExternCall& call, const cuda::ConvPointers& operands, size_t plan,
                               const std::map<std::string, int64_t>& symbols, cuda::Stream stream) const {
-  auto aligned = [&](cuda::ConvProblem& p) {
-    p.align_x = conv_alignment(operands.x), p.align_w = conv_alignment(operands.w), p.align_y = conv_alignment(operands.y);
-    if (operands.residual) p.align_y = std::min(p.align_y, conv_alignment(operands.residual));
-  };
+  const uint32_t align_x = conv_alignment(operands.x), align_w = conv_alignment(operands.w),
+                 align_y = std::min(conv_alignment(operands.y), operands.residual ? conv_alignment(operands.residual) : 16u);
   // A graph of static sizes keeps the problem and its plan per step, while the pointers keep
   // their alignments.
   const bool keep = graph.symbols.empty();
-  std::shared_ptr<const cuda::Cudnn::Prepared> prepared;
-  if (keep) {
-    std::lock_guard lock(conv_calls_mutex_);
-    if (conv_calls_.size() > k) prepared = conv_calls_[k];
-  }
+  std::shared_ptr<const cuda::Cudnn::Prepared> prepared = keep ? conv_calls_.get(k) : nullptr;
   if (prepared) {
-    cuda::ConvProblem now = prepared->problem;
-    aligned(now);
-    if (now.align_x != prepared->problem.align_x || now.align_w != prepared->problem.align_w || now.align_y != prepared->problem.align_y)
-      prepared = nullptr;
+    const cuda::ConvProblem& p = prepared->problem;
+    if (p.align_x != align_x || p.align_w != align_w || p.align_y != align_y) prepared = nullptr;
   }
   if (!prepared) {
     cuda::ConvProblem p = conv_problem(call, lowered.program, symbols, tf32);
-    aligned(p);
+    p.align_x = align_x, p.align_w = align_w, p.align_y = align_y;
     prepared = std::make_shared<const cuda::Cudnn::Prepared>(cudnn->prepare(p, plan));
-    if (keep) {
-      std::lock_guard lock(conv_calls_mutex_);
-      if (conv_calls_.size() <= k) conv_calls_.resize(lowered.program.kernels.size());
-      conv_calls_[k] = prepared;
-    }
+    if (keep) conv_calls_.put(k, prepared);
   }
   const size_t bytes = prepared->workspace;
   const cuda::DevicePtr workspace = bytes ? allocator->allocate(bytes, stream) : 0;
@@ -163,20 +151,13 @@ void GpuPlan::run_gemm(size_t k, const loop::ExternCall& call, const cuda::GemmP
                        const std::map<std::string, int64_t>& symbols, cuda::Stream stream) const {
   auto* ws = reinterpret_cast<void*>(workspace);
   const bool keep = graph.symbols.empty();
-  std::shared_ptr<cuda::GemmCall> prepared;
-  if (keep) {
-    std::lock_guard lock(gemm_calls_mutex_);
-    if (gemm_calls_.size() > k) prepared = gemm_calls_[k];
-  }
+  std::shared_ptr<cuda::GemmCall> prepared = keep ? gemm_calls_.get(k) : nullptr;
   if (prepared && cublas->run(*prepared, q.a, q.b, q.c, q.d, q.bias, ws, kGemmWorkspace, stream)) return;
   cuda::GemmProblem g = gemm_problem(call, lowered.program, symbols, tf32);
   COIL_CHECK(g.k > 0) << "cublas_takes admits only products over a non-empty dim";
   prepared = cublas->prepare(g, q.a, q.b, q.c, q.d, q.bias, kGemmWorkspace, gemm_algos[k] ? &*gemm_algos[k] : nullptr);
   COIL_CHECK(cublas->run(*prepared, q.a, q.b, q.c, q.d, q.bias, ws, kGemmWorkspace, stream)) << call.name << ": a product prepared for its pointers did not run";
-  if (!keep) return;
-  std::lock_guard lock(gemm_calls_mutex_);
-  if (gemm_calls_.size() <= k) gemm_calls_.resize(lowered.program.kernels.size());
-  gemm_calls_[k] = std::move(prepared);
+  if (keep) gemm_calls_.put(k, std::move(prepared));
 }
 
 }  // namespace coil

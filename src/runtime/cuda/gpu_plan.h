@@ -35,6 +35,26 @@ struct SplitScratchLayout {
 };
 SplitScratchLayout split_scratch_layout(const std::vector<codegen::CudaKernel>& kernels);
 
+// What a plan keeps per step across runs (a library call described once), shared by the
+// threads running it.
+template <typename T>
+class PerStep {
+ public:
+  std::shared_ptr<T> get(size_t step) const {
+    std::lock_guard lock(mutex_);
+    return step < kept_.size() ? kept_[step] : nullptr;
+  }
+  void put(size_t step, std::shared_ptr<T> value) {
+    std::lock_guard lock(mutex_);
+    if (kept_.size() <= step) kept_.resize(step + 1);
+    kept_[step] = std::move(value);
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::shared_ptr<T>> kept_;
+};
+
 struct GpuPlan {
   Graph graph;
   LoweredGraph lowered;
@@ -122,16 +142,14 @@ struct GpuPlan {
   // (step `k`: a graph of static sizes keeps its problem and plan, cuda::Cudnn::Prepared)
   void run_convolution(size_t k, const loop::ExternCall& call, const cuda::ConvPointers& operands, size_t plan,
                        const std::map<std::string, int64_t>& symbols, cuda::Stream stream) const;
-  mutable std::mutex conv_calls_mutex_;
-  mutable std::vector<std::shared_ptr<const cuda::Cudnn::Prepared>> conv_calls_;  // per program kernel
+  mutable PerStep<const cuda::Cudnn::Prepared> conv_calls_;
 
   // Matrix product step `k` through cuBLASLt on these operand pointers and workspace. A graph of
   // static sizes keeps each product's described call (cuda::GemmCall) for the next run; another
   // graph, or pointers of other alignments, describe it again.
   void run_gemm(size_t k, const loop::ExternCall& call, const cuda::GemmPointers& operands, cuda::DevicePtr workspace,
                 const std::map<std::string, int64_t>& symbols, cuda::Stream stream) const;
-  mutable std::mutex gemm_calls_mutex_;
-  mutable std::vector<std::shared_ptr<cuda::GemmCall>> gemm_calls_;  // per program kernel, once described
+  mutable PerStep<cuda::GemmCall> gemm_calls_;
 
   mutable std::mutex times_mutex_;
   mutable HostTimes times_;
