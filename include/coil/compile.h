@@ -101,6 +101,9 @@ class Executable {
   // declared layout; on a GPU, as a device tensor). Returns per output the input granted, or -1.
   // Call before the first run.
   std::vector<int> compute_outputs_in_inputs(const std::vector<int>& inputs);
+  // Per graph output, the strides a run gives it: its value's declared ones, or those the
+  // compiler picked for an any_layout output (Graph::any_layout_outputs).
+  std::vector<SymShape> output_strides() const;
 
   CompileStats stats;
   std::string source;           // the generated C++ or CUDA C++

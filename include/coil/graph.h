@@ -145,6 +145,12 @@ class Graph {
   std::string weights_file;  // a .safetensors path, relative to the graph file
   std::vector<Node> nodes;   // topological order
   std::vector<ValueRef> outputs;
+  // Positions in `outputs` (ascending) whose strides the compiler picks: a training forward's
+  // saved activations, which only the backward graph compiled after it reads (channels-last
+  // beside cuDNN's convolutions, schedule/channels_last.h). Executable::output_strides says
+  // what they got. The other outputs take their value's declared layout.
+  std::vector<size_t> any_layout_outputs;
+  bool any_layout(size_t output) const;
 
   const Node& node(ValueRef v) const { return nodes.at(static_cast<size_t>(v.node)); }
   const TensorMeta& meta(ValueRef v) const;

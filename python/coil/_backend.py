@@ -167,13 +167,18 @@ def _load(entry, device, options, frozen_tensors, kept=False, eager=None, check_
     return _runner.Runner(compiled, entry, device, list(frozen_tensors.values()), warn, eager, check_inputs)
 
 
-def _compile_whole(gm, values, device, options, frozen_tensors, check_inputs=False):
+def _compile_whole(gm, values, device, options, frozen_tensors, check_inputs=False, any_layout=()):
     """The runner of `gm` compiled whole; where coil fails on it, `gm` itself (in PyTorch eager,
-    with a warning), unless fallback="error"."""
+    with a warning), unless fallback="error". `any_layout`: results whose strides coil picks (a
+    training forward's saved activations), reported to AOTAutograd."""
     try:
         frozen = {i: f"frozen{i}" for i in frozen_tensors}  # placeholder position -> weight key
-        entry = dict(_fx.program(gm, values, frozen, device, input_views=check_inputs), device=device.type)
-        return _load(entry, device, options, frozen_tensors, eager=gm, check_inputs=check_inputs)
+        entry = dict(_fx.program(gm, values, frozen, device, input_views=check_inputs, any_layout=any_layout),
+                     device=device.type)
+        runner = _load(entry, device, options, frozen_tensors, eager=gm, check_inputs=check_inputs)
+        if any_layout:
+            _report_output_strides(runner)
+        return runner
     except (_coil.CoilError, _fx.Unsupported) as e:
         if options.get("fallback", "eager") == "error":
             raise
@@ -187,8 +192,47 @@ def _compile_whole(gm, values, device, options, frozen_tensors, check_inputs=Fal
         return gm
 
 
+def _report_output_strides(runner):
+    """Tells AOTAutograd the strides of a training forward's results (TracingContext.output_strides,
+    as Inductor does after its layout choices), so that the backward graph is traced with its
+    saved tensors as coil lays them out: those coil picked, None (as traced) for the others."""
+    context = torch._guards.TracingContext.try_get()
+    if context is None or context.output_strides is None:
+        return
+    strides = runner.compiled.output_strides()
+    picked = dict(runner.entry["any_layout"])
+    count = len(runner.recipe) - len(runner.updates)  # the forward's own results (see _updates)
+    context.output_strides.extend(
+        tuple(strides[picked[i]]) if i in picked and strides[picked[i]] is not None else None for i in range(count))
+
+
+def _saved_for_backward(gm):
+    """The positions among the results of `gm`, a training forward, of the tensors its backward
+    reads (from AOTAutograd's metadata of the graph being compiled), or none where it has no such
+    metadata."""
+    context = torch._guards.TracingContext.try_get()
+    meta = getattr(context, "fw_metadata", None) if context is not None else None
+    try:
+        saved = meta.tensors_saved_for_backwards_slice
+    except (AttributeError, AssertionError):
+        return ()
+    results = next(n for n in reversed(gm.graph.nodes) if n.op == "output").args[0]
+    return range(*saved.indices(len(results))) if isinstance(results, (list, tuple)) else ()
+
+
 def _placeholder_values(gm):
     return [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
+
+
+def _laid_out_as_given(gm, inputs):
+    """`gm` with its placeholders' values given the strides of `inputs`: AOTAutograd gives the
+    backward compiler its saved tensors as the forward laid them out (_report_output_strides),
+    while the graph's own metadata keeps the traced strides."""
+    for node, value in zip([n for n in gm.graph.nodes if n.op == "placeholder"], inputs):
+        traced = node.meta.get("val")
+        if isinstance(value, torch.Tensor) and isinstance(traced, torch.Tensor) and value.stride() != traced.stride():
+            node.meta["val"] = value
+    return gm
 
 
 def _node_values(gm):
@@ -219,10 +263,11 @@ def _library_report(library):
               ", ".join(_op_names(library)))
 
 
-def _compile_forward(gm, options, frozen_tensors, check_inputs=False):
+def _compile_forward(gm, options, frozen_tensors, check_inputs=False, any_layout=()):
     """AOTAutograd's compiler: the whole graph, or its coil-able partitions. `check_inputs`: the
     graph's inputs are checked against their traced layouts at each call (a backward graph's
-    saved tensors and gradients come from wherever autograd made them)."""
+    saved tensors and gradients come from wherever autograd made them). `any_layout`: results
+    whose strides coil may pick, when it compiles the graph whole."""
     gm, updates = _updates.split(gm)  # inputs' new values: results coil writes over the inputs
     updated = {p for _, p in updates}
     frozen_tensors = {i: t for i, t in frozen_tensors.items() if i not in updated}
@@ -243,9 +288,10 @@ def _compile_forward(gm, options, frozen_tensors, check_inputs=False):
     gm.meta["coil_updates"] = updates  # (the rewrites above make new modules)
     seeded = _random.with_seed(gm, device)  # random nodes drawn by coil from a seed given per call
     if seeded is None:
-        return _applied(_compile_module(gm, options, frozen_tensors, check_inputs, device), updates)
+        return _applied(_compile_module(gm, options, frozen_tensors, check_inputs, device, any_layout), updates)
     seeded.meta["coil_updates"] = updates
-    return _random.seeded(_applied(_compile_module(seeded, options, frozen_tensors, check_inputs, device), updates), device)
+    return _random.seeded(_applied(_compile_module(seeded, options, frozen_tensors, check_inputs, device, any_layout),
+                                   updates), device)
 
 
 def _applied(compiled, updates):
@@ -254,13 +300,13 @@ def _applied(compiled, updates):
     return compiled if isinstance(compiled, _runner.Runner) else _updates.applied(compiled, updates)
 
 
-def _compile_module(gm, options, frozen_tensors, check_inputs, device):
+def _compile_module(gm, options, frozen_tensors, check_inputs, device, any_layout=()):
     """`gm` compiled whole, or split into the parts coil takes and the rest."""
     values = _placeholder_values(gm)
     unsupported = [n for n in gm.graph.nodes if n.op == "call_function" and not _node_supported(n, device)]
     takes_inputs = all(_takes_input(n, device) for n in gm.graph.nodes if n.op == "placeholder")
     if not unsupported and takes_inputs and not any(n.op == "get_attr" for n in gm.graph.nodes):
-        return _compile_whole(gm, values, device, options, frozen_tensors, check_inputs)
+        return _compile_whole(gm, values, device, options, frozen_tensors, check_inputs, any_layout)
     library = [n for n in unsupported if _library.is_library_call(n)]
     # Views between complex tensors and their real pairs (see _complex) compute nothing: silent.
     eager = [n for n in unsupported if not _library.is_library_call(n) and str(n.target) not in _complex.BOUNDARY]
@@ -441,10 +487,10 @@ def _compile_graph(gm, example_inputs, mode, options):
         return compiled
 
     def forward_compiler(fx_gm, _inputs):  # a training graph's forward: its outputs include what backward saves
-        return _boxed(_compile_forward(fx_gm, options, {}))
+        return _boxed(_compile_forward(fx_gm, options, {}, any_layout=_saved_for_backward(fx_gm)))
 
-    def backward_compiler(fx_gm, _inputs):
-        return _boxed(_compile_forward(fx_gm, options, {}, check_inputs=True))
+    def backward_compiler(fx_gm, inputs):
+        return _boxed(_compile_forward(_laid_out_as_given(fx_gm, inputs), options, {}, check_inputs=True))
 
     wrapped = aot_module_simplified(gm, example_inputs, fw_compiler=forward_compiler, bw_compiler=backward_compiler,
                                     inference_compiler=inference_compiler, partition_fn=_partition_joint,

@@ -271,7 +271,7 @@ def _input_views(results, placeholders, per_call, moves):
     return views
 
 
-def program(gm, input_values, frozen, device, input_views=False):
+def program(gm, input_values, frozen, device, input_views=False, any_layout=()):
     """The JSON program of `gm`, whose placeholders have the given example values, to run on
     `device` (a torch.device), and how to call it.
 
@@ -285,7 +285,9 @@ def program(gm, input_values, frozen, device, input_views=False):
     "single" (the graph returns one value, not a tuple), "layouts" (per coil
     output, the sizes, strides and device type PyTorch gives it, for the runner to match) and
     "updates" (gm.meta["coil_updates"]: (result index, placeholder position) of each input's new
-    value, see _updates).
+    value, see _updates) and "any_layout" (result index -> coil output, for the results among
+    `any_layout` whose strides coil picks: a training forward's saved activations, which no view
+    and no other result shares; Compiled.output_strides says what they got).
     """
     inputs, weights, per_call, moves, nodes = [], [], [], [], []
     where = device_json(device)
@@ -352,8 +354,28 @@ def program(gm, input_values, frozen, device, input_views=False):
         else:
             recipe.append(("const", r))
     if not outputs and of_inputs:  # every result a view of an input: coil computes them (a program has outputs)
-        return program(gm, input_values, frozen, device)
+        return program(gm, input_values, frozen, device, any_layout=any_layout)
+    free = _free_layouts(recipe, any_layout, layouts, device.type)
+    for k in free.values():
+        layouts[k] = None  # handed back as coil lays them out
     text = json.dumps({"name": "fx", "device": where["as_device"], "inputs": inputs, "weights": weights, "nodes": nodes,
-                       "outputs": outputs})
+                       "outputs": outputs, "any_layout_outputs": sorted(free.values())})
     return {"program": text, "per_call": per_call, "moves": moves, "recipe": recipe, "single": single, "layouts": layouts,
-            "updates": sorted(updates.items())}
+            "updates": sorted(updates.items()), "any_layout": sorted(free.items())}
+
+
+def _free_layouts(recipe, any_layout, layouts, device_type):
+    """result index -> coil output, for the results in `any_layout` that are a coil output of
+    their own: no other result, and no view, is that output (those rely on its traced strides),
+    and it has a traced layout on the graph's device."""
+    uses = {}
+    for step in recipe:
+        if step[0] in ("coil", "view"):
+            uses[step[1]] = uses.get(step[1], 0) + 1
+    free = {}
+    for index in any_layout:
+        step = recipe[index] if index < len(recipe) else None
+        layout = layouts[step[1]] if step is not None and step[0] == "coil" else None
+        if layout is not None and uses[step[1]] == 1 and layout["device"] == device_type:
+            free[index] = step[1]
+    return free

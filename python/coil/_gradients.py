@@ -4,6 +4,7 @@ the 2-d pools' gradients as gathers of each element's windows, and convolution_b
 transposed convolution, products over the input's windows and a sum.
 """
 import torch
+from torch._prims_common import is_non_overlapping_and_dense_or_false
 
 aten = torch.ops.aten
 
@@ -31,7 +32,12 @@ def _element_windows(sizes, outs, k, st, p, dl, dev):
 
 
 def _flat(t, shape):
-    return aten.view.default(aten.clone.default(t, memory_format=torch.contiguous_format), shape)
+    """`t` as `shape`: a view where its layout allows one (a channels-last activation read as
+    [N*H*W, C]), else a view of a dense copy."""
+    try:
+        return aten.view.default(t, shape)
+    except (RuntimeError, ValueError):  # (fake tensors raise the latter)
+        return aten.view.default(aten.clone.default(t, memory_format=torch.contiguous_format), shape)
 
 
 def _two(v):
@@ -99,7 +105,7 @@ def _unfold_windows(x, k, st, p, dl):
     nd = len(k)
     if any(p):
         x = aten.constant_pad_nd.default(x, [v for d in reversed(range(nd)) for v in (p[d], p[d])], 0.0)
-    if not x.is_contiguous():
+    if not is_non_overlapping_and_dense_or_false(x) or x.storage_offset() != 0:  # (a dense x of any memory order is its storage)
         x = aten.clone.default(x, memory_format=torch.contiguous_format)
     strides = list(x.stride())
     outs = [(x.shape[2 + d] - (k[d] - 1) * dl[d] - 1) // st[d] + 1 for d in range(nd)]
@@ -108,13 +114,27 @@ def _unfold_windows(x, k, st, p, dl):
     return aten.as_strided.default(x, sizes, view_strides, x.storage_offset())
 
 
+def _windows(x, k, st, p, dl):
+    """x's convolution windows [N, C, *OS, *K]: for a 1x1 kernel without padding, x itself at every
+    st-th position (views of any layout: a channels-last x stays a [N*H*W, C] matrix), else
+    _unfold_windows."""
+    if any(v != 1 for v in k) or any(p):
+        return _unfold_windows(x, k, st, p, dl)
+    for d, s in enumerate(st):
+        if s > 1:
+            x = aten.slice.Tensor(x, 2 + d, 0, None, s)
+    for _ in k:
+        x = aten.unsqueeze.default(x, -1)
+    return x
+
+
 def _weight_gradient(x, dy, w_shape, stride, padding, dilation, groups):
     """The weight gradient of y = conv(x, w) given dy: the gathered windows of x contracted with
     dy over the batch and output positions, as products (bmm over the groups); a group of one
     input channel (depthwise) as a product-sum."""
     nd = len(w_shape) - 2
     k = list(w_shape[2:])
-    cols = _unfold_windows(x, k, stride, padding, dilation)  # [N, C, *OS, *K]
+    cols = _windows(x, k, stride, padding, dilation)  # [N, C, *OS, *K]
     n, c = x.shape[0], x.shape[1]
     o, cg = w_shape[0], w_shape[1]
     os_ = list(dy.shape[2:])

@@ -180,6 +180,19 @@ class Compiled {
     return d;
   }
 
+  // Per output, the strides its tensors have (Executable::output_strides); None where symbolic.
+  nb::list output_strides() const {
+    nb::list out;
+    for (const auto& strides : exe_.output_strides()) {
+      std::vector<int64_t> values;
+      for (const auto& s : strides)
+        if (auto v = s.constant()) values.push_back(*v);
+      if (values.size() == strides.size()) out.append(nb::cast(values));
+      else out.append(nb::none());
+    }
+    return out;
+  }
+
   std::string graph_text() const { return coil::print_graph(graph_); }
   const std::string& device() const { return exe_.device; }
 
@@ -245,5 +258,6 @@ NB_MODULE(_coil, m) {
            "written over its input where the input is used in place, and run() returns None for it.")
       .def("stats", &Compiled::stats)
       .def("graph_text", &Compiled::graph_text)
+      .def("output_strides", &Compiled::output_strides)
       .def_prop_ro("device", &Compiled::device);
 }

@@ -81,6 +81,13 @@ std::vector<int> Executable::compute_outputs_in_inputs(const std::vector<int>& i
   return plan->output_over_input = outputs_over_inputs(plan->lowered, plan->memory, inputs);
 }
 
+std::vector<SymShape> Executable::output_strides() const {
+  const LoweredGraph& lowered = gpu_plan ? gpu_plan->lowered : plan->lowered;
+  std::vector<SymShape> out;
+  for (int b : lowered.output_buffers) out.push_back(lowered.program.buffers[static_cast<size_t>(b)].strides);
+  return out;
+}
+
 void Executable::synchronize() const {
   if (gpu_plan) gpu_plan->check_pending(true);
 }

@@ -67,6 +67,11 @@ Graph read(const json& program) {
     }
   for (const auto& node : json_field(program, "nodes", where)) nodes.add_node(node);
   for (const auto& out : json_field(program, "outputs", where)) g.outputs.push_back(nodes.value(out.get<std::string>(), where));
+  if (program.contains("any_layout_outputs"))
+    for (const auto& i : program.at("any_layout_outputs")) {
+      if (!i.is_number_unsigned()) fail("{}: any_layout_outputs holds output positions", where);
+      g.any_layout_outputs.push_back(i.get<size_t>());
+    }
   verify(g);
   return g;
 }

@@ -5,7 +5,8 @@
 //    "inputs":  [{"name": str, "meta": {"dtype", "sizes", "strides"}}],   // per call, in order
 //    "weights": [{"name": str, "key": str, "meta": {...}}],              // frozen parameters
 //    "nodes":   [node, ...],   // outputs may carry "layout": {"sizes", "strides"} (export_layout.h)
-//    "outputs": [str, ...]}                                               // value names
+//    "outputs": [str, ...],                                               // value names
+//    "any_layout_outputs": [int, ...]}  // optional: outputs whose strides coil picks (Graph)
 // Inputs keep their strides (non-contiguous tensors are read in place). Errors are
 // coil::Error naming the node.
 #pragma once

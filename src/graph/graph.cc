@@ -28,6 +28,10 @@ TensorMeta TensorMeta::contiguous(DType dtype, SymShape sizes, Device device) {
   return m;
 }
 
+bool Graph::any_layout(size_t output) const {
+  return std::binary_search(any_layout_outputs.begin(), any_layout_outputs.end(), output);
+}
+
 bool TensorMeta::is_contiguous() const { return strides == contiguous_strides(sizes) && offset == SymInt(0); }
 
 std::string TensorMeta::str() const {

@@ -33,6 +33,10 @@ class Parser {
     const Token& return_token = next();
     if (at_punct("}")) error(return_token, "the graph returns nothing; list its outputs after 'return'");
     do {
+      if (at_word("any_layout")) {  // the compiler picks its strides
+        next();
+        graph_.any_layout_outputs.push_back(graph_.outputs.size());
+      }
       graph_.outputs.push_back(value_ref());
     } while (eat_punct(","));
     expect_punct("}");

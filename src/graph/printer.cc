@@ -99,7 +99,7 @@ std::string print_graph(const Graph& g) {
   if (!g.weights_file.empty()) out += fmt::format("  weights {}\n", quote_string(g.weights_file));
   for (const auto& node : g.nodes) out += "  " + print_node(g, node) + "\n";
   std::vector<std::string> outs;
-  for (const auto& r : g.outputs) outs.push_back(ref_str(g, r));
+  for (size_t i = 0; i < g.outputs.size(); ++i) outs.push_back((g.any_layout(i) ? "any_layout " : "") + ref_str(g, g.outputs[i]));
   out += fmt::format("  return {}\n}}\n", fmt::join(outs, ", "));
   return out;
 }

@@ -163,6 +163,9 @@ void verify(const Graph& g) {
       fail("graph {}: return: {}", g.name, e.what());
     }
   }
+  for (size_t i = 0; i < g.any_layout_outputs.size(); ++i)
+    if (g.any_layout_outputs[i] >= g.outputs.size() || (i > 0 && g.any_layout_outputs[i] <= g.any_layout_outputs[i - 1]))
+      fail("graph {}: any_layout outputs must be ascending positions among its {} outputs", g.name, g.outputs.size());
 }
 
 }  // namespace coil

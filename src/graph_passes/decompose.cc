@@ -189,6 +189,7 @@ Graph decompose(const Graph& graph, bool fused_attention) {
     for (size_t o = 0; o < n.outputs.size(); ++o) remap[{static_cast<int>(i), static_cast<int>(o)}] = {first.node, static_cast<int32_t>(o)};
   }
   for (const auto& r : graph.outputs) g.outputs.push_back(remap.at({r.node, r.output}));
+  g.any_layout_outputs = graph.any_layout_outputs;
   verify(g);
   return g;
 }

@@ -171,6 +171,7 @@ std::string to_string(const Program& p) {
     s += fmt::format("buf{} {} {}: {}{} strides={}", i, role_name(b.role), b.name, dtype_name(b.dtype), shape_str(b.sizes),
                      shape_str(b.strides));
     if (b.offset != SymInt(0)) s += " offset=" + b.offset.str();
+    if (b.any_layout) s += " any_layout";
     s += "\n";
   }
   for (const auto& k : p.kernels)

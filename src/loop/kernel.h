@@ -108,6 +108,9 @@ struct Buffer {
   SymShape strides;
   SymInt offset = 0;
   std::vector<double> data;  // the values of a constant buffer
+  // An output whose strides the schedule may change (Graph::any_layout_outputs): moved to
+  // channels-last with the temporaries around it (schedule/channels_last.h).
+  bool any_layout = false;
 };
 
 const char* role_name(Buffer::Role r);  // "input", "weight", "constant", "temp", "output"

@@ -324,7 +324,8 @@ LoweredGraph lower(const Graph& g) {
   }
 
   // Outputs get buffers of their own, dense in their declared layout when it is dense.
-  for (const auto& r : g.outputs) {
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    const ValueRef& r = g.outputs[i];
     Value& v = c.value(r);
     const std::string& name = g.value_name(r);
     auto& buffers = c.program.buffers;
@@ -337,6 +338,7 @@ LoweredGraph lower(const Graph& g) {
       b.name = name;
       b.sizes = v.meta.sizes;
       b.strides = v.meta.strides;
+      b.any_layout = g.any_layout(i);
       out.output_buffers.push_back(v.buffer);
       continue;
     }
@@ -345,6 +347,7 @@ LoweredGraph lower(const Graph& g) {
       layout.strides = v.meta.strides;
     }
     int b = c.add_buffer(name, loop::Buffer::Role::output, layout);
+    c.program.buffers[static_cast<size_t>(b)].any_layout = g.any_layout(i);
     c.emit_pointwise(name, c.at(v, index_vars(layout.sizes.size())), b, layout);
     out.output_buffers.push_back(b);
   }

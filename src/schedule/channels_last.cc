@@ -20,10 +20,12 @@ namespace {
 using loop::Expr;
 using loop::ExprRef;
 
-// A temporary [N, C, spatial...] that is row-major (to be moved) or already channels-last (the
+// A temporary [N, C, spatial...], or an output whose layout is the compiler's (a saved
+// activation: Buffer::any_layout), that is row-major (to be moved) or already channels-last (the
 // graph declared that layout: PyTorch gives a convolution of a channels-last input one).
 bool planned_temporary(const loop::Buffer& b) {
-  return b.role == loop::Buffer::Role::temporary && (b.sizes.size() == 4 || b.sizes.size() == 5) && b.offset == SymInt(0) &&
+  const bool free = b.role == loop::Buffer::Role::temporary || (b.role == loop::Buffer::Role::output && b.any_layout);
+  return free && (b.sizes.size() == 4 || b.sizes.size() == 5) && b.offset == SymInt(0) &&
          (b.strides == contiguous_strides(b.sizes) || b.strides == channels_last_strides(b.sizes));
 }
 

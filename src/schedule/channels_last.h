@@ -12,7 +12,10 @@
 // take neighbouring addresses. Operands that are no such temporary (the
 // graph's input image, the weights) are copied into a channels-last temporary once per run by
 // a pointwise kernel, and a convolution writing a graph output writes a temporary copied into
-// it (an input over too few channels padded: aligned_channels). Graph outputs and inputs keep their layouts: the conversion happens at the boundary.
+// it (an input over too few channels padded: aligned_channels). Graph outputs and inputs keep their layouts: the conversion happens at the boundary,
+// except for outputs whose layout is the compiler's (Buffer::any_layout: a training forward's
+// saved activations), which move like temporaries, and inputs already channels-last (those
+// activations in the backward graph), which convolutions read in place.
 // Buffers with data-dependent accesses or read by other library calls stay as they are. When a
 // convolution in the new layouts is one the library does not take, the program stays as it was.
 #pragma once

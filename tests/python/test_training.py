@@ -4,6 +4,7 @@ checked against eager (and against f64 where a 16-bit or reordered sum makes eag
 one answer among several), and so are the backward ops coil decomposes.
 """
 import copy
+import json
 import warnings
 
 import pytest
@@ -39,6 +40,7 @@ CONV_CASES = {
     "dilated-grouped": ((2, 6, 12, 10), (9, 2, 3, 3), [1, 2], [2, 1], [2, 1], 3, False, [0, 0]),
     "depthwise-multiplier": ((2, 4, 8, 8), (8, 1, 3, 3), [2, 2], [1, 1], [1, 1], 4, False, [0, 0]),
     "1x1-strided": ((2, 8, 7, 7), (5, 8, 1, 1), [2, 2], [0, 0], [1, 1], 1, False, [0, 0]),
+    "1x1-grouped": ((2, 8, 5, 6), (6, 4, 1, 1), [1, 1], [0, 0], [1, 1], 2, False, [0, 0]),
     "1d": ((3, 4, 17), (6, 4, 5), [2], [2], [1], 1, False, [0]),
     "3d": ((1, 3, 5, 6, 4), (4, 3, 2, 3, 2), [1, 2, 1], [1, 1, 0], [1, 1, 2], 1, False, [0, 0, 0]),
     "transposed": ((2, 6, 5, 7), (6, 4, 3, 3), [2, 2], [1, 0], [1, 1], 1, True, [1, 0]),
@@ -84,6 +86,49 @@ def test_convolution_backward_matches_f64(device, dtype, case):
     for got_t, want_t, length, like in zip(got, want, lengths, (x, w, None)):
         assert got_t.dtype == dtype and got_t.shape == want_t.shape
         close_to_f64(got_t.cpu(), want_t, dtype, length)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("case", ["3x3", "strided-odd", "dilated-grouped", "1x1-strided", "1x1-grouped", "transposed"])
+def test_convolution_backward_over_channels_last_matches_f64(device, dtype, case):
+    """The same over channels-last operands (a backward graph's saved activations, laid out so by
+    coil's forward), whose decomposition reads them through views of their own strides."""
+    (dy, x, w), (stride, padding, dilation, transposed, output_padding, groups) = conv_problem(case, dtype, device,
+                                                                                               channels_last=True)
+
+    def f(dy, x, w):
+        return aten.convolution_backward(dy, x, w, None, stride, padding, dilation, transposed, output_padding, groups,
+                                         [True, True, False])
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = torch.compile(f, backend="coil")(dy, x, w)
+    assert not coil_fallbacks(caught)
+    want = f(*(t.cpu().double().contiguous() for t in (dy, x, w)))
+    k = w[0, 0].numel()
+    for got_t, want_t, length in zip(got, want, [w.shape[0 if not transposed else 1] * k, dy[:, 0].numel()]):
+        close_to_f64(got_t.cpu(), want_t, dtype, length)
+
+
+@pytest.mark.parametrize("case", ["1x1-grouped", "1x1-strided"])
+def test_a_1x1_weight_gradient_reads_channels_last_operands_in_place(case):
+    """A 1x1 convolution's weight gradient over channels-last dy and x is dy^T x over their
+    [N*H*W, C] matrices as they lie: no copy before the product (one of the subsampled x for a
+    strided convolution)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from coil import _gradients
+
+    (dy, x, w), (stride, padding, dilation, transposed, output_padding, groups) = conv_problem(
+        case, torch.float32, "cpu", channels_last=True)
+    with FakeTensorMode() as mode:
+        fakes = [mode.from_tensor(t) for t in (dy, x, w)]
+        traced = make_fx(lambda dy, x, w: _gradients.convolution_backward(
+            dy, x, w, None, stride, padding, dilation, transposed, output_padding, groups, [False, True, False]))(*fakes)
+    copies = [n for n in traced.graph.nodes if n.target in (aten.clone.default, aten._unsafe_view.default)]
+    assert len(copies) == (1 if case == "1x1-strided" else 0), traced.graph
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -298,6 +343,50 @@ def test_model_gradients_match_eager(device, dtype, name):
     rtol, atol = (1e-4, 1e-5) if dtype == torch.float32 else (5e-2, 2e-2)
     for (n, b), (_, e) in zip(trained.named_buffers(), model.named_buffers()):  # BatchNorm's running statistics
         torch.testing.assert_close(b.float(), e.float(), rtol=rtol, atol=atol, msg=lambda m: f"{n}: {m}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_saved_activations_keep_the_layout_coil_gives_them(device, monkeypatch):
+    """A training forward's saved activations come out of coil channels-last beside its
+    convolutions (their strides are coil's to pick), AOTAutograd traces the backward with them
+    laid out so, and the backward takes them as they are: no copy at either boundary. Loss,
+    gradients and running statistics as eager's."""
+    from coil import _backend
+
+    runners = []
+    load = _backend._load
+
+    def recording(*args, **kwargs):
+        runners.append(load(*args, **kwargs))
+        return runners[-1]
+
+    monkeypatch.setattr(_backend, "_load", recording)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.Conv2d(16, 24, 1, bias=False),
+                          nn.BatchNorm2d(24), nn.ReLU(), nn.Conv2d(24, 24, 3, stride=2, padding=1), nn.AdaptiveAvgPool2d(1),
+                          nn.Flatten(), nn.Linear(24, 5)).to(device)
+    eager = copy.deepcopy(model)
+    x = torch.randn(4, 3, 12, 10, device=device)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loss = torch.compile(model, backend="coil")(x).square().mean()
+        loss.backward()
+    assert not coil_fallbacks(caught), coil_fallbacks(caught)
+    forward, backward = runners
+    strides = forward.compiled.output_strides()
+    picked = [tuple(strides[k]) for _, k in forward.entry["any_layout"] if len(strides[k]) == 4]
+    assert len(picked) >= 4 and all(s[1] == 1 for s in picked), picked  # channels-last: C innermost
+    taken = [tuple(i["meta"]["strides"]) for i in json.loads(backward.entry["program"])["inputs"]]
+    assert all(s in taken for s in picked), (picked, taken)
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+        want = eager(x).square().mean()
+        want.backward()
+    torch.testing.assert_close(loss, want, rtol=1e-4, atol=1e-5)
+    floor = max(q.grad.abs().max().item() for q in eager.parameters())  # a bias before BatchNorm: rounding noise
+    for (n, p), q in zip(model.named_parameters(), eager.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-4 * floor, msg=lambda m: f"{n}: {m}")
+    for (n, b), e in zip(model.named_buffers(), eager.buffers()):
+        torch.testing.assert_close(b, e, rtol=1e-4, atol=1e-5, msg=lambda m: f"{n}: {m}")
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -242,5 +242,36 @@ TEST(ChannelsLast, ConvolutionChainsMatchTheReference) {
   }
 }
 
+// A training forward's saved activations (Graph::any_layout_outputs) move to channels-last with
+// the convolutions' temporaries, and the executable says so (Executable::output_strides); an
+// output of declared layout keeps it, and a copy of it (the same value returned again, without
+// the mark) is laid out as declared.
+TEST(ChannelsLast, OutputsOfAnyLayoutMoveWithTheConvolutions) {
+  Graph g = parse_graph(
+      "graph t {\n  %x = input() : f32[2, 5, 7, 6]\n  %w = input() : f32[8, 5, 3, 3]\n"
+      "  %c = convolution(%x, %w, none, [1, 1], [1, 1], [1, 1], false, [0, 0], 1)\n  %r = relu(%c)\n"
+      "  %v = input() : f32[4, 8, 1, 1]\n  %d = convolution(%r, %v, none, [1, 1], [0, 0], [1, 1], false, [0, 0], 1)\n"
+      "  return %d, any_layout %c, any_layout %r, %r\n}\n");
+  Executable exe = compile(g, {.cache_dir = temp_cache(), .channels_last = true});
+  const auto strides = exe.output_strides();
+  ASSERT_EQ(strides.size(), 4u);
+  EXPECT_EQ(strides[0], contiguous_strides(g.meta(g.outputs[0]).sizes));
+  EXPECT_EQ(strides[1], schedule::channels_last_strides(g.meta(g.outputs[1]).sizes));
+  EXPECT_EQ(strides[2], schedule::channels_last_strides(g.meta(g.outputs[2]).sizes));
+  EXPECT_EQ(strides[3], contiguous_strides(g.meta(g.outputs[3]).sizes));
+  TensorMap inputs = random_inputs(g, 7);
+  auto got = exe.run(inputs, {});
+  auto want = evaluate_reference(g, inputs);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].strides(), *constant_shape(strides[i])) << i;
+    testing::expect_close(got[i], want[i], "output " + std::to_string(i));
+  }
+  // Unmarked, the same outputs keep their declared layouts.
+  g.any_layout_outputs.clear();
+  const auto declared = compile(g, {.cache_dir = temp_cache(), .channels_last = true}).output_strides();
+  for (size_t i = 0; i < declared.size(); ++i) EXPECT_EQ(declared[i], contiguous_strides(g.meta(g.outputs[i]).sizes)) << i;
+}
+
 }  // namespace
 }  // namespace coil

@@ -62,6 +62,27 @@ TEST(TextFormat, EveryArgumentKindRoundTrips) {
   check_round_trip(g);
 }
 
+// Outputs whose strides the compiler picks (Graph::any_layout_outputs) are marked in the return.
+TEST(TextFormat, AnyLayoutOutputsRoundTrip) {
+  const char* text = R"(graph saved {
+  %x = input() : f32[2, 3]
+  %y = relu(%x) : f32[2, 3]
+  %z = neg(%x) : f32[2, 3]
+  return %y, any_layout %z, any_layout %y
+}
+)";
+  Graph g = parse_graph(text);
+  EXPECT_EQ(g.any_layout_outputs, (std::vector<size_t>{1, 2}));
+  EXPECT_FALSE(g.any_layout(0));
+  EXPECT_TRUE(g.any_layout(2));
+  EXPECT_EQ(print_graph(g), text);
+  check_round_trip(g);
+  g.any_layout_outputs = {3};
+  EXPECT_THROW(verify(g), Error);
+  g.any_layout_outputs = {2, 1};
+  EXPECT_THROW(verify(g), Error);
+}
+
 TEST(TextFormat, TypesMayBeOmittedAndAreInferred) {
   Graph g = parse_graph("graph g {\n %x = input() : f32[2, 3]\n %y = sum.dim_IntList(%x, [1])\n return %y\n}\n");
   EXPECT_EQ(g.meta(g.outputs[0]).str(), "f32[2]");
