@@ -42,6 +42,38 @@ LoopKernel merge(const LoopKernel& a, const LoopKernel& b) {
   return m;
 }
 
+// `reduced` slot `from` read as `value`, slots above it one lower (step `from` removed).
+ExprRef replace_slot(const ExprRef& e, int from, const ExprRef& value) {
+  if (e->kind() == Expr::Kind::reduced) {
+    if (e->slot() == from) return value;
+    return e->slot() > from ? Expr::reduced(e->slot() - 1, e->dtype()) : e;
+  }
+  return loop::map_operands(e, [&](const ExprRef& o) { return replace_slot(o, from, value); });
+}
+
+// A sum over the rows beside a Welford mean of the same values (a batch norm's mean and
+// variance, two reductions of one input merged here) is that mean times the row's length: the
+// sum goes, so the steps form one pass over the row, which a GPU splits between blocks (on the
+// H100, ResNet-50's channels-last batch norms ran one block a channel for two passes: 3.5 ms
+// a layer).
+void share_welford_sums(LoopKernel& k) {
+  for (size_t i = 0; i < k.reductions.size(); ++i) {
+    const loop::ReduceStep& sum = k.reductions[i];
+    if (sum.kind != loop::ReduceKind::sum || sum.scan) continue;
+    size_t w = 0;
+    while (w < k.reductions.size() && !(k.reductions[w].kind == loop::ReduceKind::welford_mean && k.reductions[w].acc == sum.acc &&
+                                         loop::same(k.reductions[w].value, sum.value)))
+      ++w;
+    if (w == k.reductions.size()) continue;
+    const int mean_slot = static_cast<int>(w > i ? w - 1 : w);
+    const ExprRef total = Expr::apply(loop::LoopOp::Mul, {Expr::reduced(mean_slot, sum.acc), Expr::cast(Expr::index(product(k.inner)), sum.acc)});
+    k.reductions.erase(k.reductions.begin() + static_cast<std::ptrdiff_t>(i));
+    for (auto& r : k.reductions) r.value = replace_slot(r.value, static_cast<int>(i), total);
+    for (auto& st : k.stores) st.value = replace_slot(st.value, static_cast<int>(i), total);
+    --i;
+  }
+}
+
 // Pointwise kernels this small are bound by their launch, not by memory: independent ones of a
 // nest merge even without a common input (an optimizer step's per-parameter updates of layers of
 // one shape, its 0-d step counters: ViT-S's step launched 1262 kernels to Inductor's 661).
@@ -88,6 +120,7 @@ loop::Program fuse_siblings(const loop::Program& program) {
         continue;
       }
       p.kernels[i] = merge(*a, *b);
+      share_welford_sums(std::get<LoopKernel>(p.kernels[i]));
       acc[i].reads.insert(acc[j].reads.begin(), acc[j].reads.end());
       acc[i].writes.insert(acc[j].writes.begin(), acc[j].writes.end());
       p.kernels.erase(p.kernels.begin() + static_cast<std::ptrdiff_t>(j));

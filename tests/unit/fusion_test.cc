@@ -10,6 +10,7 @@
 #include "driver/compile.h"
 #include "lower/cost.h"
 #include "runtime/memory_plan.h"
+#include "test_util.h"
 
 #include <algorithm>
 
@@ -280,6 +281,41 @@ TEST(SiblingFusion, ReductionsOfOneInputShareAKernel) {
       "  %v = var.correction(%x, [1])\n  return %s, %m, %v\n");
   ASSERT_EQ(loop_kernels(p), 1) << loop::to_string(p);
   EXPECT_EQ(std::get<loop::LoopKernel>(p.kernels[0]).stores.size(), 3u);
+}
+
+// A mean beside a variance of the same values (a batch norm's statistics) is the variance's
+// Welford mean times the row's length: one pass over the row, which a GPU may split between
+// blocks. The values stay the reference's.
+TEST(SiblingFusion, ASumBesideAWelfordMeanOfItsValuesIsThatMean) {
+  const std::string body =
+      "  %x = input() : f32[N, 5, 3, 7]\n  %s = sum.dim_IntList(%x, [0, 2, 3], true)\n  %m = mean.dim(%x, [0, 2, 3])\n"
+      "  %v = var.correction(%x, [0, 2, 3], correction=0)\n  %e = exp(%x)\n  %t = sum.dim_IntList(%e, [0, 2, 3])\n  return %s, %m, %v, %t\n";
+  auto p = pipeline(body);
+  ASSERT_EQ(loop_kernels(p), 1) << loop::to_string(p);
+  const auto& k = std::get<loop::LoopKernel>(p.kernels[0]);
+  std::vector<loop::ReduceKind> kinds;
+  for (const auto& r : k.reductions) kinds.push_back(r.kind);
+  // the sum of exp(x) is of other values: it stays
+  EXPECT_EQ(kinds, (std::vector<loop::ReduceKind>{loop::ReduceKind::welford_mean, loop::ReduceKind::welford_m2, loop::ReduceKind::sum}))
+      << loop::to_string(p);
+  Graph g = parse_graph("graph t {\n  sym N = 4\n" + body + "}\n");
+  Executable exe = compile(g, {.cache_dir = ::testing::TempDir() + "/coil_fusion_cache"});
+  TensorMap inputs = random_inputs(g, 3);
+  auto got = exe.run(inputs, {});
+  auto want = evaluate_reference(g, inputs);
+  for (size_t i = 0; i < got.size(); ++i) testing::expect_close(got[i], want[i], "output " + std::to_string(i));
+}
+
+// A reduction whose rows run across memory (per-channel statistics of a channels-last
+// activation) keeps the normalization that reads its result in a kernel of its own, so that a
+// GPU can split its few long columns; a row reduction takes it as an epilogue.
+TEST(Fusion, AColumnReductionTakesNoElementwiseEpilogue) {
+  auto p = pipeline(
+      "  %x = input() : f32[8, 6, 5]\n  %t = permute(%x, [2, 0, 1])\n  %m = mean.dim(%t, [1, 2], true)\n"
+      "  %y = sub.Tensor(%t, %m)\n  return %y\n");
+  EXPECT_EQ(loop_kernels(p), 2) << loop::to_string(p);
+  auto rows = pipeline("  %x = input() : f32[5, 8, 6]\n  %m = mean.dim(%x, [1, 2], true)\n  %y = sub.Tensor(%x, %m)\n  return %y\n");
+  EXPECT_EQ(loop_kernels(rows), 1) << loop::to_string(rows);
 }
 
 TEST(SiblingFusion, PointwiseSiblingsReadingOneInputShareAKernel) {
