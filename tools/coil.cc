@@ -199,7 +199,7 @@ int compile(const CompileCmd& c) {
       target.library_convolution = [](const coil::loop::ExternCall& call, const coil::loop::Program& p) {
         const coil::loop::ConvParams cp = coil::loop::conv_params(call.params);
         const coil::DType t = p.buffers[static_cast<size_t>(call.output)].dtype;
-        return !cp.transposed && cp.groups == 1 && cp.k >= 1 && cp.k <= 3 && coil::is_float(t) && t != coil::DType::f64;
+        return cp.groups == 1 && cp.k >= 1 && cp.k <= 3 && coil::is_float(t) && t != coil::DType::f64;
       };
   }
   if (c.emit == "cubin") {

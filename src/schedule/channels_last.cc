@@ -158,6 +158,11 @@ bool channels_innermost(loop::LoopKernel& k, const loop::Program& p, const std::
   bool touches = false;
   for (const auto* set : {&a.reads, &a.writes})
     for (int b : *set) touches = touches || (channels_last.count(b) && p.buffers[static_cast<size_t>(b)].sizes == k.outer);
+  // A store that lies channels-last by itself (a temporary the graph declared so, which a
+  // product also reads: a batch norm's input gradient beside a 1x1 convolution's weight gradient).
+  const std::string c = loop::loop_var(1), w = loop::loop_var(static_cast<int>(rank) - 1);
+  for (const auto& s : k.stores)
+    touches = touches || (codegen::affine_stride(s.offset, c) == 1 && codegen::affine_stride(s.offset, w) != 1);
   if (!touches) return false;
   std::vector<size_t> order = {0};
   for (size_t d = 2; d < rank; ++d) order.push_back(d);

@@ -288,6 +288,27 @@ TEST(CudnnProblem, DeclaredChannelsLastChainsHaveNoCopies) {
   }
 }
 
+// A kernel writing a temporary the graph declared channels-last, which a product reads too (so
+// the layout planning does not move it: a batch norm's input gradient before a 1x1
+// convolution's input and weight gradients), iterates channels innermost all the same: its
+// stores are neighbours in memory.
+TEST(CudnnProblem, KernelsStoringChannelsLastIterateChannelsInnermost) {
+  Generated gen = generate_with_library(parse(
+      "  %x = input() : bf16[2, 8, 6, 5]\n  %p = permute(%x, [0, 2, 3, 1])\n  %d = clone(%p, memory_format=contiguous_format)\n"
+      "  %l = permute(%d, [0, 3, 1, 2])\n  %y = _to_copy(%l, dtype=f32)\n"
+      "  %w = input() : f32[4, 8, 1, 1]\n  %c = convolution(%y, %w, none, [1, 1], [0, 0], [1, 1], false, [0, 0], 1)\n"
+      "  %t = permute(%y, [0, 2, 3, 1])\n  %f = view(%t, [60, 8])\n  %v = input() : f32[8, 3]\n  %m = mm(%f, %v)\n"
+      "  return %c, %m\n"));
+  const loop::Program& p = gen.lowered.program;
+  bool found = false;
+  for (const auto& k : p.kernels)
+    if (const auto* lk = std::get_if<loop::LoopKernel>(&k); lk && std::find(lk->origins.begin(), lk->origins.end(), "y") != lk->origins.end()) {
+      found = true;
+      EXPECT_EQ(lk->outer, (SymShape{2, 6, 5, 8})) << loop::to_string(p);
+    }
+  EXPECT_TRUE(found) << loop::to_string(p);
+}
+
 // What the GPU compile does with cuDNN, which takes the ungrouped convolutions and leaves the
 // depthwise ones to coil's loop kernels.
 Generated generate_with_ungrouped_library(const Graph& g) {
