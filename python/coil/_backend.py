@@ -286,6 +286,12 @@ def _compile_forward(gm, options, frozen_tensors, check_inputs=False, any_layout
     if unsupported:
         gm = _decompositions.decompose_unsupported(gm, values, unsupported) or gm
     gm.meta["coil_updates"] = updates  # (the rewrites above make new modules)
+    # Saved activations change layout beside cuDNN's convolutions. On the CPU, where oneDNN's
+    # layout conversions are cheap, they keep the traced one: there a batch norm's statistics of a
+    # channels-last activation become a one-pass Welford column, less accurate than the row
+    # form (the zoo's small ResNet-50, two values a channel in its last batch norms, lost its
+    # gradients' accuracy).
+    any_layout = any_layout if device.type == "cuda" else ()
     seeded = _random.with_seed(gm, device)  # random nodes drawn by coil from a seed given per call
     if seeded is None:
         return _applied(_compile_module(gm, options, frozen_tensors, check_inputs, device, any_layout), updates)

@@ -55,7 +55,9 @@ ExprRef replace_slot(const ExprRef& e, int from, const ExprRef& value) {
 // variance, two reductions of one input merged here) is that mean times the row's length: the
 // sum goes, so the steps form one pass over the row, which a GPU splits between blocks (on the
 // H100, ResNet-50's channels-last batch norms ran one block a channel for two passes: 3.5 ms
-// a layer).
+// a layer). Only where asked (the CUDA target): the CPU has nothing to split, and its vectorized
+// sum is the more accurate mean (the zoo's small ResNet-50, whose last batch norms see two
+// values a channel, lost its gradients' accuracy to a sequential Welford mean).
 void share_welford_sums(LoopKernel& k) {
   for (size_t i = 0; i < k.reductions.size(); ++i) {
     const loop::ReduceStep& sum = k.reductions[i];
@@ -104,7 +106,7 @@ size_t buffers_of(const loop::Access& a, const loop::Access& b) {
 
 }  // namespace
 
-loop::Program fuse_siblings(const loop::Program& program) {
+loop::Program fuse_siblings(const loop::Program& program, bool one_pass_statistics) {
   loop::Program p = program;
   std::vector<loop::Access> acc;
   for (const auto& k : p.kernels) acc.push_back(loop::access(k));
@@ -120,7 +122,7 @@ loop::Program fuse_siblings(const loop::Program& program) {
         continue;
       }
       p.kernels[i] = merge(*a, *b);
-      share_welford_sums(std::get<LoopKernel>(p.kernels[i]));
+      if (one_pass_statistics) share_welford_sums(std::get<LoopKernel>(p.kernels[i]));
       acc[i].reads.insert(acc[j].reads.begin(), acc[j].reads.end());
       acc[i].writes.insert(acc[j].writes.begin(), acc[j].writes.end());
       p.kernels.erase(p.kernels.begin() + static_cast<std::ptrdiff_t>(j));
