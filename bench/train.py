@@ -257,7 +257,9 @@ def child(name, device, modes, steps, profile=False):
 
 def run_model(name, args):
     with tempfile.TemporaryDirectory() as caches:
+        # COIL_DEBUG=stats: each coil compile's time and statistics (NVRTC, tuning) in the log
         env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=f"{caches}/inductor", COIL_CACHE_DIR=f"{caches}/coil",
+                   COIL_DEBUG=os.environ.get("COIL_DEBUG", "stats"),
                    TRITON_CACHE_DIR=f"{caches}/triton")
         cmd = [sys.executable, "-m", "bench.train", "--child", name, "--device", args.device, "--modes", args.modes,
                "--steps", str(args.steps)] + (["--profile"] if args.profile else [])

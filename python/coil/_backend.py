@@ -7,6 +7,7 @@ import logging
 import operator
 import os
 import sys
+import time
 import warnings
 
 import torch
@@ -33,8 +34,11 @@ def _warn(message, category=FallbackWarning):
     warnings.warn(message, category, stacklevel=3)
 
 
-def _debug():
-    return bool(os.environ.get("COIL_DEBUG"))
+def _debug(stage=""):
+    """Whether COIL_DEBUG asks for the adapter's output: any value does, but "stats" alone asks
+    only for each compiled graph's statistics (stage "stats"; bench.train sets it)."""
+    value = os.environ.get("COIL_DEBUG", "")
+    return bool(value) and (value != "stats" or stage == "stats")
 
 
 def _check_options(mode, options):
@@ -155,13 +159,16 @@ def _load(entry, device, options, frozen_tensors, kept=False, eager=None, check_
     keys = [f"frozen{i}" for i in frozen_tensors]
     ptrs = [t.data_ptr() for t in frozen_tensors.values()]
     allow_tf32 = torch.get_float32_matmul_precision() != "highest" or torch.backends.cuda.matmul.allow_tf32
+    started = time.perf_counter()
     compiled = _coil.Compiled(entry["program"], device.type, device_index=device.index or 0, allow_tf32=allow_tf32,
                               autotune=options.get("autotune", True), weight_keys=keys, weight_ptrs=ptrs,
                               cache_dir=options.get("cache_dir", ""),
                               memory=device_memory(device.index or 0) if device.type == "cuda" else None)
-    if _debug():
+    if _debug("stats"):
         how = " (its program kept by an earlier compile: AOTAutograd skipped)" if kept else ""
-        print(f"coil: compiled a graph{how} on {compiled.device}: {compiled.stats()}", file=sys.stderr)
+        print(f"coil: compiled a graph{how} on {compiled.device} in {(time.perf_counter() - started) * 1e3:.0f} ms: "
+              f"{compiled.stats()}", file=sys.stderr)
+    if _debug():
         print(compiled.graph_text(), file=sys.stderr)
     warn = functools.partial(_warn, category=CompileErrorWarning)
     return _runner.Runner(compiled, entry, device, list(frozen_tensors.values()), warn, eager, check_inputs)

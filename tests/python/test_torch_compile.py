@@ -227,6 +227,18 @@ def test_training_compiles_forward_and_backward(monkeypatch, capfd):
         torch.testing.assert_close(g, want, rtol=1e-4, atol=1e-5)
 
 
+def test_debug_stats_prints_each_compile_and_nothing_else(monkeypatch, capfd):
+    """COIL_DEBUG=stats (what bench.train runs with): each compiled graph's wall time and
+    statistics, without the graph text the other values print."""
+    monkeypatch.setenv("COIL_DEBUG", "stats")
+    model = MLP()
+    x = torch.randn(6, 64)
+    torch.testing.assert_close(torch.compile(model, backend="coil")(x), model(x), rtol=2e-4, atol=2e-4)
+    err = capfd.readouterr().err
+    assert err.count("coil: compiled a graph") == 1 and "'build_ms'" in err and " ms: {" in err, err
+    assert "graph fx {" not in err, err
+
+
 def test_coil_compile_with_frozen_parameters(monkeypatch, capfd):
     monkeypatch.setenv("COIL_DEBUG", "1")  # prints the coil graph: the parameters are weights
     model = MLP()
