@@ -1,5 +1,6 @@
 #include "schedule/fuse_siblings.h"
 
+#include <algorithm>
 #include <set>
 
 namespace coil::schedule {
@@ -51,6 +52,11 @@ ExprRef replace_slot(const ExprRef& e, int from, const ExprRef& value) {
   return loop::map_operands(e, [&](const ExprRef& o) { return replace_slot(o, from, value); });
 }
 
+bool reads_slot(const ExprRef& e, int slot) {
+  if (e->kind() == Expr::Kind::reduced) return e->slot() == slot;
+  return std::any_of(e->operands().begin(), e->operands().end(), [&](const ExprRef& o) { return reads_slot(o, slot); });
+}
+
 // A sum over the rows beside a Welford mean of the same values (a batch norm's mean and
 // variance, two reductions of one input merged here) is that mean times the row's length: the
 // sum goes, so the steps form one pass over the row, which a GPU splits between blocks (on the
@@ -67,6 +73,10 @@ void share_welford_sums(LoopKernel& k) {
                                          loop::same(k.reductions[w].value, sum.value)))
       ++w;
     if (w == k.reductions.size()) continue;
+    // A step reading the sum before the mean is computed (a two-pass variance before it) keeps it.
+    bool read_early = false;
+    for (size_t j = i + 1; j < w; ++j) read_early = read_early || reads_slot(k.reductions[j].value, static_cast<int>(i));
+    if (read_early) continue;
     const int mean_slot = static_cast<int>(w > i ? w - 1 : w);
     const ExprRef total = Expr::apply(loop::LoopOp::Mul, {Expr::reduced(mean_slot, sum.acc), Expr::cast(Expr::index(product(k.inner)), sum.acc)});
     k.reductions.erase(k.reductions.begin() + static_cast<std::ptrdiff_t>(i));

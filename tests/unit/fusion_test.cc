@@ -316,6 +316,27 @@ TEST(SiblingFusion, ASumBesideAWelfordMeanOfItsValuesIsThatMeanOnAGpu) {
   for (size_t i = 0; i < got.size(); ++i) testing::expect_close(got[i], want[i], "output " + std::to_string(i));
 }
 
+// A step that reads the sum before the Welford mean is computed (a two-pass variance merged
+// in front of a Welford one) keeps the sum: every step reads only earlier steps' results.
+TEST(SiblingFusion, ASumReadBeforeTheWelfordMeanStays) {
+  Graph g = parse_graph(
+      "graph t {\n  %x = input() : f32[6, 40]\n  %m = mean.dim(%x, [1], true)\n  %d = sub.Tensor(%x, %m)\n  %q = mul.Tensor(%d, %d)\n"
+      "  %s = sum.dim_IntList(%q, [1])\n  %v = var.correction(%x, [1])\n  return %s, %v\n}\n");
+  Target gpu;
+  gpu.cuda = true;
+  gpu.device = cuda::preset_device("sm_90a");
+  const loop::Program p = generate(g, gpu).lowered.program;
+  const std::function<int(const loop::ExprRef&)> latest = [&](const loop::ExprRef& e) {
+    int slot = e->kind() == loop::Expr::Kind::reduced ? e->slot() : -1;
+    for (const auto& o : e->operands()) slot = std::max(slot, latest(o));
+    return slot;
+  };
+  for (const auto& k : p.kernels)
+    if (const auto* lk = std::get_if<loop::LoopKernel>(&k)) {
+      for (size_t j = 0; j < lk->reductions.size(); ++j) EXPECT_LT(latest(lk->reductions[j].value), static_cast<int>(j)) << loop::to_string(p);
+    }
+}
+
 // A reduction whose rows run across memory (per-channel statistics of a channels-last
 // activation) keeps the normalization that reads its result in a kernel of its own, so that a
 // GPU can split its few long columns; a row reduction takes it as an epilogue.
