@@ -31,13 +31,40 @@ def _element_windows(sizes, outs, k, st, p, dl, dev):
     return window, valid
 
 
+def view_strides(sizes, strides, shape):
+    """The strides of a view of a tensor of `sizes` and `strides` as `shape` (of the same number of
+    elements), or None where no view exists. Dims merge or split only within runs of dims that
+    are contiguous among themselves (each one's stride the next one's span), as in ATen."""
+    sizes, strides, shape = list(sizes), list(strides), list(shape)
+    if 0 in sizes:
+        return [1] * len(shape)
+    out = [0] * len(shape)
+    v = len(shape) - 1
+    base, run, made = (strides[-1] if strides else 1), 1, 1
+    for d in range(len(sizes) - 1, -1, -1):
+        run *= sizes[d]
+        if d == 0 or (sizes[d - 1] != 1 and strides[d - 1] != run * base):  # a run of dims ends at d
+            while v >= 0 and (made < run or shape[v] == 1):
+                out[v] = made * base
+                made *= shape[v]
+                v -= 1
+            if made != run:
+                return None
+            if d > 0:
+                base, run, made = strides[d - 1], 1, 1
+    while v >= 0 and shape[v] == 1:  # leading dims of 1
+        out[v] = made * base
+        v -= 1
+    return out if v < 0 else None
+
+
 def _flat(t, shape):
     """`t` as `shape`: a view where its layout allows one (a channels-last activation read as
-    [N*H*W, C]), else a view of a dense copy."""
-    try:
+    [N*H*W, C]), else a view of a dense copy. Decided from the strides, not by trying: a view
+    that fails leaves its node in the traced graph, which PyTorch eager then fails on."""
+    if view_strides(t.shape, t.stride(), shape) is not None:
         return aten.view.default(t, shape)
-    except (RuntimeError, ValueError):  # (fake tensors raise the latter)
-        return aten.view.default(aten.clone.default(t, memory_format=torch.contiguous_format), shape)
+    return aten.view.default(aten.clone.default(t, memory_format=torch.contiguous_format), shape)
 
 
 def _two(v):
