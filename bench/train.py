@@ -171,6 +171,41 @@ def plan_host_times():
     return total
 
 
+def memory_phases(loss_of, compiled, update, opt, pool):
+    """GiB held by PyTorch's allocator and by coil's pool (`pool`, or None) at the phases of one
+    step, and each phase's peaks (each allocator's own: their sum bounds the step's): where a
+    step's memory goes, saved activations (after the forward) against the backward's peak."""
+    def held():
+        return {"torch": torch.cuda.memory_allocated() / 2 ** 30, "coil": pool.stats()["live_bytes"] / 2 ** 30 if pool else 0.0}
+
+    def peaks():
+        torch.cuda.synchronize()
+        coil = pool.stats() if pool else {}
+        return {"torch": torch.cuda.max_memory_allocated() / 2 ** 30, "coil": coil.get("peak_live_bytes", 0) / 2 ** 30,
+                "coil_requested": coil.get("peak_requested_bytes", 0) / 2 ** 30}
+
+    def reset():
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        if pool:
+            pool.reset_peaks()
+
+    phases = {}
+    reset()
+    phases["start"] = held()
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = loss_of(compiled)
+    phases["forward_peak"], phases["after_forward"] = peaks(), held()
+    reset()
+    loss.backward()
+    phases["backward_peak"], phases["after_backward"] = peaks(), held()
+    reset()
+    update()
+    opt.zero_grad(set_to_none=True)
+    phases["optimizer_peak"] = peaks()
+    return phases
+
+
 def child(name, device, modes, steps, profile=False):
     if "coil" in modes:
         import coil
@@ -241,6 +276,12 @@ def child(name, device, modes, steps, profile=False):
                     record["coil_pool"] = {k: (v / 2 ** 30 if k.endswith("bytes") else v)
                                            for k, v in _backend.device_memory(0).stats().items()}
             if profile and device == "cuda":
+                pool = None
+                if mode == "coil":
+                    from coil import _backend
+
+                    pool = _backend.device_memory(0)
+                record["memory_phases"] = memory_phases(loss_of, compiled, update, opt, pool)
                 record["kernels"] = top_kernels(step)
                 record["host_ms"], record["plan_host"], record["host_calls"] = host_profile(step)
         except Exception as e:  # the other modes still run

@@ -11,9 +11,12 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "coil/coil.h"
+#include "frontend/fx.h"
 #include "frontend/pt2.h"
 #include "loop/conv_params.h"
 #include "loop/kernel.h"
@@ -113,12 +116,23 @@ double max_abs_error(const coil::Tensor& a, const coil::Tensor& b) {
   return worst;
 }
 
-// A graph file: the text format, or a torch.export archive (.pt2) with its weights.
+// A program of the torch.compile adapter (fx JSON, as COIL_DUMP_DIR writes them): its graph.
+coil::Graph load_fx_program(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw coil::Error("cannot read " + file);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return coil::graph_from_fx(text.str());
+}
+
+// A graph file: the text format, a torch.export archive (.pt2) with its weights, or an adapter's
+// program (.json; its inputs are all given per call, so it has no weights).
 std::pair<coil::Graph, coil::TensorMap> load_graph(const std::string& file) {
   if (file.ends_with(".pt2")) {
     coil::Pt2Program p = coil::load_pt2(file);
     return {std::move(p.graph), std::move(p.weights)};
   }
+  if (file.ends_with(".json")) return {load_fx_program(file), {}};
   coil::Graph g = coil::parse_graph_file(file);
   std::string dir = std::filesystem::path(file).parent_path().string();
   coil::TensorMap weights = coil::load_weights(g, dir.empty() ? "." : dir);
@@ -126,7 +140,9 @@ std::pair<coil::Graph, coil::TensorMap> load_graph(const std::string& file) {
 }
 
 int check(const std::string& file) {  // the graph only: a .coil file's weights need not be there
-  coil::Graph g = file.ends_with(".pt2") ? coil::load_pt2(file).graph : coil::parse_graph_file(file);
+  coil::Graph g = file.ends_with(".pt2")    ? coil::load_pt2(file).graph
+                  : file.ends_with(".json") ? load_fx_program(file)
+                                            : coil::parse_graph_file(file);
   std::cout << coil::print_graph(g);
   return 0;
 }
@@ -333,11 +349,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string check_file;
   auto* check_cmd = app.add_subcommand("check", "Verify a graph file and print it in normalized form");
-  check_cmd->add_option("FILE", check_file, "graph file (.coil, or a torch.export .pt2)")->required();
+  check_cmd->add_option("FILE", check_file, "graph file (.coil, a torch.export .pt2, or an adapter program .json)")->required();
 
   CompileCmd cc;
   auto* compile_cmd = app.add_subcommand("compile", "Compile a graph: print a stage of the pipeline, or write a package (-o)");
-  compile_cmd->add_option("FILE", cc.files, "graph file (.coil or a torch.export .pt2); several with --emit cubin")->required();
+  compile_cmd->add_option("FILE", cc.files, "graph file (.coil, a torch.export .pt2, or an adapter program .json); several with --emit cubin")->required();
   compile_cmd->add_option("-o,--output", cc.output, "write a compiled package (.coilpkg: graph, weights, kernels) for --device");
   compile_cmd->add_option("--cache-dir", cc.cache_dir, "kernel cache folder while compiling a package");
   compile_cmd->add_option("--emit", cc.emit, "the stage to print (cubin: build the CUDA code with NVRTC and report)")
@@ -352,7 +368,7 @@ int main(int argc, char** argv) {
 
   RunOptions run_options;
   auto* run_cmd = app.add_subcommand("run", "Run a graph on inputs (random from a seed unless --inputs is given)");
-  run_cmd->add_option("FILE", run_options.file, "graph file (.coil, a torch.export .pt2, or a compiled .coilpkg)")->required();
+  run_cmd->add_option("FILE", run_options.file, "graph file (.coil, a torch.export .pt2, an adapter program .json, or a compiled .coilpkg)")->required();
   run_cmd->add_option("--inputs", run_options.inputs, "a .safetensors file with one tensor per graph input");
   run_cmd->add_option("--seed", run_options.seed, "seed for random inputs")->default_val(0);
   run_cmd->add_option("--size", run_options.sizes, "a size symbol's value for random inputs, NAME=VALUE (repeatable)");

@@ -90,8 +90,10 @@ class Executable {
   // The same on a caller's CUDA stream (a CUstream; nullptr: the legacy default stream).
   std::vector<Tensor> run_on_stream(const TensorMap& inputs, const TensorMap& weights, void* stream) const;
   // The same with the inputs in the graph's order (Graph::input_nodes): no names to look up, what
-  // the torch.compile adapter calls a few hundred times a training step.
-  std::vector<Tensor> run_on_stream(const std::vector<Tensor>& inputs, const TensorMap& weights, void* stream) const;
+  // the torch.compile adapter calls a few hundred times a training step. On a GPU the run lets
+  // go of each device input once its last reader is enqueued (GpuPlan::run): an input moved in
+  // with its only reference is freed there, in stream order.
+  std::vector<Tensor> run_on_stream(std::vector<Tensor> inputs, const TensorMap& weights, void* stream) const;
   // Waits for every run on the GPU and throws the first error of those that had not reported.
   void synchronize() const;
   // Graph outputs that are new values of graph inputs (`inputs`: per output, the index of the

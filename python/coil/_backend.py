@@ -153,12 +153,27 @@ def device_memory(index):
     return _coil.DeviceMemory(index)
 
 
+def _dump(program, folder):
+    """Writes `program` (fx JSON) to `folder` as graph-N.json, N the next free number."""
+    os.makedirs(folder, exist_ok=True)
+    n = 0
+    while True:
+        try:
+            with open(os.path.join(folder, f"graph-{n}.json"), "x") as f:
+                f.write(program)
+            return
+        except FileExistsError:
+            n += 1
+
+
 def _load(entry, device, options, frozen_tensors, kept=False, eager=None, check_inputs=False):
     """The runner of a program (`entry`) on `device` (a torch.device); `kept`: the program came
     from the cache (AOTAutograd skipped); `eager`: the graph in PyTorch, run where coil fails."""
     keys = [f"frozen{i}" for i in frozen_tensors]
     ptrs = [t.data_ptr() for t in frozen_tensors.values()]
     allow_tf32 = torch.get_float32_matmul_precision() != "highest" or torch.backends.cuda.matmul.allow_tf32
+    if os.environ.get("COIL_DUMP_DIR"):  # each program, for `coil compile FILE.json`
+        _dump(entry["program"], os.environ["COIL_DUMP_DIR"])
     started = time.perf_counter()
     compiled = _coil.Compiled(entry["program"], device.type, device_index=device.index or 0, allow_tf32=allow_tf32,
                               autotune=options.get("autotune", True), weight_keys=keys, weight_ptrs=ptrs,
@@ -301,7 +316,9 @@ def _compile_forward(gm, options, frozen_tensors, check_inputs=False, any_layout
     any_layout = any_layout if device.type == "cuda" else ()
     seeded = _random.with_seed(gm, device)  # random nodes drawn by coil from a seed given per call
     if seeded is None:
-        return _applied(_compile_module(gm, options, frozen_tensors, check_inputs, device, any_layout), updates)
+        # A backward graph split into parts takes its arguments in a list (see _boxed).
+        list_call = check_inputs and not updates
+        return _applied(_compile_module(gm, options, frozen_tensors, check_inputs, device, any_layout, list_call), updates)
     seeded.meta["coil_updates"] = updates
     return _random.seeded(_applied(_compile_module(seeded, options, frozen_tensors, check_inputs, device, any_layout),
                                    updates), device)
@@ -313,8 +330,9 @@ def _applied(compiled, updates):
     return compiled if isinstance(compiled, _runner.Runner) else _updates.applied(compiled, updates)
 
 
-def _compile_module(gm, options, frozen_tensors, check_inputs, device, any_layout=()):
-    """`gm` compiled whole, or split into the parts coil takes and the rest."""
+def _compile_module(gm, options, frozen_tensors, check_inputs, device, any_layout=(), list_call=False):
+    """`gm` compiled whole, or split into the parts coil takes and the rest (called with its
+    arguments in one list where `list_call`)."""
     values = _placeholder_values(gm)
     unsupported = [n for n in gm.graph.nodes if n.op == "call_function" and not _node_supported(n, device)]
     takes_inputs = all(_takes_input(n, device) for n in gm.graph.nodes if n.op == "placeholder")
@@ -329,12 +347,26 @@ def _compile_module(gm, options, frozen_tensors, check_inputs, device, any_layou
         _fallback_report(gm, eager)
     if library:
         _library_report(library)
-    return _partition(gm, device, options)
+    return _partition(gm, device, options, list_call)
 
 
-def _partition(gm, device, options):
+class _ListCall(torch.fx.graph.CodeGen):
+    """Generated code that takes the graph's arguments in one list and empties it: each argument
+    then lives only until its last reader in the graph is done (fx drops every value after its
+    last use), not until the call returns. A backward graph's saved activations go layer by layer."""
+
+    def gen_fn_def(self, free_vars, maybe_return_annotation, **kwargs):
+        names = [v.split(":")[0].split("=")[0].strip() for v in free_vars if v != "self"]
+        head = f"def {self._func_name}(self, coil_arguments){maybe_return_annotation}:"
+        if not names:
+            return head + "\n    coil_arguments.clear()"
+        return head + f"\n    {', '.join(names)}, = coil_arguments\n    coil_arguments.clear()"
+
+
+def _partition(gm, device, options, list_call=False):
     """`gm` split into the parts coil compiles, each called by a runner that checks the layout of
-    what PyTorch hands it, and the rest, run by PyTorch."""
+    what PyTorch hands it, and the rest, run by PyTorch. `list_call`: the split graph takes its
+    arguments in one list, which it empties (_ListCall)."""
     from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
     from torch.fx.passes.operator_support import OperatorSupportBase
 
@@ -356,6 +388,9 @@ def _partition(gm, device, options):
             continue
         delattr(split, node.target)  # a plain attribute from here on, called without nn.Module hooks
         setattr(split, node.target, runner)
+    if list_call:
+        split.graph.set_codegen(_ListCall())
+        split.list_call = True
     split.recompile()
     return split
 
@@ -518,6 +553,10 @@ def _boxed(fn):
     def call(args):
         held = list(args)
         args.clear()
+        if isinstance(fn, _runner.Runner):
+            return fn.boxed(held)
+        if getattr(fn, "list_call", False):  # a split graph (_ListCall)
+            return fn(held)
         return fn(*held)
 
     call._boxed_call = True

@@ -147,6 +147,15 @@ class Runner:
         self.device_index = self.cuda if self.cuda is not None else -1  # Tensor.get_device()'s
         # per result, the coil output it is (most are), else None: _result's recipe
         self.direct = [step[1] if step[0] == "coil" else None for step in self.recipe]
+        # The inputs (by their index among those coil is given) a boxed call hands over to the
+        # run, which frees each once its last reader is enqueued: those of a graph fed by PyTorch
+        # (a backward graph's saved activations and gradients; their layouts checked per call)
+        # that no result or update reads after the run.
+        self.consumable = []
+        if check_inputs and self.cuda is not None:
+            kept = {p for _, p in self.updates} | {step[1] for step in self.recipe if step[0] == "arg"}
+            kept |= {self.per_call[step[1]] for step in self.recipe if step[0] == "input_view"}
+            self.consumable = [k for k, i in enumerate(self.per_call) if i not in kept and i not in self.moves]
 
     def _pointer(self, i, arg, k):
         """Argument `i` (coil's input `k`) mended: moved to the graph's device, or, for a part fed
@@ -183,10 +192,16 @@ class Runner:
             held.append(arg)
         return held
 
-    def _run(self, args):
+    def _run(self, args, handing=False):
         held = self._held(args)
         ptrs = [t.data_ptr() for t in held]
-        outs = self.compiled.run(ptrs, self.stream(self.cuda) if self.stream is not None else 0)
+        owners = None
+        if handing:  # `args` is the caller's list: the run gets the only references
+            owners = [None] * len(held)
+            per_call = self.per_call
+            for k in self.consumable:
+                owners[k], held[k], args[per_call[k]] = held[k], None, None
+        outs = self.compiled.run(ptrs, self.stream(self.cuda) if self.stream is not None else 0, owners)
         if self.fixups is None:
             self.fixups = [_output_fixup(o, w, self.device) for o, w in zip(outs, self.layouts)] if self.layouts else []
         for k, fix in enumerate(self.fixups):
@@ -214,6 +229,29 @@ class Runner:
         try:
             return self._finish(self._run(args), args)
         except (LayoutError, _coil.CoilError) as e:
-            self.warn(f"coil: a compiled graph runs in PyTorch eager from here on: {e} (a bug in coil)")
+            return self._fall_back(e, args)
+
+    def _fall_back(self, error, args):
+        self.warn(f"coil: a compiled graph runs in PyTorch eager from here on: {error} (a bug in coil)")
+        self.broken = True
+        return self._eager(args)
+
+    def boxed(self, args):
+        """A call with the arguments in a list the call owns (AOTAutograd's boxed convention):
+        the inputs in `consumable` are freed as soon as the run is done with them. Not on a first
+        call, which checks coil's outputs and may still fall back to eager; an earlier run's error
+        is raised before anything is handed over, so eager can still run instead."""
+        if self.broken or not self.consumable or self.fixups is None:
+            return self(*args)
+        try:
+            self.compiled.check_pending()
+        except _coil.CoilError as e:
+            if self.eager is None:
+                raise
+            return self._fall_back(e, args)
+        try:
+            return self._finish(self._run(args, handing=True), args)
+        except (LayoutError, _coil.CoilError) as e:
             self.broken = True
-            return self._eager(args)
+            raise RuntimeError(f"coil: a compiled graph failed after freeing its inputs, so PyTorch eager cannot run "
+                               f"it instead: {e} (a bug in coil)") from e

@@ -12,6 +12,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -75,13 +77,32 @@ class DeviceMemory {
     d["reuses"] = s.reuses;
     d["peak_live_bytes"] = s.peak_live_bytes;
     d["peak_held_bytes"] = s.peak_held_bytes;
+    d["requested_bytes"] = s.requested_bytes;
+    d["peak_requested_bytes"] = s.peak_requested_bytes;
     return d;
   }
   void release_cached() { allocator_->release_cached(); }
+  void reset_peaks() { allocator_->reset_peaks(); }
   const std::shared_ptr<coil::cuda::DeviceAllocator>& allocator() const { return allocator_; }
 
  private:
   std::shared_ptr<coil::cuda::DeviceAllocator> allocator_;
+};
+
+// A reference to a Python object that a run holds without the GIL: dropped under it.
+class Owner {
+ public:
+  explicit Owner(PyObject* object) : object_(object) {}  // takes over the reference
+  ~Owner() {
+    PyGILState_STATE state = PyGILState_Ensure();
+    Py_DECREF(object_);
+    PyGILState_Release(state);
+  }
+  Owner(const Owner&) = delete;
+  Owner& operator=(const Owner&) = delete;
+
+ private:
+  PyObject* object_;
 };
 
 // A compiled graph, run on the data pointers of its inputs (in the compiled layout).
@@ -124,10 +145,24 @@ class Compiled {
     }
   }
 
-  nb::list run(const std::vector<uintptr_t>& ptrs, uintptr_t stream) const {
+  // `owners` (optional): per input, the tensor whose memory it is, handed over (the list is
+  // emptied) or None. The run lets go of a handed tensor once its last reader is enqueued, so a
+  // caller that held it only through this list (a backward graph's saved activations) has it
+  // freed there, in stream order, for the graph's later steps to reuse.
+  nb::list run(const std::vector<uintptr_t>& ptrs, uintptr_t stream, std::optional<nb::list> owners) const {
     if (ptrs.size() != inputs_.size())
       throw coil::Error("the compiled graph takes " + std::to_string(inputs_.size()) + " inputs, got " + std::to_string(ptrs.size()));
+    if (owners && owners->size() != ptrs.size())
+      throw coil::Error("the compiled graph takes " + std::to_string(ptrs.size()) + " owners, got " + std::to_string(owners->size()));
     const auto called = std::chrono::steady_clock::now();
+    std::vector<std::shared_ptr<Owner>> handed(ptrs.size());
+    if (owners) {
+      for (size_t i = 0; i < ptrs.size(); ++i) {
+        nb::object o = (*owners)[i];
+        if (!o.is_none()) handed[i] = std::make_shared<Owner>(o.release().ptr());
+      }
+      PyList_SetSlice(owners->ptr(), 0, PY_SSIZE_T_MAX, nullptr);
+    }
     std::vector<coil::Tensor> outs;
     {
       nb::gil_scoped_release unlocked;
@@ -135,9 +170,12 @@ class Compiled {
       inputs.reserve(ptrs.size());
       for (size_t i = 0; i < ptrs.size(); ++i) {
         const coil::Tensor& t = inputs_[i].second;
-        inputs.push_back(coil::Tensor::borrow(reinterpret_cast<void*>(ptrs[i]), t.dtype(), t.sizes(), t.strides(), 0, t.device()));
+        std::function<void(void*)> release;
+        if (handed[i]) release = [owner = std::move(handed[i])](void*) {};  // the owner goes with the last view
+        inputs.push_back(coil::Tensor::borrow(reinterpret_cast<void*>(ptrs[i]), t.dtype(), t.sizes(), t.strides(), 0, t.device(),
+                                              std::move(release)));
       }
-      outs = exe_.run_on_stream(inputs, weights_, reinterpret_cast<void*>(stream));
+      outs = exe_.run_on_stream(std::move(inputs), weights_, reinterpret_cast<void*>(stream));
     }
     const auto ran = std::chrono::steady_clock::now();
     nb::list result;  // None for an output written over its input (compute_outputs_in_inputs)
@@ -149,6 +187,12 @@ class Compiled {
   }
 
   std::vector<int> compute_outputs_in_inputs(const std::vector<int>& inputs) { return exe_.compute_outputs_in_inputs(inputs); }
+
+  // Throws the first error of earlier runs on the GPU that finished (none on the CPU).
+  void check_pending() const {
+    nb::gil_scoped_release unlocked;
+    if (exe_.gpu_plan) exe_.gpu_plan->check_pending(false);
+  }
 
   nb::dict stats() const {
     nb::dict d;
@@ -245,14 +289,18 @@ NB_MODULE(_coil, m) {
   nb::class_<DeviceMemory>(m, "DeviceMemory", "One GPU's caching allocator, shared by the compiled graphs given it.")
       .def(nb::init<int>(), nb::arg("device_index"))
       .def("stats", &DeviceMemory::stats, "live_bytes, cached_bytes, driver_allocations, reuses, peak_live_bytes, peak_held_bytes")
-      .def("release_cached", &DeviceMemory::release_cached, "Gives every cached block back to the driver.");
+      .def("release_cached", &DeviceMemory::release_cached, "Gives every cached block back to the driver.")
+      .def("reset_peaks", &DeviceMemory::reset_peaks, "The peaks start again from what is held now.");
   nb::class_<Compiled>(m, "Compiled")
       .def(nb::init<const std::string&, const std::string&, int, bool, bool, const std::vector<std::string>&,
                     const std::vector<uintptr_t>&, const std::string&, const DeviceMemory*>(),
            nb::arg("program"), nb::arg("device"), nb::arg("device_index") = 0, nb::arg("allow_tf32") = false, nb::arg("autotune") = true,
            nb::arg("weight_keys") = std::vector<std::string>{}, nb::arg("weight_ptrs") = std::vector<uintptr_t>{},
            nb::arg("cache_dir") = "", nb::arg("memory").none() = nb::none())
-      .def("run", &Compiled::run, nb::arg("ptrs"), nb::arg("stream") = 0)
+      .def("run", &Compiled::run, nb::arg("ptrs"), nb::arg("stream") = 0, nb::arg("owners").none() = nb::none(),
+           "Runs on the inputs' data pointers; `owners`: per input its tensor or None, handed over (the list is "
+           "emptied) so that the run frees each once its last reader is enqueued.")
+      .def("check_pending", &Compiled::check_pending, "Raises the first error of earlier GPU runs that finished.")
       .def("compute_outputs_in_inputs", &Compiled::compute_outputs_in_inputs, nb::arg("inputs"),
            "Per output, the index of the input it updates or -1; returns those granted: such an output is "
            "written over its input where the input is used in place, and run() returns None for it.")

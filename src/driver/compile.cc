@@ -62,8 +62,8 @@ std::vector<Tensor> Executable::run_on_stream(const TensorMap& inputs, const Ten
   return gpu_plan->run(inputs, weights, stream);
 }
 
-std::vector<Tensor> Executable::run_on_stream(const std::vector<Tensor>& inputs, const TensorMap& weights, void* stream) const {
-  if (gpu_plan) return gpu_plan->run(inputs, weights, stream);
+std::vector<Tensor> Executable::run_on_stream(std::vector<Tensor> inputs, const TensorMap& weights, void* stream) const {
+  if (gpu_plan) return gpu_plan->run(std::move(inputs), weights, stream);
   const Graph& graph = plan->graph;
   auto nodes = graph.input_nodes();
   if (inputs.size() != nodes.size()) fail("graph {} takes {} inputs, got {}", graph.name, nodes.size(), inputs.size());

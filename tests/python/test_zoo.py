@@ -20,6 +20,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from bench.zoo import check, models, report  # noqa: E402
+from conftest import TORCH_DEVICES  # noqa: E402
 
 coil = pytest.importorskip("coil")
 coil.register()  # only needed for a build tree on PYTHONPATH (the GPU machine); installed: the entry point
@@ -122,27 +123,37 @@ def _gradients(model, inputs, run):
     out = run(*inputs)
     outs = out if isinstance(out, (tuple, list)) else [out]
     g = torch.Generator().manual_seed(7)
-    loss = sum((o.float() * torch.randn(o.shape, generator=g)).sum() for o in outs if o.is_floating_point())
+    loss = sum((o.float() * torch.randn(o.shape, generator=g).to(o.device)).sum() for o in outs if o.is_floating_point())
     loss.backward()
     return {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
 @pytest.mark.parametrize("name", TRAINING_CASES)
-def test_zoo_model_gradients_match_eager(name):
+@pytest.mark.parametrize("device", TORCH_DEVICES)
+def test_zoo_model_gradients_match_eager(device, name):
     """Judged against f64: these small random models are ill-conditioned (BatchNorm over a
     batch of 2 at 1x1 in ResNet's last stage amplifies every rounding), so eager's f32
     gradients are themselves up to ~0.5% of the largest off; coil's must be no further from the
-    f64 gradients than twice eager's, element for element's worst, per parameter."""
+    f64 gradients than twice eager's, element for element's worst, per parameter. On CUDA (the
+    GPU suite) the steps run twice, so that the second backward frees its saved activations as
+    it goes (a first call keeps them, to fall back to eager)."""
     import copy
 
-    model, inputs = models.make(name, "small", "cpu", torch.float32)
+    model, inputs = models.make(name, "small", device, torch.float32)
     model = _without_dropout(model.train())
     twin, exact = copy.deepcopy(model), copy.deepcopy(model).double()
     want = _gradients(twin, inputs, twin)
     reference = _gradients(exact, [i.double() if i.is_floating_point() else i for i in inputs], exact)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        got = _gradients(model, inputs, torch.compile(model, backend="coil"))
+        compiled = torch.compile(model, backend="coil")
+        if device == "cuda":  # the running statistics are judged after one step: the first step's restored
+            saved = {k: b.clone() for k, b in model.named_buffers()}
+            _gradients(model, inputs, compiled)
+            with torch.no_grad():
+                for k, b in model.named_buffers():
+                    b.copy_(saved[k])
+        got = _gradients(model, inputs, compiled)
     said = check.coil_messages(caught)
     assert not said["compile_errors"] and not said["fallback_ops"] and not said["other"], said
     assert set(got) == set(want) == set(reference) and want
@@ -152,8 +163,15 @@ def test_zoo_model_gradients_match_eager(name):
         ours = (got[key].double() - r).abs().max().item()
         theirs = (want[key].double() - r).abs().max().item()
         assert ours <= 2 * theirs + 1e-5 * scale, f"{key}: coil off f64 by {ours:.3g}, eager by {theirs:.3g} (scale {scale:.3g})"
-    # BatchNorm's running statistics, judged the same way.
+    # BatchNorm's running statistics, judged the same way; a running mean against its channels'
+    # deviation (a mean that is 0 in exact arithmetic, after a bias-free 1x1 convolution of
+    # normalized values, is rounding noise of the values' size: eager CUDA's came out at 2e-16 and
+    # coil's at 6e-8 in MobileNetV3).
+    exact_buffers = dict(exact.named_buffers())
     for (key, b), (_, e), (_, r) in zip(model.named_buffers(), twin.named_buffers(), exact.named_buffers()):
         if b.is_floating_point():
             ours, theirs = (b.double() - r).abs().max().item(), (e.double() - r).abs().max().item()
-            assert ours <= 2 * theirs + 1e-6 * r.abs().max().item(), f"{key}: coil off f64 by {ours:.3g}, eager by {theirs:.3g}"
+            scale = r.abs().max().item()
+            if key.endswith("running_mean") and key.replace("running_mean", "running_var") in exact_buffers:
+                scale = max(scale, exact_buffers[key.replace("running_mean", "running_var")].max().item() ** 0.5)
+            assert ours <= 2 * theirs + 1e-6 * scale, f"{key}: coil off f64 by {ours:.3g}, eager by {theirs:.3g}"

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 #include "coil/coil.h"
 #include "runtime/cuda/cublaslt.h"
@@ -476,6 +477,46 @@ TEST(CudaGpu, DeviceTensorsInAndOut) {
   wrong.erase("x");
   wrong.emplace("x", Tensor::borrow(x.data(), x.dtype(), x.sizes(), {1, 700}, 0, x.device()));
   EXPECT_NE(testing::message_of([&] { exe.run(wrong); }).find("strides [1, 700]"), std::string::npos);
+}
+
+// A run holds each input only until its last reader is enqueued, and takes each output's memory
+// at its first writer: %x handed over (the caller keeping no reference), the output %y, written
+// by the product after %x's one reader, reuses %x's block, so two of them are never live at once.
+// A caller that keeps %x keeps its memory (the run lets go of its own reference only).
+TEST(CudaGpu, InputsHandedOverAreFreedAfterTheirLastReader) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  Graph g = parse("  %x = input() : f32[1024, 1024]\n  %w = input() : f32[1024, 16]\n  %v = input() : f32[16, 1024]\n"
+                  "  %a = mm(%x, %w)\n  %y = mm(%a, %v)\n  return %y\n");
+  auto ctx = cuda::Context::open(0);
+  auto memory = std::make_shared<cuda::DeviceAllocator>(ctx);
+  Executable exe = compile(g, {.cache_dir = fresh_cache("handed"), .device = "cuda", .device_memory = memory, .autotune = false});
+  ASSERT_EQ(exe.gpu_plan->lowered.program.kernels.size(), 2u) << exe.source;
+  TensorMap host = random_inputs(g, 3);
+  const Tensor want = evaluate_reference(g, host)[0];
+  int freed = 0;
+  auto put = [&](const Tensor& h) {
+    size_t bytes = static_cast<size_t>(h.numel()) * dtype_size(h.dtype());
+    cuda::DevicePtr p = memory->allocate(bytes, nullptr);
+    ctx->copy_to_device(p, h.data(), bytes, nullptr);
+    return Tensor::borrow(reinterpret_cast<void*>(p), h.dtype(), h.sizes(), h.strides(), 0, Device{Device::Kind::cuda, 0},
+                          [memory, &freed](void* q) { memory->free(reinterpret_cast<cuda::DevicePtr>(q), nullptr), ++freed; });
+  };
+  std::map<bool, size_t> peak;
+  for (bool handed : {true, false}) {
+    freed = 0;
+    Tensor x = put(host.at("x"));
+    std::vector<Tensor> inputs{x, put(host.at("w")), put(host.at("v"))};
+    if (handed) x = Tensor();
+    memory->reset_peaks();
+    Tensor y = exe.run_on_stream(std::move(inputs), {}, nullptr)[0];
+    EXPECT_EQ(freed, handed ? 3 : 2) << "handed " << handed;  // the caller's %x stays
+    ctx->synchronize(nullptr);
+    peak[handed] = memory->stats().peak_live_bytes;
+    OnDevice dev{*ctx, {}};
+    expect_close(dev.get(y), want, fmt::format("handed {}", handed));
+  }
+  const size_t block = size_t{1} << 22;
+  EXPECT_LT(peak[true] + block / 2, peak[false]) << "the output did not reuse the memory of the input handed over";
 }
 
 TEST(CudaGpu, DeviceRunsReportErrorsLater) {

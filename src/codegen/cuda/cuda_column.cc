@@ -143,6 +143,8 @@ void CudaEmitter::column_spread(size_t i, int g, const std::string& in) {
 // ticket back to zero (the runtime zeroes a stream's scratch once, not before every launch) and
 // alone goes on to the stores. Afterwards every thread holds the results, as later passes read
 // them. bf16 16384x8192 sum over dim 0, 16 splits of 32x4 threads, on an H100: 0.0921 -> 0.0908 ms.
+constexpr int kUnrolledSplits = 32;
+
 void CudaEmitter::column_combine(size_t first, size_t end, const std::string& in) {
   if (column_flat(config_)) return;  // each thread reduced its columns alone
   std::vector<size_t> steps;
@@ -178,7 +180,9 @@ void CudaEmitter::column_combine(size_t first, size_t end, const std::string& in
       if (i != steps.front() || g > 0) out("{}__syncthreads();", in);  // the previous round's results are read
       each_column(group, in, [&](const std::string& at) {
         out("{}{} v = {};", at, partial_type(i).first, partial_type(i).second);
-        out("{}#pragma unroll", at);
+        // unrolled whole only for a few splits: ResNet-50's batch-norm statistics had 528,
+        // whose unrolled Welford merges took NVRTC 10 s a kernel (units of 50 s)
+        out("{}#pragma unroll{}", at, splits <= kUnrolledSplits ? "" : fmt::format(" {}", kUnrolledSplits / 4));
         out("{}for (int q = 0; q < {}; ++q) v = {}(v, coil_rt::load_l2({} + (tile * {} + q) * {} + {}));", at, splits, combiner_of(i),
             split_partials(layout, i), splits, layout.width, column_of(config_.vector, group, g));
         out("{}cs{}[c] = v;", at, i);

@@ -36,7 +36,8 @@ DevicePtr DeviceAllocator::allocate(size_t bytes, Stream stream) {
   auto it = cached_.lower_bound({stream, size});
   if (it != cached_.end() && it->first.first == stream && it->first.second <= 2 * size) {
     DevicePtr p = it->second;
-    live_[p] = it->first.second;
+    live_[p] = {it->first.second, bytes};
+    stats_.requested_bytes += bytes;
     stats_.cached_bytes -= it->first.second;
     stats_.live_bytes += it->first.second;
     ++stats_.reuses;
@@ -52,7 +53,8 @@ DevicePtr DeviceAllocator::allocate(size_t bytes, Stream stream) {
     release_cached_locked();  // out of memory, perhaps only because of the cache: retry once
     p = backend_.allocate(size);
   }
-  live_[p] = size;
+  live_[p] = {size, bytes};
+  stats_.requested_bytes += bytes;
   stats_.live_bytes += size;
   ++stats_.driver_allocations;
   note_peaks();
@@ -62,6 +64,7 @@ DevicePtr DeviceAllocator::allocate(size_t bytes, Stream stream) {
 void DeviceAllocator::note_peaks() {
   stats_.peak_live_bytes = std::max(stats_.peak_live_bytes, stats_.live_bytes);
   stats_.peak_held_bytes = std::max(stats_.peak_held_bytes, stats_.live_bytes + stats_.cached_bytes);
+  stats_.peak_requested_bytes = std::max(stats_.peak_requested_bytes, stats_.requested_bytes);
 }
 
 void DeviceAllocator::free(DevicePtr p, Stream stream) {
@@ -69,9 +72,11 @@ void DeviceAllocator::free(DevicePtr p, Stream stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = live_.find(p);
   COIL_CHECK(it != live_.end()) << "freeing device memory the allocator did not hand out";
-  cached_.emplace(std::make_pair(stream, it->second), p);
-  stats_.live_bytes -= it->second;
-  stats_.cached_bytes += it->second;
+  const auto [size, requested] = it->second;
+  cached_.emplace(std::make_pair(stream, size), p);
+  stats_.live_bytes -= size;
+  stats_.requested_bytes -= requested;
+  stats_.cached_bytes += size;
   live_.erase(it);
 }
 
@@ -89,6 +94,12 @@ void DeviceAllocator::release_cached_locked() {
 DeviceAllocator::Stats DeviceAllocator::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return stats_;
+}
+
+void DeviceAllocator::reset_peaks() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.peak_live_bytes = stats_.peak_held_bytes = stats_.peak_requested_bytes = 0;
+  note_peaks();
 }
 
 }  // namespace coil::cuda

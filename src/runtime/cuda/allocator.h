@@ -34,9 +34,12 @@ class DeviceAllocator {
   struct Stats {
     size_t live_bytes = 0, cached_bytes = 0;
     size_t peak_live_bytes = 0, peak_held_bytes = 0;  // highest live, and live + cached, so far
+    // what the live blocks were asked for (a block serves requests down to half its size), and its peak
+    size_t requested_bytes = 0, peak_requested_bytes = 0;
     size_t driver_allocations = 0, reuses = 0;
   };
   Stats stats() const;
+  void reset_peaks();  // the peaks start again from what is held now
 
   static size_t round_size(size_t bytes);
 
@@ -46,7 +49,7 @@ class DeviceAllocator {
   Backend backend_;
   mutable std::mutex mutex_;
   std::multimap<std::pair<Stream, size_t>, DevicePtr> cached_;
-  std::map<DevicePtr, size_t> live_;
+  std::map<DevicePtr, std::pair<size_t, size_t>> live_;  // block size, bytes requested
   Stats stats_;
 };
 

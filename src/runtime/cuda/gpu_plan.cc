@@ -222,6 +222,14 @@ const GpuPlan::RunLayout& GpuPlan::run_layout() const {
         l.constants.push_back(b);
       else if (buf.role == loop::Buffer::Role::output)
         l.outputs.push_back(b);
+      if (buf.role == loop::Buffer::Role::output && memory.first_use[b] >= 0)
+        l.temporaries_before[static_cast<size_t>(memory.first_use[b])].push_back(b);
+    }
+    l.inputs_after.resize(lowered.program.kernels.size());
+    for (size_t i = 0; i < lowered.input_buffers.size(); ++i) {
+      auto b = static_cast<size_t>(lowered.input_buffers[i]);
+      bool returned = std::count(lowered.output_buffers.begin(), lowered.output_buffers.end(), lowered.input_buffers[i]) > 0;
+      if (memory.last_use[b] >= 0 && !returned) l.inputs_after[static_cast<size_t>(memory.last_use[b])].push_back(i);
     }
   });
   return layout_;
@@ -235,10 +243,10 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
     if (it == inputs.end()) fail("graph {}: missing input %{}", graph.name, name);
     given.push_back(it->second);
   }
-  return run(given, weights, stream);
+  return run(std::move(given), weights, stream);
 }
 
-std::vector<Tensor> GpuPlan::run(const std::vector<Tensor>& inputs, const TensorMap& weights, cuda::Stream stream) const {
+std::vector<Tensor> GpuPlan::run(std::vector<Tensor> inputs, const TensorMap& weights, cuda::Stream stream) const {
   using Clock = std::chrono::steady_clock;
   const auto started = Clock::now();
   HostTimes spent;
@@ -340,8 +348,12 @@ std::vector<Tensor> GpuPlan::run(const std::vector<Tensor>& inputs, const Tensor
       in_input[o] = true;
     }
     for (size_t b : layout.constants) ptrs[b] = constant_on_device(b, symbols, stream);
-    for (size_t b : layout.outputs)
-      if (!ptrs[b]) take(b);
+    for (size_t b : layout.outputs)  // those no step writes; the others at their first writer
+      if (!ptrs[b] && memory.first_use[b] < 0) take(b);
+    // Per input, whether an output is computed in its memory (then it stays the caller's).
+    std::vector<bool> written_over(inputs.size(), false);
+    for (size_t o = 0; o < output_over_input.size(); ++o)
+      if (output_over_input[o] >= 0 && in_input[o]) written_over[static_cast<size_t>(output_over_input[o])] = true;
     if (status_words) {  // else no kernel writes them: kernels get a null status pointer
       status = allocator->allocate(status_bytes, stream);
       ctx.fill_zero(status, status_bytes, stream);
@@ -352,6 +364,7 @@ std::vector<Tensor> GpuPlan::run(const std::vector<Tensor>& inputs, const Tensor
     auto allocate = [&](size_t k) {
       const auto from = Clock::now();
       for (size_t b : layout.temporaries_before[k]) {
+        if (ptrs[b]) continue;  // an output computed in an input's memory
         if (int a = memory.in_place_of[b]; a >= 0) {
           ptrs[b] = ptrs[static_cast<size_t>(a)];
           owned[b] = owned[static_cast<size_t>(a)];
@@ -370,6 +383,8 @@ std::vector<Tensor> GpuPlan::run(const std::vector<Tensor>& inputs, const Tensor
         owned[ub] = false;
         ptrs[ub] = 0;
       }
+      for (size_t i : layout.inputs_after[k])  // its last reader is enqueued: the run's hold ends
+        if (!written_over[i] && inputs[i].device().kind == Device::Kind::cuda) inputs[i] = Tensor();
       spent.memory_ns += since(from);
     };
     std::vector<int> group_at(nk, -1);  // the group starting at a step, where on

@@ -97,8 +97,11 @@ struct GpuPlan {
   // by a later run or by check_pending.
   std::vector<Tensor> run(const TensorMap& inputs, const TensorMap& weights, cuda::Stream stream = nullptr) const;
   // The same with the inputs in graph order (Graph::input_nodes), as the torch.compile adapter
-  // calls it: no names looked up, and a graph of static sizes binds no symbols.
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs, const TensorMap& weights, cuda::Stream stream) const;
+  // calls it: no names looked up, and a graph of static sizes binds no symbols. The run holds
+  // each device input only until its last reader is enqueued: a caller that moves its only
+  // reference in (a backward graph's saved activations) has it freed there, in stream order,
+  // for the later steps to reuse. Outputs, too, are allocated at their first writer.
+  std::vector<Tensor> run(std::vector<Tensor> inputs, const TensorMap& weights, cuda::Stream stream) const;
   // Throws the first error of earlier device-output runs that finished (all of them: `wait`).
   void check_pending(bool wait) const;
 
@@ -166,7 +169,8 @@ struct GpuPlan {
   // its start (outputs not computed over an input).
   struct RunLayout {
     std::vector<int> input_nodes, weight_nodes;
-    std::vector<std::vector<size_t>> temporaries_before;  // per step
+    std::vector<std::vector<size_t>> temporaries_before;  // per step (graph outputs too, at their first writer)
+    std::vector<std::vector<size_t>> inputs_after;        // per step: the inputs (by index) no later step reads
     std::vector<size_t> constants, outputs;
   };
   const RunLayout& run_layout() const;
