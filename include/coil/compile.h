@@ -106,6 +106,13 @@ class Executable {
   // Per graph output, the strides a run gives it: its value's declared ones, or those the
   // compiler picked for an any_layout output (Graph::any_layout_outputs).
   std::vector<SymShape> output_strides() const;
+  // Per graph output, the sizes, strides and dtype of the tensor a run gives it (the adapter
+  // decides before a first run how to hand each to PyTorch).
+  struct OutputLayout {
+    SymShape sizes, strides;
+    DType dtype;
+  };
+  std::vector<OutputLayout> output_layouts() const;
 
   CompileStats stats;
   std::string source;           // the generated C++ or CUDA C++

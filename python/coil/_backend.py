@@ -526,9 +526,14 @@ def _compile_graph(gm, example_inputs, mode, options):
     direct = []  # the runner, when AOTAutograd's wrappers have nothing to do around it
     from torch._functorch.aot_autograd import aot_module_simplified
 
+    # The compilers below outlive this call (AOTAutograd keeps them for a lazy backward): they must
+    # not hold Dynamo's example inputs, the first call's tensors (GPT-2's first logits, 785 MiB,
+    # stayed alive through training).
+    example_layouts = _cache.input_layouts(example_inputs)
+
     def inference_compiler(fx_gm, _inputs):
         compiled = _compile_forward(fx_gm, options, frozen)
-        if isinstance(compiled, _runner.Runner) and _cache.runs_directly(fx_gm, example_inputs):
+        if isinstance(compiled, _runner.Runner) and _cache.runs_directly(fx_gm, example_layouts):
             direct.append(compiled)
             if key:
                 _cache.store(key, options.get("cache_dir", ""), compiled.entry)

@@ -59,10 +59,16 @@ def graph_key(gm, example_inputs, mode, options):
     return _coil.cache_key(parts)
 
 
-def runs_directly(fx_gm, example_inputs):
+def input_layouts(example_inputs):
+    """What runs_directly compares of Dynamo's example inputs: dtype, shape and strides (the
+    tensors themselves are the first call's values, which a closure must not keep alive)."""
+    return [(t.dtype, tuple(t.shape), t.stride()) if isinstance(t, torch.Tensor) else None for t in example_inputs]
+
+
+def runs_directly(fx_gm, example_layouts):
     """Whether AOTAutograd's forward graph `fx_gm` can be called in place of its wrappers: its
     metadata (from the tracing context) shows nothing for them to do, and its placeholders are
-    the Dynamo inputs one to one."""
+    the Dynamo inputs one to one (`example_layouts`: input_layouts of them)."""
     from torch._functorch._aot_autograd.schemas import OutputType
 
     context = torch._guards.TracingContext.try_get()
@@ -74,10 +80,10 @@ def runs_directly(fx_gm, example_inputs):
     if any(o.output_type != OutputType.non_alias for o in meta.output_info):
         return False
     placeholders = [n.meta.get("val") for n in fx_gm.graph.nodes if n.op == "placeholder"]
-    if len(placeholders) != len(example_inputs):
+    if len(placeholders) != len(example_layouts):
         return False
-    for fake, real in zip(placeholders, example_inputs):
-        if not isinstance(fake, torch.Tensor) or fake.dtype != real.dtype or fake.shape != real.shape or fake.stride() != real.stride():
+    for fake, real in zip(placeholders, example_layouts):
+        if not isinstance(fake, torch.Tensor) or real is None or (fake.dtype, tuple(fake.shape), fake.stride()) != real:
             return False
     return True
 

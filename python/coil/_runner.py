@@ -9,6 +9,8 @@ import torch
 from . import _coil, _fx, _updates
 
 _DTYPES = {code: dtype for dtype, code in _fx.DTYPES.items()}
+_COIL_DTYPES = {torch.float64: "f64", torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.int64: "i64",
+                torch.int32: "i32", torch.int16: "i16", torch.int8: "i8", torch.uint8: "u8", torch.bool: "bool"}
 
 def raw_stream():
     """The current CUDA stream of a device, as a CUstream number: torch's C binding where it has
@@ -67,10 +69,10 @@ class LayoutError(Exception):
     """coil's output is not what PyTorch traced (dtype or sizes): a bug in coil."""
 
 
-def _output_fixup(out, want, device):
+def _output_fixup(out, want, device, out_device=None):
     """What makes coil's output `out` the tensor PyTorch gives (`want`: the traced dtype, sizes,
     strides and device type; `device`: the graph's): None when it is already, else a function of
-    `out`."""
+    `out`. `out_device`: the device type of coil's output, where `out` is its meta twin."""
     if want is None:
         return None
     if list(out.shape) != want["sizes"] or str(out.dtype).removeprefix("torch.") != want["dtype"]:
@@ -81,7 +83,7 @@ def _output_fixup(out, want, device):
         if restride(out, sizes, strides) is None:
             raise LayoutError(f"coil cannot lay out an output with strides {strides}")
         steps.append(lambda t: restride(t, sizes, strides))
-    if out.device.type != want["device"]:
+    if (out_device or out.device.type) != want["device"]:
         # A 0-d CPU value computed on the device; or a value of a graph without inputs, which
         # coil's plan returns on the host (it keeps outputs on the device of its inputs).
         steps.append(lambda t: t.cpu() if want["device"] == "cpu" else t.to(device))
@@ -156,6 +158,9 @@ class Runner:
             kept = {p for _, p in self.updates} | {step[1] for step in self.recipe if step[0] == "arg"}
             kept |= {self.per_call[step[1]] for step in self.recipe if step[0] == "input_view"}
             self.consumable = [k for k, i in enumerate(self.per_call) if i not in kept and i not in self.moves]
+        self.planned = None  # coil's output layouts, where the fixups were found from them before a first call
+        if self.consumable:
+            self._plan_fixups()
 
     def _pointer(self, i, arg, k):
         """Argument `i` (coil's input `k`) mended: moved to the graph's device, or, for a part fed
@@ -192,6 +197,27 @@ class Runner:
             held.append(arg)
         return held
 
+    def _plan_fixups(self):
+        """The fixups found from the compiled program's output layouts, so that a first call too
+        hands its inputs over (the first backward of a training loop holds no more memory than
+        the next ones); the first run checks its outputs against those layouts."""
+        layouts = self.compiled.output_layouts()
+        if any(layout is None for layout in layouts) or len(layouts) != len(self.layouts):
+            return
+        dtypes = {name: dtype for dtype, name in _COIL_DTYPES.items()}
+        fixups = []
+        for (sizes, strides, dtype), want in zip(layouts, self.layouts):
+            twin = torch.empty_strided(sizes, strides, dtype=dtypes[dtype], device="meta")
+            fixups.append(_output_fixup(twin, want, self.device, out_device=self.device.type))
+        self.fixups, self.planned = fixups, [(tuple(sizes), tuple(strides), dtypes[dtype]) for sizes, strides, dtype in layouts]
+
+    def _check_planned(self, outs):
+        for out, (sizes, strides, dtype) in zip(outs, self.planned):
+            if out is not None and (tuple(out.shape) != sizes or out.dtype != dtype or (out.numel() and out.stride() != strides)):
+                raise LayoutError(f"coil returned {out.dtype}{list(out.shape)} strides {out.stride()} where its program "
+                                  f"declares {dtype}{list(sizes)} strides {list(strides)}")
+        self.planned = None
+
     def _run(self, args, handing=False):
         held = self._held(args)
         ptrs = [t.data_ptr() for t in held]
@@ -202,6 +228,8 @@ class Runner:
             for k in self.consumable:
                 owners[k], held[k], args[per_call[k]] = held[k], None, None
         outs = self.compiled.run(ptrs, self.stream(self.cuda) if self.stream is not None else 0, owners)
+        if self.planned is not None:
+            self._check_planned(outs)
         if self.fixups is None:
             self.fixups = [_output_fixup(o, w, self.device) for o, w in zip(outs, self.layouts)] if self.layouts else []
         for k, fix in enumerate(self.fixups):
@@ -239,8 +267,9 @@ class Runner:
     def boxed(self, args):
         """A call with the arguments in a list the call owns (AOTAutograd's boxed convention):
         the inputs in `consumable` are freed as soon as the run is done with them. Not on a first
-        call, which checks coil's outputs and may still fall back to eager; an earlier run's error
-        is raised before anything is handed over, so eager can still run instead."""
+        call whose outputs' layouts were not known before it (it may still fall back to eager);
+        an earlier run's error is raised before anything is handed over, so eager can still run
+        instead."""
         if self.broken or not self.consumable or self.fixups is None:
             return self(*args)
         try:

@@ -7,6 +7,7 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <atomic>
@@ -83,6 +84,7 @@ class DeviceMemory {
   }
   void release_cached() { allocator_->release_cached(); }
   void reset_peaks() { allocator_->reset_peaks(); }
+  std::vector<std::tuple<uint64_t, size_t, size_t>> live_blocks() const { return allocator_->live_blocks(); }
   const std::shared_ptr<coil::cuda::DeviceAllocator>& allocator() const { return allocator_; }
 
  private:
@@ -237,6 +239,24 @@ class Compiled {
     return out;
   }
 
+  // Per output, (sizes, strides, dtype name) of its tensors (Executable::output_layouts); None
+  // where symbolic.
+  nb::list output_layouts() const {
+    nb::list out;
+    auto values = [](const coil::SymShape& shape) {
+      std::vector<int64_t> v;
+      for (const auto& s : shape)
+        if (auto c = s.constant()) v.push_back(*c);
+      return v.size() == shape.size() ? std::optional<std::vector<int64_t>>(v) : std::nullopt;
+    };
+    for (const auto& layout : exe_.output_layouts()) {
+      auto sizes = values(layout.sizes), strides = values(layout.strides);
+      if (sizes && strides) out.append(nb::make_tuple(*sizes, *strides, std::string(coil::dtype_name(layout.dtype))));
+      else out.append(nb::none());
+    }
+    return out;
+  }
+
   std::string graph_text() const { return coil::print_graph(graph_); }
   const std::string& device() const { return exe_.device; }
 
@@ -290,7 +310,8 @@ NB_MODULE(_coil, m) {
       .def(nb::init<int>(), nb::arg("device_index"))
       .def("stats", &DeviceMemory::stats, "live_bytes, cached_bytes, driver_allocations, reuses, peak_live_bytes, peak_held_bytes")
       .def("release_cached", &DeviceMemory::release_cached, "Gives every cached block back to the driver.")
-      .def("reset_peaks", &DeviceMemory::reset_peaks, "The peaks start again from what is held now.");
+      .def("reset_peaks", &DeviceMemory::reset_peaks, "The peaks start again from what is held now.")
+      .def("live_blocks", &DeviceMemory::live_blocks, "(address, size, bytes requested) of every block handed out and not freed.");
   nb::class_<Compiled>(m, "Compiled")
       .def(nb::init<const std::string&, const std::string&, int, bool, bool, const std::vector<std::string>&,
                     const std::vector<uintptr_t>&, const std::string&, const DeviceMemory*>(),
@@ -307,5 +328,6 @@ NB_MODULE(_coil, m) {
       .def("stats", &Compiled::stats)
       .def("graph_text", &Compiled::graph_text)
       .def("output_strides", &Compiled::output_strides)
+      .def("output_layouts", &Compiled::output_layouts, "Per output (sizes, strides, dtype name), or None where symbolic.")
       .def_prop_ro("device", &Compiled::device);
 }

@@ -81,10 +81,19 @@ std::vector<int> Executable::compute_outputs_in_inputs(const std::vector<int>& i
   return plan->output_over_input = outputs_over_inputs(plan->lowered, plan->memory, inputs);
 }
 
-std::vector<SymShape> Executable::output_strides() const {
+std::vector<Executable::OutputLayout> Executable::output_layouts() const {
   const LoweredGraph& lowered = gpu_plan ? gpu_plan->lowered : plan->lowered;
+  std::vector<OutputLayout> out;
+  for (int b : lowered.output_buffers) {
+    const loop::Buffer& buf = lowered.program.buffers[static_cast<size_t>(b)];
+    out.push_back({buf.sizes, buf.strides, buf.dtype});
+  }
+  return out;
+}
+
+std::vector<SymShape> Executable::output_strides() const {
   std::vector<SymShape> out;
-  for (int b : lowered.output_buffers) out.push_back(lowered.program.buffers[static_cast<size_t>(b)].strides);
+  for (auto& layout : output_layouts()) out.push_back(std::move(layout.strides));
   return out;
 }
 

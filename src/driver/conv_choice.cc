@@ -90,6 +90,7 @@ double best_cudnn_ms(const cuda::ConvProblem& p, const cuda::Cudnn& cudnn, const
 double loop_ms(const loop::ExternCall& call, DType dtype, const CompileOptions& options, const std::shared_ptr<cuda::Context>& context,
                RandomFill& fill) {
   CompileOptions alone = options;
+  alone.device_memory.reset();  // its own pool, given back with it: the trial's buffers stay out of the caller's cache
   alone.externs_as_loops = true;
   alone.autotune = true;
   alone.cuda_candidate = -1;

@@ -404,7 +404,7 @@ def test_a_backward_frees_each_saved_activation_after_its_last_reader(device, mo
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        backward_peak()  # the first call holds its arguments (it may still fall back to eager)
+        backward_peak()  # compiles (the first call hands its arguments over too: Runner._plan_fixups)
         with monkeypatch.context() as m:
             m.setattr(_runner.Runner, "boxed", lambda self, args: self(*args))
             held = backward_peak()
@@ -457,6 +457,46 @@ def test_a_loss_saves_row_statistics_not_its_log_softmax(device, monkeypatch):
     torch.testing.assert_close(loss, want, rtol=1e-3, atol=1e-3)
     for n, p in head.named_parameters():
         torch.testing.assert_close(grads[n], p.grad, rtol=2e-2, atol=2e-3 * p.grad.abs().max().item(), msg=lambda m: f"{n}: {m}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_output_layouts_are_those_a_run_gives(device, monkeypatch):
+    """Compiled.output_layouts (what a backward runner plans its outputs' fixups from, before a
+    first call that hands its inputs over) against the tensors a run returns: sizes, strides and
+    dtype of every output of a training step's forward and backward graphs."""
+    from coil import _backend
+
+    runners = []
+    load = _backend._load
+
+    def recording(*args, **kwargs):
+        runners.append(load(*args, **kwargs))
+        return runners[-1]
+
+    monkeypatch.setattr(_backend, "_load", recording)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 36, 5)).to(device)
+    x = torch.randn(2, 3, 6, 6, device=device)
+    torch.compile(model, backend="coil")(x).square().mean().backward()
+    assert len(runners) == 2 and runners[1].inputs is not None
+    for runner in runners:
+        layouts = runner.compiled.output_layouts()
+        if runner.inputs is None:
+            continue  # the forward, whose inputs are not recorded per call: the backward's are
+        spans = [1 + sum((n - 1) * st for n, st in zip(sizes, strides)) for sizes, strides, _ in runner.inputs]
+        args = [(torch.randn(span, device=device).to(dtype) if dtype.is_floating_point else torch.zeros(span, dtype=dtype, device=device))
+                .as_strided(sizes, strides) for span, (sizes, strides, dtype) in zip(spans, runner.inputs)]
+        outs = runner.compiled.run([a.data_ptr() for a in args], 0)
+        assert len(outs) == len(layouts)
+        for out, (sizes, strides, dtype) in zip(outs, layouts):
+            if out is not None:
+                assert (list(out.shape), list(out.stride()), dtype) == (sizes, strides, _runner_dtype_name(out.dtype))
+
+
+def _runner_dtype_name(dtype):
+    from coil import _runner
+
+    return _runner._COIL_DTYPES[dtype]
 
 
 def test_view_strides_agree_with_aten():
@@ -588,3 +628,29 @@ def test_a_tuples_items_stay_in_its_part():
     parts = _backend._segments(gm, torch.device("cpu"))
     where = {n.name: p.id for p in parts for n in p.nodes}
     assert where["max_1"] == where["getitem"] == where["getitem_1"], where
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("training", [False, True])
+def test_compiled_graphs_keep_no_call_arguments_alive(device, training):
+    """The tensors a compiled function is first called with (Dynamo's example inputs, real ones)
+    are freed once the caller drops them: the compilers AOTAutograd keeps for a lazy backward held
+    them, and GPT-2's first logits (785 MiB, the input of its loss graph) stayed alive through
+    training."""
+    import gc
+    import weakref
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)).to(device)
+    compiled = torch.compile(model, backend="coil")
+    seen = []
+    with torch.set_grad_enabled(training):
+        for _ in range(3):
+            x = torch.randn(8, 16, device=device, requires_grad=training)
+            out = compiled(x)
+            if training:
+                out.square().sum().backward()
+            seen.append(weakref.ref(x))
+            del x, out
+    gc.collect()
+    assert [r() is None for r in seen] == [True] * 3
