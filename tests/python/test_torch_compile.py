@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 coil = pytest.importorskip("coil")
 coil.register()  # only needed for a build tree on PYTHONPATH (the GPU machine); installed: the entry point
-from conftest import coil_fallbacks  # noqa: E402
+from conftest import ROOT, coil_fallbacks  # noqa: E402
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 TOL = {torch.float32: (2e-4, 2e-4), torch.float16: (1e-2, 1e-2), torch.bfloat16: (4e-2, 4e-2)}
@@ -237,6 +237,26 @@ def test_debug_stats_prints_each_compile_and_nothing_else(monkeypatch, capfd):
     err = capfd.readouterr().err
     assert err.count("coil: compiled a graph") == 1 and "'build_ms'" in err and " ms: {" in err, err
     assert "graph fx {" not in err, err
+
+
+def test_dumped_programs_compile_with_the_cli(monkeypatch, tmp_path):
+    """COIL_DUMP_DIR: each program the adapter compiles, as JSON, which `coil check` and
+    `coil compile FILE.json` read (for CUDA code without a GPU)."""
+    import os
+    import subprocess
+
+    monkeypatch.setenv("COIL_DUMP_DIR", str(tmp_path))
+    model = MLP()
+    x = torch.randn(6, 64)
+    torch.testing.assert_close(torch.compile(model, backend="coil")(x), model(x), rtol=2e-4, atol=2e-4)
+    dumped = sorted(tmp_path.glob("graph-*.json"))
+    assert [p.name for p in dumped] == ["graph-0.json"]
+    coil_bin = os.environ.get("COIL_BIN", str(ROOT / "build" / "tools" / "coil"))
+    printed = subprocess.run([coil_bin, "check", str(dumped[0])], capture_output=True, text=True)
+    assert printed.returncode == 0 and "graph fx {" in printed.stdout, printed.stderr
+    code = subprocess.run([coil_bin, "compile", str(dumped[0]), "--device", "cuda", "--arch", "sm_90a", "--emit", "code"],
+                          capture_output=True, text=True)
+    assert code.returncode == 0 and "__global__" in code.stdout, code.stderr
 
 
 def test_coil_compile_with_frozen_parameters(monkeypatch, capfd):

@@ -326,12 +326,8 @@ def test_model_gradients_match_eager(device, dtype, name):
         torch.testing.assert_close(b.float(), e.float(), rtol=rtol, atol=atol, msg=lambda m: f"{n}: {m}")
 
 
-@pytest.mark.parametrize("device", DEVICES)
-def test_saved_activations_keep_the_layout_coil_gives_them(device, monkeypatch):
-    """A training forward's saved activations come out of coil channels-last beside its
-    convolutions (their strides are coil's to pick), AOTAutograd traces the backward with them
-    laid out so, and the backward takes them as they are: no copy at either boundary. Loss,
-    gradients and running statistics as eager's."""
+def record_runners(monkeypatch):
+    """The list that every runner the adapter makes is appended to, from here on."""
     from coil import _backend
 
     runners = []
@@ -342,6 +338,16 @@ def test_saved_activations_keep_the_layout_coil_gives_them(device, monkeypatch):
         return runners[-1]
 
     monkeypatch.setattr(_backend, "_load", recording)
+    return runners
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_saved_activations_keep_the_layout_coil_gives_them(device, monkeypatch):
+    """A training forward's saved activations come out of coil channels-last beside its
+    convolutions (their strides are coil's to pick), AOTAutograd traces the backward with them
+    laid out so, and the backward takes them as they are: no copy at either boundary. Loss,
+    gradients and running statistics as eager's."""
+    runners = record_runners(monkeypatch)
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.Conv2d(16, 24, 1, bias=False),
                           nn.BatchNorm2d(24), nn.ReLU(), nn.Conv2d(24, 24, 3, stride=2, padding=1), nn.AdaptiveAvgPool2d(1),
@@ -464,16 +470,7 @@ def test_output_layouts_are_those_a_run_gives(device, monkeypatch):
     """Compiled.output_layouts (what a backward runner plans its outputs' fixups from, before a
     first call that hands its inputs over) against the tensors a run returns: sizes, strides and
     dtype of every output of a training step's forward and backward graphs."""
-    from coil import _backend
-
-    runners = []
-    load = _backend._load
-
-    def recording(*args, **kwargs):
-        runners.append(load(*args, **kwargs))
-        return runners[-1]
-
-    monkeypatch.setattr(_backend, "_load", recording)
+    runners = record_runners(monkeypatch)
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 36, 5)).to(device)
     x = torch.randn(2, 3, 6, 6, device=device)
