@@ -106,3 +106,18 @@ def coil_fallbacks(caught):
     import coil
 
     return [str(w.message) for w in caught if issubclass(w.category, coil.FallbackWarning)]
+
+
+def record_runners(monkeypatch):
+    """The list that every runner the adapter makes is appended to, from here on."""
+    from coil import _backend
+
+    runners = []
+    load = _backend._load
+
+    def recording(*args, **kwargs):
+        runners.append(load(*args, **kwargs))
+        return runners[-1]
+
+    monkeypatch.setattr(_backend, "_load", recording)
+    return runners
