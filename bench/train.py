@@ -267,20 +267,17 @@ def child(name, device, modes, steps, profile=False):
             record["step_ms"] = statistics.median(times)
             record["quartiles"] = statistics.quantiles(times, n=4)[::2] if len(times) > 1 else [times[0]] * 2
             record["cold_compile_s"] = max(0.0, record["first_s"] - record["step_ms"] / 1e3)
+            pool = None  # coil's pool on this GPU: what its graphs hold and keep cached
+            if device == "cuda" and mode == "coil":
+                from coil import _backend
+
+                pool = _backend.device_memory(0)
             if device == "cuda":
                 record["peak_gib"] = torch.cuda.max_memory_allocated() / 2 ** 30
                 record["device_peak_gib"] = sampler.stop()
-                if mode == "coil":  # coil's pool on this GPU: what its graphs hold and keep cached
-                    from coil import _backend
-
-                    record["coil_pool"] = {k: (v / 2 ** 30 if k.endswith("bytes") else v)
-                                           for k, v in _backend.device_memory(0).stats().items()}
+                if pool:
+                    record["coil_pool"] = {k: (v / 2 ** 30 if k.endswith("bytes") else v) for k, v in pool.stats().items()}
             if profile and device == "cuda":
-                pool = None
-                if mode == "coil":
-                    from coil import _backend
-
-                    pool = _backend.device_memory(0)
                 record["memory_phases"] = memory_phases(loss_of, compiled, update, opt, pool)
                 record["kernels"] = top_kernels(step)
                 record["host_ms"], record["plan_host"], record["host_calls"] = host_profile(step)

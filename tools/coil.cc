@@ -126,24 +126,23 @@ coil::Graph load_fx_program(const std::string& file) {
 }
 
 // A graph file: the text format, a torch.export archive (.pt2) with its weights, or an adapter's
-// program (.json; its inputs are all given per call, so it has no weights).
-std::pair<coil::Graph, coil::TensorMap> load_graph(const std::string& file) {
+// program (.json; its inputs are all given per call, so it has no weights). `with_weights`
+// false: the graph only (a .coil file's weights need not be there).
+std::pair<coil::Graph, coil::TensorMap> load_graph(const std::string& file, bool with_weights = true) {
   if (file.ends_with(".pt2")) {
     coil::Pt2Program p = coil::load_pt2(file);
     return {std::move(p.graph), std::move(p.weights)};
   }
   if (file.ends_with(".json")) return {load_fx_program(file), {}};
   coil::Graph g = coil::parse_graph_file(file);
+  if (!with_weights) return {std::move(g), {}};
   std::string dir = std::filesystem::path(file).parent_path().string();
   coil::TensorMap weights = coil::load_weights(g, dir.empty() ? "." : dir);
   return {std::move(g), std::move(weights)};
 }
 
-int check(const std::string& file) {  // the graph only: a .coil file's weights need not be there
-  coil::Graph g = file.ends_with(".pt2")    ? coil::load_pt2(file).graph
-                  : file.ends_with(".json") ? load_fx_program(file)
-                                            : coil::parse_graph_file(file);
-  std::cout << coil::print_graph(g);
+int check(const std::string& file) {
+  std::cout << coil::print_graph(load_graph(file, false).first);
   return 0;
 }
 

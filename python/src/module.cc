@@ -91,6 +91,17 @@ class DeviceMemory {
   std::shared_ptr<coil::cuda::DeviceAllocator> allocator_;
 };
 
+// A shape's values, or none where a dim is symbolic.
+std::optional<std::vector<int64_t>> constants(const coil::SymShape& shape) {
+  std::vector<int64_t> values;
+  for (const auto& s : shape) {
+    auto v = s.constant();
+    if (!v) return std::nullopt;
+    values.push_back(*v);
+  }
+  return values;
+}
+
 // A reference to a Python object that a run holds without the GIL: dropped under it.
 class Owner {
  public:
@@ -230,11 +241,8 @@ class Compiled {
   nb::list output_strides() const {
     nb::list out;
     for (const auto& strides : exe_.output_strides()) {
-      std::vector<int64_t> values;
-      for (const auto& s : strides)
-        if (auto v = s.constant()) values.push_back(*v);
-      if (values.size() == strides.size()) out.append(nb::cast(values));
-      else out.append(nb::none());
+      auto values = constants(strides);
+      out.append(values ? nb::cast(*values) : nb::none());
     }
     return out;
   }
@@ -243,14 +251,8 @@ class Compiled {
   // where symbolic.
   nb::list output_layouts() const {
     nb::list out;
-    auto values = [](const coil::SymShape& shape) {
-      std::vector<int64_t> v;
-      for (const auto& s : shape)
-        if (auto c = s.constant()) v.push_back(*c);
-      return v.size() == shape.size() ? std::optional<std::vector<int64_t>>(v) : std::nullopt;
-    };
     for (const auto& layout : exe_.output_layouts()) {
-      auto sizes = values(layout.sizes), strides = values(layout.strides);
+      auto sizes = constants(layout.sizes), strides = constants(layout.strides);
       if (sizes && strides) out.append(nb::make_tuple(*sizes, *strides, std::string(coil::dtype_name(layout.dtype))));
       else out.append(nb::none());
     }

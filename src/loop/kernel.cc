@@ -121,18 +121,21 @@ Access access(const Kernel& k) {
 
 bool is_scan(const LoopKernel& k) { return !k.reductions.empty() && k.reductions.front().scan; }
 
-namespace {
-bool reads_slot_from(const ExprRef& e, int first) {
-  if (e->kind() == Expr::Kind::reduced && e->slot() >= first) return true;
-  return std::any_of(e->operands().begin(), e->operands().end(), [&](const ExprRef& o) { return reads_slot_from(o, first); });
+bool reads_slots(const ExprRef& e, int first, int end) {
+  if (e->kind() == Expr::Kind::reduced && e->slot() >= first && e->slot() < end) return true;
+  return std::any_of(e->operands().begin(), e->operands().end(), [&](const ExprRef& o) { return reads_slots(o, first, end); });
 }
-}  // namespace
+
+ExprRef shift_slots(const ExprRef& e, int by) {
+  if (e->kind() == Expr::Kind::reduced) return Expr::reduced(e->slot() + by, e->dtype());
+  return map_operands(e, [&](const ExprRef& o) { return shift_slots(o, by); });
+}
 
 size_t pass_end(const LoopKernel& k, size_t first) {
   auto welford = [&](size_t i) { return k.reductions[i].kind == ReduceKind::welford_mean; };
   if (welford(first)) return first + 2;
   size_t end = first + 1;
-  while (end < k.reductions.size() && !welford(end) && !reads_slot_from(k.reductions[end].value, static_cast<int>(first))) ++end;
+  while (end < k.reductions.size() && !welford(end) && !reads_slots(k.reductions[end].value, static_cast<int>(first))) ++end;
   return end;
 }
 

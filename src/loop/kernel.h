@@ -4,6 +4,7 @@
 // normalize pass of softmax/layer_norm — or per outer point after the reductions. A kernel with
 // no inner loop is a pointwise kernel. Externs call libraries (GEMM, convolution).
 #pragma once
+#include <limits>
 #include <optional>
 #include <set>
 #include <string>
@@ -131,6 +132,10 @@ Access access(const Kernel& k);
 void collect_loads(const ExprRef& e, std::set<int>& out);
 
 bool is_scan(const LoopKernel& k);
+// Whether `e` reads the result of a reduction step of slot in [first, end).
+bool reads_slots(const ExprRef& e, int first, int end = std::numeric_limits<int>::max());
+// `e` with its reduction results' slots renumbered by `by` (steps put in front of its kernel's).
+ExprRef shift_slots(const ExprRef& e, int by);
 // Reduction steps run in passes over the inner loop: a pass takes consecutive steps that do not
 // read each other's results (sum and max of one row, max.dim's value and index), so the row is
 // read once for all of them; a Welford pair is a pass of its own. The end of the pass that

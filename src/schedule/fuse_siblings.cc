@@ -17,12 +17,6 @@ bool intersects(const std::set<int>& a, const std::set<int>& b) {
   return false;
 }
 
-// `reduced` slots renumbered by `shift` (the steps of the kernel fused in front).
-ExprRef shift_slots(const ExprRef& e, int shift) {
-  if (e->kind() == Expr::Kind::reduced) return Expr::reduced(e->slot() + shift, e->dtype());
-  return loop::map_operands(e, [shift](const ExprRef& o) { return shift_slots(o, shift); });
-}
-
 bool same_nest(const LoopKernel& a, const LoopKernel& b) {
   if (a.outer != b.outer || a.inner != b.inner) return false;
   if (loop::is_scan(a) || loop::is_scan(b) || loop::has_dynamic_stores(a) || loop::has_dynamic_stores(b)) return false;
@@ -33,10 +27,10 @@ bool same_nest(const LoopKernel& a, const LoopKernel& b) {
 LoopKernel merge(const LoopKernel& a, const LoopKernel& b) {
   LoopKernel m = a;
   int shift = static_cast<int>(a.reductions.size());
-  for (const auto& r : b.reductions) m.reductions.push_back({r.kind, shift_slots(r.value, shift), r.acc, r.scan});
+  for (const auto& r : b.reductions) m.reductions.push_back({r.kind, loop::shift_slots(r.value, shift), r.acc, r.scan});
   for (const auto& s : b.stores) {
     loop::StoreStep t = s;
-    t.value = shift_slots(s.value, shift);
+    t.value = loop::shift_slots(s.value, shift);
     m.stores.push_back(t);
   }
   m.origins.insert(m.origins.end(), b.origins.begin(), b.origins.end());
@@ -50,11 +44,6 @@ ExprRef replace_slot(const ExprRef& e, int from, const ExprRef& value) {
     return e->slot() > from ? Expr::reduced(e->slot() - 1, e->dtype()) : e;
   }
   return loop::map_operands(e, [&](const ExprRef& o) { return replace_slot(o, from, value); });
-}
-
-bool reads_slot(const ExprRef& e, int slot) {
-  if (e->kind() == Expr::Kind::reduced) return e->slot() == slot;
-  return std::any_of(e->operands().begin(), e->operands().end(), [&](const ExprRef& o) { return reads_slot(o, slot); });
 }
 
 // A sum over the rows beside a Welford mean of the same values (a batch norm's mean and
@@ -75,7 +64,7 @@ void share_welford_sums(LoopKernel& k) {
     if (w == k.reductions.size()) continue;
     // A step reading the sum before the mean is computed (a two-pass variance before it) keeps it.
     bool read_early = false;
-    for (size_t j = i + 1; j < w; ++j) read_early = read_early || reads_slot(k.reductions[j].value, static_cast<int>(i));
+    for (size_t j = i + 1; j < w; ++j) read_early = read_early || loop::reads_slots(k.reductions[j].value, static_cast<int>(i), static_cast<int>(i) + 1);
     if (read_early) continue;
     const int mean_slot = static_cast<int>(w > i ? w - 1 : w);
     const ExprRef total = Expr::apply(loop::LoopOp::Mul, {Expr::reduced(mean_slot, sum.acc), Expr::cast(Expr::index(product(k.inner)), sum.acc)});

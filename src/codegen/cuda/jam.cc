@@ -12,24 +12,13 @@ namespace {
 using loop::Expr;
 using loop::ExprRef;
 
-ExprRef shift_slots(const ExprRef& e, int by) {
-  if (e->kind() == Expr::Kind::reduced) return Expr::reduced(e->slot() + by, e->dtype());
-  return loop::map_operands(e, [&](const ExprRef& o) { return shift_slots(o, by); });
-}
-
-bool reads_reduced(const ExprRef& e) {
-  if (e->kind() == Expr::Kind::reduced) return true;
-  for (const auto& o : e->operands())
-    if (reads_reduced(o)) return true;
-  return false;
-}
 
 }  // namespace
 
 int window_dim(const loop::LoopKernel& k) {
   if (k.outer.size() < 2 || k.inner.empty() || k.reductions.empty()) return -1;
   for (const auto& step : k.reductions)
-    if (reads_reduced(step.value)) return -1;  // passes: not jammed
+    if (loop::reads_slots(step.value, 0)) return -1;  // passes: not jammed
   const int dim = static_cast<int>(k.outer.size()) - 2;
   const std::string x = loop::loop_var(dim), r = loop::reduce_var(static_cast<int>(k.inner.size()) - 1);
   std::vector<ExprRef> loads;
@@ -53,7 +42,7 @@ int window_dim(const loop::LoopKernel& k) {
 loop::LoopKernel jammed(const loop::LoopKernel& k, int dim, int factor) {
   const auto extent = k.outer[static_cast<size_t>(dim)].constant();
   COIL_CHECK(extent && *extent % factor == 0) << "jam by " << factor << " of a dim of " << k.outer[static_cast<size_t>(dim)].str();
-  for (const auto& r : k.reductions) COIL_CHECK(!reads_reduced(r.value)) << "jam of a reduction in passes";
+  for (const auto& r : k.reductions) COIL_CHECK(!loop::reads_slots(r.value, 0)) << "jam of a reduction in passes";
   loop::LoopKernel out = k;
   out.outer[static_cast<size_t>(dim)] = SymInt(*extent / factor);
   out.reductions.clear();
@@ -70,7 +59,7 @@ loop::LoopKernel jammed(const loop::LoopKernel& k, int dim, int factor) {
     for (const auto& s : k.stores) {
       loop::StoreStep moved = s;
       moved.offset = substitute(s.offset, at);
-      moved.value = shift_slots(loop::substitute(s.value, at), u * steps);
+      moved.value = loop::shift_slots(loop::substitute(s.value, at), u * steps);
       out.stores.push_back(std::move(moved));
     }
   }
