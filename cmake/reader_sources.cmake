@@ -7,7 +7,7 @@
 set(COIL_READER_SOURCES
   frontend/pt2.cc frontend/export_nodes.cc frontend/export_decompose.cc frontend/export_layout.cc frontend/zip_reader.cc
   graph/schema.cc graph/ops.cc graph/graph.cc graph/infer.cc graph/infer_elementwise.cc graph/infer_shape_ops.cc
-  graph/infer_indexing.cc graph/infer_reduce.cc graph/pooling.cc graph/verify.cc graph/printer.cc graph/lexer.cc
+  graph/infer_indexing.cc graph/infer_reduce.cc graph/infer_torch_call.cc graph/pooling.cc graph/verify.cc graph/printer.cc graph/lexer.cc
   graph/parser.cc
   tensor/dtype.cc tensor/tensor.cc tensor/safetensors.cc tensor/npy.cc
   support/error.cc support/half.cc arith/sym.cc arith/simplify.cc arith/bounds.cc

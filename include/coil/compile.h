@@ -17,6 +17,19 @@ namespace cuda {
 class DeviceAllocator;
 }
 
+// Calls the program embedding coil makes as steps of a plan (graph op torch_call): the
+// torch.compile adapter runs PyTorch's library kernels (attention's fused kernels, sorting, ...)
+// this way inside one compiled graph instead of splitting the graph around them.
+class HostCalls {
+ public:
+  virtual ~HostCalls() = default;
+  // Call `index` on `inputs`, views of the plan's buffers valid only during the call (device
+  // tensors on a GPU, where the call runs on `stream`, the plan's). Returns per output a tensor
+  // in the layout the node declares; its memory is the embedder's, held by the plan (the
+  // tensor's release) until the output's last reader is enqueued, or handed on as a graph output.
+  virtual std::vector<Tensor> call(int index, const std::vector<Tensor>& inputs, void* stream) const = 0;
+};
+
 struct CompileOptions {
   int build_threads = 0;  // translation units compiled at once; 0: one per hardware thread
   std::string cache_dir;  // empty: $COIL_CACHE_DIR, else $XDG_CACHE_HOME/coil, else ~/.cache/coil
@@ -28,6 +41,8 @@ struct CompileOptions {
   // executables on the same GPU (a training step's forward, backward and optimizer graphs reuse
   // one another's freed blocks instead of each caching its own peak); null: one of its own.
   std::shared_ptr<cuda::DeviceAllocator> device_memory;
+  // What runs the graph's torch_call nodes; null: a graph with one fails to compile.
+  std::shared_ptr<const HostCalls> host_calls;
   bool allow_tf32 = false; // f32 matrix products may use TF32 (torch float32_matmul_precision "high")
   bool externs_as_loops = false;  // matrix products and convolutions as loop kernels (tests)
   // CPU: convolutions as im2col + GEMM (tests; false: oneDNN's, or a direct loop kernel for

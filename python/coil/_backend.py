@@ -166,9 +166,10 @@ def _dump(program, folder):
             n += 1
 
 
-def _load(entry, device, options, frozen_tensors, kept=False, eager=None, check_inputs=False):
+def _load(entry, device, options, frozen_tensors, kept=False, eager=None, check_inputs=False, host_calls=()):
     """The runner of a program (`entry`) on `device` (a torch.device); `kept`: the program came
-    from the cache (AOTAutograd skipped); `eager`: the graph in PyTorch, run where coil fails."""
+    from the cache (AOTAutograd skipped); `eager`: the graph in PyTorch, run where coil fails;
+    `host_calls`: the functions of its torch_call nodes (_library.torch_call)."""
     keys = [f"frozen{i}" for i in frozen_tensors]
     ptrs = [t.data_ptr() for t in frozen_tensors.values()]
     allow_tf32 = torch.get_float32_matmul_precision() != "highest" or torch.backends.cuda.matmul.allow_tf32
@@ -178,7 +179,8 @@ def _load(entry, device, options, frozen_tensors, kept=False, eager=None, check_
     compiled = _coil.Compiled(entry["program"], device.type, device_index=device.index or 0, allow_tf32=allow_tf32,
                               autotune=options.get("autotune", True), weight_keys=keys, weight_ptrs=ptrs,
                               cache_dir=options.get("cache_dir", ""),
-                              memory=device_memory(device.index or 0) if device.type == "cuda" else None)
+                              memory=device_memory(device.index or 0) if device.type == "cuda" else None,
+                              host_calls=list(host_calls))
     if _debug("stats"):
         how = " (its program kept by an earlier compile: AOTAutograd skipped)" if kept else ""
         print(f"coil: compiled a graph{how} on {compiled.device} in {(time.perf_counter() - started) * 1e3:.0f} ms: "
@@ -189,15 +191,17 @@ def _load(entry, device, options, frozen_tensors, kept=False, eager=None, check_
     return _runner.Runner(compiled, entry, device, list(frozen_tensors.values()), warn, eager, check_inputs)
 
 
-def _compile_whole(gm, values, device, options, frozen_tensors, check_inputs=False, any_layout=()):
+def _compile_whole(gm, values, device, options, frozen_tensors, check_inputs=False, any_layout=(), hosted=False):
     """The runner of `gm` compiled whole; where coil fails on it, `gm` itself (in PyTorch eager,
     with a warning), unless fallback="error". `any_layout`: results whose strides coil picks (a
-    training forward's saved activations), reported to AOTAutograd."""
+    training forward's saved activations), reported to AOTAutograd. `hosted`: its library calls
+    run as steps of coil's plan (torch_call)."""
     try:
         frozen = {i: f"frozen{i}" for i in frozen_tensors}  # placeholder position -> weight key
-        entry = dict(_fx.program(gm, values, frozen, device, input_views=check_inputs, any_layout=any_layout),
-                     device=device.type)
-        runner = _load(entry, device, options, frozen_tensors, eager=gm, check_inputs=check_inputs)
+        host_calls = [] if hosted else None
+        entry = dict(_fx.program(gm, values, frozen, device, input_views=check_inputs, any_layout=any_layout,
+                                 host_calls=host_calls), device=device.type, hosted=bool(host_calls))
+        runner = _load(entry, device, options, frozen_tensors, eager=gm, check_inputs=check_inputs, host_calls=host_calls or ())
         if any_layout:
             _report_output_strides(runner)
         return runner
@@ -347,6 +351,11 @@ def _compile_module(gm, options, frozen_tensors, check_inputs, device, any_layou
         _fallback_report(gm, eager)
     if library:
         _library_report(library)
+    if not eager and takes_inputs and not any(n.op == "get_attr" for n in gm.graph.nodes) \
+            and all(_library.hostable(n, device) for n in library):
+        # One program, its library calls made by coil's plan as it goes: no graph split around
+        # them (a split costs each part its run's host time; Llama's training step made 27 runs).
+        return _compile_whole(gm, values, device, options, frozen_tensors, check_inputs, any_layout, hosted=True)
     return _partition(gm, device, options, list_call)
 
 
@@ -535,7 +544,7 @@ def _compile_graph(gm, example_inputs, mode, options):
         compiled = _compile_forward(fx_gm, options, frozen)
         if isinstance(compiled, _runner.Runner) and _cache.runs_directly(fx_gm, example_layouts):
             direct.append(compiled)
-            if key:
+            if key and not compiled.entry.get("hosted"):  # (its host calls are functions: not kept)
                 _cache.store(key, options.get("cache_dir", ""), compiled.entry)
         return compiled
 

@@ -10,11 +10,16 @@ import operator
 
 import torch
 
+from . import _library
+
 # torch/_export/serde/schema.py ScalarType numbers.
 DTYPES = {
     torch.uint8: 1, torch.int8: 2, torch.int16: 3, torch.int32: 4, torch.int64: 5,
     torch.float16: 6, torch.float32: 7, torch.float64: 8, torch.bool: 12, torch.bfloat16: 13,
 }
+# coil's dtype names (torch_call's declared outputs).
+COIL_DTYPES = {torch.float64: "f64", torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.int64: "i64",
+                     torch.int32: "i32", torch.int16: "i16", torch.int8: "i8", torch.uint8: "u8", torch.bool: "bool"}
 _MEMORY_FORMATS = {torch.contiguous_format: 1, torch.channels_last: 2, torch.channels_last_3d: 3, torch.preserve_format: 4}
 
 # Attention ops whose first output is scaled_dot_product_attention's (the C++ side maps them).
@@ -271,7 +276,7 @@ def _input_views(results, placeholders, per_call, moves):
     return views
 
 
-def program(gm, input_values, frozen, device, input_views=False, any_layout=()):
+def program(gm, input_values, frozen, device, input_views=False, any_layout=(), host_calls=None):
     """The JSON program of `gm`, whose placeholders have the given example values, to run on
     `device` (a torch.device), and how to call it.
 
@@ -288,6 +293,9 @@ def program(gm, input_values, frozen, device, input_views=False, any_layout=()):
     value, see _updates) and "any_layout" (result index -> coil output, for the results among
     `any_layout` whose strides coil picks: a training forward's saved activations, which no view
     and no other result shares; Compiled.output_strides says what they got).
+
+    `host_calls`, where given (a list), takes the functions of the library calls the program
+    makes as steps of coil's plan (torch_call nodes, _library.torch_call), in their index order.
     """
     inputs, weights, per_call, moves, nodes = [], [], [], [], []
     where = device_json(device)
@@ -307,6 +315,11 @@ def program(gm, input_values, frozen, device, input_views=False, any_layout=()):
                     moves.append(position)
         elif node.op == "call_function":
             if node.target is operator.getitem:
+                continue
+            if host_calls is not None and _library.is_library_call(node):
+                program_node, call = _library.torch_call(node, len(host_calls), COIL_DTYPES)
+                nodes.append(program_node)
+                host_calls.append(call)
                 continue
             nodes.append(node_json(node, where))
         elif node.op == "output":

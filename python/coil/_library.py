@@ -12,6 +12,8 @@ for an op, coil must too, and an unsupported node of it warns.
 """
 import operator
 
+import torch
+
 # str(OpOverload) of each op, by the library that does its work.
 LIBRARY_OPS = frozenset({
     # Linear algebra: LAPACK on the CPU, cuSOLVER / MAGMA / cuBLAS on CUDA.
@@ -74,3 +76,108 @@ def is_library_call(node):
     if node.target is operator.getitem:
         return is_library_call(node.args[0])
     return str(node.target) in LIBRARY_OPS
+
+
+# ---- library calls as steps of coil's plan (graph op coil.torch_call)
+
+class _Slot:
+    """Where the i-th tensor a call takes goes among its arguments."""
+    __slots__ = ("i",)
+
+    def __init__(self, i):
+        self.i = i
+
+
+def _fill(value, tensors):
+    if type(value) is _Slot:
+        return tensors[value.i]
+    if isinstance(value, (list, tuple)):
+        return type(value)(_fill(v, tensors) for v in value)
+    if isinstance(value, dict):
+        return {k: _fill(v, tensors) for k, v in value.items()}
+    return value
+
+
+def _used_outputs(node):
+    """The indices of the outputs later nodes read (a tuple's getitems), [0] for a single value;
+    None where a reader takes the tuple whole."""
+    if not isinstance(node.meta.get("val"), (list, tuple)):
+        return [0]
+    used = set()
+    for user in node.users:
+        if user.op != "call_function" or user.target is not operator.getitem or not isinstance(user.args[1], int):
+            return None
+        used.add(user.args[1])
+    return sorted(used)
+
+
+def _static(value, device):
+    from ._fx import COIL_DTYPES
+
+    return (isinstance(value, torch.Tensor) and value.layout == torch.strided and value.device == device
+            and value.dtype in COIL_DTYPES and all(type(s) is int for s in list(value.shape) + list(value.stride())))
+
+
+def hostable(node, device):
+    """Whether library call `node` (or a getitem of one) can run as a step of coil's plan: it
+    reads tensors of static layout on `device` (besides constants), and the outputs read after it
+    are such tensors (no size or seed a later node takes as a number)."""
+    if node.op == "call_function" and node.target is operator.getitem:
+        return hostable(node.args[0], device)
+    if not is_library_call(node):
+        return False
+    used = _used_outputs(node)
+    val = node.meta.get("val")
+    outputs = list(val) if isinstance(val, (list, tuple)) else [val]
+    if not used or any(not _static(outputs[i], device) for i in used):
+        return False
+    return bool(node.all_input_nodes) and all(_static(n.meta.get("val"), device) for n in node.all_input_nodes)
+
+
+def torch_call(node, index, dtype_names):
+    """Library call `node` as coil's torch_call node (torch.export's serialized form) and the
+    function the plan calls for it: it takes the tensors of the node's inputs (views of coil's
+    buffers, valid during the call) and returns per output read (tensor, data pointer), in the
+    traced layout (a copy where the kernel gives another, or where it shares an input's memory,
+    which coil may reuse once the call is done)."""
+    from ._runner import LayoutError, restride
+
+    tensor_nodes = []
+
+    def slot(n):
+        tensor_nodes.append(n)
+        return _Slot(len(tensor_nodes) - 1)
+
+    args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), slot)
+    used = _used_outputs(node)
+    val = node.meta.get("val")
+    multi = isinstance(val, (list, tuple))
+    values = [val[i] if multi else val for i in used]
+    layouts = [(tuple(v.shape), tuple(v.stride()), v.dtype) for v in values]
+    target = node.target
+
+    def call(tensors):
+        result = target(*_fill(args, tensors), **_fill(kwargs, tensors))
+        outputs = [result[i] for i in used] if multi else [result]
+        storages = {t.untyped_storage().data_ptr() for t in tensors}
+        handed = []
+        for out, (sizes, strides, dtype) in zip(outputs, layouts):
+            if out.dtype != dtype or tuple(out.shape) != sizes:
+                raise LayoutError(f"{target} returned {out.dtype}{list(out.shape)} where PyTorch traced {dtype}{list(sizes)}")
+            if (out.numel() and out.stride() != strides) or out.untyped_storage().data_ptr() in storages:
+                out = restride(out, sizes, strides)
+                if out is None:
+                    raise LayoutError(f"{target}: an output layout coil cannot copy into")
+            handed.append((out, out.data_ptr()))
+        return handed
+
+    from ._fx import value_name
+    spec = ";".join(f"{dtype_names[dtype]}:{','.join(map(str, sizes))}:{','.join(map(str, strides))}"
+                    for sizes, strides, dtype in layouts)
+    names = [f"{node.name}__{i}" if multi else node.name for i in used]
+    program_node = {"target": "torch.ops.coil.torch_call.default", "name": node.name,
+                    "inputs": [{"name": "inputs", "arg": {"as_tensors": [{"name": value_name(n)} for n in tensor_nodes]}},
+                               {"name": "index", "arg": {"as_int": index}},
+                               {"name": "outputs", "arg": {"as_string": spec}}],
+                    "outputs": [{"as_tensor": {"name": name}} for name in names]}
+    return program_node, call

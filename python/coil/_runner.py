@@ -9,8 +9,7 @@ import torch
 from . import _coil, _fx, _updates
 
 _DTYPES = {code: dtype for dtype, code in _fx.DTYPES.items()}
-_COIL_DTYPES = {torch.float64: "f64", torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.int64: "i64",
-                torch.int32: "i32", torch.int16: "i16", torch.int8: "i8", torch.uint8: "u8", torch.bool: "bool"}
+_COIL_DTYPES = _fx.COIL_DTYPES
 
 def raw_stream():
     """The current CUDA stream of a device, as a CUstream number: torch's C binding where it has

@@ -118,15 +118,82 @@ class Owner {
   PyObject* object_;
 };
 
+// The adapter's functions for a graph's torch_call nodes (PyTorch's library kernels), called by
+// the plan with the GIL taken: each gets its inputs as torch tensors over coil's buffers and
+// returns per output (tensor, data pointer) in the declared layout (_library.torch_call); the
+// plan holds each tensor until the output's last reader is enqueued.
+class PyHostCalls : public coil::HostCalls {
+ public:
+  PyHostCalls(nb::list functions, const coil::Graph& graph, coil::Device device) : device_(device) {
+    for (nb::handle f : functions) functions_.push_back(nb::borrow<nb::object>(f));
+    declared_.resize(functions_.size());
+    for (const coil::Node& n : graph.nodes) {
+      if (n.op != coil::OpKind::TorchCall) continue;
+      auto index = static_cast<size_t>(*std::get<coil::SymInt>(n.arg("index").value).constant());
+      if (index >= functions_.size()) throw coil::Error("torch_call %" + n.name() + ": no function for index " + std::to_string(index));
+      for (const coil::Output& o : n.outputs) {
+        auto sizes = constants(o.meta.sizes), strides = constants(o.meta.strides);
+        if (!sizes || !strides) throw coil::Error("torch_call %" + n.name() + ": a symbolic output");
+        declared_[index].push_back({o.meta.dtype, *sizes, *strides});
+      }
+    }
+  }
+  ~PyHostCalls() override {
+    nb::gil_scoped_acquire locked;
+    functions_.clear();
+    from_dlpack_ = nb::object();
+  }
+
+  std::vector<coil::Tensor> call(int index, const std::vector<coil::Tensor>& inputs, void*) const override {
+    nb::gil_scoped_acquire locked;
+    try {
+      nb::list tensors;
+      for (const auto& t : inputs) tensors.append(to_torch(t, from_dlpack_));
+      nb::object results = functions_.at(static_cast<size_t>(index))(tensors);
+      const auto& declared = declared_[static_cast<size_t>(index)];
+      std::vector<coil::Tensor> out;
+      for (nb::handle item : results) {
+        if (out.size() == declared.size()) throw coil::Error("a torch call returned more outputs than it declares");
+        auto pair = nb::borrow<nb::tuple>(item);
+        auto ptr = nb::cast<uintptr_t>(pair[1]);
+        auto owner = std::make_shared<Owner>(nb::borrow<nb::object>(pair[0]).release().ptr());
+        const Declared& d = declared[out.size()];
+        out.push_back(coil::Tensor::borrow(reinterpret_cast<void*>(ptr), d.dtype, d.sizes, d.strides, 0, device_,
+                                           [owner = std::move(owner)](void*) {}));
+      }
+      return out;
+    } catch (nb::python_error& e) {
+      throw coil::Error(std::string("a PyTorch call in the compiled graph failed: ") + e.what());
+    }
+  }
+
+ private:
+  struct Declared {
+    coil::DType dtype;
+    coil::Shape sizes, strides;
+  };
+  std::vector<nb::object> functions_;
+  std::vector<std::vector<Declared>> declared_;  // per index, its outputs
+  coil::Device device_;
+  nb::object from_dlpack_ = nb::module_::import_("torch.utils.dlpack").attr("from_dlpack");
+};
+
 // A compiled graph, run on the data pointers of its inputs (in the compiled layout).
 class Compiled {
  public:
   Compiled(const std::string& program, const std::string& device, int device_index, bool allow_tf32, bool autotune,
            const std::vector<std::string>& weight_keys, const std::vector<uintptr_t>& weight_ptrs, const std::string& cache_dir,
-           const DeviceMemory* memory) {
+           const DeviceMemory* memory, nb::list host_calls) {
     if (weight_keys.size() != weight_ptrs.size()) throw coil::Error("weight keys and pointers differ in number");
+    {
+      nb::gil_scoped_release unlocked;
+      graph_ = coil::graph_from_fx(program);
+    }
+    if (host_calls.size() > 0)
+      host_calls_ = std::make_shared<PyHostCalls>(host_calls, graph_,
+                                                  coil::Device{device == "cuda" ? coil::Device::Kind::cuda : coil::Device::Kind::cpu,
+                                                               device == "cuda" ? device_index : 0});
     nb::gil_scoped_release unlocked;
-    graph_ = coil::graph_from_fx(program);
     coil::CompileOptions options;
     options.device = device;
     options.cuda_device = device_index;
@@ -134,6 +201,7 @@ class Compiled {
     options.autotune = autotune;
     options.cache_dir = cache_dir;
     if (memory) options.device_memory = memory->allocator();
+    options.host_calls = host_calls_;
     exe_ = coil::compile(graph_, options);
     on_gpu_ = exe_.gpu_plan != nullptr;
     coil::Device where{on_gpu_ ? coil::Device::Kind::cuda : coil::Device::Kind::cpu, on_gpu_ ? device_index : 0};
@@ -229,6 +297,7 @@ class Compiled {
       host["runs"] = t.runs, host["setup_ms"] = t.setup_ns / 1e6, host["loop_ms"] = t.loop_ns / 1e6, host["loops"] = t.loops;
       host["gemm_ms"] = t.gemm_ns / 1e6, host["gemms"] = t.gemms, host["conv_ms"] = t.conv_ns / 1e6, host["convs"] = t.convs;
       host["memory_ms"] = t.memory_ns / 1e6, host["finish_ms"] = t.finish_ns / 1e6;
+      host["torch_ms"] = t.torch_ns / 1e6, host["torch_calls"] = t.torch_calls;
       // the whole of Compiled.run (the plan's run and the above within it), and its outputs'
       // making into torch tensors
       host["call_ms"] = static_cast<double>(call_ns_.load()) / 1e6, host["outputs_ms"] = static_cast<double>(outputs_ns_.load()) / 1e6;
@@ -269,6 +338,7 @@ class Compiled {
   std::vector<std::pair<std::string, coil::Tensor>> inputs_;  // name and compiled layout, in order
   coil::TensorMap weights_;
   nb::object from_dlpack_ = nb::module_::import_("torch.utils.dlpack").attr("from_dlpack");
+  std::shared_ptr<const PyHostCalls> host_calls_;  // (released with the GIL held, as Python objects must be)
   mutable std::atomic<int64_t> call_ns_{0}, outputs_ns_{0};  // host time in run(), for stats()
 };
 
@@ -316,10 +386,10 @@ NB_MODULE(_coil, m) {
       .def("live_blocks", &DeviceMemory::live_blocks, "(address, size, bytes requested) of every block handed out and not freed.");
   nb::class_<Compiled>(m, "Compiled")
       .def(nb::init<const std::string&, const std::string&, int, bool, bool, const std::vector<std::string>&,
-                    const std::vector<uintptr_t>&, const std::string&, const DeviceMemory*>(),
+                    const std::vector<uintptr_t>&, const std::string&, const DeviceMemory*, nb::list>(),
            nb::arg("program"), nb::arg("device"), nb::arg("device_index") = 0, nb::arg("allow_tf32") = false, nb::arg("autotune") = true,
            nb::arg("weight_keys") = std::vector<std::string>{}, nb::arg("weight_ptrs") = std::vector<uintptr_t>{},
-           nb::arg("cache_dir") = "", nb::arg("memory").none() = nb::none())
+           nb::arg("cache_dir") = "", nb::arg("memory").none() = nb::none(), nb::arg("host_calls") = nb::list())
       .def("run", &Compiled::run, nb::arg("ptrs"), nb::arg("stream") = 0, nb::arg("owners").none() = nb::none(),
            "Runs on the inputs' data pointers; `owners`: per input its tensor or None, handed over (the list is "
            "emptied) so that the run frees each once its last reader is enqueued.")

@@ -150,7 +150,8 @@ bool cpu_library_takes(const loop::ExternCall& call, const loop::Program& progra
       bool f32_sum = half && result == DType::f32 && call.kind != loop::ExternKind::addmm;
       return (t == DType::f32 || t == DType::f64 || half) && (result == t || f32_sum);
     }
-    case loop::ExternKind::attention: return false;
+    case loop::ExternKind::attention:
+    case loop::ExternKind::torch: return false;
   }
   return false;
 }
@@ -206,7 +207,7 @@ Generated generate(const Graph& graph, const Target& target) {
   {
     const loop::Program& p = out.lowered.program;
     out.lowered.program = schedule::externs_to_loops(p, [&](const loop::ExternCall& c) {
-      if (c.kind == loop::ExternKind::attention) return false;
+      if (c.kind == loop::ExternKind::attention || c.kind == loop::ExternKind::torch) return false;
       if (target.externs_as_loops) return true;
       if (!target.cuda) return !cpu_library_takes(c, p);
       return c.kind == loop::ExternKind::convolution ? !library_convolution(c, p) : !cublas_takes(c, p);
@@ -254,6 +255,9 @@ Generated generate(const Graph& graph, const Target& target) {
 Executable compile(const Graph& graph, const CompileOptions& options) {
   if (options.device != "cpu" && options.device != "cuda" && options.device != "auto")
     fail("unknown device '{}' (expected cpu, cuda or auto)", options.device);
+  for (const Node& n : graph.nodes)
+    if (n.op == OpKind::TorchCall && !options.host_calls)
+      fail("%{} is a torch_call: it runs only inside the program that made it (the torch.compile adapter)", n.name());
   std::string note;
   if (options.device != "cpu") {
     std::shared_ptr<cuda::Context> context;
@@ -310,6 +314,7 @@ Executable compile_cpu(const Graph& graph, const CompileOptions& options) {
   }
   exe.source = gen.source.code();
   plan.memory = plan_memory(gen.lowered);
+  plan.host_calls = options.host_calls;
   plan.graph = std::move(gen.graph);
   plan.lowered = std::move(gen.lowered);
   return exe;

@@ -346,6 +346,7 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
   gpu->context = context;
   gpu->allocator = options.device_memory ? options.device_memory : std::make_shared<cuda::DeviceAllocator>(context);
   gpu->tf32 = options.allow_tf32;
+  gpu->host_calls = options.host_calls;
   gpu->scratch_layout = split_scratch_layout(gpu->kernels);
   gpu->status_words = std::any_of(gen.lowered.program.kernels.begin(), gen.lowered.program.kernels.end(), [](const loop::Kernel& k) {
     const auto* lk = std::get_if<loop::LoopKernel>(&k);

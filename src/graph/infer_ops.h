@@ -14,5 +14,6 @@ std::vector<TensorMeta> infer_view(const ArgReader& args);
 std::vector<TensorMeta> infer_shape(const ArgReader& args);
 std::vector<TensorMeta> infer_indexing(const ArgReader& args);
 std::vector<TensorMeta> infer_linalg(const ArgReader& args);
+std::vector<TensorMeta> infer_torch_call(const ArgReader& args);  // (a linalg op, declared outputs)
 
 }  // namespace coil

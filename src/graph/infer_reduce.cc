@@ -437,6 +437,7 @@ std::vector<TensorMeta> linalg(const ArgReader& a) {
       sizes[r - 1] = v.sizes[r - 1];
       return {TensorMeta::contiguous(q.dtype, sizes, q.device)};
     }
+    case OpKind::TorchCall: return infer_torch_call(a);
     default: break;
   }
   COIL_CHECK(false) << "no linalg rule for " << op;

@@ -31,7 +31,7 @@ const char* role_name(Buffer::Role r) {
 namespace {
 
 const char* extern_name(ExternKind k) {
-  static constexpr const char* names[] = {"mm", "bmm", "addmm", "convolution", "attention"};
+  static constexpr const char* names[] = {"mm", "bmm", "addmm", "convolution", "attention", "torch"};
   return names[static_cast<size_t>(k)];
 }
 
@@ -62,6 +62,7 @@ std::string extern_str(const ExternCall& e) {
     if (*v) epilogue += fmt::format(" {}=buf{}", name, (*v)->buffer);
   std::string view = e.output_view ? " strides=" + shape_str(e.output_view->strides) : "";
   if (e.output_view && e.output_view->offset != SymInt(0)) view += " offset=" + e.output_view->offset.str();
+  for (int b : e.more_outputs) view += fmt::format(", buf{}", b);
   return fmt::format("extern {} {}({}) -> buf{}{} params=[{}]{}  # from {}\n", e.name, extern_name(e.kind), fmt::join(ins, ", "),
                      e.output, view, fmt::join(e.params, ", "), epilogue, fmt::join(e.origins, ", "));
 }
@@ -107,6 +108,7 @@ Access access(const Kernel& k) {
     for (const auto* v : {&e->residual, &e->scale, &e->shift, &e->residual_scale})
       if (*v) a.reads.insert((*v)->buffer);
     a.writes.insert(e->output);
+    a.writes.insert(e->more_outputs.begin(), e->more_outputs.end());
     return a;
   }
   const auto& lk = std::get<LoopKernel>(k);
@@ -188,6 +190,11 @@ void verify(const Program& p) {
       for (const auto& v : e->inputs)
         COIL_CHECK(v.buffer >= 0 && static_cast<size_t>(v.buffer) < p.buffers.size()) << e->name << ": unknown input buffer";
       COIL_CHECK(e->output >= 0 && static_cast<size_t>(e->output) < p.buffers.size()) << e->name << ": unknown output buffer";
+      for (int b : e->more_outputs)
+        COIL_CHECK(e->kind == ExternKind::torch && b >= 0 && static_cast<size_t>(b) < p.buffers.size())
+            << e->name << ": more outputs are a torch call's, in known buffers";
+      COIL_CHECK(e->kind != ExternKind::torch || (!e->output_view && !e->residual && e->activation == Activation::none))
+          << e->name << ": a torch call writes its results as they come";
       COIL_CHECK(!e->output_view || (e->output_view->buffer == e->output &&
                                      (e->kind == ExternKind::attention || e->kind == ExternKind::convolution)))
           << e->name << ": an output view is for attention or a convolution, into its output buffer";

@@ -59,7 +59,9 @@ struct LoopKernel {
 
 // attention: softmax(q @ k^T * scale (causal: keys after the query masked)) @ v over the
 // leading (batch, heads) dims, a fused kernel on CUDA (codegen/cuda/cuda_attention.cc).
-enum class ExternKind : uint8_t { mm, bmm, addmm, convolution, attention };
+// torch: a call the embedding program makes (graph op torch_call; CompileOptions::host_calls),
+// the only kind with more than one output.
+enum class ExternKind : uint8_t { mm, bmm, addmm, convolution, attention, torch };
 // mm, bmm, addmm: the calls a GEMM epilogue may join.
 inline bool is_product(ExternKind k) { return k == ExternKind::mm || k == ExternKind::bmm || k == ExternKind::addmm; }
 
@@ -78,11 +80,14 @@ struct ExternCall {
   ExternKind kind;
   std::vector<View> inputs;  // addmm: bias, mat1, mat2; convolution: input, weight[, bias]; attention: q, k, v
   int output;                // a buffer, written in its own layout unless output_view is set
+  // torch: the call's other outputs, in order (its memory is the embedder's: runtime/plan.h).
+  std::vector<int> more_outputs;
   // attention: where the result (its logical sizes) goes in `output` when that is a permuted
   // layout (schedule/extern_copies.h).
   std::optional<View> output_view;
   // addmm: beta, alpha; convolution: k (spatial dims), then k each of stride, padding,
-  // dilation, output_padding, then groups and transposed (0 or 1); attention: scale, causal (0 or 1)
+  // dilation, output_padding, then groups and transposed (0 or 1); attention: scale, causal (0 or 1);
+  // torch: the embedder's index of the call
   std::vector<double> params;
   // Applied to each element of the result before it is stored (mm, bmm, addmm): a GEMM
   // epilogue the scheduler found after the product.

@@ -23,7 +23,35 @@ loop::View operand(Context& c, const Node& n, std::string_view name) {
 
 }  // namespace
 
+namespace {
+
+// A torch call: its inputs realized and passed as the views they are, each result a buffer in
+// the layout the call declares (the embedder's memory at run time: runtime/plan.h).
+std::vector<Value> lower_torch_call(Context& c, const Node& n) {
+  loop::ExternCall call;
+  call.name = c.kernel_name(n.name());
+  call.origins = {n.name()};
+  call.kind = loop::ExternKind::torch;
+  for (const auto& r : std::get<TensorList>(n.arg("inputs").value)) {
+    Value& v = c.value(*r);
+    c.realize(v, c.graph.value_name(*r));
+    call.inputs.push_back({v.buffer, v.meta.sizes, v.meta.strides, v.meta.offset});
+  }
+  call.params = {static_cast<double>(*std::get<SymInt>(n.arg("index").value).constant())};
+  std::vector<Value> out;
+  for (const Output& o : n.outputs) {
+    int b = c.add_buffer(o.name, loop::Buffer::Role::temporary, o.meta);
+    (out.empty() ? call.output : call.more_outputs.emplace_back()) = b;
+    out.push_back(Value{o.meta, b, nullptr});
+  }
+  c.program.kernels.push_back(std::move(call));
+  return out;
+}
+
+}  // namespace
+
 std::vector<Value> lower_linalg(Context& c, const Node& n) {
+  if (n.op == OpKind::TorchCall) return lower_torch_call(c, n);
   ArgReader args(c.graph, n);
   const TensorMeta& meta = n.outputs[0].meta;
   loop::ExternCall call;

@@ -149,6 +149,7 @@ void attention(const NodeEval& e, const Tensor& out) {
 
 std::vector<Tensor> eval_linalg(const NodeEval& e) {
   if (e.op() == OpKind::MaxPool2dWithIndices || e.op() == OpKind::AvgPool2d || e.op() == OpKind::AdaptiveAvgPool2d) return eval_pooling(e);
+  if (e.op() == OpKind::TorchCall) fail("{}: the call is its embedder's (the torch.compile adapter), which the reference has not", e.op_name());
   Tensor out = e.new_output();
   switch (e.op()) {
     case OpKind::Mm:

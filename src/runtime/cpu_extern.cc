@@ -203,6 +203,7 @@ void run_extern_cpu(const loop::ExternCall& call, const loop::Program& p, const 
       onednn::convolution(in[0], in[1], in.size() > 2 ? &in[2] : nullptr, out, loop::conv_params(call.params), call.name, site);
       return;
     case loop::ExternKind::attention: break;  // the CPU target decomposes attention
+    case loop::ExternKind::torch: break;      // the plan calls its embedder (runtime/plan.cc)
   }
   fail("extern {} is not supported on the CPU yet", call.name);
 }

@@ -73,6 +73,8 @@ bool may_overwrite(const loop::Program& program, const MemoryPlan& plan, int out
   for (size_t s = 0; s < plan.writes.size(); ++s)
     if (std::count(plan.writes[s].begin(), plan.writes[s].end(), out)) writers.push_back(s);
   if (writers.empty()) return false;
+  for (size_t s : writers)  // a torch call's result is the embedder's memory, not the input's
+    if (const auto* e = std::get_if<loop::ExternCall>(&program.kernels[s]); e && e->kind == loop::ExternKind::torch) return false;
   const size_t first = writers.front();
   for (size_t s = first; s < plan.reads.size(); ++s) {
     if (!std::count(plan.reads[s].begin(), plan.reads[s].end(), in)) continue;

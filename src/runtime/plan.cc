@@ -44,6 +44,30 @@ size_t buffer_bytes(const loop::Buffer& buf, const std::map<std::string, int64_t
   return static_cast<size_t>(buffer_elements(buf, symbols)) * static_cast<size_t>(dtype_size(buf.dtype));
 }
 
+std::vector<int> call_outputs(const loop::ExternCall& call) {
+  std::vector<int> out{call.output};
+  out.insert(out.end(), call.more_outputs.begin(), call.more_outputs.end());
+  return out;
+}
+
+std::vector<Tensor> host_call(const HostCalls* calls, const loop::ExternCall& call, const loop::Program& p,
+                              const std::vector<Tensor>& inputs, const std::map<std::string, int64_t>& symbols, void* stream) {
+  if (!calls) fail("{}: a torch call, with nothing to run it", call.name);
+  std::vector<Tensor> results = calls->call(static_cast<int>(call.params.at(0)), inputs, stream);
+  const std::vector<int> outputs = call_outputs(call);
+  if (results.size() != outputs.size()) fail("{}: the call returned {} tensors where {} were declared", call.name, results.size(), outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const loop::Buffer& b = p.buffers[static_cast<size_t>(outputs[i])];
+    const Tensor& t = results[i];
+    auto sizes = eval_all(b.sizes, symbols), strides = eval_all(b.strides, symbols);
+    if (!t.defined() || t.dtype() != b.dtype || t.sizes() != sizes || (t.numel() > 0 && t.strides() != strides))
+      fail("{}: result {} is {}{} strides {} where the compiled graph has {}{} strides {}", call.name, i,
+           t.defined() ? dtype_name(t.dtype()) : "nothing", t.defined() ? shape_to_string(t.sizes()) : "",
+           t.defined() ? shape_to_string(t.strides()) : "", dtype_name(b.dtype), shape_to_string(sizes), shape_to_string(strides));
+  }
+  return results;
+}
+
 std::vector<Tensor> TemporaryCache::take() {
   std::lock_guard<std::mutex> lock(mutex_);
   return std::exchange(blocks_, {});
@@ -93,6 +117,10 @@ std::vector<Tensor> Plan::run(const TensorMap& inputs, const TensorMap& weights)
   // Storage elements a buffer's layout addresses (at least one).
   auto elements_of = [&](const loop::Buffer& buf) { return buffer_elements(buf, symbols); };
   std::vector<std::vector<int>> allocate_before(kernels.size());
+  std::vector<bool> hosted(buffers.size(), false);  // a torch call's result: its memory is the embedder's
+  for (const auto& k : lowered.program.kernels)
+    if (const auto* e = std::get_if<loop::ExternCall>(&k); e && e->kind == loop::ExternKind::torch)
+      for (int b : call_outputs(*e)) hosted[static_cast<size_t>(b)] = true;
   std::vector<Tensor> pool = temporaries->take();  // free temporaries' memory (u8, flat): earlier runs', then dead ones
   for (size_t b = 0; b < buffers.size(); ++b) {
     const loop::Buffer& buf = buffers[b];
@@ -101,6 +129,7 @@ std::vector<Tensor> Plan::run(const TensorMap& inputs, const TensorMap& weights)
       continue;
     }
     if (memory.first_use[b] < 0 && buf.role != loop::Buffer::Role::output) continue;
+    if (hosted[b]) continue;
     if (buf.role == loop::Buffer::Role::temporary) {
       allocate_before[static_cast<size_t>(memory.first_use[b])].push_back(static_cast<int>(b));
       continue;
@@ -115,6 +144,7 @@ std::vector<Tensor> Plan::run(const TensorMap& inputs, const TensorMap& weights)
     for (int b : allocate_before[k]) {
       if (int a = memory.in_place_of[static_cast<size_t>(b)]; a >= 0) {  // overwrites its dying operand
         held[static_cast<size_t>(b)] = held[static_cast<size_t>(a)];
+        hosted[static_cast<size_t>(b)] = hosted[static_cast<size_t>(a)];
         ptrs[static_cast<size_t>(b)] = ptrs[static_cast<size_t>(a)];
         continue;
       }
@@ -140,11 +170,29 @@ std::vector<Tensor> Plan::run(const TensorMap& inputs, const TensorMap& weights)
         fail("index {} is out of bounds for a dimension of size {} (computing %{})", status[1], status[2],
              fmt::join(lk.origins, ", %"));
       }
+    } else if (const auto& call = std::get<loop::ExternCall>(lowered.program.kernels[k]); call.kind == loop::ExternKind::torch) {
+      std::vector<Tensor> in;
+      for (const auto& v : call.inputs) {
+        const loop::Buffer& b = buffers[static_cast<size_t>(v.buffer)];
+        in.push_back(Tensor::borrow(ptrs[static_cast<size_t>(v.buffer)], b.dtype, eval_all(v.sizes, symbols), eval_all(v.strides, symbols),
+                                    v.offset.eval(symbols)));
+      }
+      std::vector<Tensor> results = host_call(host_calls.get(), call, lowered.program, in, symbols, nullptr);
+      const std::vector<int> outs = call_outputs(call);
+      for (size_t i = 0; i < outs.size(); ++i) {
+        auto b = static_cast<size_t>(outs[i]);
+        held[b] = std::move(results[i]);
+        ptrs[b] = static_cast<char*>(held[b].data()) - buffers[b].offset.eval(symbols) * static_cast<int64_t>(dtype_size(buffers[b].dtype));
+      }
     } else {
-      run_extern_cpu(std::get<loop::ExternCall>(lowered.program.kernels[k]), lowered.program, ptrs, symbols,
-                     onednn::Site{primitives.get(), k, symbol_values});
+      run_extern_cpu(call, lowered.program, ptrs, symbols, onednn::Site{primitives.get(), k, symbol_values});
     }
     for (int b : memory.release_after[k]) {
+      if (hosted[static_cast<size_t>(b)]) {  // the embedder's memory goes back to it
+        held[static_cast<size_t>(b)] = Tensor();
+        ptrs[static_cast<size_t>(b)] = nullptr;
+        continue;
+      }
       pool.push_back(std::move(held[static_cast<size_t>(b)]));
       held[static_cast<size_t>(b)] = Tensor();
       ptrs[static_cast<size_t>(b)] = nullptr;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "coil/compile.h"
 #include "coil/graph.h"
 #include "coil/reference.h"
 #include "lower/lower.h"
@@ -47,6 +48,7 @@ struct Plan {
   // -1. Such an output is returned undefined when the input was borrowed (given in the declared
   // layout): its values are in the caller's input.
   std::vector<int> output_over_input;
+  std::shared_ptr<const HostCalls> host_calls;  // runs the torch calls (ExternKind::torch)
 
   std::vector<Tensor> run(const TensorMap& inputs, const TensorMap& weights) const;
 };
@@ -63,5 +65,12 @@ size_t buffer_bytes(const loop::Buffer& buf, const std::map<std::string, int64_t
 // `t` checked against the buffer's dtype and shape, as a tensor in the buffer's layout (a
 // contiguous copy when it is not).
 Tensor bind_external(const Tensor& t, const loop::Buffer& b, const std::map<std::string, int64_t>& symbols, const std::string& what);
+// A torch call's results (HostCalls::call) checked against the buffers they become: per output,
+// the tensor, in its buffer's dtype, sizes and strides (else an error naming the call). Each
+// buffer's memory is then its tensor's, starting at the buffer's offset before the tensor's data.
+std::vector<Tensor> host_call(const HostCalls* calls, const loop::ExternCall& call, const loop::Program& p,
+                              const std::vector<Tensor>& inputs, const std::map<std::string, int64_t>& symbols, void* stream);
+// A torch call's output buffers, in order.
+std::vector<int> call_outputs(const loop::ExternCall& call);
 
 }  // namespace coil

@@ -481,11 +481,12 @@ def test_input_updates_match_eager(fn, device):
 
 
 def _views_across_a_library_call(x, w):
-    # q and k: slices of one product, handed to the sort (a library call, between two parts coil
-    # compiles) as views of it; the second part returns a transpose of what the sort gave it.
+    # q and k: slices of one product, handed to the sort (a library call, a step of the program's
+    # plan) as views of it; the results are a transpose of what the sort gave, and q and k
+    # transposed, which together cover the product (returned as views of it).
     q, k = (x @ w).split(8, dim=1)
     s = torch.sort(q.t(), dim=-1).values
-    return s.t(), s + k.t(), k.t()
+    return s.t(), s + k.t(), k.t(), q.t()
 
 
 def _only_views_after_a_library_call(x, w):  # the part after the sort returns views of its input only

@@ -160,4 +160,18 @@ void GpuPlan::run_gemm(size_t k, const loop::ExternCall& call, const cuda::GemmP
   if (keep) gemm_calls_.put(k, std::move(prepared));
 }
 
+std::vector<Tensor> GpuPlan::run_torch_call(const loop::ExternCall& call, const std::vector<cuda::DevicePtr>& ptrs,
+                                            const std::map<std::string, int64_t>& symbols, cuda::Stream stream) const {
+  const auto& buffers = lowered.program.buffers;
+  const Device device{Device::Kind::cuda, context->ordinal()};
+  std::vector<Tensor> inputs;
+  for (const auto& v : call.inputs) {
+    const loop::Buffer& b = buffers[static_cast<size_t>(v.buffer)];
+    auto* data = reinterpret_cast<void*>(ptrs[static_cast<size_t>(v.buffer)] +
+                                         static_cast<cuda::DevicePtr>(v.offset.eval(symbols) * static_cast<int64_t>(dtype_size(b.dtype))));
+    inputs.push_back(Tensor::borrow(data, b.dtype, eval_all(v.sizes, symbols), eval_all(v.strides, symbols), 0, device));
+  }
+  return host_call(host_calls.get(), call, lowered.program, inputs, symbols, stream);
+}
+
 }  // namespace coil

@@ -214,8 +214,16 @@ const GpuPlan::RunLayout& GpuPlan::run_layout() const {
     l.weight_nodes = graph.weight_nodes();
     const auto& buffers = lowered.program.buffers;
     l.temporaries_before.resize(lowered.program.kernels.size());
+    l.hosted.assign(buffers.size(), false);
+    for (const auto& k : lowered.program.kernels)
+      if (const auto* e = std::get_if<loop::ExternCall>(&k); e && e->kind == loop::ExternKind::torch)
+        for (int b : call_outputs(*e)) l.hosted[static_cast<size_t>(b)] = true;
     for (size_t b = 0; b < buffers.size(); ++b) {
       const loop::Buffer& buf = buffers[b];
+      if (l.hosted[b]) {
+        if (buf.role == loop::Buffer::Role::output) l.outputs.push_back(b);
+        continue;
+      }
       if (buf.role == loop::Buffer::Role::temporary && memory.first_use[b] >= 0)
         l.temporaries_before[static_cast<size_t>(memory.first_use[b])].push_back(b);
       else if (buf.role == loop::Buffer::Role::constant && memory.first_use[b] >= 0)
@@ -256,7 +264,9 @@ std::vector<Tensor> GpuPlan::run(std::vector<Tensor> inputs, const TensorMap& we
     times_.runs += 1;
     times_.setup_ns += spent.setup_ns, times_.loop_ns += spent.loop_ns, times_.loops += spent.loops, times_.gemm_ns += spent.gemm_ns;
     times_.gemms += spent.gemms, times_.conv_ns += spent.conv_ns, times_.convs += spent.convs, times_.memory_ns += spent.memory_ns;
-    times_.finish_ns += since(started) - spent.setup_ns - spent.loop_ns - spent.gemm_ns - spent.conv_ns - spent.memory_ns;
+    times_.torch_ns += spent.torch_ns, times_.torch_calls += spent.torch_calls;
+    times_.finish_ns +=
+        since(started) - spent.setup_ns - spent.loop_ns - spent.gemm_ns - spent.conv_ns - spent.memory_ns - spent.torch_ns;
   };
   const cuda::Context& ctx = *context;
   ctx.make_current();
@@ -278,6 +288,7 @@ std::vector<Tensor> GpuPlan::run(std::vector<Tensor> inputs, const TensorMap& we
   const size_t nb = buffers.size(), nk = lowered.program.kernels.size();
   std::vector<cuda::DevicePtr> ptrs(nb, 0);
   std::vector<bool> owned(nb, false);  // allocated for this run (freed at its end)
+  std::vector<Tensor> adopted(nb);     // a torch call's result: the embedder's memory, held until released
   cuda::DevicePtr status = 0, workspace = 0;
   const size_t status_bytes = std::max<size_t>(nk, 1) * 3 * sizeof(int64_t);  // per kernel: code, index, size
   // Everything this run still holds back to the allocator, in stream order.
@@ -369,6 +380,7 @@ std::vector<Tensor> GpuPlan::run(std::vector<Tensor> inputs, const TensorMap& we
           ptrs[b] = ptrs[static_cast<size_t>(a)];
           owned[b] = owned[static_cast<size_t>(a)];
           owned[static_cast<size_t>(a)] = false;
+          adopted[b] = std::move(adopted[static_cast<size_t>(a)]);
           continue;
         }
         take(b);
@@ -382,6 +394,7 @@ std::vector<Tensor> GpuPlan::run(std::vector<Tensor> inputs, const TensorMap& we
         if (owned[ub]) allocator->free(ptrs[ub], stream);
         owned[ub] = false;
         ptrs[ub] = 0;
+        adopted[ub] = Tensor();  // (after its last reader is enqueued: PyTorch's allocator orders reuse on the stream)
       }
       for (size_t i : layout.inputs_after[k])  // its last reader is enqueued: the run's hold ends
         if (!written_over[i] && inputs[i].device().kind == Device::Kind::cuda) inputs[i] = Tensor();
@@ -413,6 +426,19 @@ std::vector<Tensor> GpuPlan::run(std::vector<Tensor> inputs, const TensorMap& we
         spent.loop_ns += step_ns(), spent.loops += 1;
       } else {
         const auto& call = std::get<loop::ExternCall>(lowered.program.kernels[k]);
+        if (call.kind == loop::ExternKind::torch) {
+          std::vector<Tensor> results = run_torch_call(call, ptrs, symbols, stream);
+          const std::vector<int> outs = call_outputs(call);
+          for (size_t i = 0; i < outs.size(); ++i) {
+            auto b = static_cast<size_t>(outs[i]);
+            ptrs[b] = reinterpret_cast<cuda::DevicePtr>(results[i].data()) -
+                      static_cast<cuda::DevicePtr>(buffers[b].offset.eval(symbols) * static_cast<int64_t>(dtype_size(buffers[b].dtype)));
+            adopted[b] = std::move(results[i]);
+          }
+          spent.torch_ns += step_ns(), spent.torch_calls += 1;
+          release_dead(k);
+          continue;
+        }
         auto view_ptr = [&](const loop::View* v) -> const void* {
           if (!v) return nullptr;
           auto b = static_cast<size_t>(v->buffer);
@@ -454,6 +480,8 @@ std::vector<Tensor> GpuPlan::run(std::vector<Tensor> inputs, const TensorMap& we
           if (owned[ub]) {
             release = [alloc = allocator, stream](void* p) { alloc->free(reinterpret_cast<cuda::DevicePtr>(p), stream); };
             owned[ub] = false;
+          } else if (adopted[ub].defined()) {
+            release = [keep = std::move(adopted[ub])](void*) {};  // the embedder's tensor, held by the output's
           }
           given[ob] = Tensor::borrow(reinterpret_cast<void*>(ptrs[ub]), buf.dtype, {buffer_elements(buf, symbols)}, {1}, 0,
                                      Device{Device::Kind::cuda, ctx.ordinal()}, release);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "codegen/cuda/cuda_codegen.h"
+#include "coil/compile.h"
 #include "coil/graph.h"
 #include "coil/reference.h"
 #include "lower/lower.h"
@@ -69,6 +70,7 @@ struct GpuPlan {
   std::shared_ptr<const cuda::Cudnn> cudnn;    // when the program has convolutions
   std::vector<size_t> conv_plans;              // per program kernel: the tuner's cuDNN plan (0: the heuristic's first)
   bool tf32 = false;                           // f32 matrix products may use TF32
+  std::shared_ptr<const HostCalls> host_calls;  // runs the torch calls (ExternKind::torch)
   bool status_words = true;                    // some kernel may report an error (loop::may_fail)
   SplitScratchLayout scratch_layout;           // of `kernels`, in each stream's split scratch
   // Per graph output, the graph input whose memory it is computed in (outputs_over_inputs), or
@@ -111,7 +113,7 @@ struct GpuPlan {
   // reports it).
   struct HostTimes {
     int64_t runs = 0, setup_ns = 0, loop_ns = 0, loops = 0, gemm_ns = 0, gemms = 0, conv_ns = 0, convs = 0, memory_ns = 0,
-            finish_ns = 0;
+            finish_ns = 0, torch_ns = 0, torch_calls = 0;
   };
   HostTimes host_times() const;
 
@@ -153,6 +155,10 @@ struct GpuPlan {
   void run_gemm(size_t k, const loop::ExternCall& call, const cuda::GemmPointers& operands, cuda::DevicePtr workspace,
                 const std::map<std::string, int64_t>& symbols, cuda::Stream stream) const;
   mutable PerStep<cuda::GemmCall> gemm_calls_;
+  // Torch call `call` (host_calls) on the views of `ptrs` it reads, on `stream`: per output, the
+  // embedder's tensor (the buffer's memory until released).
+  std::vector<Tensor> run_torch_call(const loop::ExternCall& call, const std::vector<cuda::DevicePtr>& ptrs,
+                                     const std::map<std::string, int64_t>& symbols, cuda::Stream stream) const;
 
   mutable std::mutex times_mutex_;
   mutable HostTimes times_;
@@ -172,6 +178,7 @@ struct GpuPlan {
     std::vector<std::vector<size_t>> temporaries_before;  // per step (graph outputs too, at their first writer)
     std::vector<std::vector<size_t>> inputs_after;        // per step: the inputs (by index) no later step reads
     std::vector<size_t> constants, outputs;
+    std::vector<bool> hosted;  // per buffer: a torch call's result, the embedder's memory (none allocated)
   };
   const RunLayout& run_layout() const;
   mutable std::once_flag layout_once_;
