@@ -120,6 +120,8 @@ def _takes_input(placeholder, device):
     value = placeholder.meta.get("val")
     if not isinstance(value, torch.Tensor):
         return False
+    if value.dtype in _fx.STORED_AS and value.device == device:  # held for library calls, never computed on
+        return all(u.op == "output" or _library.is_library_call(u) for u in placeholder.users)
     return _takes(value, device) or (_takes(value, value.device) and bool(placeholder.users)
                                      and all(_cpu_index_of(placeholder, user) for user in placeholder.users))
 

@@ -41,9 +41,18 @@ def target_name(target):
     return None
 
 
-def tensor_meta(t):
+# Dtypes coil has not, which it holds (never computes on) as one of the same size: a library
+# call's random state (flash attention's philox seed and offset, uint64) passed from the forward
+# to the backward.
+STORED_AS = {torch.uint64: torch.int64}
+
+
+def tensor_meta(t, stored=False):
+    """A tensor's meta in the program; `stored`: a value coil only holds (STORED_AS taken)."""
     if not isinstance(t, torch.Tensor):
         raise Unsupported(f"a {type(t).__name__} value")
+    if stored and t.dtype in STORED_AS:
+        return tensor_meta(t.view(STORED_AS[t.dtype]))
     if t.dtype not in DTYPES:
         raise Unsupported(f"dtype {t.dtype}")
     if t.layout != torch.strided:
@@ -305,7 +314,7 @@ def program(gm, input_values, frozen, device, input_views=False, any_layout=(), 
             position = len(placeholders)
             placeholders[node] = position
             value = input_values[position]
-            entry = {"name": node.name, "meta": tensor_meta(value)}
+            entry = {"name": node.name, "meta": tensor_meta(value, stored=True)}
             if position in frozen:
                 weights.append(dict(entry, key=frozen[position]))
             else:

@@ -112,10 +112,10 @@ def _used_outputs(node):
 
 
 def _static(value, device):
-    from ._fx import COIL_DTYPES
+    from ._fx import COIL_DTYPES, STORED_AS
 
     return (isinstance(value, torch.Tensor) and value.layout == torch.strided and value.device == device
-            and value.dtype in COIL_DTYPES and all(type(s) is int for s in list(value.shape) + list(value.stride())))
+            and (value.dtype in COIL_DTYPES or value.dtype in STORED_AS) and all(type(s) is int for s in list(value.shape) + list(value.stride())))
 
 
 def hostable(node, device):
@@ -140,6 +140,7 @@ def torch_call(node, index, dtype_names):
     buffers, valid during the call) and returns per output read (tensor, data pointer), in the
     traced layout (a copy where the kernel gives another, or where it shares an input's memory,
     which coil may reuse once the call is done)."""
+    from ._fx import STORED_AS
     from ._runner import LayoutError, restride
 
     tensor_nodes = []
@@ -155,8 +156,12 @@ def torch_call(node, index, dtype_names):
     values = [val[i] if multi else val for i in used]
     layouts = [(tuple(v.shape), tuple(v.stride()), v.dtype) for v in values]
     target = node.target
+    # The inputs coil holds as another dtype (STORED_AS), by index, and their own dtypes.
+    stored = [(i, n.meta["val"].dtype) for i, n in enumerate(tensor_nodes) if n.meta["val"].dtype in STORED_AS]
 
     def call(tensors):
+        for i, dtype in stored:
+            tensors[i] = tensors[i].view(dtype)
         result = target(*_fill(args, tensors), **_fill(kwargs, tensors))
         outputs = [result[i] for i in used] if multi else [result]
         storages = {t.untyped_storage().data_ptr() for t in tensors}
@@ -168,11 +173,13 @@ def torch_call(node, index, dtype_names):
                 out = restride(out, sizes, strides)
                 if out is None:
                     raise LayoutError(f"{target}: an output layout coil cannot copy into")
+            if dtype in STORED_AS:
+                out = out.view(STORED_AS[dtype])
             handed.append((out, out.data_ptr()))
         return handed
 
     from ._fx import value_name
-    spec = ";".join(f"{dtype_names[dtype]}:{','.join(map(str, sizes))}:{','.join(map(str, strides))}"
+    spec = ";".join(f"{dtype_names[STORED_AS.get(dtype, dtype)]}:{','.join(map(str, sizes))}:{','.join(map(str, strides))}"
                     for sizes, strides, dtype in layouts)
     names = [f"{node.name}__{i}" if multi else node.name for i in used]
     program_node = {"target": "torch.ops.coil.torch_call.default", "name": node.name,

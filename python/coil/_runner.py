@@ -74,9 +74,15 @@ def _output_fixup(out, want, device, out_device=None):
     `out`. `out_device`: the device type of coil's output, where `out` is its meta twin."""
     if want is None:
         return None
-    if list(out.shape) != want["sizes"] or str(out.dtype).removeprefix("torch.") != want["dtype"]:
-        raise LayoutError(f"coil returned {out.dtype}{list(out.shape)} where PyTorch traced {want['dtype']}{want['sizes']}")
     steps = []
+    dtype = str(out.dtype).removeprefix("torch.")
+    stored = {str(k).removeprefix("torch."): (str(v).removeprefix("torch."), k) for k, v in _fx.STORED_AS.items()}
+    if want["dtype"] in stored and stored[want["dtype"]][0] == dtype:  # held as another dtype of its size
+        steps.append(lambda t: t.view(stored[want["dtype"]][1]))
+    elif list(out.shape) != want["sizes"] or dtype != want["dtype"]:
+        raise LayoutError(f"coil returned {out.dtype}{list(out.shape)} where PyTorch traced {want['dtype']}{want['sizes']}")
+    if list(out.shape) != want["sizes"]:
+        raise LayoutError(f"coil returned {out.dtype}{list(out.shape)} where PyTorch traced {want['dtype']}{want['sizes']}")
     if not same_layout(want["sizes"], want["strides"], out.stride()):
         sizes, strides = want["sizes"], want["strides"]
         if restride(out, sizes, strides) is None:
@@ -169,7 +175,9 @@ class Runner:
         sizes, strides, dtype = self.inputs[k]
         if arg.device != self.device or tuple(arg.shape) != sizes:
             raise LayoutError(f"input {i} is {arg.dtype}{list(arg.shape)} on {arg.device}")
-        if arg.dtype != dtype:  # an eager kernel that returns another dtype than its meta says
+        if _fx.STORED_AS.get(arg.dtype) is dtype:  # a value coil holds as another of its size
+            arg = arg.view(dtype)
+        elif arg.dtype != dtype:  # an eager kernel that returns another dtype than its meta says
             arg = arg.to(dtype)
         if not same_layout(sizes, strides, arg.stride()):
             arg = restride(arg, sizes, strides)
