@@ -120,8 +120,6 @@ def _takes_input(placeholder, device):
     value = placeholder.meta.get("val")
     if not isinstance(value, torch.Tensor):
         return False
-    if value.dtype in _fx.STORED_AS and value.device == device:  # held for library calls, never computed on
-        return all(u.op == "output" or _library.is_library_call(u) for u in placeholder.users)
     return _takes(value, device) or (_takes(value, value.device) and bool(placeholder.users)
                                      and all(_cpu_index_of(placeholder, user) for user in placeholder.users))
 
@@ -353,11 +351,15 @@ def _compile_module(gm, options, frozen_tensors, check_inputs, device, any_layou
         _fallback_report(gm, eager)
     if library:
         _library_report(library)
-    if not eager and takes_inputs and not any(n.op == "get_attr" for n in gm.graph.nodes) \
-            and all(_library.hostable(n, device) for n in library):
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if not eager and not any(n.op == "get_attr" for n in gm.graph.nodes) and all(_library.hostable(n, device) for n in library) \
+            and all(_takes_input(n, device) or _library.passed_around(n) for n in placeholders):
         # One program, its library calls made by coil's plan as it goes: no graph split around
         # them (a split costs each part its run's host time; Llama's training step made 27 runs).
         return _compile_whole(gm, values, device, options, frozen_tensors, check_inputs, any_layout, hosted=True)
+    if library and not eager:
+        _log.info("the graph is split around its library calls: %s", ", ".join(
+            f"{n.name} ({n.target})" for n in library if not _library.hostable(n, device)) or "an input coil cannot hold")
     return _partition(gm, device, options, list_call)
 
 

@@ -41,18 +41,9 @@ def target_name(target):
     return None
 
 
-# Dtypes coil has not, which it holds (never computes on) as one of the same size: a library
-# call's random state (flash attention's philox seed and offset, uint64) passed from the forward
-# to the backward.
-STORED_AS = {torch.uint64: torch.int64}
-
-
-def tensor_meta(t, stored=False):
-    """A tensor's meta in the program; `stored`: a value coil only holds (STORED_AS taken)."""
+def tensor_meta(t):
     if not isinstance(t, torch.Tensor):
         raise Unsupported(f"a {type(t).__name__} value")
-    if stored and t.dtype in STORED_AS:
-        return tensor_meta(t.view(STORED_AS[t.dtype]))
     if t.dtype not in DTYPES:
         raise Unsupported(f"dtype {t.dtype}")
     if t.layout != torch.strided:
@@ -304,17 +295,25 @@ def program(gm, input_values, frozen, device, input_views=False, any_layout=(), 
     and no other result shares; Compiled.output_strides says what they got).
 
     `host_calls`, where given (a list), takes the functions of the library calls the program
-    makes as steps of coil's plan (torch_call nodes, _library.torch_call), in their index order.
+    makes as steps of coil's plan (torch_call nodes, _library.torch_call), in their index order;
+    the values those calls pass around coil's buffers (_library.Stash) are then not the
+    program's: the entry's "stash" holds them, and the recipe has ("stash", name) for a result
+    among them.
     """
     inputs, weights, per_call, moves, nodes = [], [], [], [], []
     where = device_json(device)
     placeholders = {}
+    stash = _library.Stash() if host_calls is not None else None
+    around = {}  # values passed around coil's buffers: node -> ("arg", position) or ("stash", name)
     for node in gm.graph.nodes:
         if node.op == "placeholder":
             position = len(placeholders)
             placeholders[node] = position
             value = input_values[position]
-            entry = {"name": node.name, "meta": tensor_meta(value, stored=True)}
+            if stash is not None and not _library.static(value, device) and _library.passed_around(node):
+                around[node] = ("arg", position)  # (a backward's random state: only library calls read it)
+                continue
+            entry = {"name": node.name, "meta": tensor_meta(value)}
             if position in frozen:
                 weights.append(dict(entry, key=frozen[position]))
             else:
@@ -326,7 +325,7 @@ def program(gm, input_values, frozen, device, input_views=False, any_layout=(), 
             if node.target is operator.getitem:
                 continue
             if host_calls is not None and _library.is_library_call(node):
-                program_node, call = _library.torch_call(node, len(host_calls), COIL_DTYPES)
+                program_node, call = _library.torch_call(node, len(host_calls), COIL_DTYPES, device, stash, around)
                 nodes.append(program_node)
                 host_calls.append(call)
                 continue
@@ -339,7 +338,8 @@ def program(gm, input_values, frozen, device, input_views=False, any_layout=(), 
     outputs, recipe, layouts = [], [], []
     updates = dict(gm.meta.get("coil_updates", ()))  # result index -> the placeholder it updates
     listed = [results] if single else results
-    computed = [r for i, r in enumerate(listed) if isinstance(r, torch.fx.Node) and r not in placeholders and i not in updates]
+    computed = [r for i, r in enumerate(listed)
+                if isinstance(r, torch.fx.Node) and r not in placeholders and r not in around and i not in updates]
     views = _view_bases(computed, _owners(gm, placeholders))
     of_inputs = _input_views(computed, placeholders, per_call, moves) if input_views else {}
     coil_index = {}  # program value name -> its index among coil's outputs
@@ -362,6 +362,8 @@ def program(gm, input_values, frozen, device, input_views=False, any_layout=(), 
             layouts.append(None)
         elif isinstance(r, torch.fx.Node) and r in placeholders:
             recipe.append(("arg", placeholders[r]))
+        elif isinstance(r, torch.fx.Node) and r in around:  # a library call's result coil does not hold
+            recipe.append(around[r])
         elif r in of_inputs:
             value = r.meta["val"]
             recipe.append(("input_view", of_inputs[r][0], list(value.shape), list(value.stride()), of_inputs[r][1]))
@@ -376,14 +378,19 @@ def program(gm, input_values, frozen, device, input_views=False, any_layout=(), 
         else:
             recipe.append(("const", r))
     if not outputs and of_inputs:  # every result a view of an input: coil computes them (a program has outputs)
-        return program(gm, input_values, frozen, device, any_layout=any_layout)
+        if host_calls is not None:
+            host_calls.clear()
+        return program(gm, input_values, frozen, device, any_layout=any_layout, host_calls=host_calls)
     free = _free_layouts(recipe, any_layout, layouts, device.type)
     for k in free.values():
         layouts[k] = None  # handed back as coil lays them out
     text = json.dumps({"name": "fx", "device": where["as_device"], "inputs": inputs, "weights": weights, "nodes": nodes,
                        "outputs": outputs, "any_layout_outputs": sorted(free.values())})
-    return {"program": text, "per_call": per_call, "moves": moves, "recipe": recipe, "single": single, "layouts": layouts,
+    made = {"program": text, "per_call": per_call, "moves": moves, "recipe": recipe, "single": single, "layouts": layouts,
             "updates": sorted(updates.items()), "any_layout": sorted(free.items())}
+    if around:
+        made["stash"] = stash
+    return made
 
 
 def _free_layouts(recipe, any_layout, layouts, device_type):

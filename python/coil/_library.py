@@ -11,6 +11,7 @@ against torch._inductor's lowering and decomposition tables): where Inductor gen
 for an op, coil must too, and an unsupported node of it warns.
 """
 import operator
+import threading
 
 import torch
 
@@ -111,59 +112,94 @@ def _used_outputs(node):
     return sorted(used)
 
 
-def _static(value, device):
-    from ._fx import COIL_DTYPES, STORED_AS
+def static(value, device):
+    """Whether coil can hold this traced value in its buffers: a tensor of static layout, of a
+    dtype coil has, on the graph's device."""
+    from ._fx import COIL_DTYPES
 
     return (isinstance(value, torch.Tensor) and value.layout == torch.strided and value.device == device
-            and (value.dtype in COIL_DTYPES or value.dtype in STORED_AS) and all(type(s) is int for s in list(value.shape) + list(value.stride())))
+            and value.dtype in COIL_DTYPES and all(type(s) is int for s in list(value.shape) + list(value.stride())))
+
+
+def passed_around(node):
+    """Whether value `node` (a placeholder, or a library call's result) may go around coil's
+    buffers: only library calls and the graph's output read it (Stash)."""
+    return all(u.op == "output" or (u.op == "call_function" and is_library_call(u)) for u in node.users)
+
+
+def _values(node):
+    """The library call's results that later nodes read: [(index, node that names it)]."""
+    if not isinstance(node.meta.get("val"), (list, tuple)):
+        return [(0, node)]
+    return sorted(((u.args[1], u) for u in node.users), key=lambda pair: pair[0])
 
 
 def hostable(node, device):
-    """Whether library call `node` (or a getitem of one) can run as a step of coil's plan: it
-    reads tensors of static layout on `device` (besides constants), and the outputs read after it
-    are such tensors (no size or seed a later node takes as a number)."""
+    """Whether library call `node` (or a getitem of one) can run as a step of coil's plan: each
+    value it reads and each result read after it is one coil holds (`static`) or one only library
+    calls and the output read (passed around coil, Stash), and coil holds at least one result."""
     if node.op == "call_function" and node.target is operator.getitem:
         return hostable(node.args[0], device)
-    if not is_library_call(node):
+    if not is_library_call(node) or _used_outputs(node) is None:
         return False
-    used = _used_outputs(node)
-    val = node.meta.get("val")
-    outputs = list(val) if isinstance(val, (list, tuple)) else [val]
-    if not used or any(not _static(outputs[i], device) for i in used):
+    held = [static(v.meta.get("val"), device) for _, v in _values(node)]
+    if not any(held) or not all(h or passed_around(v) for h, (_, v) in zip(held, _values(node))):
         return False
-    return bool(node.all_input_nodes) and all(_static(n.meta.get("val"), device) for n in node.all_input_nodes)
+    for n in node.all_input_nodes:
+        around = n.op == "placeholder" or (n.op == "call_function" and is_library_call(n))
+        if not static(n.meta.get("val"), device) and not (around and passed_around(n)):
+            return False
+    return True
 
 
-def torch_call(node, index, dtype_names):
+class Stash(threading.local):
+    """What a program's library calls hand one another around coil's buffers in a run: the run's
+    arguments (for placeholders only library calls read: a backward's random state) and the
+    results no compiled node reads (the forward's random state, sizes, tensors on another
+    device), by value name. The runner fills `args` before a run and empties both after it."""
+
+    def __init__(self):
+        self.args, self.values = None, {}
+
+
+def torch_call(node, index, dtype_names, device, stash, around):
     """Library call `node` as coil's torch_call node (torch.export's serialized form) and the
-    function the plan calls for it: it takes the tensors of the node's inputs (views of coil's
-    buffers, valid during the call) and returns per output read (tensor, data pointer), in the
-    traced layout (a copy where the kernel gives another, or where it shares an input's memory,
-    which coil may reuse once the call is done)."""
-    from ._fx import STORED_AS
+    function the plan calls for it. `around` maps the values passed around coil's buffers to
+    where they are found: ("arg", position) in the run's arguments, or ("stash", name).
+
+    The function takes the tensors coil holds among the node's inputs (views of coil's buffers,
+    valid during the call), puts the results no compiled node reads in `stash`, and returns per
+    other result (tensor, data pointer), in the traced layout (a copy where the kernel gives
+    another, or where it shares an input's memory, which coil may reuse once the call is done)."""
+    from ._fx import value_name
     from ._runner import LayoutError, restride
 
-    tensor_nodes = []
+    coil_inputs, sources = [], []  # per tensor argument: ("coil", i), ("arg", position) or ("stash", name)
 
     def slot(n):
-        tensor_nodes.append(n)
-        return _Slot(len(tensor_nodes) - 1)
+        where = around.get(n)
+        if where is None:
+            where = ("coil", len(coil_inputs))
+            coil_inputs.append(n)
+        sources.append(where)
+        return _Slot(len(sources) - 1)
 
     args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), slot)
-    used = _used_outputs(node)
     val = node.meta.get("val")
     multi = isinstance(val, (list, tuple))
-    values = [val[i] if multi else val for i in used]
-    layouts = [(tuple(v.shape), tuple(v.stride()), v.dtype) for v in values]
+    kept, stashed = [], []  # (index, traced value, its name), coil's results and the stash's
+    for i, reader in _values(node):
+        (kept if static(reader.meta.get("val"), device) else stashed).append((i, val[i] if multi else val, value_name(reader)))
+    layouts = [(tuple(v.shape), tuple(v.stride()), v.dtype) for _, v, _ in kept]
     target = node.target
-    # The inputs coil holds as another dtype (STORED_AS), by index, and their own dtypes.
-    stored = [(i, n.meta["val"].dtype) for i, n in enumerate(tensor_nodes) if n.meta["val"].dtype in STORED_AS]
 
     def call(tensors):
-        for i, dtype in stored:
-            tensors[i] = tensors[i].view(dtype)
-        result = target(*_fill(args, tensors), **_fill(kwargs, tensors))
-        outputs = [result[i] for i in used] if multi else [result]
+        given = [tensors[w[1]] if w[0] == "coil" else stash.args[w[1]] if w[0] == "arg" else stash.values[w[1]]
+                 for w in sources]
+        result = target(*_fill(args, given), **_fill(kwargs, given))
+        for i, _, name in stashed:
+            stash.values[name] = result[i] if multi else result
+        outputs = [result[i] if multi else result for i, _, _ in kept]
         storages = {t.untyped_storage().data_ptr() for t in tensors}
         handed = []
         for out, (sizes, strides, dtype) in zip(outputs, layouts):
@@ -173,17 +209,16 @@ def torch_call(node, index, dtype_names):
                 out = restride(out, sizes, strides)
                 if out is None:
                     raise LayoutError(f"{target}: an output layout coil cannot copy into")
-            if dtype in STORED_AS:
-                out = out.view(STORED_AS[dtype])
             handed.append((out, out.data_ptr()))
         return handed
 
-    from ._fx import value_name
-    spec = ";".join(f"{dtype_names[STORED_AS.get(dtype, dtype)]}:{','.join(map(str, sizes))}:{','.join(map(str, strides))}"
+    spec = ";".join(f"{dtype_names[dtype]}:{','.join(map(str, sizes))}:{','.join(map(str, strides))}"
                     for sizes, strides, dtype in layouts)
-    names = [f"{node.name}__{i}" if multi else node.name for i in used]
+    names = [name for _, _, name in kept]
+    for _, _, name in stashed:
+        around[next(u for u in (node.users if multi else [node]) if value_name(u) == name)] = ("stash", name)
     program_node = {"target": "torch.ops.coil.torch_call.default", "name": node.name,
-                    "inputs": [{"name": "inputs", "arg": {"as_tensors": [{"name": value_name(n)} for n in tensor_nodes]}},
+                    "inputs": [{"name": "inputs", "arg": {"as_tensors": [{"name": value_name(n)} for n in coil_inputs]}},
                                {"name": "index", "arg": {"as_int": index}},
                                {"name": "outputs", "arg": {"as_string": spec}}],
                     "outputs": [{"as_tensor": {"name": name}} for name in names]}

@@ -74,15 +74,9 @@ def _output_fixup(out, want, device, out_device=None):
     `out`. `out_device`: the device type of coil's output, where `out` is its meta twin."""
     if want is None:
         return None
+    if list(out.shape) != want["sizes"] or str(out.dtype).removeprefix("torch.") != want["dtype"]:
+        raise LayoutError(f"coil returned {out.dtype}{list(out.shape)} where PyTorch traced {want['dtype']}{want['sizes']}")
     steps = []
-    dtype = str(out.dtype).removeprefix("torch.")
-    stored = {str(k).removeprefix("torch."): (str(v).removeprefix("torch."), k) for k, v in _fx.STORED_AS.items()}
-    if want["dtype"] in stored and stored[want["dtype"]][0] == dtype:  # held as another dtype of its size
-        steps.append(lambda t: t.view(stored[want["dtype"]][1]))
-    elif list(out.shape) != want["sizes"] or dtype != want["dtype"]:
-        raise LayoutError(f"coil returned {out.dtype}{list(out.shape)} where PyTorch traced {want['dtype']}{want['sizes']}")
-    if list(out.shape) != want["sizes"]:
-        raise LayoutError(f"coil returned {out.dtype}{list(out.shape)} where PyTorch traced {want['dtype']}{want['sizes']}")
     if not same_layout(want["sizes"], want["strides"], out.stride()):
         sizes, strides = want["sizes"], want["strides"]
         if restride(out, sizes, strides) is None:
@@ -102,12 +96,15 @@ def _output_fixup(out, want, device, out_device=None):
     return fix
 
 
-def _result(step, outs, args, held):
-    """A graph result from coil's outputs, the call's arguments and the inputs coil was given
-    (`held`, in their traced layouts), as _fx.program's recipe says."""
+def _result(step, outs, args, held, stash):
+    """A graph result from coil's outputs, the call's arguments, the inputs coil was given
+    (`held`, in their traced layouts) and the values the library calls passed around coil
+    (`stash`), as _fx.program's recipe says."""
     kind = step[0]
     if kind == "coil":
         return outs[step[1]]
+    if kind == "stash":
+        return stash.values[step[1]]
     if kind in ("view", "input_view"):  # sharing the memory of a coil output or of an input, as in eager
         _, i, sizes, strides, offset = step
         base = outs[i] if kind == "view" else held[i]
@@ -131,6 +128,7 @@ class Runner:
         self.moves = set(entry.get("moves", ()))
         self.layouts = entry.get("layouts", [])
         self.device = device
+        self.stash = entry.get("stash")  # what its library calls pass around coil (_library.Stash)
         self.cuda = device.index if device.type == "cuda" else None  # the GPU whose current stream runs it
         self.stream = raw_stream() if self.cuda is not None else None
         self.keep = keep  # frozen tensors the compiled graph reads
@@ -175,9 +173,7 @@ class Runner:
         sizes, strides, dtype = self.inputs[k]
         if arg.device != self.device or tuple(arg.shape) != sizes:
             raise LayoutError(f"input {i} is {arg.dtype}{list(arg.shape)} on {arg.device}")
-        if _fx.STORED_AS.get(arg.dtype) is dtype:  # a value coil holds as another of its size
-            arg = arg.view(dtype)
-        elif arg.dtype != dtype:  # an eager kernel that returns another dtype than its meta says
+        if arg.dtype != dtype:  # an eager kernel that returns another dtype than its meta says
             arg = arg.to(dtype)
         if not same_layout(sizes, strides, arg.stride()):
             arg = restride(arg, sizes, strides)
@@ -234,7 +230,18 @@ class Runner:
             per_call = self.per_call
             for k in self.consumable:
                 owners[k], held[k], args[per_call[k]] = held[k], None, None
-        outs = self.compiled.run(ptrs, self.stream(self.cuda) if self.stream is not None else 0, owners)
+        stash = self.stash
+        if stash is None:
+            outs = self.compiled.run(ptrs, self.stream(self.cuda) if self.stream is not None else 0, owners)
+        else:
+            stash.args = args
+            try:
+                outs = self.compiled.run(ptrs, self.stream(self.cuda) if self.stream is not None else 0, owners)
+            except BaseException:
+                stash.values = {}
+                raise
+            finally:
+                stash.args = None
         if self.planned is not None:
             self._check_planned(outs)
         if self.fixups is None:
@@ -242,7 +249,9 @@ class Runner:
         for k, fix in enumerate(self.fixups):
             if fix is not None:
                 outs[k] = fix(outs[k])
-        results = [outs[d] if d is not None else _result(step, outs, args, held) for d, step in zip(self.direct, self.recipe)]
+        results = [outs[d] if d is not None else _result(step, outs, args, held, stash) for d, step in zip(self.direct, self.recipe)]
+        if stash is not None:
+            stash.values = {}
         for index, position, k in self.over_inputs:
             if results[index] is None and held[k] is not args[position]:
                 results[index] = held[k]  # written over the copy coil was given
