@@ -19,7 +19,7 @@ import torch
 
 OPS_DEF = Path(__file__).resolve().parents[1] / "include" / "coil" / "ops.def"
 ENTRY = re.compile(r'^COIL_OP\((\w+), (\w+), "(.*)"\)$', re.M)
-OWN = {"philox_random"}  # ops of coil's own (the adapter's torch.ops.coil namespace)
+OWN = {"philox_random", "torch_call"}  # ops of coil's own (the adapter's torch.ops.coil namespace)
 
 
 def torch_schema(schema):

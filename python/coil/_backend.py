@@ -352,7 +352,8 @@ def _compile_module(gm, options, frozen_tensors, check_inputs, device, any_layou
     if library:
         _library_report(library)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    if not eager and not any(n.op == "get_attr" for n in gm.graph.nodes) and all(_library.hostable(n, device) for n in library) \
+    if len(library) == len(unsupported) and not any(n.op == "get_attr" for n in gm.graph.nodes) \
+            and all(_library.hostable(n, device) for n in library) \
             and all(_takes_input(n, device) or _library.passed_around(n) for n in placeholders):
         # One program, its library calls made by coil's plan as it goes: no graph split around
         # them (a split costs each part its run's host time; Llama's training step made 27 runs).

@@ -81,6 +81,10 @@ def is_library_call(node):
 
 # ---- library calls as steps of coil's plan (graph op coil.torch_call)
 
+# The graph op's schema in coil's namespace (as ops.def declares it); only coil's plan runs it.
+_LIBRARY = torch.library.Library("coil", "FRAGMENT")  # noqa: TOR901 - coil's own namespace
+_LIBRARY.define("torch_call(Tensor[] inputs, int index, str outputs) -> Tensor[]")
+
 class _Slot:
     """Where the i-th tensor a call takes goes among its arguments."""
     __slots__ = ("i",)
@@ -97,6 +101,18 @@ def _fill(value, tensors):
     if isinstance(value, dict):
         return {k: _fill(v, tensors) for k, v in value.items()}
     return value
+
+
+def _filler(template):
+    """A function of the call's tensors giving `template` (args or kwargs) with its slots
+    filled: a comprehension where no slot is nested, else _fill."""
+    if isinstance(template, dict):
+        if any(isinstance(v, (list, tuple, dict)) for v in template.values()):
+            return lambda given: _fill(template, given)
+        return lambda given: {k: given[v.i] if type(v) is _Slot else v for k, v in template.items()}
+    if any(isinstance(v, (list, tuple, dict)) for v in template):
+        return lambda given: _fill(template, given)
+    return lambda given: [given[v.i] if type(v) is _Slot else v for v in template]
 
 
 def _used_outputs(node):
@@ -193,19 +209,25 @@ def torch_call(node, index, dtype_names, device, stash, around):
     layouts = [(tuple(v.shape), tuple(v.stride()), v.dtype) for _, v, _ in kept]
     target = node.target
 
+    # (the plan calls this per step of a run: attention twice a layer in training)
+    direct = all(w == ("coil", i) for i, w in enumerate(sources))  # the inputs are coil's, in order
+    fill_args, fill_kwargs = _filler(args), _filler(kwargs)
+    # An op whose schema lets a result alias an input may hand back coil's memory; others may not.
+    may_alias = any(r.alias_info is not None for r in target._schema.returns)
+
     def call(tensors):
-        given = [tensors[w[1]] if w[0] == "coil" else stash.args[w[1]] if w[0] == "arg" else stash.values[w[1]]
-                 for w in sources]
-        result = target(*_fill(args, given), **_fill(kwargs, given))
+        given = tensors if direct else [
+            tensors[w[1]] if w[0] == "coil" else stash.args[w[1]] if w[0] == "arg" else stash.values[w[1]] for w in sources]
+        result = target(*fill_args(given), **fill_kwargs(given))
         for i, _, name in stashed:
             stash.values[name] = result[i] if multi else result
-        outputs = [result[i] if multi else result for i, _, _ in kept]
-        storages = {t.untyped_storage().data_ptr() for t in tensors}
+        outputs = [result[i] for i, _, _ in kept] if multi else [result]
+        storages = {t.untyped_storage().data_ptr() for t in tensors} if may_alias else ()
         handed = []
         for out, (sizes, strides, dtype) in zip(outputs, layouts):
-            if out.dtype != dtype or tuple(out.shape) != sizes:
+            if out.dtype != dtype or out.shape != sizes:
                 raise LayoutError(f"{target} returned {out.dtype}{list(out.shape)} where PyTorch traced {dtype}{list(sizes)}")
-            if (out.numel() and out.stride() != strides) or out.untyped_storage().data_ptr() in storages:
+            if (out.stride() != strides and out.numel()) or (may_alias and out.untyped_storage().data_ptr() in storages):
                 out = restride(out, sizes, strides)
                 if out is None:
                     raise LayoutError(f"{target}: an output layout coil cannot copy into")

@@ -203,3 +203,30 @@ def test_values_coil_cannot_hold_pass_around_its_buffers(monkeypatch):
     assert recipe[1][0] == "stash", recipe
     assert runners[0].entry["per_call"] == [0]  # the indices and offsets never enter coil
     assert runners[0].stash.values == {} and runners[0].stash.args is None  # nothing kept past the run
+
+
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=pytest.mark.skipif("cuda" not in TORCH_DEVICES, reason="no GPU"))])
+def test_attention_dropout_draws_eagers_mask_and_the_backward_reuses_it(device, monkeypatch):
+    """Attention with dropout in training: the fused kernel draws its mask from PyTorch's
+    generator and saves its random state (traced on the meta device) for the backward, which
+    coil passes around its buffers (Stash). With the same seed, as the only random op of the
+    step, the mask is eager's: loss and gradients match eager's (a backward with another mask
+    would not), and the graphs are still one program each."""
+    torch.manual_seed(0)
+    model = nn.Sequential(Attention(64, 4, dropout=0.3), Attention(64, 4, dropout=0.3)).to(device)
+    eager = copy.deepcopy(model)
+    x = torch.randn(2, 64, 64, device=device, requires_grad=True)
+    x_eager = x.detach().clone().requires_grad_()
+    runners = record_runners(monkeypatch)
+    compiled = torch.compile(model, backend="coil")
+    losses = []
+    for m, inp in ((compiled, x), (eager, x_eager)):
+        torch.manual_seed(1234)
+        with torch.autocast(device, dtype=torch.bfloat16):
+            loss = m(inp).float().square().mean()
+        loss.backward()
+        losses.append(loss)
+    assert len(runners) == 2 and all(r.entry["hosted"] for r in runners)
+    torch.testing.assert_close(losses[0], losses[1], rtol=2e-2, atol=2e-2)
+    for got, want in zip(_grads(model, x), _grads(eager, x_eager)):
+        torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2 * want.abs().max().item())
