@@ -18,11 +18,7 @@ namespace coil {
 namespace {
 
 std::string temp_cache() {
-  static const std::string dir = [] {
-    auto d = std::filesystem::temp_directory_path() / ("coil_compile_test_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(d);
-    return d.string();
-  }();
+  static const std::string dir = testing::process_cache_dir("coil_compile_test");
   return dir;
 }
 

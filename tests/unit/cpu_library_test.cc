@@ -40,11 +40,7 @@ std::vector<float> hard_values() {
 }
 
 std::string temp_cache() {
-  static const std::string dir = [] {
-    auto d = std::filesystem::temp_directory_path() / ("coil_cpu_library_test_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(d);
-    return d.string();
-  }();
+  static const std::string dir = testing::process_cache_dir("coil_cpu_library_test");
   return dir;
 }
 

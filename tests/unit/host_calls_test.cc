@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <filesystem>
 
 #include "coil/coil.h"
 #include "test_util.h"
@@ -14,11 +13,7 @@ namespace coil {
 namespace {
 
 std::string cache_dir() {
-  static const std::string dir = [] {
-    auto d = std::filesystem::temp_directory_path() / ("coil-host-calls-test-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(d);
-    return d.string();
-  }();
+  static const std::string dir = testing::process_cache_dir("coil_host_calls_test");
   return dir;
 }
 
@@ -131,12 +126,6 @@ TEST(HostCalls, DeclaredOutputsAreChecked) {
     EXPECT_THROW(parse_graph(text), Error) << spec;
   }
 }
-
-}  // namespace
-}  // namespace coil
-
-namespace coil {
-namespace {
 
 REF_TEST(TorchCall, TheReferenceHasNoEmbedderToCall) {
   Graph g = parse_graph("graph t {\n  %x = input() : f32[4, 6]\n  %a = torch_call([%x], 0, \"f32:4,6:6,1\")\n  return %a\n}\n");

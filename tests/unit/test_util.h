@@ -82,6 +82,13 @@ inline constexpr double kE = std::numbers::e;
 inline constexpr double kLn2 = std::numbers::ln2;
 inline constexpr double kPi = std::numbers::pi;
 
+// A folder of this process for one test file's compile caches (`stem`_<pid> in the temp folder).
+inline std::string process_cache_dir(const std::string& stem) {
+  auto d = std::filesystem::temp_directory_path() / (stem + "_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(d);
+  return d.string();
+}
+
 // ---- compiled against expected outputs
 // COIL_TEST_DEVICE=cuda (scripts/gpu-check) runs the compiler tests on the GPU.
 inline std::string test_device() {
