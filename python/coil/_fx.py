@@ -19,7 +19,7 @@ DTYPES = {
 }
 # coil's dtype names (torch_call's declared outputs).
 COIL_DTYPES = {torch.float64: "f64", torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.int64: "i64",
-                     torch.int32: "i32", torch.int16: "i16", torch.int8: "i8", torch.uint8: "u8", torch.bool: "bool"}
+               torch.int32: "i32", torch.int16: "i16", torch.int8: "i8", torch.uint8: "u8", torch.bool: "bool"}
 _MEMORY_FORMATS = {torch.contiguous_format: 1, torch.channels_last: 2, torch.channels_last_3d: 3, torch.preserve_format: 4}
 
 # Attention ops whose first output is scaled_dot_product_attention's (the C++ side maps them).

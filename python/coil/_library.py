@@ -115,19 +115,6 @@ def _filler(template):
     return lambda given: [given[v.i] if type(v) is _Slot else v for v in template]
 
 
-def _used_outputs(node):
-    """The indices of the outputs later nodes read (a tuple's getitems), [0] for a single value;
-    None where a reader takes the tuple whole."""
-    if not isinstance(node.meta.get("val"), (list, tuple)):
-        return [0]
-    used = set()
-    for user in node.users:
-        if user.op != "call_function" or user.target is not operator.getitem or not isinstance(user.args[1], int):
-            return None
-        used.add(user.args[1])
-    return sorted(used)
-
-
 def static(value, device):
     """Whether coil can hold this traced value in its buffers: a tensor of static layout, of a
     dtype coil has, on the graph's device."""
@@ -144,9 +131,13 @@ def passed_around(node):
 
 
 def _values(node):
-    """The library call's results that later nodes read: [(index, node that names it)]."""
+    """The library call's results that later nodes read: [(index, node that names it)] (a
+    tuple's getitems; the node itself for a single value); None where a reader takes the tuple
+    whole."""
     if not isinstance(node.meta.get("val"), (list, tuple)):
         return [(0, node)]
+    if any(u.op != "call_function" or u.target is not operator.getitem or not isinstance(u.args[1], int) for u in node.users):
+        return None
     return sorted(((u.args[1], u) for u in node.users), key=lambda pair: pair[0])
 
 
@@ -156,10 +147,11 @@ def hostable(node, device):
     calls and the output read (passed around coil, Stash), and coil holds at least one result."""
     if node.op == "call_function" and node.target is operator.getitem:
         return hostable(node.args[0], device)
-    if not is_library_call(node) or _used_outputs(node) is None:
+    values = _values(node) if is_library_call(node) else None
+    if values is None:
         return False
-    held = [static(v.meta.get("val"), device) for _, v in _values(node)]
-    if not any(held) or not all(h or passed_around(v) for h, (_, v) in zip(held, _values(node))):
+    held = [static(v.meta.get("val"), device) for _, v in values]
+    if not any(held) or not all(h or passed_around(v) for h, (_, v) in zip(held, values)):
         return False
     for n in node.all_input_nodes:
         around = n.op == "placeholder" or (n.op == "call_function" and is_library_call(n))
