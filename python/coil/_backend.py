@@ -351,16 +351,11 @@ def _compile_module(gm, options, frozen_tensors, check_inputs, device, any_layou
         _fallback_report(gm, eager)
     if library:
         _library_report(library)
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    if len(library) == len(unsupported) and not any(n.op == "get_attr" for n in gm.graph.nodes) \
-            and all(_library.hostable(n, device) for n in library) \
-            and all(_takes_input(n, device) or _library.passed_around(n) for n in placeholders):
-        # One program, its library calls made by coil's plan as it goes: no graph split around
-        # them (a split costs each part its run's host time; Llama's training step made 27 runs).
-        return _compile_whole(gm, values, device, options, frozen_tensors, check_inputs, any_layout, hosted=True)
-    if library and not eager:
-        _log.info("the graph is split around its library calls: %s", ", ".join(
-            f"{n.name} ({n.target})" for n in library if not _library.hostable(n, device)) or "an input coil cannot hold")
+    if len(library) == len(unsupported) and not any(n.op == "get_attr" for n in gm.graph.nodes):
+        split = _library.split_reason(gm, library, device, lambda n: _takes_input(n, device))
+        if split is None:  # one program, its library calls steps of coil's plan (Llama's step made 27 runs split)
+            return _compile_whole(gm, values, device, options, frozen_tensors, check_inputs, any_layout, hosted=True)
+        _log.info("the graph is split around its library calls: %s", split)
     return _partition(gm, device, options, list_call)
 
 

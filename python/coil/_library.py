@@ -160,6 +160,18 @@ def hostable(node, device):
     return True
 
 
+def split_reason(gm, library, device, takes_input):
+    """Why graph `gm`, whose only nodes coil does not generate are the library calls `library`,
+    cannot compile whole with them as plan steps, or None where it can (`takes_input`: whether
+    coil takes a placeholder as an input)."""
+    refused = [f"{n.name} ({n.target})" for n in library if not hostable(n, device)]
+    if refused:
+        return ", ".join(refused)
+    if not all(takes_input(n) or passed_around(n) for n in gm.graph.nodes if n.op == "placeholder"):
+        return "an input coil cannot hold"
+    return None
+
+
 class Stash(threading.local):
     """What a program's library calls hand one another around coil's buffers in a run: the run's
     arguments (for placeholders only library calls read: a backward's random state) and the

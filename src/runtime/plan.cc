@@ -50,6 +50,14 @@ std::vector<int> call_outputs(const loop::ExternCall& call) {
   return out;
 }
 
+std::vector<bool> hosted_buffers(const loop::Program& p) {
+  std::vector<bool> hosted(p.buffers.size(), false);
+  for (const auto& k : p.kernels)
+    if (const auto* e = std::get_if<loop::ExternCall>(&k); e && e->kind == loop::ExternKind::torch)
+      for (int b : call_outputs(*e)) hosted[static_cast<size_t>(b)] = true;
+  return hosted;
+}
+
 std::vector<Tensor> host_call(const HostCalls* calls, const loop::ExternCall& call, const loop::Program& p,
                               const std::vector<Tensor>& inputs, const std::map<std::string, int64_t>& symbols, void* stream) {
   if (!calls) fail("{}: a torch call, with nothing to run it", call.name);
@@ -117,10 +125,7 @@ std::vector<Tensor> Plan::run(const TensorMap& inputs, const TensorMap& weights)
   // Storage elements a buffer's layout addresses (at least one).
   auto elements_of = [&](const loop::Buffer& buf) { return buffer_elements(buf, symbols); };
   std::vector<std::vector<int>> allocate_before(kernels.size());
-  std::vector<bool> hosted(buffers.size(), false);  // a torch call's result: its memory is the embedder's
-  for (const auto& k : lowered.program.kernels)
-    if (const auto* e = std::get_if<loop::ExternCall>(&k); e && e->kind == loop::ExternKind::torch)
-      for (int b : call_outputs(*e)) hosted[static_cast<size_t>(b)] = true;
+  std::vector<bool> hosted = hosted_buffers(lowered.program);  // (taken over by in-place steps below)
   std::vector<Tensor> pool = temporaries->take();  // free temporaries' memory (u8, flat): earlier runs', then dead ones
   for (size_t b = 0; b < buffers.size(); ++b) {
     const loop::Buffer& buf = buffers[b];

@@ -72,5 +72,8 @@ std::vector<Tensor> host_call(const HostCalls* calls, const loop::ExternCall& ca
                               const std::vector<Tensor>& inputs, const std::map<std::string, int64_t>& symbols, void* stream);
 // A torch call's output buffers, in order.
 std::vector<int> call_outputs(const loop::ExternCall& call);
+// Per buffer, whether a torch call writes it: its memory is then the embedder's tensor, which the
+// plan holds (never allocated from, nor returned to, the plan's own memory).
+std::vector<bool> hosted_buffers(const loop::Program& p);
 
 }  // namespace coil

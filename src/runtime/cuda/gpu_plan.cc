@@ -214,13 +214,10 @@ const GpuPlan::RunLayout& GpuPlan::run_layout() const {
     l.weight_nodes = graph.weight_nodes();
     const auto& buffers = lowered.program.buffers;
     l.temporaries_before.resize(lowered.program.kernels.size());
-    l.hosted.assign(buffers.size(), false);
-    for (const auto& k : lowered.program.kernels)
-      if (const auto* e = std::get_if<loop::ExternCall>(&k); e && e->kind == loop::ExternKind::torch)
-        for (int b : call_outputs(*e)) l.hosted[static_cast<size_t>(b)] = true;
+    const std::vector<bool> hosted = hosted_buffers(lowered.program);  // (a torch call's result: never allocated)
     for (size_t b = 0; b < buffers.size(); ++b) {
       const loop::Buffer& buf = buffers[b];
-      if (l.hosted[b]) {
+      if (hosted[b]) {
         if (buf.role == loop::Buffer::Role::output) l.outputs.push_back(b);
         continue;
       }

@@ -178,7 +178,6 @@ struct GpuPlan {
     std::vector<std::vector<size_t>> temporaries_before;  // per step (graph outputs too, at their first writer)
     std::vector<std::vector<size_t>> inputs_after;        // per step: the inputs (by index) no later step reads
     std::vector<size_t> constants, outputs;
-    std::vector<bool> hosted;  // per buffer: a torch call's result, the embedder's memory (none allocated)
   };
   const RunLayout& run_layout() const;
   mutable std::once_flag layout_once_;
