@@ -1,6 +1,6 @@
 """One training step (forward, backward, AdamW) of real models under eager, Inductor and coil:
-step time (median of CUDA events around whole steps), peak device memory (sampled: every
-allocator in the process, coil's pools too), and cold compile time (the
+step time (median of CUDA events around whole steps), peak device memory (sampled in two more
+steps, every allocator in the process, coil's pools too), and cold compile time (the
 first step on empty compile caches, less a steady step). bf16 autocast with f32 master weights,
 the models in train mode (dropout on), torch.optim.AdamW(foreach=True) whose step is compiled by
 the same backend as the model.
@@ -129,20 +129,24 @@ def top_kernels(step, count=80):
 
 
 def host_profile(step, count=30):
-    """The host's side of one step: milliseconds to issue it (from an idle GPU, without waiting
-    for it; a step whose host time is near its step time is launch-bound) and the Python
-    functions that took the most of that time (cProfile: the top by cumulative, then by own ms)."""
+    """The host's side of a step: milliseconds to issue it (the median of 5, each from an idle GPU,
+    without waiting for it; a step whose host time is near its step time is launch-bound), coil's
+    plans' host time a step, and the Python functions that took the most of that time (cProfile:
+    the top by cumulative, then by own ms)."""
     import cProfile
     import pstats
 
+    issues, repeats = [], 5
     torch.cuda.synchronize()
     before = plan_host_times()
-    start = time.perf_counter()
-    step()
-    issued = (time.perf_counter() - start) * 1e3
-    torch.cuda.synchronize()
+    for _ in range(repeats):
+        start = time.perf_counter()
+        step()
+        issues.append((time.perf_counter() - start) * 1e3)
+        torch.cuda.synchronize()
     after = plan_host_times()
-    plans = {k: round(after[k] - before.get(k, 0), 3) for k in after}
+    issued = statistics.median(issues)
+    plans = {k: round((after[k] - before.get(k, 0)) / repeats, 3) for k in after}
     prof = cProfile.Profile()
     prof.enable()
     step()
@@ -169,6 +173,27 @@ def plan_host_times():
             for k, v in o.compiled.stats().get("host", {}).items():
                 total[k] = total.get(k, 0) + v
     return total
+
+
+def host_phases(loss_of, compiled, update, opt, repeats=5):
+    """Milliseconds the host takes to issue each phase of a step (forward with the loss, backward,
+    optimizer step with zero_grad), each from an idle GPU: the median of `repeats` steps."""
+    times = {"forward": [], "backward": [], "optimizer": []}
+
+    def timed(phase, fn):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        out = fn()
+        times[phase].append((time.perf_counter() - start) * 1e3)
+        return out
+
+    for _ in range(repeats):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = timed("forward", lambda: loss_of(compiled))
+        timed("backward", loss.backward)
+        timed("optimizer", lambda: (update(), opt.zero_grad(set_to_none=True)))
+    torch.cuda.synchronize()
+    return {phase: round(statistics.median(t), 3) for phase, t in times.items()}
 
 
 def memory_phases(loss_of, compiled, update, opt, pool):
@@ -248,10 +273,7 @@ def child(name, device, modes, steps, profile=False):
             for _ in range(3):
                 step()
             sync(device)
-            if device == "cuda":
-                torch.cuda.reset_peak_memory_stats()
-            sampler = DeviceMemory() if device == "cuda" else None
-            times = []
+            times = []  # (no sampling thread meanwhile: its GIL turns would delay the host's issuing)
             for _ in range(steps):
                 if device == "cuda":
                     begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -272,13 +294,19 @@ def child(name, device, modes, steps, profile=False):
                 from coil import _backend
 
                 pool = _backend.device_memory(0)
-            if device == "cuda":
+            if device == "cuda":  # the peaks of two more steps, the device's sampled meanwhile
+                torch.cuda.reset_peak_memory_stats()
+                sampler = DeviceMemory()
+                for _ in range(2):
+                    step()
+                torch.cuda.synchronize()
                 record["peak_gib"] = torch.cuda.max_memory_allocated() / 2 ** 30
                 record["device_peak_gib"] = sampler.stop()
                 if pool:
                     record["coil_pool"] = {k: (v / 2 ** 30 if k.endswith("bytes") else v) for k, v in pool.stats().items()}
             if profile and device == "cuda":
                 record["memory_phases"] = memory_phases(loss_of, compiled, update, opt, pool)
+                record["host_phases_ms"] = host_phases(loss_of, compiled, update, opt)
                 record["kernels"] = top_kernels(step)
                 record["host_ms"], record["plan_host"], record["host_calls"] = host_profile(step)
         except Exception as e:  # the other modes still run

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -102,20 +103,53 @@ std::optional<std::vector<int64_t>> constants(const coil::SymShape& shape) {
   return values;
 }
 
-// A reference to a Python object that a run holds without the GIL: dropped under it.
+// The Python references a run lets go of while it runs without the GIL (a backward's saved
+// activations as their last readers are enqueued, library calls' results): kept until the GIL is
+// next held (before the run's next library call, after the run), then dropped together, so
+// that a run takes the GIL once per library call instead of once per tensor. PyTorch's
+// allocator sees the frees before anything of the run could reuse them: only its library calls
+// allocate from it, and the queue is emptied before each.
+class Releases {
+ public:
+  Releases() = default;
+  Releases(const Releases&) = delete;
+  Releases& operator=(const Releases&) = delete;
+  ~Releases() { flush(); }  // (with the GIL: the last holder is a Compiled, released by Python)
+
+  void drop(PyObject* object) {
+    if (PyGILState_Check()) {
+      Py_DECREF(object);
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending_.push_back(object);
+  }
+  // With the GIL held.
+  void flush() {
+    std::vector<PyObject*> now;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      now.swap(pending_);
+    }
+    for (PyObject* o : now) Py_DECREF(o);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<PyObject*> pending_;
+};
+
+// A reference to a Python object that a run holds without the GIL.
 class Owner {
  public:
-  explicit Owner(PyObject* object) : object_(object) {}  // takes over the reference
-  ~Owner() {
-    PyGILState_STATE state = PyGILState_Ensure();
-    Py_DECREF(object_);
-    PyGILState_Release(state);
-  }
+  Owner(PyObject* object, std::shared_ptr<Releases> releases) : object_(object), releases_(std::move(releases)) {}  // takes over the reference
+  ~Owner() { releases_->drop(object_); }
   Owner(const Owner&) = delete;
   Owner& operator=(const Owner&) = delete;
 
  private:
   PyObject* object_;
+  std::shared_ptr<Releases> releases_;
 };
 
 // The adapter's functions for a graph's torch_call nodes (PyTorch's library kernels), called by
@@ -124,7 +158,8 @@ class Owner {
 // plan holds each tensor until the output's last reader is enqueued.
 class PyHostCalls : public coil::HostCalls {
  public:
-  PyHostCalls(nb::list functions, const coil::Graph& graph, coil::Device device) : device_(device) {
+  PyHostCalls(nb::list functions, const coil::Graph& graph, coil::Device device, std::shared_ptr<Releases> releases)
+      : device_(device), releases_(std::move(releases)) {
     for (nb::handle f : functions) functions_.push_back(nb::borrow<nb::object>(f));
     declared_.resize(functions_.size());
     for (const coil::Node& n : graph.nodes) {
@@ -146,6 +181,7 @@ class PyHostCalls : public coil::HostCalls {
 
   std::vector<coil::Tensor> call(int index, const std::vector<coil::Tensor>& inputs, void*) const override {
     nb::gil_scoped_acquire locked;
+    releases_->flush();
     try {
       nb::list tensors;
       for (const auto& t : inputs) tensors.append(to_torch(t, from_dlpack_));
@@ -156,7 +192,7 @@ class PyHostCalls : public coil::HostCalls {
         if (out.size() == declared.size()) throw coil::Error("a torch call returned more outputs than it declares");
         auto pair = nb::borrow<nb::tuple>(item);
         auto ptr = nb::cast<uintptr_t>(pair[1]);
-        auto owner = std::make_shared<Owner>(nb::borrow<nb::object>(pair[0]).release().ptr());
+        auto owner = std::make_shared<Owner>(nb::borrow<nb::object>(pair[0]).release().ptr(), releases_);
         const Declared& d = declared[out.size()];
         out.push_back(coil::Tensor::borrow(reinterpret_cast<void*>(ptr), d.dtype, d.sizes, d.strides, 0, device_,
                                            [owner = std::move(owner)](void*) {}));
@@ -175,6 +211,7 @@ class PyHostCalls : public coil::HostCalls {
   std::vector<nb::object> functions_;
   std::vector<std::vector<Declared>> declared_;  // per index, its outputs
   coil::Device device_;
+  std::shared_ptr<Releases> releases_;
   nb::object from_dlpack_ = nb::module_::import_("torch.utils.dlpack").attr("from_dlpack");
 };
 
@@ -192,7 +229,8 @@ class Compiled {
     if (host_calls.size() > 0)
       host_calls_ = std::make_shared<PyHostCalls>(host_calls, graph_,
                                                   coil::Device{device == "cuda" ? coil::Device::Kind::cuda : coil::Device::Kind::cpu,
-                                                               device == "cuda" ? device_index : 0});
+                                                               device == "cuda" ? device_index : 0},
+                                                  releases_);
     nb::gil_scoped_release unlocked;
     coil::CompileOptions options;
     options.device = device;
@@ -240,11 +278,15 @@ class Compiled {
     if (owners) {
       for (size_t i = 0; i < ptrs.size(); ++i) {
         nb::object o = (*owners)[i];
-        if (!o.is_none()) handed[i] = std::make_shared<Owner>(o.release().ptr());
+        if (!o.is_none()) handed[i] = std::make_shared<Owner>(o.release().ptr(), releases_);
       }
       PyList_SetSlice(owners->ptr(), 0, PY_SSIZE_T_MAX, nullptr);
     }
     std::vector<coil::Tensor> outs;
+    struct FlushAfter {  // what the run let go of, dropped once it has the GIL again (errors too)
+      Releases& releases;
+      ~FlushAfter() { releases.flush(); }
+    } flush_after{*releases_};
     {
       nb::gil_scoped_release unlocked;
       std::vector<coil::Tensor> inputs;
@@ -338,6 +380,7 @@ class Compiled {
   std::vector<std::pair<std::string, coil::Tensor>> inputs_;  // name and compiled layout, in order
   coil::TensorMap weights_;
   nb::object from_dlpack_ = nb::module_::import_("torch.utils.dlpack").attr("from_dlpack");
+  std::shared_ptr<Releases> releases_ = std::make_shared<Releases>();
   std::shared_ptr<const PyHostCalls> host_calls_;  // (released with the GIL held, as Python objects must be)
   mutable std::atomic<int64_t> call_ns_{0}, outputs_ns_{0};  // host time in run(), for stats()
 };

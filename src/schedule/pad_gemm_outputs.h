@@ -10,7 +10,9 @@
 // A product whose result is a graph output writes a temporary first, copied into the output
 // (the temporary is then padded; outputs keep their dense layout). A graph input of unaligned
 // rows that products read is copied into padded rows (zeros past the end) when the products'
-// work pays for the copy; a product reducing over such rows runs over the padded length.
+// work pays for the copy; a product reducing over such rows runs over the padded length, and a
+// product reading them transposed (M along the rows) runs over the padded M into a temporary of
+// that many rows (the first M are its result).
 #pragma once
 #include <cstdint>
 

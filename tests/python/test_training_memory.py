@@ -85,6 +85,38 @@ def test_output_layouts_are_those_a_run_gives(device, monkeypatch):
                 assert (list(out.shape), list(out.stride()), dtype) == (sizes, strides, _runner_dtype_name(out.dtype))
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_run_lets_go_of_the_tensors_handed_to_it(device, monkeypatch):
+    """The tensors handed to a run (`owners`: a backward's saved activations) are dropped by the
+    time it returns: the run lets go of them without the GIL and drops them together once it has
+    the GIL back (module.cc's Releases). Each, referenced only by the owners list, is freed then;
+    the results are a run's that kept every input (same values)."""
+    import weakref
+
+    runners = record_runners(monkeypatch)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 4)).to(device)
+    x = torch.randn(8, 16, device=device, requires_grad=True)
+    torch.compile(model, backend="coil")(x).square().sum().backward()
+    backward = next(r for r in runners if r.inputs is not None)
+
+    def arguments():
+        torch.manual_seed(1)
+        return [torch.randn(sizes, dtype=dtype, device=device) if dtype.is_floating_point
+                else torch.zeros(sizes, dtype=dtype, device=device) for sizes, _, dtype in backward.inputs]
+
+    kept = arguments()
+    expected = backward.compiled.run([a.data_ptr() for a in kept], 0)
+    args = arguments()
+    ptrs, refs = [a.data_ptr() for a in args], [weakref.ref(a) for a in args]
+    got = backward.compiled.run(ptrs, 0, args)
+    del args
+    assert [r() is None for r in refs] == [True] * len(refs)
+    for a, b in zip(got, expected):
+        if a is not None:
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
 def _runner_dtype_name(dtype):
     from coil import _runner
 

@@ -112,6 +112,9 @@ const char* kGraphs[] = {
     "  %g = input() : bf16[300, 3501]\n  %x = input() : bf16[300, 256]\n  %w = input() : bf16[3501, 256]\n"
     "  %d = mm(%g, %w)\n  %gt = permute(%g, [1, 0])\n  %e = mm(%gt, %x)\n  %s = sum.dim_IntList(%g, [1])\n"
     "  return %d, %e, %s\n",
+    // ... whose transposed product, read by a kernel, runs over the padded rows (M 3501 -> 3504)
+    "  %g = input() : bf16[300, 3501]\n  %x = input() : bf16[300, 512]\n  %w = input() : bf16[3501, 256]\n"
+    "  %d = mm(%g, %w)\n  %gt = permute(%g, [1, 0])\n  %e = mm(%gt, %x)\n  %f = mul.Scalar(%e, 3)\n  return %d, %f\n",
     // depthwise convolutions (loop kernels) in cuDNN's channels-last chains (schedule/channels_last.h):
     // flat columns of 8, 4 and 2 bf16 channels a thread and rows of threads over the 49 taps, the
     // weight read through its copy with the channels innermost; then one reading a softmax over

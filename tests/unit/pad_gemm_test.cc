@@ -147,6 +147,40 @@ TEST(PadGemm, AnInputOperandIsCopiedIntoPaddedRows) {
   EXPECT_EQ(loop::to_string(q).find("g_rows"), std::string::npos) << loop::to_string(q);
 }
 
+TEST(PadGemm, ATransposedProductOverPaddedRowsRunsOverThePaddedM) {
+  // The head's weight gradient of GPT-2 in small: %e = g^T x, M = 1001 read from the input's
+  // zero-padded copy (rows of 1008), its result a temporary read by a kernel: the product runs
+  // with M = 1008 into a result of 1008 rows, of which the kernel reads the first 1001.
+  auto p = for_cuda(
+      "  %g = input() : bf16[2048, 1001]\n  %x = input() : bf16[2048, 1536]\n  %w = input() : bf16[1001, 256]\n"
+      "  %d = mm(%g, %w)\n  %gt = permute(%g, [1, 0])\n  %e = mm(%gt, %x)\n  %f = mul.Scalar(%e, 3)\n  return %d, %f\n");
+  std::string text = loop::to_string(p);
+  int rows = -1, e = -1;
+  for (size_t b = 0; b < p.buffers.size(); ++b) {
+    if (p.buffers[b].name == "g_rows") rows = static_cast<int>(b);
+    if (p.buffers[b].name == "e") e = static_cast<int>(b);
+  }
+  ASSERT_GE(rows, 0) << text;
+  ASSERT_GE(e, 0) << text;
+  EXPECT_NE(text.find("mm(buf" + std::to_string(rows) + "[1008, 2048] strides=[1, 1008], buf1[2048, 1536] strides=[1536, 1]) -> buf" +
+                      std::to_string(e)),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(shape_str(p.buffers[static_cast<size_t>(e)].sizes), "[1008, 1536]") << text;
+  EXPECT_EQ(shape_str(p.buffers[static_cast<size_t>(e)].strides), "[1536, 1]") << text;
+  EXPECT_NE(text.find("outer=[1001, 1536]"), std::string::npos) << text;
+  // Returned (a graph output keeps its rows), or over rows without padding (the operand a
+  // kernel writes, whose last row's padding is not allocated): M as it is.
+  auto q = for_cuda(
+      "  %g = input() : bf16[2048, 1001]\n  %x = input() : bf16[2048, 1536]\n  %w = input() : bf16[1001, 256]\n"
+      "  %d = mm(%g, %w)\n  %gt = permute(%g, [1, 0])\n  %e = mm(%gt, %x)\n  return %d, %e\n");
+  EXPECT_NE(loop::to_string(q).find("[1001, 2048] strides=[1, 1008]"), std::string::npos) << loop::to_string(q);
+  auto r = for_cuda(
+      "  %l = input() : bf16[2048, 1001]\n  %x = input() : bf16[2048, 1536]\n  %g = mul.Scalar(%l, 2)\n"
+      "  %gt = permute(%g, [1, 0])\n  %e = mm(%gt, %x)\n  %f = mul.Scalar(%e, 3)\n  return %f\n");
+  EXPECT_NE(loop::to_string(r).find("[1001, 2048] strides=[1, 1008]"), std::string::npos) << loop::to_string(r);
+}
+
 TEST(PadGemm, ReductionsAndBatchedProductsReadThePaddedRows) {
   auto p = for_cuda(
       "  %a = input() : f32[4, 700, 32]\n  %b = input() : f32[4, 32, 399]\n  %y = bmm(%a, %b)\n"
