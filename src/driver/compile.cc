@@ -24,6 +24,7 @@
 #include "schedule/fuse_gemm_epilogues.h"
 #include "schedule/fuse_siblings.h"
 #include "schedule/inline_pointwise.h"
+#include "schedule/flatten_dense_pointwise.h"
 #include "schedule/pad_gemm_outputs.h"
 #include "schedule/simplify_indices.h"
 #include "runtime/cpu_onednn.h"
@@ -233,7 +234,8 @@ Generated generate(const Graph& graph, const Target& target) {
   if (target.cuda && target.library_convolution && !target.externs_as_loops)
     out.lowered.program = schedule::fuse_conv_epilogues(out.lowered.program, library_convolution, target.prefetch_convolutions);
   out.lowered.program = schedule::simplify_indices(out.lowered.program);
-  if (target.cuda) out.lowered.program = schedule::pad_gemm_outputs(schedule::externs_write_copies(out.lowered.program));
+  if (target.cuda)
+    out.lowered.program = schedule::flatten_dense_pointwise(schedule::pad_gemm_outputs(schedule::externs_write_copies(out.lowered.program)));
   dump("fusion", loop::to_string(out.lowered.program));
   out.stats.frontend_ms = ms_since(t0);
 

@@ -100,6 +100,11 @@ const char* kGraphs[] = {
     "  %s = sum.dim_IntList(%h, [1])\n  return %h, %s\n",
     "  %x = input() : bf16[300, 64]\n  %w = input() : bf16[3501, 64]\n  %wt = permute(%w, [1, 0])\n  %h = mm(%x, %wt)\n"
     "  return %h\n",
+    // ... the copy out of padded rows over one flat dim, in vectors of 8 (schedule/
+    // flatten_dense_pointwise.h); a broadcast over rows of an odd length, flat too
+    "  %x = input() : bf16[304, 64]\n  %w = input() : bf16[3501, 64]\n  %wt = permute(%w, [1, 0])\n  %h = mm(%x, %wt)\n"
+    "  return %h\n",
+    "  %x = input() : f32[1024, 1025]\n  %b = input() : f32[1025]\n  %y = add.Tensor(%x, %b)\n  %z = gelu(%y)\n  return %z\n",
     // a scatter whose free columns are shared by threads that each add to the rows of their
     // part (the same rows many times: the sums in order, as the reference's)
     "  %x = input() : f32[50, 64]\n  %s = input() : f32[300, 64]\n  %i = input(low=0, high=50) : i64[300, 64]\n"
