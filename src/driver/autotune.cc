@@ -34,11 +34,11 @@ constexpr size_t kSets = 2;
 
 std::vector<TuningUnit> tuning_units(const loop::Program& program, const codegen::CudaSource& source,
                                      const std::vector<std::string>& symbols, const cuda::DeviceInfo& device,
-                                     const build::ArtifactCache& cache, const std::set<size_t>& untuned) {
+                                     const build::ArtifactCache& cache) {
   std::vector<TuningUnit> units;
   for (size_t i = 0; i < source.kernels.size(); ++i) {
     const codegen::CudaKernel& info = source.kernels[i];
-    if (!info.symbols.empty() || untuned.count(info.program_index)) continue;
+    if (!info.symbols.empty()) continue;
     const auto* lk = std::get_if<loop::LoopKernel>(&program.kernels[info.program_index]);
     if (!lk) continue;  // fused attention: one configuration
     const auto& k = *lk;

@@ -4,7 +4,6 @@
 // on-disk tuning cache under the kernel's structural hash and the device's key, so a later
 // compile of the same kernel on the same device skips the measuring.
 #pragma once
-#include <set>
 #include <string>
 #include <vector>
 
@@ -28,11 +27,10 @@ struct TuningUnit {
 std::string tuning_report(const TuningUnit& unit);
 
 // The kernels of `source` worth tuning (several candidates, static sizes, at least 1 MiB of
-// traffic), with their winners where the tuning cache has them; none of `untuned` (program
-// kernel indices: members of horizontal groups, which run their heuristic's configuration).
+// traffic), with their winners where the tuning cache has them.
 std::vector<TuningUnit> tuning_units(const loop::Program& program, const codegen::CudaSource& source,
                                      const std::vector<std::string>& symbols, const cuda::DeviceInfo& device,
-                                     const build::ArtifactCache& cache, const std::set<size_t>& untuned = {});
+                                     const build::ArtifactCache& cache);
 
 // Times every candidate of `unit` (functions[c] is candidate c's CUfunction) on scratch buffers
 // and returns the fastest's index; records it in the tuning cache. Where the device has no memory

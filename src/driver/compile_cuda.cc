@@ -161,18 +161,9 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
   exe.toolchain = build_options.nvrtc_version;
   std::vector<std::string> symbols;
   for (const auto& s : gen.graph.symbols) symbols.push_back(s.name);
-  // Kernels that can run in horizontal groups stay untuned (their groups are formed of untuned
-  // kernels: an optimizer step's updates of medium parameters, launched together).
-  MemoryPlan memory = plan_memory(gen.lowered);
-  std::set<size_t> groupable;
-  {
-    std::vector<const codegen::CudaKernel*> every(gen.lowered.program.kernels.size(), nullptr);
-    for (const auto& k : gen.cuda.kernels) every[k.program_index] = &k;
-    for (const auto& group : horizontal_groups(gen.lowered.program, every, memory)) groupable.insert(group.begin(), group.end());
-  }
   std::vector<TuningUnit> tuning;
   if (options.autotune && options.cuda_candidate < 0)
-    tuning = tuning_units(gen.lowered.program, gen.cuda, symbols, context->device(), cache, groupable);
+    tuning = tuning_units(gen.lowered.program, gen.cuda, symbols, context->device(), cache);
   // Every function to build: the untuned kernels and every candidate of the tuned ones, spread
   // over units of about equal size that NVRTC compiles in parallel.
   std::set<size_t> tuned;
@@ -187,8 +178,9 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
     if (!tuned.count(i)) plain.push_back(i), add(gen.cuda.bodies[i], gen.cuda.kernels[i]);
   for (const auto& t : tuning)
     for (size_t c = 0; c < t.bodies.size(); ++c) add(t.bodies[c], t.candidates[c]);
-  // Horizontal groups of untuned kernels, built beside their members (which run alone where
-  // outputs computed over inputs turn a group off).
+  // Horizontal groups of small untuned kernels, built beside their members (which run alone
+  // where outputs computed over inputs turn a group off).
+  MemoryPlan memory = plan_memory(gen.lowered);
   std::vector<const codegen::CudaKernel*> plain_of(gen.lowered.program.kernels.size(), nullptr);
   std::vector<size_t> body_of(gen.lowered.program.kernels.size(), 0);
   for (size_t i : plain) plain_of[gen.cuda.kernels[i].program_index] = &gen.cuda.kernels[i], body_of[gen.cuda.kernels[i].program_index] = i;

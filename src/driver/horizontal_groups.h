@@ -1,6 +1,6 @@
 // Which steps of a GPU plan run as horizontal kernels (codegen/cuda/horizontal.h): runs of
-// consecutive small or medium pointwise kernels, independent of each other, that would each be
-// launched for a few microseconds of work.
+// consecutive small pointwise kernels, independent of each other, that would each be launched
+// for a few microseconds of work.
 #pragma once
 #include <vector>
 
@@ -9,10 +9,8 @@
 
 namespace coil {
 
-// Kernels reading and writing less than this together may join a group: the small ones are
-// launch-bound, and medium ones (an optimizer's updates of a layer's weights, ViT-S's
-// [1152, 384] f32: 12 MB each) end each in a partial wave of their own when launched apart.
-inline constexpr int64_t kHorizontalMemberBytes = int64_t{64} << 20;
+// Kernels reading and writing less than this together are small enough to group.
+inline constexpr int64_t kHorizontalMemberBytes = int64_t{1} << 20;
 inline constexpr size_t kHorizontalMembers = 64;   // members a group, at most
 inline constexpr size_t kHorizontalBuffers = 384;  // parameters a group's kernel, at most
 

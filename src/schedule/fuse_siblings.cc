@@ -78,10 +78,7 @@ void share_welford_sums(LoopKernel& k) {
 // Pointwise kernels this small are bound by their launch, not by memory: independent ones of a
 // nest merge even without a common input (an optimizer step's per-parameter updates of layers of
 // one shape, its 0-d step counters: ViT-S's step launched 1262 kernels to Inductor's 661).
-// Larger ones stay apart (the GPU runs them in horizontal groups): merged, a thread took every
-// layer's values at once (ViT-S's twelve [1152, 384] updates, 48 vector loads a thread: 0.125 ms
-// on an H200 for 149 MB).
-constexpr int64_t kLaunchBoundElements = int64_t{1} << 16;
+constexpr int64_t kLaunchBoundElements = int64_t{1} << 20;
 constexpr size_t kMaxMergedBuffers = 96;  // a kernel's parameters stay well under CUDA's 4 KiB
 
 bool launch_bound(const LoopKernel& a, const LoopKernel& b) {

@@ -440,28 +440,6 @@ TEST(CudaGpu, HorizontalGroupsMatchTheReference) {
   runs_match_reference(exe, g, {3});
 }
 
-// Medium members (AdamW-like updates of two [1152, 384] weights and a [384] bias, each with its
-// own step count, as a foreach step gives them): grouped although the tuner would have taken
-// each alone, and computed over their parameters.
-TEST(CudaGpu, MediumHorizontalMembersMatchTheReference) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
-  Graph g = parse(
-      "  %t0 = input() : f32[]\n  %t1 = input() : f32[]\n  %p0 = input() : f32[1152, 384]\n  %g0 = input() : f32[1152, 384]\n"
-      "  %m0 = input() : f32[1152, 384]\n  %p1 = input() : f32[1152, 384]\n  %g1 = input() : f32[1152, 384]\n"
-      "  %m1 = input() : f32[1152, 384]\n  %p2 = input() : f32[384]\n  %g2 = input() : f32[384]\n"
-      "  %a0 = mul.Scalar(%m0, other=0.9)\n  %n0 = add.Tensor(%a0, %g0)\n  %s0 = sqrt(%t0)\n  %d0 = mul.Tensor(%n0, %s0)\n"
-      "  %q0 = sub.Tensor(%p0, %d0)\n  %a1 = mul.Scalar(%m1, other=0.9)\n  %n1 = add.Tensor(%a1, %g1)\n  %d1 = mul.Tensor(%n1, %t1)\n"
-      "  %q1 = sub.Tensor(%p1, %d1)\n  %d2 = mul.Tensor(%g2, %t1)\n  %q2 = sub.Tensor(%p2, %d2)\n"
-      "  return %q0, %n0, %q1, %n1, %q2\n");
-  Executable exe = compile(g, {.cache_dir = fresh_cache("horizontal-medium"), .device = "cuda"});
-  ASSERT_EQ(exe.gpu_plan->horizontals.size(), 1u) << exe.source;
-  EXPECT_EQ(exe.gpu_plan->horizontals[0].steps.size(), 3u);
-  runs_match_reference(exe, g, {1, 2});
-  exe.compute_outputs_in_inputs({2, 4, 5, 7, 8});
-  EXPECT_TRUE(exe.gpu_plan->horizontals[0].on);
-  runs_match_reference(exe, g, {3});
-}
-
 // An embedding gradient in the listed form: tokens of few distinct rows (long runs of one row in
 // every part), the columns over several tiles. Every element's additions keep the tokens'
 // order: the sums match the interpreter's, and two runs agree to the bit.
