@@ -231,7 +231,8 @@ TEST(CudaCodegen, SplitKernelsGetScratchOfTheirOwn) {
 }
 
 // Where vectors are possible, rows and pointwise kernels get no scalar candidates (slower in every
-// tuning, and an NVRTC build each); where they are not, the scalar forms remain.
+// tuning, and an NVRTC build each), but for pointwise kernels of many buffers; where vectors are
+// not possible, the scalar forms remain.
 TEST(CudaCodegen, NoScalarTwinsWhereVectorsArePossible) {
   auto d = cuda::preset_device("sm_90a");
   auto vectors = [&](const std::string& body) {
@@ -249,6 +250,15 @@ TEST(CudaCodegen, NoScalarTwinsWhereVectorsArePossible) {
   EXPECT_EQ(gelu, (std::vector<int>{8, 8, 8}));  // 4, 8 and 16 warps
   auto odd = vectors("  %x = input() : f32[N, 63]\n  %y = exp(%x)\n  return %y\n");
   EXPECT_EQ(odd, (std::vector<int>{1, 1, 1}));
+  // Updates of eight same-shaped parameters merged into one kernel (fuse_siblings: launch-bound
+  // nests without a common input), 32 buffers: scalar twins beside the vectors.
+  std::string updates;
+  for (int i = 0; i < 8; ++i)
+    updates += fmt::format("  %p{0} = input() : f32[384, 384]\n  %g{0} = input() : f32[384, 384]\n  %m{0} = input() : f32[384, 384]\n"
+                           "  %a{0} = mul.Scalar(%m{0}, other=0.9)\n  %n{0} = add.Tensor(%a{0}, %g{0})\n  %q{0} = sub.Tensor(%p{0}, %n{0})\n",
+                           i);
+  updates += "  return %q0, %n0, %q1, %n1, %q2, %n2, %q3, %n3, %q4, %n4, %q5, %n5, %q6, %n6, %q7, %n7\n";
+  EXPECT_EQ(vectors(updates), (std::vector<int>{4, 4, 4, 1, 1}));
 }
 
 // Rows that fit in registers get persistent candidates only (1, 1/2 and 1/4 of the threads per
