@@ -139,11 +139,21 @@ class Releases {
   std::vector<PyObject*> pending_;
 };
 
-// A reference to a Python object that a run holds without the GIL.
+// A reference to a Python object that a run holds without the GIL. `releases` (or null: dropped
+// at once, under the GIL) defers the drop where the object's memory is PyTorch's: memory of
+// coil's pool (a forward's saved activation) must come back while the run can still reuse it.
 class Owner {
  public:
   Owner(PyObject* object, std::shared_ptr<Releases> releases) : object_(object), releases_(std::move(releases)) {}  // takes over the reference
-  ~Owner() { releases_->drop(object_); }
+  ~Owner() {
+    if (releases_) {
+      releases_->drop(object_);
+      return;
+    }
+    PyGILState_STATE state = PyGILState_Ensure();
+    Py_DECREF(object_);
+    PyGILState_Release(state);
+  }
   Owner(const Owner&) = delete;
   Owner& operator=(const Owner&) = delete;
 
@@ -278,7 +288,10 @@ class Compiled {
     if (owners) {
       for (size_t i = 0; i < ptrs.size(); ++i) {
         nb::object o = (*owners)[i];
-        if (!o.is_none()) handed[i] = std::make_shared<Owner>(o.release().ptr(), releases_);
+        if (o.is_none()) continue;
+        // (memory of coil's pool goes back to it as the run goes; PyTorch's waits for the GIL)
+        const bool pools = exe_.gpu_plan && exe_.gpu_plan->allocator && exe_.gpu_plan->allocator->owns(ptrs[i]);
+        handed[i] = std::make_shared<Owner>(o.release().ptr(), exe_.gpu_plan && !pools ? releases_ : nullptr);
       }
       PyList_SetSlice(owners->ptr(), 0, PY_SSIZE_T_MAX, nullptr);
     }

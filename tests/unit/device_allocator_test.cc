@@ -87,6 +87,23 @@ TEST(DeviceAllocator, SplitsBlocksAndMergesThemAgain) {
   EXPECT_TRUE(fake.live.empty());  // the destructor gives every free segment back
 }
 
+// What the adapter asks before deferring a handed tensor's drop: whether a pointer (a view's,
+// inside a block) is memory of a live block of the pool.
+TEST(DeviceAllocator, OwnsTheInsidesOfItsLiveBlocks) {
+  FakeDriver fake;
+  cuda::DeviceAllocator alloc(fake.backend());
+  cuda::DevicePtr a = alloc.allocate(1000, s1), b = alloc.allocate(3000, s1);
+  EXPECT_TRUE(alloc.owns(a));
+  EXPECT_TRUE(alloc.owns(a + 1023));
+  EXPECT_TRUE(alloc.owns(b + 100));
+  EXPECT_FALSE(alloc.owns(b + 3072));  // the segment's free rest
+  EXPECT_FALSE(alloc.owns(a - 1));
+  EXPECT_FALSE(alloc.owns(0));
+  alloc.free(a, s1);
+  EXPECT_FALSE(alloc.owns(a + 10));
+  alloc.free(b, s1);
+}
+
 TEST(DeviceAllocator, ReusesPerStreamAndRetriesWhenFull) {
   FakeDriver fake;
   {

@@ -160,6 +160,14 @@ void DeviceAllocator::reset_peaks() {
   note_peaks();
 }
 
+bool DeviceAllocator::owns(DevicePtr p) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = blocks_.upper_bound(p);
+  if (it == blocks_.begin()) return false;
+  --it;
+  return !it->second.free && p < it->first + it->second.size;
+}
+
 std::vector<std::tuple<DevicePtr, size_t, size_t>> DeviceAllocator::live_blocks() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<std::tuple<DevicePtr, size_t, size_t>> out;

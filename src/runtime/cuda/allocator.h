@@ -56,6 +56,8 @@ class DeviceAllocator {
   void reset_peaks();  // the peaks start again from what is held now
   // The blocks handed out and not freed: address, size, bytes requested (what holds memory).
   std::vector<std::tuple<DevicePtr, size_t, size_t>> live_blocks() const;
+  // Whether `p` lies in a block this allocator handed out and that is not yet freed.
+  bool owns(DevicePtr p) const;
 
   static size_t round_size(size_t bytes);      // what a request takes: a multiple of 512 B
   static size_t segment_size(size_t rounded);  // what the driver is asked for when no free block holds it
