@@ -10,7 +10,7 @@ import operator
 
 import torch
 
-from . import _library
+from . import _host, _library
 
 # torch/_export/serde/schema.py ScalarType numbers.
 DTYPES = {
@@ -281,11 +281,13 @@ def program(gm, input_values, frozen, device, input_views=False, any_layout=(), 
     `device` (a torch.device), and how to call it.
 
     `frozen` maps placeholder positions to weight keys. Returns a dict: "program" (json text),
-    "per_call" (positions of the placeholders passed per call), "moves" (those of them that are
-    0-d CPU tensors, copied to `device` per call), "recipe" (per result: ("coil", i) for the
+    "per_call" (positions of the placeholders passed per call; past the placeholders', values of
+    the prologue), "moves" (those of them that are 0-d CPU tensors, copied to `device` per call),
+    "prologue" (where the graph computes 0-d CPU values from such values: what the runner
+    computes on the host first, _host.prologue), "recipe" (per result: ("coil", i) for the
     i-th coil output, ("view", i, sizes, strides, offset) for a view of it at that storage
     offset from its own, ("arg", j) for placeholder j returned as is, ("const", v) for a
-    non-tensor value; with `input_views`, ("input_view", k, sizes, strides, offset) for a view of the
+    non-tensor value, ("host", j) for the prologue's j-th value; with `input_views`, ("input_view", k, sizes, strides, offset) for a view of the
     k-th input passed per call, for a runner that holds its inputs in their traced layouts),
     "single" (the graph returns one value, not a tuple), "layouts" (per coil
     output, the sizes, strides and device type PyTorch gives it, for the runner to match) and
@@ -305,6 +307,13 @@ def program(gm, input_values, frozen, device, input_views=False, any_layout=(), 
     placeholders = {}
     stash = _library.Stash() if host_calls is not None else None
     around = {}  # values passed around coil's buffers: node -> ("arg", position) or ("stash", name)
+    # 0-d CPU values computed on the host before the run (_host), and those of them the program
+    # reads (inputs passed per call, after the call's arguments)
+    host = _host.scalars(gm, input_values, frozen, device)
+    read = {n for n in host if any(u not in host and u.op != "output" for u in n.users)}
+    host = set(host)
+    prologue = []
+    arguments = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
     for node in gm.graph.nodes:
         if node.op == "placeholder":
             position = len(placeholders)
@@ -312,6 +321,8 @@ def program(gm, input_values, frozen, device, input_views=False, any_layout=(), 
             value = input_values[position]
             if stash is not None and not _library.static(value, device) and _library.passed_around(node):
                 around[node] = ("arg", position)  # (a backward's random state: only library calls read it)
+                continue
+            if node in host and node not in read:
                 continue
             entry = {"name": node.name, "meta": tensor_meta(value)}
             if position in frozen:
@@ -323,6 +334,13 @@ def program(gm, input_values, frozen, device, input_views=False, any_layout=(), 
                     moves.append(position)
         elif node.op == "call_function":
             if node.target is operator.getitem:
+                continue
+            if node in host:
+                prologue.append(node)
+                if node in read:
+                    inputs.append({"name": value_name(node), "meta": tensor_meta(node.meta["val"])})
+                    per_call.append(arguments + len(prologue) - 1)
+                    moves.append(per_call[-1])
                 continue
             if host_calls is not None and _library.is_library_call(node):
                 program_node, call = _library.torch_call(node, len(host_calls), COIL_DTYPES, device, stash, around)
@@ -339,7 +357,7 @@ def program(gm, input_values, frozen, device, input_views=False, any_layout=(), 
     updates = dict(gm.meta.get("coil_updates", ()))  # result index -> the placeholder it updates
     listed = [results] if single else results
     computed = [r for i, r in enumerate(listed)
-                if isinstance(r, torch.fx.Node) and r not in placeholders and r not in around and i not in updates]
+                if isinstance(r, torch.fx.Node) and r not in placeholders and r not in around and r not in host and i not in updates]
     views = _view_bases(computed, _owners(gm, placeholders))
     of_inputs = _input_views(computed, placeholders, per_call, moves) if input_views else {}
     coil_index = {}  # program value name -> its index among coil's outputs
@@ -355,7 +373,9 @@ def program(gm, input_values, frozen, device, input_views=False, any_layout=(), 
         return coil_index[name]
 
     for index, r in enumerate(listed):
-        if index in updates and isinstance(r, torch.fx.Node) and r not in placeholders:
+        if isinstance(r, torch.fx.Node) and r in host and r not in placeholders:
+            recipe.append(("host", prologue.index(r)))
+        elif index in updates and isinstance(r, torch.fx.Node) and r not in placeholders:
             # An input's new value (see _updates): an output of its own, written over the input.
             recipe.append(("coil", len(outputs)))
             outputs.append(value_name(r))
@@ -390,6 +410,8 @@ def program(gm, input_values, frozen, device, input_views=False, any_layout=(), 
             "updates": sorted(updates.items()), "any_layout": sorted(free.items())}
     if around:
         made["stash"] = stash
+    if prologue:
+        made["prologue"] = _host.prologue(prologue, placeholders)
     return made
 
 

@@ -6,7 +6,7 @@ import json
 
 import torch
 
-from . import _coil, _fx, _updates
+from . import _coil, _fx, _host, _updates
 
 _DTYPES = {code: dtype for dtype, code in _fx.DTYPES.items()}
 _COIL_DTYPES = _fx.COIL_DTYPES
@@ -96,13 +96,15 @@ def _output_fixup(out, want, device, out_device=None):
     return fix
 
 
-def _result(step, outs, args, held, stash):
+def _result(step, outs, args, held, stash, host):
     """A graph result from coil's outputs, the call's arguments, the inputs coil was given
-    (`held`, in their traced layouts) and the values the library calls passed around coil
-    (`stash`), as _fx.program's recipe says."""
+    (`held`, in their traced layouts), the values the library calls passed around coil (`stash`)
+    and those its prologue computed on the host (`host`), as _fx.program's recipe says."""
     kind = step[0]
     if kind == "coil":
         return outs[step[1]]
+    if kind == "host":
+        return host[step[1]]
     if kind == "stash":
         return stash.values[step[1]]
     if kind in ("view", "input_view"):  # sharing the memory of a coil output or of an input, as in eager
@@ -126,6 +128,8 @@ class Runner:
         self.compiled, self.entry = compiled, entry
         self.per_call, self.recipe, self.single = entry["per_call"], entry["recipe"], entry["single"]
         self.moves = set(entry.get("moves", ()))
+        # what the graph computes on the host before the run (0-d CPU values: _host)
+        self.prologue = _host.Prologue(entry["prologue"]) if entry.get("prologue") else None
         self.layouts = entry.get("layouts", [])
         self.device = device
         self.stash = entry.get("stash")  # what its library calls pass around coil (_library.Stash)
@@ -189,9 +193,15 @@ class Runner:
             return [args[i] for i in self.per_call]
         held = []
         inputs, moves, index = self.inputs, self.moves, self.device_index
+        # 0-d CPU values to the device together (one copy a dtype, waiting for nothing), not each
+        # in a copy that waits for the stream
+        scalars = [i for i in self.per_call if i in moves and args[i].dim() == 0 and args[i].device.type == "cpu"]
+        moved = dict(zip(scalars, _host.to_device([args[i] for i in scalars], self.device))) if scalars else {}
         for k, i in enumerate(self.per_call):
             arg = args[i]
-            if i in moves:
+            if i in moved:
+                arg = moved[i]
+            elif i in moves:
                 arg = self._pointer(i, arg, k)
             elif inputs is not None:
                 sizes, strides, dtype = inputs[k]
@@ -222,14 +232,16 @@ class Runner:
         self.planned = None
 
     def _run(self, args, handing=False):
-        held = self._held(args)
+        host = self.prologue(args) if self.prologue is not None else ()
+        full = [*args, *host] if host else args  # (the prologue's values passed after the arguments)
+        held = self._held(full)
         ptrs = [t.data_ptr() for t in held]
         owners = None
         if handing:  # `args` is the caller's list: the run gets the only references
             owners = [None] * len(held)
             per_call = self.per_call
             for k in self.consumable:
-                owners[k], held[k], args[per_call[k]] = held[k], None, None
+                owners[k], held[k], args[per_call[k]], full[per_call[k]] = held[k], None, None, None
         stash = self.stash
         if stash is None:
             outs = self.compiled.run(ptrs, self.stream(self.cuda) if self.stream is not None else 0, owners)
@@ -249,7 +261,8 @@ class Runner:
         for k, fix in enumerate(self.fixups):
             if fix is not None:
                 outs[k] = fix(outs[k])
-        results = [outs[d] if d is not None else _result(step, outs, args, held, stash) for d, step in zip(self.direct, self.recipe)]
+        results = [outs[d] if d is not None else _result(step, outs, args, held, stash, host)
+                   for d, step in zip(self.direct, self.recipe)]
         if stash is not None:
             stash.values = {}
         for index, position, k in self.over_inputs:

@@ -142,3 +142,90 @@ def test_training_loop_follows_eager(device, optimizer, monkeypatch):
         torch.testing.assert_close(p, q, rtol=5e-3, atol=5e-4, msg=lambda m: f"{n}: {m}")
     for (n, b), c in zip(model.named_buffers(), twin.buffers()):
         torch.testing.assert_close(b, c, rtol=5e-3, atol=5e-4, msg=lambda m: f"{n}: {m}")
+
+
+def test_step_counts_on_the_cpu_are_computed_on_the_host():
+    """A CUDA graph of an AdamW step whose step counts are 0-d CPU tensors (state made before
+    the step was compiled: capturable stays False) adds to them on the host before the run
+    (_host: the graph's prologue), as eager does; the kernels read the new counts, which go to
+    the device together. Checked on the program made for CUDA from a CPU trace: the prologue is
+    the counts' additions, the counts are no input of the program, the new ones are results of
+    the prologue, and the prologue computes them."""
+    from coil import _fx, _host
+
+    made = []
+    program = _fx.program
+
+    def for_cuda(gm, input_values, frozen, device, *args, **kwargs):
+        made.append((program(gm, input_values, frozen, torch.device("cuda"), *args, **kwargs), input_values))
+        return program(gm, input_values, frozen, device, *args, **kwargs)
+
+    torch.manual_seed(0)
+    params = [nn.Parameter(torch.randn(s)) for s in [(8, 4), (4,), (3, 3)]]
+    for p in params:
+        p.grad = torch.randn_like(p)
+    opt = torch.optim.AdamW(params, lr=1e-2, foreach=True)
+    opt.step()  # the state, steps on the CPU
+
+    @torch.compile(backend="coil")
+    def step():
+        opt.step()
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(_fx, "program", for_cuda)
+    try:
+        step()
+    finally:
+        mp.undo()
+    entry, values = made[-1]
+    counts = {i for i, v in enumerate(values) if v.dim() == 0}
+    assert len(counts) == 3
+    assert [s["op"] for s in entry["prologue"]] == ["aten.add.Scalar"] * 3
+    assert {s["args"][0]["arg"] for s in entry["prologue"]} == counts
+    assert not counts & set(entry["per_call"])
+    assert sorted(step[1] for step in entry["recipe"] if step[0] == "host") == [0, 1, 2]
+    real = [torch.tensor(2.0) if i in counts else None for i in range(len(values))]
+    assert [v.item() for v in _host.Prologue(entry["prologue"])(real)] == [3.0] * 3
+    assert [opt.state[p]["step"].item() for p in params] == [2.0] * 3
+
+
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=pytest.mark.skipif("cuda" not in DEVICES, reason="no GPU"))])
+def test_a_step_with_counts_on_the_cpu_never_waits_for_the_gpu(device):
+    """The same on the GPU: AdamW's state made before the step was compiled keeps its counts on
+    the CPU. The compiled step makes no PyTorch call that waits for the device (each count went to
+    the device and back, twice waiting for the stream), and three steps match eager's."""
+    torch.manual_seed(0)
+    params = [nn.Parameter(torch.randn(s, device=device)) for s in [(64, 32), (32,), (17, 5)]]
+    twins = [nn.Parameter(p.detach().clone()) for p in params]
+    opt, twin_opt = torch.optim.AdamW(params, lr=1e-2, foreach=True), torch.optim.AdamW(twins, lr=1e-2, foreach=True)
+    for o, ps in ((opt, params), (twin_opt, twins)):
+        for p in ps:
+            p.grad = torch.ones_like(p)
+        o.step()
+    assert opt.state[params[0]]["step"].device.type == "cpu"
+
+    @torch.compile(backend="coil")
+    def step():
+        opt.step()
+
+    g = torch.Generator(device=device).manual_seed(1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        step()  # compiles
+        for _ in range(3):
+            grads = [torch.randn(p.shape, device=device, generator=g) for p in params]
+            for p, q, d in zip(params, twins, grads):
+                p.grad, q.grad = d, d.clone()
+            torch.cuda.synchronize()
+            torch.cuda.set_sync_debug_mode("error")
+            try:
+                step()
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+            twin_opt.step()
+    assert not coil_fallbacks(caught), coil_fallbacks(caught)
+    for p, q in zip(params, twins):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+        for key in ("exp_avg", "exp_avg_sq", "step"):
+            torch.testing.assert_close(opt.state[p][key], twin_opt.state[q][key], rtol=1e-5, atol=1e-6)
+    assert opt.state[params[0]]["step"].device.type == "cpu"
