@@ -287,8 +287,9 @@ def program(gm, input_values, frozen, device, input_views=False, any_layout=(), 
     computes on the host first, _host.prologue), "recipe" (per result: ("coil", i) for the
     i-th coil output, ("view", i, sizes, strides, offset) for a view of it at that storage
     offset from its own, ("arg", j) for placeholder j returned as is, ("const", v) for a
-    non-tensor value, ("host", j) for the prologue's j-th value; with `input_views`, ("input_view", k, sizes, strides, offset) for a view of the
-    k-th input passed per call, for a runner that holds its inputs in their traced layouts),
+    non-tensor value, ("host", j) for the prologue's j-th value; with `input_views`,
+    ("input_view", k, sizes, strides, offset) for a view of the k-th input passed per call, for a
+    runner that holds its inputs in their traced layouts),
     "single" (the graph returns one value, not a tuple), "layouts" (per coil
     output, the sizes, strides and device type PyTorch gives it, for the runner to match) and
     "updates" (gm.meta["coil_updates"]: (result index, placeholder position) of each input's new

@@ -103,12 +103,12 @@ std::optional<std::vector<int64_t>> constants(const coil::SymShape& shape) {
   return values;
 }
 
-// The Python references a run lets go of while it runs without the GIL (a backward's saved
-// activations as their last readers are enqueued, library calls' results): kept until the GIL is
-// next held (before the run's next library call, after the run), then dropped together, so
-// that a run takes the GIL once per library call instead of once per tensor. PyTorch's
-// allocator sees the frees before anything of the run could reuse them: only its library calls
-// allocate from it, and the queue is emptied before each.
+// The Python references to PyTorch's memory that a run lets go of while it runs without the GIL
+// (saved activations that library calls made, as their last readers are enqueued; library calls'
+// results): kept until the GIL is next held (before the run's next library call, after the
+// run), then dropped together, so that a run takes the GIL once per library call instead of once
+// per tensor. PyTorch's allocator sees the frees before anything of the run could reuse them:
+// only its library calls allocate from it, and the queue is emptied before each.
 class Releases {
  public:
   Releases() = default;
