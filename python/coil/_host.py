@@ -112,7 +112,10 @@ def to_device(values, device):
         by_dtype.setdefault(v.dtype, []).append(i)
     for dtype, indices in by_dtype.items():
         lanes = max(1, 16 // dtype.itemsize)
-        stage = torch.empty((len(indices), lanes), dtype=dtype, pin_memory=True)
+        try:
+            stage = torch.empty((len(indices), lanes), dtype=dtype, pin_memory=True)
+        except RuntimeError:  # no pinned memory to be had: pageable, which the copy stages at once
+            stage = torch.empty((len(indices), lanes), dtype=dtype)
         stage[:, 0] = torch.stack([values[i] for i in indices])
         moved = stage.to(device, non_blocking=True)
         for row, i in enumerate(indices):

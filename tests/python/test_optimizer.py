@@ -229,3 +229,16 @@ def test_a_step_with_counts_on_the_cpu_never_waits_for_the_gpu(device):
         for key in ("exp_avg", "exp_avg_sq", "step"):
             torch.testing.assert_close(opt.state[p][key], twin_opt.state[q][key], rtol=1e-5, atol=1e-6)
     assert opt.state[params[0]]["step"].device.type == "cpu"
+
+
+def test_0d_values_go_to_the_device_together():
+    """_host.to_device: each value at a 16-byte aligned element of one copy per dtype, the
+    values and dtypes kept (here on the CPU, where no memory can be pinned: the pageable copy)."""
+    from coil import _host
+
+    values = [torch.tensor(1.5), torch.tensor(7, dtype=torch.int64), torch.tensor(True), torch.tensor(-2.0),
+              torch.tensor(3, dtype=torch.int64)]
+    moved = _host.to_device(values, torch.device("cpu"))
+    assert [(m.dtype, m.item()) for m in moved] == [(v.dtype, v.item()) for v in values]
+    assert all(m.dim() == 0 and m.data_ptr() % 16 == 0 for m in moved)
+    assert moved[0].untyped_storage().data_ptr() == moved[3].untyped_storage().data_ptr()  # one copy a dtype
