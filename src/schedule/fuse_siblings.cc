@@ -78,13 +78,12 @@ void share_welford_sums(LoopKernel& k) {
 // Pointwise kernels this small are bound by their launch, not by memory: independent ones of a
 // nest merge even without a common input (an optimizer step's per-parameter updates of layers of
 // one shape, its 0-d step counters: ViT-S's step launched 1262 kernels to Inductor's 661).
-constexpr int64_t kLaunchBoundElements = int64_t{1} << 20;
 constexpr size_t kMaxMergedBuffers = 96;  // a kernel's parameters stay well under CUDA's 4 KiB
 
-bool launch_bound(const LoopKernel& a, const LoopKernel& b) {
+bool launch_bound(const LoopKernel& a, const LoopKernel& b, int64_t independent_points) {
   if (!a.reductions.empty() || !b.reductions.empty()) return false;
   auto n = product(a.outer).constant();
-  return n && *n <= kLaunchBoundElements;
+  return n && *n <= independent_points;
 }
 
 // Whether kernel j can run right after kernel i (everything between stays in order).
@@ -105,7 +104,7 @@ size_t buffers_of(const loop::Access& a, const loop::Access& b) {
 
 }  // namespace
 
-loop::Program fuse_siblings(const loop::Program& program, bool one_pass_statistics) {
+loop::Program fuse_siblings(const loop::Program& program, bool one_pass_statistics, int64_t independent_points) {
   loop::Program p = program;
   std::vector<loop::Access> acc;
   for (const auto& k : p.kernels) acc.push_back(loop::access(k));
@@ -114,7 +113,7 @@ loop::Program fuse_siblings(const loop::Program& program, bool one_pass_statisti
     for (size_t j = i + 1; j < p.kernels.size();) {
       const auto* a = std::get_if<LoopKernel>(&p.kernels[i]);
       const auto* b = std::get_if<LoopKernel>(&p.kernels[j]);
-      bool fuse = b && same_nest(*a, *b) && (intersects(acc[i].reads, acc[j].reads) || launch_bound(*a, *b)) &&
+      bool fuse = b && same_nest(*a, *b) && (intersects(acc[i].reads, acc[j].reads) || launch_bound(*a, *b, independent_points)) &&
                   buffers_of(acc[i], acc[j]) <= kMaxMergedBuffers && can_hoist(acc, i, j);
       if (!fuse) {
         ++j;
