@@ -231,6 +231,24 @@ def memory_phases(loss_of, compiled, update, opt, pool):
     return phases
 
 
+def training(name, device, mode):
+    """Model `name` in train mode from seed 0, its loss function, its AdamW (foreach), and the
+    model and the optimizer step as `mode` runs them (eager, or compiled by Inductor or coil)."""
+    torch.manual_seed(0)
+    with torch.device(device):
+        model, loss_of = MODELS[name](device)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+
+    def opt_step():
+        opt.step()
+
+    if mode == "eager":
+        return model, loss_of, opt, model, opt_step
+    backend = "coil" if mode == "coil" else "inductor"
+    return model, loss_of, opt, torch.compile(model, backend=backend), torch.compile(opt_step, backend=backend)
+
+
 def child(name, device, modes, steps, profile=False):
     if "coil" in modes:
         import coil
@@ -239,17 +257,7 @@ def child(name, device, modes, steps, profile=False):
     torch.backends.cuda.matmul.allow_tf32 = True  # what training scripts set; bf16 autocast either way
     torch.backends.cudnn.allow_tf32 = True
     for mode in modes:
-        torch.manual_seed(0)
-        with torch.device(device):
-            model, loss_of = MODELS[name](device)
-        model.train()
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
-        compiled = model if mode == "eager" else torch.compile(model, backend="coil" if mode == "coil" else "inductor")
-
-        def opt_step():
-            opt.step()
-
-        update = opt_step if mode == "eager" else torch.compile(opt_step, backend="coil" if mode == "coil" else "inductor")
+        model, loss_of, opt, compiled, update = training(name, device, mode)
 
         def step():
             with torch.autocast(device, dtype=torch.bfloat16):

@@ -29,17 +29,7 @@ def main():
 
         coil.register()
     torch.backends.cuda.matmul.allow_tf32 = True
-    torch.manual_seed(0)
-    with torch.device("cuda"):
-        model, loss_of = train.MODELS[args.model]("cuda")
-    model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
-    compiled = torch.compile(model, backend=args.backend)
-
-    def opt_step():
-        opt.step()
-
-    update = torch.compile(opt_step, backend=args.backend)
+    _, loss_of, opt, compiled, update = train.training(args.model, "cuda", args.backend)
     times = {"forward": [], "backward": [], "optimizer": [], "step": []}
 
     def step(record=False):

@@ -276,7 +276,7 @@ def _input_views(results, placeholders, per_call, moves):
     return views
 
 
-def program(gm, input_values, frozen, device, input_views=False, any_layout=(), host_calls=None):
+def program(gm, input_values, frozen, device, input_views=False, any_layout=(), host_calls=None, host_scalars=True):
     """The JSON program of `gm`, whose placeholders have the given example values, to run on
     `device` (a torch.device), and how to call it.
 
@@ -297,6 +297,9 @@ def program(gm, input_values, frozen, device, input_views=False, any_layout=(), 
     `any_layout` whose strides coil picks: a training forward's saved activations, which no view
     and no other result shares; Compiled.output_strides says what they got).
 
+    `host_scalars`: whether 0-d CPU results are computed on the host (_host), where coil has
+    other outputs to compute.
+
     `host_calls`, where given (a list), takes the functions of the library calls the program
     makes as steps of coil's plan (torch_call nodes, _library.torch_call), in their index order;
     the values those calls pass around coil's buffers (_library.Stash) are then not the
@@ -310,9 +313,8 @@ def program(gm, input_values, frozen, device, input_views=False, any_layout=(), 
     around = {}  # values passed around coil's buffers: node -> ("arg", position) or ("stash", name)
     # 0-d CPU values computed on the host before the run (_host), and those of them the program
     # reads (inputs passed per call, after the call's arguments)
-    host = _host.scalars(gm, input_values, frozen, device)
+    host = _host.scalars(gm, input_values, frozen, device) if host_scalars else set()
     read = {n for n in host if any(u not in host and u.op != "output" for u in n.users)}
-    host = set(host)
     prologue = []
     arguments = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
     for node in gm.graph.nodes:
@@ -398,10 +400,12 @@ def program(gm, input_values, frozen, device, input_views=False, any_layout=(), 
                            value.storage_offset() - base.meta["val"].storage_offset()))
         else:
             recipe.append(("const", r))
-    if not outputs and of_inputs:  # every result a view of an input: coil computes them (a program has outputs)
+    if not outputs and (of_inputs or prologue):
+        # every result a view of an input, or the host's: coil computes them (a program has outputs)
         if host_calls is not None:
             host_calls.clear()
-        return program(gm, input_values, frozen, device, any_layout=any_layout, host_calls=host_calls)
+        return program(gm, input_values, frozen, device, input_views=input_views and not of_inputs, any_layout=any_layout,
+                       host_calls=host_calls, host_scalars=False)
     free = _free_layouts(recipe, any_layout, layouts, device.type)
     for k in free.values():
         layouts[k] = None  # handed back as coil lays them out

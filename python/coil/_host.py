@@ -13,13 +13,13 @@ import torch
 
 
 def scalars(gm, input_values, frozen, device):
-    """The nodes of `gm` (a graph for `device`, not the CPU) computed on the host, in graph order:
+    """The nodes of `gm` (a graph for `device`, not the CPU) computed on the host (a set):
     the graph's results that are 0-d CPU tensors made by deterministic, functional aten ops from
     0-d CPU placeholders passed per call and plain numbers, with the nodes they are made from.
     (What only the device's kernels read stays theirs: AdamW's bias corrections of the new step
     counts are a dozen ops a parameter, each a host call of some microseconds.)"""
     if device.type == "cpu":
-        return []
+        return set()
     capable, position = set(), 0
     for node in gm.graph.nodes:
         if node.op == "placeholder":
@@ -37,7 +37,7 @@ def scalars(gm, input_values, frozen, device):
         if node not in host:
             host.add(node)
             wanted.extend(n for n in node.all_input_nodes if n in capable)
-    return [n for n in gm.graph.nodes if n in host]
+    return host
 
 
 def _cpu_scalar(value):

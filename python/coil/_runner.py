@@ -128,6 +128,7 @@ class Runner:
         self.compiled, self.entry = compiled, entry
         self.per_call, self.recipe, self.single = entry["per_call"], entry["recipe"], entry["single"]
         self.moves = set(entry.get("moves", ()))
+        self.moved = [i for i in self.per_call if i in self.moves]  # (in coil's input order)
         # what the graph computes on the host before the run (0-d CPU values: _host)
         self.prologue = _host.Prologue(entry["prologue"]) if entry.get("prologue") else None
         self.layouts = entry.get("layouts", [])
@@ -195,7 +196,7 @@ class Runner:
         inputs, moves, index = self.inputs, self.moves, self.device_index
         # 0-d CPU values to the device together (one copy a dtype, waiting for nothing), not each
         # in a copy that waits for the stream
-        scalars = [i for i in self.per_call if i in moves and args[i].dim() == 0 and args[i].device.type == "cpu"]
+        scalars = [i for i in self.moved if args[i].dim() == 0 and args[i].device.type == "cpu"]
         moved = dict(zip(scalars, _host.to_device([args[i] for i in scalars], self.device))) if scalars else {}
         for k, i in enumerate(self.per_call):
             arg = args[i]

@@ -144,14 +144,10 @@ def test_training_loop_follows_eager(device, optimizer, monkeypatch):
         torch.testing.assert_close(b, c, rtol=5e-3, atol=5e-4, msg=lambda m: f"{n}: {m}")
 
 
-def test_step_counts_on_the_cpu_are_computed_on_the_host():
-    """A CUDA graph of an AdamW step whose step counts are 0-d CPU tensors (state made before
-    the step was compiled: capturable stays False) adds to them on the host before the run
-    (_host: the graph's prologue), as eager does; the kernels read the new counts, which go to
-    the device together. Checked on the program made for CUDA from a CPU trace: the prologue is
-    the counts' additions, the counts are no input of the program, the new ones are results of
-    the prologue, and the prologue computes them."""
-    from coil import _fx, _host
+def _programs_for_cuda(monkeypatch):
+    """The list that each program the adapter makes from here on is appended to, made again for
+    CUDA from the same (CPU) trace, with its example inputs: what a CUDA graph would get."""
+    from coil import _fx
 
     made = []
     program = _fx.program
@@ -159,6 +155,19 @@ def test_step_counts_on_the_cpu_are_computed_on_the_host():
     def for_cuda(gm, input_values, frozen, device, *args, **kwargs):
         made.append((program(gm, input_values, frozen, torch.device("cuda"), *args, **kwargs), input_values))
         return program(gm, input_values, frozen, device, *args, **kwargs)
+
+    monkeypatch.setattr(_fx, "program", for_cuda)
+    return made
+
+
+def test_step_counts_on_the_cpu_are_computed_on_the_host(monkeypatch):
+    """A CUDA graph of an AdamW step whose step counts are 0-d CPU tensors (state made before
+    the step was compiled: capturable stays False) adds to them on the host before the run
+    (_host: the graph's prologue), as eager does; the kernels read the new counts, which go to
+    the device together. Checked on the program made for CUDA from a CPU trace: the prologue is
+    the counts' additions, the counts are no input of the program, the new ones are results of
+    the prologue, and the prologue computes them."""
+    from coil import _host
 
     torch.manual_seed(0)
     params = [nn.Parameter(torch.randn(s)) for s in [(8, 4), (4,), (3, 3)]]
@@ -171,12 +180,9 @@ def test_step_counts_on_the_cpu_are_computed_on_the_host():
     def step():
         opt.step()
 
-    mp = pytest.MonkeyPatch()
-    mp.setattr(_fx, "program", for_cuda)
-    try:
+    with monkeypatch.context() as m:
+        made = _programs_for_cuda(m)
         step()
-    finally:
-        mp.undo()
     entry, values = made[-1]
     counts = {i for i, v in enumerate(values) if v.dim() == 0}
     assert len(counts) == 3
@@ -187,6 +193,19 @@ def test_step_counts_on_the_cpu_are_computed_on_the_host():
     real = [torch.tensor(2.0) if i in counts else None for i in range(len(values))]
     assert [v.item() for v in _host.Prologue(entry["prologue"])(real)] == [3.0] * 3
     assert [opt.state[p]["step"].item() for p in params] == [2.0] * 3
+
+
+def test_a_graph_of_host_results_only_computes_them_in_coil(monkeypatch):
+    """A CUDA graph whose only computed result is a 0-d CPU value (the rest its inputs) leaves
+    coil nothing to compute were that value the host's: coil computes it, as before the prologue
+    (a program has outputs)."""
+    made = _programs_for_cuda(monkeypatch)
+    f = torch.compile(lambda x, s: (x, s + 1), backend="coil")
+    x, s = torch.randn(3), torch.tensor(2.0)
+    out = f(x, s)
+    assert out[0] is x and out[1].item() == 3.0
+    entry, _ = made[-1]
+    assert "prologue" not in entry and ("coil", 0) in entry["recipe"]
 
 
 @pytest.mark.parametrize("device", [pytest.param("cuda", marks=pytest.mark.skipif("cuda" not in DEVICES, reason="no GPU"))])

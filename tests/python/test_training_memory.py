@@ -110,7 +110,7 @@ def test_a_run_lets_go_of_the_tensors_handed_to_it(device, monkeypatch):
     args = arguments()
     ptrs, refs = [a.data_ptr() for a in args], [weakref.ref(a) for a in args]
     got = backward.compiled.run(ptrs, 0, args)
-    del args
+    assert not args  # (the run took the list's references)
     assert [r() is None for r in refs] == [True] * len(refs)
     for a, b in zip(got, expected):
         if a is not None:

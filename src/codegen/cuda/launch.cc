@@ -234,12 +234,9 @@ std::vector<CudaConfig> row_configs(const loop::Program& p, const loop::LoopKern
 constexpr size_t kManyBuffers = 24;
 
 size_t accessed_buffers(const loop::LoopKernel& k) {
-  std::set<int> buffers;
-  for (const auto& s : k.stores) {
-    buffers.insert(s.buffer);
-    loop::collect_loads(s.value, buffers);
-  }
-  return buffers.size();
+  loop::Access a = loop::access(loop::Kernel{k});
+  a.reads.insert(a.writes.begin(), a.writes.end());
+  return a.reads.size();
 }
 
 }  // namespace
