@@ -230,7 +230,8 @@ def test_a_step_with_counts_on_the_cpu_never_waits_for_the_gpu(device):
     g = torch.Generator(device=device).manual_seed(1)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        step()  # compiles
+        step()  # compiles (a step with the gradients of ones, which the twin takes too)
+        twin_opt.step()
         for _ in range(3):
             grads = [torch.randn(p.shape, device=device, generator=g) for p in params]
             for p, q, d in zip(params, twins, grads):
