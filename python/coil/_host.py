@@ -1,10 +1,9 @@
-"""0-d CPU values that a device graph computes from 0-d CPU values: the step counts of foreach
-AdamW when they are on the CPU (Dynamo makes a compiled step capturable, with its counts on the
-GPU, only when the optimizer has no state yet: a state loaded from a checkpoint, or made by an
-eager step, keeps them on the CPU), which eager adds to on the host. coil computes them on the
-host as well, in PyTorch, before the run (the graph's prologue). Computed on the device, each
-count was copied there and its new value back, and each of those copies waited for the stream:
-two waits a parameter in every step.
+"""0-d CPU values that a device graph computes from 0-d CPU values (a counter a program keeps on
+the CPU beside its device tensors, which eager adds to on the host; AdamW's step counts are not
+among them under torch.compile: Dynamo moves a CPU count to its parameter's device when it
+traces the step, whatever the backend). coil computes them on the host as well, in PyTorch,
+before the run (the graph's prologue). Computed on the device, each value was copied there and
+its new value back, and each of those copies waited for the stream.
 
 The counts the program's kernels read (bias corrections) go to the device together, one copy
 per dtype from pinned memory, which waits for nothing (to_device).
