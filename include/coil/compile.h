@@ -1,6 +1,7 @@
 // The compiler's entry point: a verified graph in, an Executable out (CPU code built by the
 // system compiler, cached on disk by content). See docs/architecture.md for the stages.
 #pragma once
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -108,7 +109,10 @@ class Executable {
   // the torch.compile adapter calls a few hundred times a training step. On a GPU the run lets
   // go of each device input once its last reader is enqueued (GpuPlan::run): an input moved in
   // with its only reference is freed there, in stream order.
-  std::vector<Tensor> run_on_stream(std::vector<Tensor> inputs, const TensorMap& weights, void* stream) const;
+  // `symbols`: values of size symbols the caller read from its tensors (a graph of symbolic
+  // sizes whose strided inputs carry symbols only in their views' strides), checked against them.
+  std::vector<Tensor> run_on_stream(std::vector<Tensor> inputs, const TensorMap& weights, void* stream,
+                                    const std::map<std::string, int64_t>& symbols = {}) const;
   // Waits for every run on the GPU and throws the first error of those that had not reported.
   void synchronize() const;
   // Graph outputs that are new values of graph inputs (`inputs`: per output, the index of the

@@ -136,6 +136,10 @@ bool is_reserved_symbol_name(std::string_view name);
 struct SymbolDecl {
   std::string name;
   std::optional<int64_t> hint;  // the size used when `coil run` makes random inputs
+  // The values the graph is compiled for (text form: `sym S in [2, inf] = 8`): shape inference
+  // simplifies by them (a slice's max(0, S - 1) is S - 1) and a run binding S outside them fails.
+  int64_t min = 0;
+  std::optional<int64_t> max;
 };
 
 class Graph {

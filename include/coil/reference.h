@@ -16,7 +16,8 @@ using TensorMap = std::map<std::string, Tensor>;
 
 // Values of the graph's size symbols, read from the input shapes. Throws coil::Error when an
 // input is missing, has the wrong dtype or rank, or its sizes disagree with the declaration.
-std::map<std::string, int64_t> bind_symbols(const Graph& graph, const TensorMap& inputs);
+std::map<std::string, int64_t> bind_symbols(const Graph& graph, const TensorMap& inputs,
+                                            const std::map<std::string, int64_t>& given = {});
 
 // `inputs` by input value name (without %), `weights` by weight key. Returns the graph's
 // outputs in order.

@@ -1,7 +1,6 @@
 """The torch.compile backend: AOTAutograd with the Core ATen decompositions hands each forward
 graph here; nodes coil takes are compiled in C++ (coil._coil), the rest stay in PyTorch eager.
 """
-import copy
 import functools
 import logging
 import operator
@@ -12,7 +11,7 @@ import warnings
 
 import torch
 
-from . import _cache, _coil, _complex, _decompositions, _fx, _library, _random, _rewrites, _runner, _updates
+from . import _cache, _coil, _complex, _decompositions, _dynamic, _fx, _library, _random, _rewrites, _runner, _symbols, _updates
 
 _log = logging.getLogger("coil")
 
@@ -83,6 +82,8 @@ def _takes(value, device):
 def _node_supported(node, device):
     if node.op != "call_function":
         return False
+    if _symbols.is_size_node(node) or _symbols.is_assertion(node):
+        return True  # a size (written as an expression where read) or a check Dynamo's guards made
     if node.target is operator.getitem:
         return _node_supported(node.args[0], device)
     try:
@@ -118,6 +119,8 @@ def _takes_input(placeholder, device):
     """Whether a compiled graph on `device` can take this placeholder's value as an input: one
     it can hold, or CPU indices that only indexing nodes read (copied to the device per call)."""
     value = placeholder.meta.get("val")
+    if isinstance(value, torch.SymInt):
+        return True  # a size symbol's value: bound from the inputs' shapes
     if not isinstance(value, torch.Tensor):
         return False
     return _takes(value, device) or (_takes(value, value.device) and bool(placeholder.users)
@@ -191,17 +194,19 @@ def _load(entry, device, options, frozen_tensors, kept=False, eager=None, check_
     return _runner.Runner(compiled, entry, device, list(frozen_tensors.values()), warn, eager, check_inputs)
 
 
-def _compile_whole(gm, values, device, options, frozen_tensors, check_inputs=False, any_layout=(), hosted=False):
+def _compile_whole(gm, values, device, options, frozen_tensors, check_inputs=False, any_layout=(), hosted=False, eager=None):
     """The runner of `gm` compiled whole; where coil fails on it, `gm` itself (in PyTorch eager,
     with a warning), unless fallback="error". `any_layout`: results whose strides coil picks (a
     training forward's saved activations), reported to AOTAutograd. `hosted`: its library calls
-    run as steps of coil's plan (torch_call)."""
+    run as steps of coil's plan (torch_call). `eager`: the graph to run in PyTorch instead of
+    `gm` (whose constants were made weights: _dynamic.constants_as_weights)."""
+    eager = gm if eager is None else eager
     try:
         frozen = {i: f"frozen{i}" for i in frozen_tensors}  # placeholder position -> weight key
         host_calls = [] if hosted else None
         entry = dict(_fx.program(gm, values, frozen, device, input_views=check_inputs, any_layout=any_layout,
                                  host_calls=host_calls), device=device.type, hosted=bool(host_calls))
-        runner = _load(entry, device, options, frozen_tensors, eager=gm, check_inputs=check_inputs, host_calls=host_calls or ())
+        runner = _load(entry, device, options, frozen_tensors, eager=eager, check_inputs=check_inputs, host_calls=host_calls or ())
         if any_layout:
             _report_output_strides(runner)
         return runner
@@ -210,12 +215,12 @@ def _compile_whole(gm, values, device, options, frozen_tensors, check_inputs=Fal
             raise
         if isinstance(e, _coil.LimitError):  # a valid graph too large to compile at once: not a bug
             _warn(f"coil: a graph runs in PyTorch eager instead: {str(e).splitlines()[0]}")
-            return gm
+            return eager
         _warn(f"coil: failed to compile a graph, which runs in PyTorch eager instead (a bug in coil; please report "
               f"it): {str(e).splitlines()[0]}", CompileErrorWarning)
         if _debug():
             print(f"coil: {e}", file=sys.stderr)
-        return gm
+        return eager
 
 
 def _report_output_strides(runner):
@@ -337,11 +342,19 @@ def _applied(compiled, updates):
 def _compile_module(gm, options, frozen_tensors, check_inputs, device, any_layout=(), list_call=False):
     """`gm` compiled whole, or split into the parts coil takes and the rest (called with its
     arguments in one list where `list_call`)."""
+    eager = gm
+    if options.get("symbolic") and any(n.op == "get_attr" for n in gm.graph.nodes):
+        gm, frozen_tensors = _dynamic.constants_as_weights(gm, frozen_tensors)
     values = _placeholder_values(gm)
     unsupported = [n for n in gm.graph.nodes if n.op == "call_function" and not _node_supported(n, device)]
     takes_inputs = all(_takes_input(n, device) for n in gm.graph.nodes if n.op == "placeholder")
     if not unsupported and takes_inputs and not any(n.op == "get_attr" for n in gm.graph.nodes):
-        return _compile_whole(gm, values, device, options, frozen_tensors, check_inputs, any_layout)
+        return _compile_whole(gm, values, device, options, frozen_tensors, check_inputs, any_layout, eager=eager)
+    if options.get("symbolic"):  # (compiled per size instead, where it would not compile whole)
+        why = [f"ops coil does not compile: {_op_names(unsupported)}"] if unsupported else []
+        why += [] if takes_inputs else [f"inputs coil does not take: {[n.name for n in gm.graph.nodes if n.op == 'placeholder' and not _takes_input(n, device)]}"]
+        why += [f"constants: {[n.name for n in gm.graph.nodes if n.op == 'get_attr']}"] if not why else []
+        raise _fx.Unsupported(f"a graph of symbolic sizes with {'; '.join(why)}")
     library = [n for n in unsupported if _library.is_library_call(n)]
     # Views between complex tensors and their real pairs (see _complex) compute nothing: silent.
     eager = [n for n in unsupported if not _library.is_library_call(n) and str(n.target) not in _complex.BOUNDARY]
@@ -458,50 +471,27 @@ def _wants_grad(example_inputs):
     return torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in example_inputs)
 
 
-def _symbolic(value):
-    if isinstance(value, torch.SymInt):
-        return True
-    return isinstance(value, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in value.shape)
-
-
-class _PerShape:
-    """A graph Dynamo traced with symbolic sizes, compiled for each concrete shape it meets
-    (coil compiles static shapes; Dynamo's guards still decide when the graph applies)."""
-
-    def __init__(self, gm, options):
-        self.gm, self.options, self.compiled = gm, options, {}
-
-    def __call__(self, *args):
-        key = tuple((tuple(a.shape), a.stride(), a.dtype, a.device) if isinstance(a, torch.Tensor) else a for a in args)
-        fn = self.compiled.get(key)
-        if fn is None:
-            gm, positions = _specialize(self.gm, args)
-            fn = backend(gm, [args[i] for i in positions], options=self.options)
-            self.compiled[key] = fn = (fn, positions)
-        run, positions = fn
-        return run(*[args[i] for i in positions])
-
-
-def _specialize(gm, args):
-    """A copy of `gm` with its non-tensor inputs (symbolic sizes) replaced by their values."""
-    graph = copy.deepcopy(gm.graph)
-    positions = []
-    for i, node in enumerate([n for n in graph.nodes if n.op == "placeholder"]):
-        if isinstance(args[i], torch.Tensor):
-            positions.append(i)
-            continue
-        for user in list(node.users):
-            user.args = torch.fx.node.map_arg(user.args, lambda n, node=node, value=args[i]: value if n is node else n)
-            user.kwargs = torch.fx.node.map_arg(user.kwargs, lambda n, node=node, value=args[i]: value if n is node else n)
-        graph.erase_node(node)
-    return torch.fx.GraphModule(gm, graph), positions
+def _compile_symbolic(gm, example_inputs, mode, options):
+    """A graph Dynamo traced with symbolic sizes compiled once for every size (its sizes
+    expressions of the size symbols, bound per call from the inputs' shapes), or None where coil
+    cannot take it so: training graphs, and graphs that would not compile whole."""
+    if _wants_grad(example_inputs):
+        return None
+    try:
+        return _compile_graph(gm, example_inputs, mode, dict(options, fallback="error", symbolic=True))
+    except _DYNAMO_CONTROL:
+        raise
+    except Exception as e:  # noqa: BLE001 - compiled per size instead
+        _log.info("a graph of symbolic sizes is compiled for each size it meets: %s", str(e).splitlines()[0] if str(e) else e)
+        return None
 
 
 def backend(gm, example_inputs, mode=None, options=None):
     """torch.compile(model, backend="coil"): a Dynamo backend."""
     options = _check_options(mode, options)
-    if any(_symbolic(v) for v in example_inputs):
-        return _PerShape(gm, options)
+    if any(_dynamic.symbolic(v) for v in example_inputs):
+        return _compile_symbolic(gm, example_inputs, mode, options) or _dynamic.PerShape(
+            gm, functools.partial(backend, options=options))
     try:
         return _compile_graph(gm, example_inputs, mode, options)
     except Exception as e:  # noqa: BLE001 - the program must still run; only fallback="error" raises
@@ -585,11 +575,12 @@ def _partition_joint(joint, joint_inputs, **kwargs):
     return min_cut_rematerialization_partition(joint, joint_inputs, compiler="inductor", **kwargs)
 
 
-def compile(model, *, mode=None, options=None, dynamic=False, fullgraph=False, **more_options):
+def compile(model, *, mode=None, options=None, dynamic=None, fullgraph=False, **more_options):
     """torch.compile(model, backend=coil.backend) with coil's options.
 
     options: freeze (parameters become constants bound at compile time), autotune (measure
     CUDA kernel candidates, default True), cache_dir, fallback ("eager" or "error").
+    dynamic: as torch.compile's (None: sizes become symbolic once an input shows a second one).
     """
     options = dict(options or {}, **more_options)
     _check_options(mode, options)

@@ -10,7 +10,7 @@ import operator
 
 import torch
 
-from . import _host, _library
+from . import _host, _library, _symbols
 
 # torch/_export/serde/schema.py ScalarType numbers.
 DTYPES = {
@@ -48,9 +48,10 @@ def tensor_meta(t):
         raise Unsupported(f"dtype {t.dtype}")
     if t.layout != torch.strided:
         raise Unsupported(f"layout {t.layout}")
-    sizes, strides = list(t.shape), list(t.stride())
-    if not all(type(s) is int for s in sizes + strides):
-        raise Unsupported("a symbolic shape")
+    try:  # (symbolic sizes as expressions: _symbols)
+        sizes, strides = [_symbols.size_json(s) for s in t.shape], [_symbols.size_json(s) for s in t.stride()]
+    except _symbols.NotExpressible as e:
+        raise Unsupported(str(e)) from None
     return {"dtype": DTYPES[t.dtype], "sizes": sizes, "strides": strides}
 
 
@@ -64,6 +65,8 @@ def value_name(node):
 def _encode(value, type_text, device=None):
     if value is None:
         return {"as_none": None}
+    if _symbols.is_size_node(value):
+        return {"as_sym_int": _size(value)}
     if isinstance(value, torch.fx.Node):
         return {"as_tensor": {"name": value_name(value)}}
     if isinstance(value, bool):
@@ -90,6 +93,10 @@ def _encode(value, type_text, device=None):
         return {"as_device": {"type": "cpu"}} if device is None else device
     if isinstance(value, (list, tuple)):
         items = list(value)
+        if any(_symbols.is_size_node(v) for v in items) and "Tensor" not in type_text:
+            if not all(_symbols.is_size_node(v) or (isinstance(v, int) and not isinstance(v, bool)) for v in items):
+                raise Unsupported(f"a list of sizes {items!r}")
+            return {"as_sym_ints": [_size(v) if _symbols.is_size_node(v) else {"as_int": v} for v in items]}
         if any(isinstance(v, torch.fx.Node) for v in items) or "Tensor" in type_text:
             if any(v is None for v in items):
                 return {"as_optional_tensors": [_encode(v, "Tensor?", device) for v in items]}
@@ -103,6 +110,15 @@ def _encode(value, type_text, device=None):
     raise Unsupported(f"an argument {value!r} of type {type(value).__name__}")
 
 
+def _size(node):
+    """A size an FX node computes, as an argument ({"as_int"} or {"as_sym"})."""
+    try:
+        size = _symbols.size_of(node)
+    except _symbols.NotExpressible as e:
+        raise Unsupported(str(e)) from None
+    return size if isinstance(size, dict) else {"as_int": size}
+
+
 def _layout(value):
     """The sizes and strides PyTorch gives a traced value, when static: coil lays its result out
     the same way, since later views (and the code after the graph) can see the strides."""
@@ -114,9 +130,19 @@ def _layout(value):
     return {"sizes": sizes, "strides": strides}
 
 
+def _symbolic_layout(value):
+    """A symbolic tensor's sizes and strides as expressions, or None for any other value."""
+    if not isinstance(value, torch.Tensor) or value.layout != torch.strided or not _symbols.is_symbolic(value):
+        return None
+    try:
+        return {"sizes": [_symbols.size_json(s) for s in value.shape], "strides": [_symbols.size_json(s) for s in value.stride()]}
+    except _symbols.NotExpressible as e:
+        raise Unsupported(str(e)) from None
+
+
 def _output(name, value):
     entry = {"as_tensor": {"name": name}}
-    layout = _layout(value)
+    layout = _layout(value) or _symbolic_layout(value)
     if layout is not None:
         entry["layout"] = layout
     return entry
@@ -322,6 +348,8 @@ def program(gm, input_values, frozen, device, input_views=False, any_layout=(), 
             position = len(placeholders)
             placeholders[node] = position
             value = input_values[position]
+            if isinstance(value, torch.SymInt):  # a size: coil binds it from its inputs' shapes
+                continue
             if stash is not None and not _library.static(value, device) and _library.passed_around(node):
                 around[node] = ("arg", position)  # (a backward's random state: only library calls read it)
                 continue
@@ -336,8 +364,8 @@ def program(gm, input_values, frozen, device, input_views=False, any_layout=(), 
                 if value.device != device:
                     moves.append(position)
         elif node.op == "call_function":
-            if node.target is operator.getitem:
-                continue
+            if node.target is operator.getitem or _symbols.is_size_node(node) or _symbols.is_assertion(node):
+                continue  # (sizes are written as expressions where they are read)
             if node in host:
                 prologue.append(node)
                 if node in read:
@@ -371,11 +399,13 @@ def program(gm, input_values, frozen, device, input_views=False, any_layout=(), 
             coil_index[name] = len(outputs)
             outputs.append(name)
             value = node.meta.get("val")
-            layout = _layout(value)
+            layout = _layout(value) or _symbolic_layout(value)  # (a symbolic one evaluated per call: _runner)
             layouts.append(dict(layout, device=value.device.type, dtype=str(value.dtype).removeprefix("torch.")) if layout else None)
         return coil_index[name]
 
     for index, r in enumerate(listed):
+        if _symbols.is_size_node(r) or isinstance(r, torch.SymInt):
+            raise Unsupported("a size as a result")
         if isinstance(r, torch.fx.Node) and r in host and r not in placeholders:
             recipe.append(("host", prologue.index(r)))
         elif index in updates and isinstance(r, torch.fx.Node) and r not in placeholders:
@@ -409,14 +439,24 @@ def program(gm, input_values, frozen, device, input_views=False, any_layout=(), 
     free = _free_layouts(recipe, any_layout, layouts, device.type)
     for k in free.values():
         layouts[k] = None  # handed back as coil lays them out
-    text = json.dumps({"name": "fx", "device": where["as_device"], "inputs": inputs, "weights": weights, "nodes": nodes,
-                       "outputs": outputs, "any_layout_outputs": sorted(free.values())})
+    program_json = {"name": "fx", "device": where["as_device"], "inputs": inputs, "weights": weights, "nodes": nodes,
+                    "outputs": outputs, "any_layout_outputs": sorted(free.values())}
+    symbols = _symbols.declarations([v for v in input_values if isinstance(v, torch.Tensor)])
+    if symbols:  # each bound at a call from a size of a tensor passed per call
+        bound = _symbols.bare_symbols([input_values[p] if p < len(input_values) else None for p in per_call])
+        unbound = [s["name"] for s in symbols if s["name"] not in bound]
+        if unbound:
+            raise Unsupported(f"size symbols {', '.join(unbound)} that no input's size carries")
+        program_json["symbols"] = symbols
+    text = json.dumps(program_json)
     made = {"program": text, "per_call": per_call, "moves": moves, "recipe": recipe, "single": single, "layouts": layouts,
             "updates": sorted(updates.items()), "any_layout": sorted(free.items())}
     if around:
         made["stash"] = stash
     if prologue:
         made["prologue"] = _host.prologue(prologue, placeholders)
+    if symbols:  # per size symbol, (the index among the inputs passed per call, the dim, size or stride) holding it
+        made["symbol_at"] = [bound[s["name"]] for s in symbols]
     return made
 
 

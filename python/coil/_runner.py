@@ -6,7 +6,7 @@ import json
 
 import torch
 
-from . import _coil, _fx, _host, _updates
+from . import _coil, _fx, _host, _symbols, _updates
 
 _DTYPES = {code: dtype for dtype, code in _fx.DTYPES.items()}
 _COIL_DTYPES = _fx.COIL_DTYPES
@@ -166,6 +166,12 @@ class Runner:
             kept = {p for _, p in self.updates} | {step[1] for step in self.recipe if step[0] == "arg"}
             kept |= {self.per_call[step[1]] for step in self.recipe if step[0] == "input_view"}
             self.consumable = [k for k, i in enumerate(self.per_call) if i not in kept and i not in self.moves]
+        # per size symbol of a graph of dynamic sizes, (the input among those coil is given, the
+        # dim, 0 or 1) whose size (0) or stride (1) is its value at a call
+        self.symbol_at = [tuple(at) for at in entry.get("symbol_at", ())]
+        # the symbols' names, when an output's layout is one of their expressions (evaluated per call)
+        self.symbol_names = [s["name"] for s in json.loads(entry["program"]).get("symbols", ())] \
+            if any(_symbols.is_symbolic_layout(w) for w in self.layouts) else None
         self.planned = None  # coil's output layouts, where the fixups were found from them before a first call
         if self.consumable:
             self._plan_fixups()
@@ -244,12 +250,13 @@ class Runner:
             for k in self.consumable:
                 owners[k], held[k], args[per_call[k]], full[per_call[k]] = held[k], None, None, None
         stash = self.stash
+        sizes = [held[k].stride(d) if stride else held[k].shape[d] for k, d, stride in self.symbol_at] if self.symbol_at else ()
         if stash is None:
-            outs = self.compiled.run(ptrs, self.stream(self.cuda) if self.stream is not None else 0, owners)
+            outs = self.compiled.run(ptrs, self.stream(self.cuda) if self.stream is not None else 0, owners, sizes)
         else:
             stash.args = args
             try:
-                outs = self.compiled.run(ptrs, self.stream(self.cuda) if self.stream is not None else 0, owners)
+                outs = self.compiled.run(ptrs, self.stream(self.cuda) if self.stream is not None else 0, owners, sizes)
             except BaseException:
                 stash.values = {}
                 raise
@@ -257,7 +264,11 @@ class Runner:
                 stash.args = None
         if self.planned is not None:
             self._check_planned(outs)
-        if self.fixups is None:
+        if self.symbol_names is not None:  # the layouts PyTorch gives at this call's sizes
+            values = dict(zip(self.symbol_names, sizes))
+            self.fixups = [_output_fixup(o, w if w is None else _symbols.layout_at(w, values), self.device)
+                           for o, w in zip(outs, self.layouts)]
+        elif self.fixups is None:
             self.fixups = [_output_fixup(o, w, self.device) for o, w in zip(outs, self.layouts)] if self.layouts else []
         for k, fix in enumerate(self.fixups):
             if fix is not None:

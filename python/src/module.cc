@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -26,6 +27,7 @@
 #include "frontend/fx.h"
 #include "runtime/cuda/allocator.h"
 #include "runtime/cuda/gpu_plan.h"
+#include "runtime/plan.h"
 
 namespace nb = nanobind;
 
@@ -255,15 +257,15 @@ class Compiled {
     coil::Device where{on_gpu_ ? coil::Device::Kind::cuda : coil::Device::Kind::cpu, on_gpu_ ? device_index : 0};
     auto borrow = [&](const coil::Node& n, uintptr_t ptr) {
       const coil::TensorMeta& m = n.outputs[0].meta;
-      coil::Shape sizes, strides;
-      for (const auto& s : m.sizes) sizes.push_back(*s.constant());
-      for (const auto& s : m.strides) strides.push_back(*s.constant());
-      return coil::Tensor::borrow(reinterpret_cast<void*>(ptr), m.dtype, sizes, strides, 0, where);
+      auto sizes = constants(m.sizes), strides = constants(m.strides);
+      if (!sizes || !strides) throw coil::Error("%" + n.name() + ": a weight of symbolic sizes");
+      return coil::Tensor::borrow(reinterpret_cast<void*>(ptr), m.dtype, *sizes, *strides, 0, where);
     };
     for (int i : graph_.input_nodes()) {
-      const coil::Node& n = graph_.nodes[static_cast<size_t>(i)];
-      inputs_.emplace_back(n.name(), borrow(n, 0));
+      const coil::TensorMeta& m = graph_.nodes[static_cast<size_t>(i)].outputs[0].meta;
+      inputs_.push_back({m.dtype, m.sizes, m.strides});
     }
+    device_ = where;
     std::map<std::string, uintptr_t> given;
     for (size_t i = 0; i < weight_keys.size(); ++i) given[weight_keys[i]] = weight_ptrs[i];
     for (int i : graph_.weight_nodes()) {
@@ -278,7 +280,13 @@ class Compiled {
   // emptied) or None. The run lets go of a handed tensor once its last reader is enqueued, so a
   // caller that held it only through this list (a backward graph's saved activations) has it
   // freed there, in stream order, for the graph's later steps to reuse.
-  nb::list run(const std::vector<uintptr_t>& ptrs, uintptr_t stream, std::optional<nb::list> owners) const {
+  // `sizes`: the values of the graph's size symbols (in its declaration order) for this call,
+  // where it has any (a graph Dynamo traced with dynamic sizes).
+  nb::list run(const std::vector<uintptr_t>& ptrs, uintptr_t stream, std::optional<nb::list> owners,
+               const std::vector<int64_t>& sizes) const {
+    if (sizes.size() != graph_.symbols.size())
+      throw coil::Error("the compiled graph has " + std::to_string(graph_.symbols.size()) + " size symbols, got " +
+                        std::to_string(sizes.size()) + " values");
     if (ptrs.size() != inputs_.size())
       throw coil::Error("the compiled graph takes " + std::to_string(inputs_.size()) + " inputs, got " + std::to_string(ptrs.size()));
     if (owners && owners->size() != ptrs.size())
@@ -304,14 +312,16 @@ class Compiled {
       nb::gil_scoped_release unlocked;
       std::vector<coil::Tensor> inputs;
       inputs.reserve(ptrs.size());
+      std::map<std::string, int64_t> bound;
+      for (size_t i = 0; i < sizes.size(); ++i) bound[graph_.symbols[i].name] = sizes[i];
       for (size_t i = 0; i < ptrs.size(); ++i) {
-        const coil::Tensor& t = inputs_[i].second;
+        const Input& in = inputs_[i];
         std::function<void(void*)> release;
         if (handed[i]) release = [owner = std::move(handed[i])](void*) {};  // the owner goes with the last view
-        inputs.push_back(coil::Tensor::borrow(reinterpret_cast<void*>(ptrs[i]), t.dtype(), t.sizes(), t.strides(), 0, t.device(),
-                                              std::move(release)));
+        inputs.push_back(coil::Tensor::borrow(reinterpret_cast<void*>(ptrs[i]), in.dtype, coil::eval_all(in.sizes, bound),
+                                              coil::eval_all(in.strides, bound), 0, device_, std::move(release)));
       }
-      outs = exe_.run_on_stream(std::move(inputs), weights_, reinterpret_cast<void*>(stream));
+      outs = exe_.run_on_stream(std::move(inputs), weights_, reinterpret_cast<void*>(stream), bound);
     }
     const auto ran = std::chrono::steady_clock::now();
     nb::list result;  // None for an output written over its input (compute_outputs_in_inputs)
@@ -383,6 +393,12 @@ class Compiled {
     return out;
   }
 
+  std::vector<std::string> symbols() const {
+    std::vector<std::string> out;
+    for (const auto& s : graph_.symbols) out.push_back(s.name);
+    return out;
+  }
+
   std::string graph_text() const { return coil::print_graph(graph_); }
   const std::string& device() const { return exe_.device; }
 
@@ -390,7 +406,12 @@ class Compiled {
   coil::Graph graph_;
   coil::Executable exe_;
   bool on_gpu_ = false;
-  std::vector<std::pair<std::string, coil::Tensor>> inputs_;  // name and compiled layout, in order
+  struct Input {
+    coil::DType dtype;
+    coil::SymShape sizes, strides;  // as compiled (expressions of the size symbols, if any)
+  };
+  std::vector<Input> inputs_;
+  coil::Device device_;
   coil::TensorMap weights_;
   nb::object from_dlpack_ = nb::module_::import_("torch.utils.dlpack").attr("from_dlpack");
   std::shared_ptr<Releases> releases_ = std::make_shared<Releases>();
@@ -447,8 +468,11 @@ NB_MODULE(_coil, m) {
            nb::arg("weight_keys") = std::vector<std::string>{}, nb::arg("weight_ptrs") = std::vector<uintptr_t>{},
            nb::arg("cache_dir") = "", nb::arg("memory").none() = nb::none(), nb::arg("host_calls") = nb::list())
       .def("run", &Compiled::run, nb::arg("ptrs"), nb::arg("stream") = 0, nb::arg("owners").none() = nb::none(),
+           nb::arg("sizes") = std::vector<int64_t>{},
            "Runs on the inputs' data pointers; `owners`: per input its tensor or None, handed over (the list is "
-           "emptied) so that the run frees each once its last reader is enqueued.")
+           "emptied) so that the run frees each once its last reader is enqueued; `sizes`: the values of the "
+           "graph's size symbols, in their order (symbols()).")
+      .def("symbols", &Compiled::symbols, "The graph's size symbols, in the order run() takes their values.")
       .def("check_pending", &Compiled::check_pending, "Raises the first error of earlier GPU runs that finished.")
       .def("compute_outputs_in_inputs", &Compiled::compute_outputs_in_inputs, nb::arg("inputs"),
            "Per output, the index of the input it updates or -1; returns those granted: such an output is "

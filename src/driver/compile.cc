@@ -63,14 +63,17 @@ std::vector<Tensor> Executable::run_on_stream(const TensorMap& inputs, const Ten
   return gpu_plan->run(inputs, weights, stream);
 }
 
-std::vector<Tensor> Executable::run_on_stream(std::vector<Tensor> inputs, const TensorMap& weights, void* stream) const {
-  if (gpu_plan) return gpu_plan->run(std::move(inputs), weights, stream);
+std::vector<Tensor> Executable::run_on_stream(std::vector<Tensor> inputs, const TensorMap& weights, void* stream,
+                                              const std::map<std::string, int64_t>& symbols) const {
+  if (gpu_plan) return gpu_plan->run(std::move(inputs), weights, stream, symbols);
   const Graph& graph = plan->graph;
   auto nodes = graph.input_nodes();
   if (inputs.size() != nodes.size()) fail("graph {} takes {} inputs, got {}", graph.name, nodes.size(), inputs.size());
   TensorMap named;
   for (size_t i = 0; i < nodes.size(); ++i) named.emplace(graph.nodes[static_cast<size_t>(nodes[i])].name(), inputs[i]);
-  return run(named, weights);
+  for (const auto& [name, t] : named)
+    if (t.device().kind != Device::Kind::cpu) fail("input %{} is on {}, but this executable runs on the CPU", name, device_name(t.device()));
+  return plan->run(named, weights, symbols);
 }
 
 std::vector<int> Executable::compute_outputs_in_inputs(const std::vector<int>& inputs) {

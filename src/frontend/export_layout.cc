@@ -1,8 +1,10 @@
 #include "frontend/export_layout.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 
+#include "arith/simplify.h"
 #include "support/check.h"
 
 namespace coil::frontend {
@@ -56,6 +58,47 @@ ValueRef with_layout(Graph& g, ValueRef v, const std::vector<int64_t>& sizes, co
   ValueRef dense = g.call1(OpKind::Clone, {in_order}, {{"memory_format", std::string("contiguous_format")}},
                            g.fresh_name(name + "_dense"));
   return g.call1(OpKind::Permute, {dense, dims(inverse)}, {}, g.fresh_name(name + "_laid_out"));
+}
+
+ValueRef with_layout(Graph& g, ValueRef v, const SymShape& given_sizes, const SymShape& given_strides, const std::string& name) {
+  auto static_sizes = constant_shape(given_sizes), static_strides = constant_shape(given_strides);
+  if (static_sizes && static_strides) return with_layout(g, v, *static_sizes, *static_strides, name);
+  // Symbolic sizes: the memory order is decided at the symbols' hints (Dynamo's guards keep it for
+  // every size it lets in), and the laid-out value must then have PyTorch's strides exactly,
+  // both simplified by the symbols' ranges (PyTorch's contiguous strides hold max(1, S - 2)).
+  RangeEnv env;
+  for (const auto& s : g.symbols) env[s.name] = Range{s.min, s.max.value_or(Range::kMax)};
+  SymShape sizes, strides;
+  for (const auto& s : given_sizes) sizes.push_back(simplify(s, env));
+  for (const auto& s : given_strides) strides.push_back(simplify(s, env));
+  const TensorMeta& m = g.meta(v);
+  if (m.sizes != sizes || strides.size() != sizes.size()) return v;
+  auto significant_equal = [&](const SymShape& a) {
+    for (size_t d = 0; d < sizes.size(); ++d)
+      if (sizes[d] != SymInt(1) && a[d] != strides[d]) return false;
+    return true;
+  };
+  if (significant_equal(m.strides)) return v;
+  std::map<std::string, int64_t> hints;
+  for (const auto& s : g.symbols) {
+    if (!s.hint) fail("{}: size symbol {} has no hint to lay the value out by", name, s.name);
+    hints[s.name] = *s.hint;
+  }
+  std::vector<int64_t> at_sizes, at_strides;
+  for (size_t d = 0; d < sizes.size(); ++d) at_sizes.push_back(sizes[d].eval(hints)), at_strides.push_back(strides[d].eval(hints));
+  std::vector<int64_t> order = dense_order(at_sizes, at_strides);
+  if (order.empty() && !sizes.empty()) return v;  // not dense: a view's layout, which follows its input's
+  std::vector<int64_t> inverse(order.size());
+  for (size_t k = 0; k < order.size(); ++k) inverse[static_cast<size_t>(order[k])] = static_cast<int64_t>(k);
+  auto dims = [](const std::vector<int64_t>& d) { return IntList(d.begin(), d.end()); };
+  ValueRef in_order = g.call1(OpKind::Permute, {v, dims(order)}, {}, g.fresh_name(name + "_in_order"));
+  ValueRef dense = g.call1(OpKind::Clone, {in_order}, {{"memory_format", std::string("contiguous_format")}},
+                           g.fresh_name(name + "_dense"));
+  ValueRef out = g.call1(OpKind::Permute, {dense, dims(inverse)}, {}, g.fresh_name(name + "_laid_out"));
+  if (!significant_equal(g.meta(out).strides))
+    fail("{}: cannot lay the value out with PyTorch's strides {} for every size (coil's are {})", name, shape_str(strides),
+         shape_str(g.meta(out).strides));
+  return out;
 }
 
 std::vector<ValueRef> view_or_copy(Graph& g, std::vector<std::pair<std::string, Arg>> keywords,

@@ -21,6 +21,11 @@ namespace coil::frontend {
 ValueRef with_layout(Graph& g, ValueRef v, const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides,
                      const std::string& name);
 
+// The same for symbolic sizes and strides (a graph Dynamo traced with dynamic sizes): the memory
+// order is decided at the graph's symbol hints, and an error is raised where coil's strides then
+// are not PyTorch's expressions.
+ValueRef with_layout(Graph& g, ValueRef v, const SymShape& sizes, const SymShape& strides, const std::string& name);
+
 // `view(self, size)`, where coil's layout of `self` lets it be a view, else a view of a dense
 // copy (PyTorch's layout of `self` allowed the view; coil's, where it differs, may not).
 std::vector<ValueRef> view_or_copy(Graph& g, std::vector<std::pair<std::string, Arg>> keywords,

@@ -25,17 +25,46 @@ int64_t as_int(const json& j, const std::string& where) {
   fail("{}: a symbolic size ({}) is not supported yet: export with static shapes", where, j.dump().substr(0, 120));
 }
 
-std::vector<int64_t> json_ints(const json& list, const std::string& where) {
-  if (!list.is_array()) fail("{}: expected a list of integers, got {}", where, list.dump().substr(0, 80));
-  std::vector<int64_t> out;
-  for (const auto& e : list) out.push_back(json_int(e, where));
-  return out;
+// An expression tree of the adapter's symbolic sizes (python/coil/_symbols.py): an int,
+// {"sym": name}, {"add"|"mul"|"min"|"max": [...]}, {"floordiv"|"mod": [a, b]}.
+SymInt expression(const json& j, const std::string& where, int depth = 0) {
+  if (depth > 64) fail("{}: a size expression nested too deeply", where);
+  if (j.is_number_integer()) return json_int(j, where);
+  if (!j.is_object() || j.size() != 1) fail("{}: malformed size expression {}", where, j.dump().substr(0, 120));
+  const std::string& op = j.begin().key();
+  const json& v = j.begin().value();
+  if (op == "sym") {
+    if (!v.is_string()) fail("{}: a size symbol's name must be a string", where);
+    return SymInt::symbol(v.get<std::string>());
+  }
+  if (!v.is_array() || v.empty()) fail("{}: size expression '{}' takes a list of operands", where, op);
+  std::vector<SymInt> args;
+  for (const auto& a : v) args.push_back(expression(a, where, depth + 1));
+  auto fold = [&](auto f) {
+    SymInt r = args[0];
+    for (size_t i = 1; i < args.size(); ++i) r = f(r, args[i]);
+    return r;
+  };
+  if (op == "add") return fold([](const SymInt& a, const SymInt& b) { return a + b; });
+  if (op == "mul") return fold([](const SymInt& a, const SymInt& b) { return a * b; });
+  if (op == "min") return fold([](const SymInt& a, const SymInt& b) { return min(a, b); });
+  if (op == "max") return fold([](const SymInt& a, const SymInt& b) { return max(a, b); });
+  if (args.size() != 2) fail("{}: size expression '{}' takes two operands", where, op);
+  if (op == "floordiv") return floordiv(args[0], args[1]);
+  if (op == "mod") return mod(args[0], args[1]);
+  fail("{}: unknown size expression '{}'", where, op);
+}
+
+// A size: an int, {"as_int": n}, or the adapter's {"as_sym": expression}.
+SymInt sym_int(const json& j, const std::string& where) {
+  if (j.is_object() && j.contains("as_sym")) return expression(j.at("as_sym"), where);
+  return as_int(j, where);
 }
 
 SymShape int_list(const json& list, const std::string& where) {
   if (!list.is_array()) fail("{}: expected a list of sizes", where);
   SymShape out;
-  for (const auto& e : list) out.push_back(as_int(e, where));
+  for (const auto& e : list) out.push_back(sym_int(e, where));
   return out;
 }
 
@@ -163,10 +192,10 @@ Arg ExportNodes::argument(const json& a, const std::string& where) const {
   }
   if (kind == "as_optional_tensor") return v.contains("as_none") ? Arg(std::nullopt) : argument(v, where);
   if (kind == "as_int") return json_int(v, where);
-  if (kind == "as_sym_int") return SymInt(as_int(v, where));
+  if (kind == "as_sym_int") return sym_int(v, where);
   if (kind == "as_ints" || kind == "as_sym_ints") {
     IntList list;
-    for (const auto& e : v) list.push_back(kind == "as_ints" ? SymInt(json_int(e, where)) : SymInt(as_int(e, where)));
+    for (const auto& e : v) list.push_back(kind == "as_ints" ? SymInt(json_int(e, where)) : sym_int(e, where));
     return Arg(list);
   }
   if (kind == "as_float") {
@@ -272,8 +301,7 @@ void ExportNodes::add_node(const json& node) {
       if (!names[i].empty()) values_[names[i]] = outs[i];
     for (const auto& [out, layout] : layouts)
       if (values_.count(out))
-        values_[out] = with_layout(graph_, values_[out], json_ints(layout.at("sizes"), where),
-                                   json_ints(layout.at("strides"), where), out);
+        values_[out] = with_layout(graph_, values_[out], int_list(layout.at("sizes"), where), int_list(layout.at("strides"), where), out);
   } catch (const Error& e) {
     if (std::string(e.what()).rfind(where_, 0) == 0) throw;
     fail("{}: {}", where, e.what());

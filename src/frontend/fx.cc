@@ -2,6 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <optional>
+
 #include "coil/tensor.h"
 #include "frontend/export_nodes.h"
 #include "support/check.h"
@@ -40,6 +43,14 @@ Graph read(const json& program) {
   Graph g;
   g.name = program.value("name", std::string("fx"));
   const Device device = device_of(program, where);
+  if (program.contains("symbols"))  // a graph of symbolic sizes: each symbol bound from an input's size per call
+    for (const auto& s : program.at("symbols")) {
+      std::optional<int64_t> hint;
+      if (s.contains("hint") && !s.at("hint").is_null()) hint = frontend::json_int(s.at("hint"), where);
+      g.add_symbol(json_field(s, "name", where).get<std::string>(), hint);
+      if (s.contains("min")) g.symbols.back().min = frontend::json_int(s.at("min"), where);
+      if (s.contains("max") && !s.at("max").is_null()) g.symbols.back().max = frontend::json_int(s.at("max"), where);
+    }
   frontend::ExportNodes nodes(g, where);
   for (const auto& in : json_field(program, "inputs", where)) {
     std::string name = json_field(in, "name", where).get<std::string>();
@@ -49,13 +60,17 @@ Graph read(const json& program) {
       continue;
     }
     // A strided input is read in place: its memory is a flat input, viewed with as_strided.
-    Shape sizes, strides;
-    for (size_t d = 0; d < m.sizes.size(); ++d) {
-      sizes.push_back(*m.sizes[d].constant());
-      strides.push_back(*m.strides[d].constant());
-      if (strides.back() < 0) fail("{} input {}: negative strides are not supported", where, name);
+    for (const auto& st : m.strides)
+      if (auto c = st.constant(); c && *c < 0) fail("{} input {}: negative strides are not supported", where, name);
+    SymInt span = 0;  // the elements its memory spans (symbolic sizes: Dynamo's are at least 2)
+    auto sizes = constant_shape(m.sizes), strides = constant_shape(m.strides);
+    if (sizes && strides) {
+      span = span_of(*sizes, *strides);
+    } else if (std::none_of(m.sizes.begin(), m.sizes.end(), [](const SymInt& n) { return n == SymInt(0); })) {
+      span = 1;
+      for (size_t d = 0; d < m.sizes.size(); ++d) span = span + (m.sizes[d] - 1) * m.strides[d];
     }
-    ValueRef flat = g.add_input(g.fresh_name(name + "_memory"), m.dtype, {span_of(sizes, strides)}, device);
+    ValueRef flat = g.add_input(g.fresh_name(name + "_memory"), m.dtype, {span}, device);
     nodes.bind(name, g.call1(OpKind::AsStrided, {flat, IntList(m.sizes), IntList(m.strides)}, {}, name));
   }
   if (program.contains("weights"))

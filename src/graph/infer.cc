@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "arith/simplify.h"
 #include "graph/infer_ops.h"
 #include "graph/infer_util.h"
 #include "support/check.h"
@@ -230,7 +231,9 @@ DType result_type(const std::vector<PromoteOperand>& operands) {
   return *r;
 }
 
-std::vector<TensorMeta> infer_outputs(const Graph& graph, const Node& node) {
+namespace {
+
+std::vector<TensorMeta> infer_by_family(const Graph& graph, const Node& node) {
   ArgReader args(graph, node);
   switch (node.schema().family) {
     case OpFamily::source: fail("{} nodes declare their own type", node.schema().name);
@@ -247,6 +250,22 @@ std::vector<TensorMeta> infer_outputs(const Graph& graph, const Node& node) {
     case OpFamily::linalg: return infer_linalg(args);
   }
   COIL_CHECK(false) << "unknown op family";
+}
+
+}  // namespace
+
+std::vector<TensorMeta> infer_outputs(const Graph& graph, const Node& node) {
+  std::vector<TensorMeta> out = infer_by_family(graph, node);
+  if (graph.symbols.empty()) return out;
+  // Sizes simplified by the symbols' ranges: a slice's max(0, min(1, S)) is 1 where S >= 1.
+  RangeEnv env;
+  for (const auto& s : graph.symbols) env[s.name] = Range{s.min, s.max.value_or(Range::kMax)};
+  for (TensorMeta& m : out) {
+    for (SymInt& s : m.sizes) s = simplify(s, env);
+    for (SymInt& s : m.strides) s = simplify(s, env);
+    m.offset = simplify(m.offset, env);
+  }
+  return out;
 }
 
 }  // namespace coil

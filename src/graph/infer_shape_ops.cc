@@ -70,10 +70,11 @@ std::optional<SymShape> symbolic_view_strides(const SymShape& old_sizes, const S
   size_t view_d = new_sizes.size();
   size_t d = old_sizes.size();
   while (d > 0) {
-    // The chunk [start, d): dims contiguous with each other.
+    // The chunk [start, d): dims contiguous with each other. A dim joins it when its stride steps
+    // over the whole chunk (a size-1 dim inside it says nothing: its stride is any value).
     size_t start = d - 1;
     SymInt chunk = old_sizes[start];
-    while (start > 0 && (old_sizes[start - 1] == SymInt(1) || old_strides[start - 1] == old_strides[start] * old_sizes[start])) {
+    while (start > 0 && (old_sizes[start - 1] == SymInt(1) || old_strides[start - 1] == old_strides[d - 1] * chunk)) {
       --start;
       chunk = chunk * old_sizes[start];
     }

@@ -94,14 +94,30 @@ class Parser {
       if (symbols_.count(name.text)) error(name, "size symbol '" + name.text + "' is declared twice");
       if (is_reserved_symbol_name(name.text))
         error(name, "size symbol name '" + name.text + "' is reserved for loop variables; choose another name");
-      std::optional<int64_t> hint;
+      SymbolDecl decl{name.text, std::nullopt};
+      if (at_word("in")) {  // its range: in [min, max|inf]
+        next();
+        expect_punct("[");
+        const Token& low = peek();
+        decl.min = integer_literal();
+        if (decl.min < 0) error(low, "a size symbol's least value must be non-negative");
+        expect_punct(",");
+        if (at_word("inf")) {
+          next();
+        } else {
+          const Token& high = peek();
+          decl.max = integer_literal();
+          if (*decl.max < decl.min) error(high, "a size symbol's range is empty");
+        }
+        expect_punct("]");
+      }
       if (eat_punct("=")) {
         const Token& at = peek();
-        hint = integer_literal();
-        if (*hint < 0) error(at, "a size hint must be non-negative");
+        decl.hint = integer_literal();
+        if (*decl.hint < 0) error(at, "a size hint must be non-negative");
       }
       symbols_.insert(name.text);
-      graph_.symbols.push_back({name.text, hint});
+      graph_.symbols.push_back(decl);
       return;
     }
     if (at_word("weights")) {

@@ -94,8 +94,11 @@ std::string print_node(const Graph& g, const Node& node) {
 
 std::string print_graph(const Graph& g) {
   std::string out = fmt::format("graph {} {{\n", g.name);
-  for (const auto& s : g.symbols)
-    out += s.hint ? fmt::format("  sym {} = {}\n", s.name, *s.hint) : fmt::format("  sym {}\n", s.name);
+  for (const auto& s : g.symbols) {
+    out += fmt::format("  sym {}", s.name);
+    if (s.min != 0 || s.max) out += fmt::format(" in [{}, {}]", s.min, s.max ? std::to_string(*s.max) : "inf");
+    out += s.hint ? fmt::format(" = {}\n", *s.hint) : "\n";
+  }
   if (!g.weights_file.empty()) out += fmt::format("  weights {}\n", quote_string(g.weights_file));
   for (const auto& node : g.nodes) out += "  " + print_node(g, node) + "\n";
   std::vector<std::string> outs;

@@ -140,6 +140,7 @@ void verify(const Graph& g) {
     if (is_reserved_symbol_name(s.name))
       fail("graph {}: size symbol name '{}' is reserved for loop variables; choose another name", g.name, s.name);
     if (s.hint && *s.hint < 0) fail("graph {}: size symbol '{}' has a negative hint {}", g.name, s.name, *s.hint);
+    if (s.min < 0 || (s.max && *s.max < s.min)) fail("graph {}: size symbol '{}' has an empty or negative range", g.name, s.name);
   }
   std::set<std::string> names;
   for (size_t i = 0; i < g.nodes.size(); ++i) {

@@ -1,6 +1,8 @@
 // The interpreter's driver: binds symbols, walks the nodes in order, dispatches by family.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "coil/reference.h"
 #include "reference/eval.h"
 #include "support/check.h"
@@ -178,9 +180,9 @@ Tensor source(const Graph& g, const Node& node, const TensorMap& inputs, const T
 }  // namespace
 }  // namespace ref
 
-std::map<std::string, int64_t> bind_symbols(const Graph& graph, const TensorMap& inputs) {
-  std::map<std::string, int64_t> bound;
-  // Bare symbols bind first; then every declared size is checked against the actual one.
+std::map<std::string, int64_t> bind_symbols(const Graph& graph, const TensorMap& inputs, const std::map<std::string, int64_t>& given) {
+  std::map<std::string, int64_t> bound = given;
+  // Bare symbols bind first (after those the caller gives).
   for (int n : graph.input_nodes()) {
     const Node& node = graph.nodes[static_cast<size_t>(n)];
     auto it = inputs.find(node.name());
@@ -195,7 +197,31 @@ std::map<std::string, int64_t> bind_symbols(const Graph& graph, const TensorMap&
       if (!inserted && pos->second != t.sizes()[d])
         fail("input %{}: size symbol {} is {} here but {} in an earlier input", node.name(), pos->first, t.sizes()[d], pos->second);
     }
+    // A stride that is a symbol of its own (a strided input of the torch.compile adapter) binds
+    // from a dim longer than 1.
+    for (size_t d = 0; d < m.strides.size() && d < m.sizes.size(); ++d)
+      if (m.strides[d].kind() == SymInt::Kind::symbol && t.sizes()[d] != 1) bound.emplace(m.strides[d].symbol_name(), t.strides()[d]);
   }
+  // A symbol no input's shape carries takes its declared hint; one that an input's size or stride
+  // holds inside an expression (the adapter's flat memory of a strided input) must be given.
+  std::vector<std::string> held;
+  for (int n : graph.input_nodes()) {
+    const TensorMeta& m = graph.nodes[static_cast<size_t>(n)].outputs[0].meta;
+    for (const auto& s : m.sizes) s.collect_symbols(held);
+    for (const auto& s : m.strides) s.collect_symbols(held);
+  }
+  for (const auto& s : graph.symbols) {
+    if (bound.count(s.name)) continue;
+    if (std::find(held.begin(), held.end(), s.name) != held.end())
+      fail("graph {}: size symbol {} is part of an input's layout but no input's size or stride is it: give its value", graph.name, s.name);
+    if (!s.hint) fail("graph {}: size symbol {} appears in no input's shape and has no value", graph.name, s.name);
+    bound.emplace(s.name, *s.hint);
+  }
+  for (const auto& s : graph.symbols)
+    if (int64_t v = bound.at(s.name); v < s.min || (s.max && v > *s.max))
+      fail("graph {}: size symbol {} is {}, outside the range [{}, {}] it was compiled for", graph.name, s.name, v, s.min,
+           s.max ? std::to_string(*s.max) : "inf");
+  // Every declared size and symbolic stride against the actual one.
   for (int n : graph.input_nodes()) {
     const Node& node = graph.nodes[static_cast<size_t>(n)];
     const TensorMeta& m = node.outputs[0].meta;
@@ -207,12 +233,11 @@ std::map<std::string, int64_t> bind_symbols(const Graph& graph, const TensorMap&
         fail("input %{}: dimension {} should be {}, got {}", node.name(), d, want, t.sizes()[d]);
       fail("input %{}: dimension {} should be {} = {}, got {}", node.name(), d, m.sizes[d].str(), want, t.sizes()[d]);
     }
-  }
-  // A symbol no input's shape carries takes its declared hint.
-  for (const auto& s : graph.symbols) {
-    if (bound.count(s.name)) continue;
-    if (!s.hint) fail("graph {}: size symbol {} appears in no input's shape and has no value", graph.name, s.name);
-    bound.emplace(s.name, *s.hint);
+    for (size_t d = 0; d < m.strides.size() && d < t.strides().size(); ++d) {
+      if (m.strides[d].is_constant() || t.sizes()[d] == 1) continue;  // (constant strides: the callers check layouts)
+      if (auto want = m.strides[d].eval(bound); want != t.strides()[d])
+        fail("input %{}: the stride of dimension {} should be {} = {}, got {}", node.name(), d, m.strides[d].str(), want, t.strides()[d]);
+    }
   }
   return bound;
 }

@@ -86,8 +86,8 @@ void TemporaryCache::give(std::vector<Tensor> blocks) {
   for (auto& b : blocks) blocks_.push_back(std::move(b));
 }
 
-std::vector<Tensor> Plan::run(const TensorMap& inputs, const TensorMap& weights) const {
-  auto symbols = bind_symbols(graph, inputs);
+std::vector<Tensor> Plan::run(const TensorMap& inputs, const TensorMap& weights, const std::map<std::string, int64_t>& given) const {
+  auto symbols = bind_symbols(graph, inputs, given);
   std::vector<int64_t> symbol_values;
   for (const auto& s : graph.symbols) symbol_values.push_back(symbols.at(s.name));
   const auto& buffers = lowered.program.buffers;

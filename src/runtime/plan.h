@@ -3,6 +3,7 @@
 // outputs are allocated per run, temporaries from the blocks earlier runs left; kernels are called with the buffer table
 // and the size-symbol values.
 #pragma once
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -50,7 +51,8 @@ struct Plan {
   std::vector<int> output_over_input;
   std::shared_ptr<const HostCalls> host_calls;  // runs the torch calls (ExternKind::torch)
 
-  std::vector<Tensor> run(const TensorMap& inputs, const TensorMap& weights) const;
+  // `symbols`: values of size symbols the caller read from its tensors (GpuPlan::run's).
+  std::vector<Tensor> run(const TensorMap& inputs, const TensorMap& weights, const std::map<std::string, int64_t>& symbols = {}) const;
 };
 
 // Shared by the CPU and GPU executors.

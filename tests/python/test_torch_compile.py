@@ -278,8 +278,9 @@ def test_new_shapes_recompile(how, monkeypatch, capfd):
         for rows in (3, 8, 5, 8):
             x = torch.randn(rows, 2, 64)[:, 1]  # strided rows too
             torch.testing.assert_close(compiled(x), model(x), rtol=2e-4, atol=2e-4)
-    # Every shape ran through coil (Dynamo's symbolic-size graph is compiled per shape).
-    assert capfd.readouterr().err.count("coil: compiled a graph") == 3
+    # Every shape ran through coil: the first shape's static graph, then Dynamo's graph of
+    # symbolic sizes, compiled once for every later shape (test_dynamic.py).
+    assert capfd.readouterr().err.count("coil: compiled a graph") == 2
 
 
 def test_options_are_checked():

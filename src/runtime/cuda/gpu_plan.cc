@@ -251,7 +251,8 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
   return run(std::move(given), weights, stream);
 }
 
-std::vector<Tensor> GpuPlan::run(std::vector<Tensor> inputs, const TensorMap& weights, cuda::Stream stream) const {
+std::vector<Tensor> GpuPlan::run(std::vector<Tensor> inputs, const TensorMap& weights, cuda::Stream stream,
+                                 const std::map<std::string, int64_t>& given_symbols) const {
   using Clock = std::chrono::steady_clock;
   const auto started = Clock::now();
   HostTimes spent;
@@ -277,7 +278,7 @@ std::vector<Tensor> GpuPlan::run(std::vector<Tensor> inputs, const TensorMap& we
   if (!graph.symbols.empty()) {
     TensorMap named;
     for (size_t i = 0; i < inputs.size(); ++i) named.emplace(graph.nodes[static_cast<size_t>(layout.input_nodes[i])].name(), inputs[i]);
-    symbols = bind_symbols(graph, named);
+    symbols = bind_symbols(graph, named, given_symbols);
   }
   std::vector<int64_t> symbol_values;
   for (const auto& s : graph.symbols) symbol_values.push_back(symbols.at(s.name));

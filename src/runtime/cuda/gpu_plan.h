@@ -103,7 +103,10 @@ struct GpuPlan {
   // each device input only until its last reader is enqueued: a caller that moves its only
   // reference in (a backward graph's saved activations) has it freed there, in stream order,
   // for the later steps to reuse. Outputs, too, are allocated at their first writer.
-  std::vector<Tensor> run(std::vector<Tensor> inputs, const TensorMap& weights, cuda::Stream stream) const;
+  // `symbols`: values of size symbols the caller read from its tensors (the adapter's strided
+  // inputs carry theirs only in the strides of a flat input's view); checked against the inputs.
+  std::vector<Tensor> run(std::vector<Tensor> inputs, const TensorMap& weights, cuda::Stream stream,
+                          const std::map<std::string, int64_t>& symbols = {}) const;
   // Throws the first error of earlier device-output runs that finished (all of them: `wait`).
   void check_pending(bool wait) const;
 

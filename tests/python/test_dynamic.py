@@ -1,0 +1,228 @@
+"""Dynamic sizes through torch.compile: a graph Dynamo traces with symbolic sizes (dynamic=True,
+mark_dynamic, or the second size an input shows) is compiled by coil once and runs every size
+(python/coil/_symbols.py, _dynamic.py); graphs coil cannot take so are compiled per size, still
+right. Results against eager at 30+ sizes, primes and 1 among them; coil's compiles counted."""
+import json
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import coil
+from coil import _coil, _symbols
+from conftest import coil_fallbacks
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+PRIMES = [2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89, 97]
+TOL = {torch.float32: dict(rtol=2e-4, atol=2e-4), torch.bfloat16: dict(rtol=4e-2, atol=4e-2)}
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+@pytest.fixture
+def compiles(monkeypatch):
+    """The programs coil compiles from here on (their JSON), in order."""
+    made = []
+    real = _coil.Compiled
+
+    def counting(program, *args, **kwargs):
+        made.append(json.loads(program))
+        return real(program, *args, **kwargs)
+
+    monkeypatch.setattr(_coil, "Compiled", counting)
+    return made
+
+
+def symbolic(programs):
+    return [p for p in programs if p.get("symbols")]
+
+
+class Block(nn.Module):
+    """A GPT-2-style block: layer norm, causal attention of 4 heads of 16, a GELU MLP, residuals."""
+
+    def __init__(self, d=64, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.up, self.down = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.down(F.gelu(self.up(self.ln2(x))))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_one_compile_serves_every_sequence_length(device, compiles):
+    """dynamic=True: 30 sequence lengths (1 and primes among them) through a GPT-2 block, one
+    symbolic compile; a length of 1 is a graph of its own (Dynamo specializes sizes 0 and 1)."""
+    torch.manual_seed(0)
+    model = Block().to(device).eval()
+    f = torch.compile(model, backend="coil", dynamic=True)
+    lengths = [1, 4, 8, 16, 64, 100, 128] + PRIMES[:23]
+    assert len(lengths) >= 30
+    with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for t in lengths:
+            x = torch.randn(2, t, 64, device=device)
+            torch.testing.assert_close(f(x), model(x), **TOL[torch.float32])
+    assert not coil_fallbacks(caught), coil_fallbacks(caught)
+    # the graph of every length but 1, and length 1's (its batch still symbolic)
+    assert len(compiles) == 2, [p.get("symbols") for p in compiles]
+    lengths_graph = [p for p in compiles if len(p.get("symbols", ())) == 2]
+    assert len(lengths_graph) == 1
+    assert all(s["min"] >= 2 for s in lengths_graph[0]["symbols"])
+    assert sorted(s["hint"] for s in lengths_graph[0]["symbols"]) == [2, 4]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_batch_and_length_both_dynamic_with_bf16(device, compiles):
+    torch.manual_seed(0)
+    model = Block().to(device).eval()
+    f = torch.compile(model, backend="coil", dynamic=True)
+    with torch.no_grad(), torch.autocast(device, dtype=torch.bfloat16):
+        for b, t in [(2, 3), (3, 17), (5, 8), (7, 2), (2, 61), (4, 33)]:
+            x = torch.randn(b, t, 64, device=device)
+            got, want = f(x), model(x)
+            assert got.dtype == want.dtype
+            torch.testing.assert_close(got, want, **TOL[torch.bfloat16])
+    assert len(symbolic(compiles)) == 1 and len(compiles) == 1
+
+
+def test_a_second_size_compiles_once_for_every_later_size(compiles):
+    """Without dynamic=True, Dynamo compiles the first size static and, at the second, a graph
+    of symbolic sizes: coil compiles each once (before, every size was a compile of its own)."""
+    model = nn.Sequential(nn.Linear(32, 48), nn.GELU(), nn.Linear(48, 8))
+    f = torch.compile(model, backend="coil")
+    with torch.no_grad():
+        for rows in [3, 8, 5, 11, 2, 97, 64]:
+            x = torch.randn(rows, 32)
+            torch.testing.assert_close(f(x), model(x), **TOL[torch.float32])
+    assert len(compiles) == 2 and len(symbolic(compiles)) == 1
+
+
+def test_mark_dynamic_and_strided_inputs(compiles):
+    """A dim marked dynamic, and a strided input (rows of a wider tensor) whose stride Dynamo
+    makes a symbol of its own: the runner gives coil the stride's value from the tensor."""
+    model = nn.Sequential(nn.Linear(64, 32), nn.ReLU())
+    f = torch.compile(model, backend="coil")
+    with torch.no_grad():
+        for rows, wide in [(3, 2), (8, 2), (5, 3), (13, 4), (6, 2)]:
+            x = torch.randn(rows, wide, 64)[:, 1]
+            torch._dynamo.mark_dynamic(x, 0)
+            torch.testing.assert_close(f(x), model(x), **TOL[torch.float32])
+    assert len(symbolic(compiles)) >= 1
+    assert len(compiles) <= 3
+
+
+def test_output_layouts_follow_pytorch_at_every_size(compiles):
+    """Results that are views in eager (a transpose, a slice) have PyTorch's strides, evaluated
+    at each call's sizes; integer and boolean results keep their dtypes."""
+    def fn(x, y):
+        h = torch.softmax(x @ y.t(), -1)
+        return h.t(), (h > 0.5), h.argmax(-1), x[1:, ::2] * 2, torch.cat([x, x.flip(0)], 0).cumsum(0)
+
+    f = torch.compile(fn, backend="coil", dynamic=True)
+    for n, m in [(3, 5), (7, 2), (11, 13), (2, 9), (31, 4)]:
+        x, y = torch.randn(n, m), torch.randn(n + 1, m)
+        got, want = f(x, y), fn(x, y)
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype and g.shape == w.shape
+            assert g.stride() == w.stride() or g.numel() <= 1, (g.stride(), w.stride())
+            torch.testing.assert_close(g, w, **TOL[torch.float32]) if w.dtype.is_floating_point else torch.testing.assert_close(g, w)
+    assert compiles and len(symbolic(compiles)) == len(compiles)  # (Dynamo's guards may trace again)
+
+
+def test_transformers_models_compile_once():
+    """Hugging Face GPT-2 and BERT (small configs, random weights) at several batch sizes and
+    lengths: one coil compile each (their constants become weights of the program)."""
+    transformers = pytest.importorskip("transformers")
+    cases = {
+        "gpt2": transformers.GPT2Model(transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=100, n_positions=128)),
+        "bert": transformers.BertModel(transformers.BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                                                              intermediate_size=128, vocab_size=100)),
+    }
+    for name, model in cases.items():
+        torch._dynamo.reset()
+        model.eval()
+        made = []
+        real = _coil.Compiled
+
+        def counting(program, *args, **kwargs):
+            made.append(program)
+            return real(program, *args, **kwargs)
+
+        _coil.Compiled = counting
+        try:
+            f = torch.compile(model, backend="coil", dynamic=True)
+            with torch.no_grad():
+                for b, t in [(2, 5), (3, 7), (2, 11), (5, 13), (4, 16), (7, 3), (2, 31)]:
+                    ids = torch.randint(0, 100, (b, t))
+                    torch.testing.assert_close(f(ids).last_hidden_state, model(ids).last_hidden_state, **TOL[torch.float32])
+        finally:
+            _coil.Compiled = real
+        assert len(made) == 1, name
+
+
+def test_graphs_coil_cannot_take_symbolically_compile_per_size(compiles, caplog):
+    """An op coil compiles only for static sizes (topk, a library call here): the graph is
+    compiled for each size it meets, as before, and says why in the log (no warning)."""
+    def fn(x):
+        return torch.topk(x * 2, 2, dim=-1).values + 1
+
+    f = torch.compile(fn, backend="coil", dynamic=True)
+    with caplog.at_level("INFO", logger="coil"), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in (3, 5, 9):
+            x = torch.randn(4, n)
+            torch.testing.assert_close(f(x), fn(x))
+    assert "compiled for each size it meets" in caplog.text
+    assert not symbolic(compiles)
+    assert not coil_fallbacks(caught)
+
+
+def test_training_with_dynamic_sizes_is_compiled_per_size(compiles):
+    """A training graph of symbolic sizes is compiled per size (coil's backward takes static
+    sizes for now): gradients still match eager."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 1))
+    twin = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 1))
+    twin.load_state_dict(model.state_dict())
+    f = torch.compile(model, backend="coil", dynamic=True)
+    for rows in (3, 7):
+        x = torch.randn(rows, 16)
+        f(x).sum().backward()
+        twin(x).sum().backward()
+    for p, q in zip(model.parameters(), twin.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, **TOL[torch.float32])
+    assert not symbolic(compiles)
+
+
+def test_size_expressions_as_trees():
+    """_symbols writes Dynamo's size expressions as coil's trees; those it cannot are refused."""
+    import sympy
+    from torch.utils._sympy import functions as fn
+
+    s0, s1 = sympy.Symbol("s0", integer=True, positive=True), sympy.Symbol("s1", integer=True, positive=True)
+    assert _symbols._tree(s0 * s1 + 3) in ({"add": [3, {"mul": [{"sym": "s0"}, {"sym": "s1"}]}]},
+                                           {"add": [{"mul": [{"sym": "s0"}, {"sym": "s1"}]}, 3]})
+    assert _symbols._tree(fn.FloorDiv(s0, 2)) == {"floordiv": [{"sym": "s0"}, 2]}
+    assert [_symbols.evaluate({"as_sym": _symbols._tree(fn.CeilDiv(s0, 4))}, {"s0": n}) for n in (4, 5, 9)] == [1, 2, 3]
+    assert _symbols._tree(fn.ModularIndexing(s0, 2, 8)) == {"mod": [{"floordiv": [{"sym": "s0"}, 2]}, 8]}
+    assert _symbols._tree(s0 ** 2) == {"mul": [{"sym": "s0"}, {"sym": "s0"}]}
+    for tree, want in [({"add": [3, {"mul": [{"sym": "s0"}, {"sym": "s1"}]}]}, 3 + 5 * 7),
+                       ({"floordiv": [{"add": [{"sym": "s0"}, 4, -1]}, 4]}, 2), ({"max": [1, {"sym": "s1"}]}, 7)]:
+        assert _symbols.evaluate({"as_sym": tree}, {"s0": 5, "s1": 7}) == want
+    with pytest.raises(_symbols.NotExpressible):
+        _symbols._tree(s0 / 3)
