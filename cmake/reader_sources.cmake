@@ -5,7 +5,7 @@
 # these again on their own (tests/CMakeLists.txt: pt2_mutations; tests/fuzz: the libFuzzer
 # targets), not the whole compiler.
 set(COIL_READER_SOURCES
-  frontend/pt2.cc frontend/export_nodes.cc frontend/export_decompose.cc frontend/export_layout.cc frontend/zip_reader.cc
+  frontend/pt2.cc frontend/export_nodes.cc frontend/export_decompose.cc frontend/export_layout.cc frontend/sympy_expr.cc frontend/zip_reader.cc
   graph/schema.cc graph/ops.cc graph/graph.cc graph/infer.cc graph/infer_elementwise.cc graph/infer_shape_ops.cc
   graph/infer_indexing.cc graph/infer_reduce.cc graph/infer_torch_call.cc graph/pooling.cc graph/verify.cc graph/printer.cc graph/lexer.cc
   graph/parser.cc

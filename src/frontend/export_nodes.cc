@@ -2,6 +2,7 @@
 
 #include "frontend/export_decompose.h"
 #include "frontend/export_layout.h"
+#include "frontend/sympy_expr.h"
 
 #include <fmt/format.h>
 
@@ -55,16 +56,30 @@ SymInt expression(const json& j, const std::string& where, int depth = 0) {
   fail("{}: unknown size expression '{}'", where, op);
 }
 
-// A size: an int, {"as_int": n}, or the adapter's {"as_sym": expression}.
-SymInt sym_int(const json& j, const std::string& where) {
+}  // namespace
+
+// A size: an int, {"as_int": n}, the adapter's {"as_sym": expression}, an archive's
+// {"as_expr": {"expr_str": srepr}}, or {"as_name": n} of a value in `named` (an archive's
+// sym_int_values).
+SymInt sym_int(const json& j, const std::string& where, const std::map<std::string, SymInt>* named) {
   if (j.is_object() && j.contains("as_sym")) return expression(j.at("as_sym"), where);
+  if (j.is_object() && j.contains("as_expr"))
+    return parse_sympy_srepr(field(j.at("as_expr"), "expr_str", where).get<std::string>(), where);
+  if (j.is_object() && j.contains("as_name")) {
+    std::string name = j.at("as_name").get<std::string>();
+    if (named)
+      if (auto it = named->find(name); it != named->end()) return it->second;
+    fail("{}: unknown symbolic value '{}'", where, name);
+  }
   return as_int(j, where);
 }
+
+namespace {
 
 SymShape int_list(const json& list, const std::string& where) {
   if (!list.is_array()) fail("{}: expected a list of sizes", where);
   SymShape out;
-  for (const auto& e : list) out.push_back(sym_int(e, where));
+  for (const auto& e : list) out.push_back(sym_int(e, where, nullptr));
   return out;
 }
 
@@ -192,10 +207,10 @@ Arg ExportNodes::argument(const json& a, const std::string& where) const {
   }
   if (kind == "as_optional_tensor") return v.contains("as_none") ? Arg(std::nullopt) : argument(v, where);
   if (kind == "as_int") return json_int(v, where);
-  if (kind == "as_sym_int") return sym_int(v, where);
+  if (kind == "as_sym_int") return sym_int(v, where, &sizes_);
   if (kind == "as_ints" || kind == "as_sym_ints") {
     IntList list;
-    for (const auto& e : v) list.push_back(kind == "as_ints" ? SymInt(json_int(e, where)) : sym_int(e, where));
+    for (const auto& e : v) list.push_back(kind == "as_ints" ? SymInt(json_int(e, where)) : sym_int(e, where, &sizes_));
     return Arg(list);
   }
   if (kind == "as_float") {
@@ -263,6 +278,13 @@ void ExportNodes::add_node(const json& node) {
   std::string where = fmt::format("{}: node '{}' ({})", where_, name, target);
   if (node.contains("metadata") && node.at("metadata").contains("stack_trace") && node.at("metadata").at("stack_trace").is_string())
     where += "\n  stack trace:\n" + node.at("metadata").at("stack_trace").get<std::string>() + "\n ";
+  // Nodes that compute sizes (sym_size, arithmetic on sizes: an archive's sym_int_values holds
+  // each result as an expression) and checks of sizes: the sizes are read where they are used.
+  const json& outputs = field(node, "outputs", where);
+  bool sizes_only = !outputs.empty();
+  for (const auto& o : outputs) sizes_only = sizes_only && (o.contains("as_sym_int") || o.contains("as_sym_bool"));
+  if (sizes_only || target.starts_with("torch.ops.aten._assert_scalar") || target.starts_with("torch.ops.aten.sym_constrain_range"))
+    return;
   std::string op = aten_op(target);
   if (op.empty()) fail("{}: only ATen ops are supported", where);
   // Checks of metadata that torch.export inserts (for `.float()`, `.to(...)`) and that has no

@@ -31,8 +31,12 @@ struct ExportMeta {
   SymShape sizes, strides;
   int64_t offset = 0;
 };
-// A TensorMeta entry ({"dtype", "sizes", "strides", "storage_offset"}); static sizes only.
+// A TensorMeta entry ({"dtype", "sizes", "strides", "storage_offset"}); sizes and strides may be
+// symbolic (sym_int's forms), the storage offset static.
 ExportMeta export_meta(const nlohmann::json& m, const std::string& where);
+// A size: an int, {"as_int": n}, the adapter's {"as_sym": tree} (python/coil/_symbols.py), an
+// archive's {"as_expr": {"expr_str": sympy srepr}}, or {"as_name": n} of a value in `named`.
+SymInt sym_int(const nlohmann::json& j, const std::string& where, const std::map<std::string, SymInt>* named);
 
 // Whether add_node takes nodes of this target ("torch.ops.aten.add.Tensor").
 bool export_target_supported(const std::string& target);
@@ -43,6 +47,8 @@ class ExportNodes {
   // Appends the node's ops; errors name the node (and its stack trace when the file has one).
   void add_node(const nlohmann::json& node);
   void bind(const std::string& name, ValueRef v) { values_[name] = v; }
+  // A named symbolic size (an archive's sym_int_values entry) that arguments refer to by name.
+  void bind_size(const std::string& name, SymInt value) { sizes_[name] = std::move(value); }
   ValueRef value(const std::string& name, const std::string& where) const;
 
  private:
@@ -52,6 +58,7 @@ class ExportNodes {
   Graph& graph_;
   std::string where_;  // the file, for messages
   std::map<std::string, ValueRef> values_;
+  std::map<std::string, SymInt> sizes_;
 };
 
 }  // namespace coil::frontend

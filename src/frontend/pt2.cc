@@ -12,6 +12,7 @@
 #include "support/check.h"
 #include "support/checked.h"
 #include "support/json_depth.h"
+#include "arith/bounds.h"
 #include "coil/reference.h"
 #include "frontend/export_nodes.h"
 #include "frontend/zip_reader.h"
@@ -36,6 +37,7 @@ class Reader {
  private:
   std::string entry(const std::string& rel) const { return root_ + rel; }
   json read_json(const std::string& rel) const;
+  void declare_symbols(const json& ep, const json& graph, const std::string& where, frontend::ExportNodes& nodes);
   void read_tensors(const std::string& config_rel, const std::string& dir_rel, TensorMap& out);
 
   std::string path_;
@@ -102,6 +104,42 @@ void Reader::read_tensors(const std::string& config_rel, const std::string& dir_
   }
 }
 
+// An export with dynamic dims (torch.export.Dim): its range_constraints declare the symbols
+// with their ranges (a run outside them is an error), the hints are the sizes it was traced
+// with, and sym_int_values name the sizes its nodes compute (read where arguments use them).
+void Reader::declare_symbols(const json& ep, const json& graph, const std::string& where, frontend::ExportNodes& nodes) {
+  Graph& g = out_.graph;
+  if (ep.contains("range_constraints") && ep.at("range_constraints").is_object())
+    for (const auto& [symbol, range] : ep.at("range_constraints").items()) {
+      const std::string at = where + " range_constraints " + symbol;
+      g.add_symbol(symbol);
+      SymbolDecl& decl = g.symbols.back();
+      if (range.contains("min_val") && range.at("min_val").is_number_integer())
+        decl.min = std::max<int64_t>(0, frontend::json_int(range.at("min_val"), at));
+      if (range.contains("max_val") && range.at("max_val").is_number_integer()) {
+        const json& high = range.at("max_val");
+        if (!high.is_number_unsigned() || high.get<uint64_t>() < static_cast<uint64_t>(Range::kMax)) decl.max = frontend::json_int(high, at);
+      }
+      if (decl.max && *decl.max < decl.min) fail("{}: an empty range [{}, {}]", at, decl.min, *decl.max);
+    }
+  // Hints: a symbol's size where an input or weight holds it whole.
+  if (graph.contains("tensor_values") && graph.at("tensor_values").is_object())
+    for (const auto& [value, meta] : graph.at("tensor_values").items()) {
+      if (!meta.contains("sizes") || !meta.at("sizes").is_array()) continue;
+      for (const auto& size : meta.at("sizes")) {
+        if (!size.contains("as_expr") || !size.at("as_expr").contains("hint")) continue;
+        SymInt s = frontend::sym_int(size, where + " tensor " + value, nullptr);
+        const json& hint = size.at("as_expr").at("hint");
+        if (s.kind() != SymInt::Kind::symbol || !hint.contains("as_int")) continue;
+        for (SymbolDecl& decl : g.symbols)
+          if (decl.name == s.symbol_name() && !decl.hint) decl.hint = frontend::json_int(hint.at("as_int"), where);
+      }
+    }
+  if (graph.contains("sym_int_values") && graph.at("sym_int_values").is_object())
+    for (const auto& [name, value] : graph.at("sym_int_values").items())
+      nodes.bind_size(name, frontend::sym_int(value, where + " sym_int_values " + name, nullptr));
+}
+
 Pt2Program Reader::load(const std::string& model) {
   // One root folder holds every entry.
   if (zip_.names().empty()) fail("{}: an empty archive", path_);
@@ -141,6 +179,7 @@ Pt2Program Reader::load(const std::string& model) {
   Graph& g = out_.graph;
   g.name = name;
   frontend::ExportNodes nodes(g, path_);
+  declare_symbols(ep, graph, where, nodes);
   // An input's or weight's type (the nodes' outputs are inferred).
   auto meta_of = [&](const std::string& v) {
     if (!tensor_values.contains(v)) fail("{}: no tensor_values entry for '{}'", where, v);

@@ -15,6 +15,7 @@
 #include "coil/coil.h"
 #include "coil/io.h"
 #include "frontend/pt2.h"
+#include "frontend/sympy_expr.h"
 #include "test_util.h"
 
 namespace coil {
@@ -36,6 +37,57 @@ TEST(Pt2, FixturesMatchEagerOutputs) {
     ASSERT_EQ(got.size(), p.graph.outputs.size());
     for (size_t i = 0; i < got.size(); ++i) testing::expect_close(got[i], io.at("out" + std::to_string(i)), "output " + std::to_string(i), 1e-4);
   }
+}
+
+// Exports with dynamic dims (torch.export.Dim with ranges): one compile runs the traced size and
+// another, each against eager's outputs; a size outside the export's range is an error.
+TEST(Pt2, DynamicDimsCompileOnceForEverySizeInTheirRanges) {
+  for (const char* name : {"block_dyn", "reshapes_dyn"}) {
+    SCOPED_TRACE(name);
+    Pt2Program p = load_pt2(fixture(std::string(name) + ".pt2"));
+    ASSERT_EQ(p.graph.symbols.size(), 2u);
+    for (const auto& s : p.graph.symbols) {
+      EXPECT_EQ(s.min, 2);
+      EXPECT_TRUE(s.max == 64 || s.max == 128) << s.name;
+      EXPECT_TRUE(s.hint.has_value()) << s.name;
+    }
+    Executable exe = compile(p.graph, {.cache_dir = temp_dir() + "/cache", .device = testing::test_device()});
+    TensorMap inputs;
+    for (const char* io_name : {".io.safetensors", ".io2.safetensors"}) {
+      TensorMap io;
+      for (auto& [key, t] : read_safetensors(fixture(std::string(name) + io_name))) io[key] = t;
+      inputs.clear();
+      for (int n : p.graph.input_nodes()) inputs[p.graph.nodes[static_cast<size_t>(n)].name()] = io.at(p.graph.nodes[static_cast<size_t>(n)].name());
+      auto got = exe.run(inputs, p.weights);
+      ASSERT_EQ(got.size(), p.graph.outputs.size());
+      for (size_t i = 0; i < got.size(); ++i)
+        testing::expect_close(got[i], io.at("out" + std::to_string(i)), std::string(io_name) + " output " + std::to_string(i), 1e-4);
+    }
+    // A batch of 65: above the export's Dim("batch", max=64).
+    TensorMap big = random_inputs(p.graph, 1, {{p.graph.symbols[0].name, 65}, {p.graph.symbols[1].name, 65}});
+    try {
+      exe.run(big, p.weights);
+      ADD_FAILURE() << "a size outside the export's range ran";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("outside the range [2, "), std::string::npos) << e.what();
+    }
+  }
+}
+
+// The sympy form of an archive's size expressions.
+TEST(Pt2, SympySizeExpressionsParse) {
+  auto parse = [](const std::string& text) { return frontend::parse_sympy_srepr(text, "test"); };
+  const SymInt s = SymInt::symbol("s27"), t = SymInt::symbol("s77");
+  EXPECT_EQ(parse("Symbol('s27', positive=True, integer=True)"), s);
+  EXPECT_EQ(parse("Mul(Integer(16), Symbol('s27', positive=True, integer=True))"), s * 16);
+  EXPECT_EQ(parse("Add(Mul(Integer(-1), Symbol('s77')), Symbol('s27'), Integer(3))"), s - t + 3);
+  EXPECT_EQ(parse("FloorDiv(Symbol('s27'), Integer(2))"), floordiv(s, 2));
+  EXPECT_EQ(parse("CeilDiv(Symbol('s27'), Integer(4))"), floordiv(s + 3, 4));
+  EXPECT_EQ(parse("PythonMod(Symbol('s27'), Integer(8))"), mod(s, 8));
+  EXPECT_EQ(parse("Max(Integer(1), Symbol('s27'))"), max(SymInt(1), s));
+  EXPECT_EQ(parse("Pow(Symbol('s27'), Integer(2))"), s * s);
+  for (const char* bad : {"Rational(1, 2)", "Mul(Symbol('s27')", "Symbol(s27)", "FloorDiv(Integer(1))", "Integer(99999999999999999999)"})
+    EXPECT_THROW(parse(bad), Error) << bad;
 }
 
 // A copy of a fixture with one entry's text changed by `edit`.
