@@ -140,6 +140,7 @@ class Runner:
         self.warn, self.eager = warn, eager
         self.fixups = None  # per coil output, found at the first call
         self.broken = False
+        self.lean = False  # calls take _lean's path (found after the first call)
         self.updates = [tuple(u) for u in entry.get("updates", ())]
         # (result index, placeholder position, its index among the inputs coil is given) of the
         # updates coil may compute over their inputs, as its step order allows
@@ -290,19 +291,42 @@ class Runner:
         results = self.eager(*args)
         return results if self.single else _updates.finish(results, args, self.updates)
 
+    def _lean_enough(self):
+        """Whether calls after the first need none of _run's steps but the run: every result a coil
+        output as it comes back, nothing moved, checked, computed first, stashed or written back."""
+        return (self.prologue is None and not self.moves and self.inputs is None and self.stash is None and not self.symbol_at
+                and not self.updates and self.planned is None and all(f is None for f in self.fixups)
+                and all(d is not None for d in self.direct))
+
+    def _lean(self, args):
+        """A call of a runner _lean_enough: a tiny graph's call costs its run and little more."""
+        outs = self.compiled.run([args[i].data_ptr() for i in self.per_call], self.stream(self.cuda) if self.stream is not None else 0)
+        return outs[self.direct[0]] if self.single else tuple([outs[d] for d in self.direct])
+
     def __call__(self, *args):
+        if self.lean:
+            try:
+                return self._lean(args)
+            except _coil.CoilError as e:
+                if self.eager is None:
+                    raise
+                return self._fall_back(e, args)
         if self.broken:
             return self._eager(args)
         if self.eager is None:
-            return self._finish(self._run(args), args)
+            results = self._finish(self._run(args), args)
+            self.lean = self._lean_enough()
+            return results
         try:
-            return self._finish(self._run(args), args)
+            results = self._finish(self._run(args), args)
+            self.lean = self._lean_enough()
+            return results
         except (LayoutError, _coil.CoilError) as e:
             return self._fall_back(e, args)
 
     def _fall_back(self, error, args):
         self.warn(f"coil: a compiled graph runs in PyTorch eager from here on: {error} (a bug in coil)")
-        self.broken = True
+        self.broken, self.lean = True, False
         return self._eager(args)
 
     def boxed(self, args):
@@ -322,6 +346,6 @@ class Runner:
         try:
             return self._finish(self._run(args, handing=True), args)
         except (LayoutError, _coil.CoilError) as e:
-            self.broken = True
+            self.broken, self.lean = True, False
             raise RuntimeError(f"coil: a compiled graph failed after freeing its inputs, so PyTorch eager cannot run "
                                f"it instead: {e} (a bug in coil)") from e

@@ -1,0 +1,139 @@
+"""Dynamic sizes: one compiled function over many sequence lengths (issue 30's yardstick).
+
+A GPT-2-style block (bench.workloads.Block, d=768) runs at 30 sequence lengths (primes among
+them) through each backend compiled with dynamic=True, and through the same backend compiled
+statically for each length (Dynamo reset before each, so every length is a compile of its own).
+Reported per backend: the compile time the 30 lengths cost dynamically (each first call's time
+less that length's steady call) against one static compile (the median over the lengths), and
+the steady time per length against the static compile's at that length (median of `--repeat`
+calls, CUDA events on the GPU). coil's compiles are counted.
+
+    python -m bench.dynamic --device cpu|cuda [--modes coil,inductor] [--lengths 30] [--out DIR]
+"""
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import time
+from datetime import date
+from pathlib import Path
+
+import torch
+
+from bench.workloads import Block
+
+PRIMES = [2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89, 97, 101, 103, 107, 109, 113,
+          127, 131, 137, 139, 149, 151, 157, 163, 167, 173, 179, 181, 191, 193, 197, 199, 211, 223, 227, 229, 233, 239, 241, 251]
+
+
+def lengths(count):
+    """`count` sequence lengths from 16 to 512: powers of two, round numbers and primes."""
+    base = [16, 32, 64, 100, 128, 200, 256, 384, 500, 512]
+    primes = [p * m for m in (1, 2) for p in PRIMES if 17 <= p * m <= 509 and p * m % 2 == 1]
+    return sorted(set(base + primes[:max(0, count - len(base))]))[:count]
+
+
+def timer(device):
+    """ms of one call of fn, measured as the device sees it."""
+    if device == "cuda":
+        def time_call(fn):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end)
+        return time_call
+
+    def time_call(fn):
+        t = time.perf_counter()
+        fn()
+        return (time.perf_counter() - t) * 1e3
+    return time_call
+
+
+def steady(fn, time_call, repeat):
+    for _ in range(2):
+        fn()
+    return statistics.median(time_call(fn) for _ in range(repeat))
+
+
+def count_coil_compiles():
+    """A list that gets an entry per coil compile from here on."""
+    from coil import _coil
+
+    made, real = [], _coil.Compiled
+
+    def counting(*args, **kwargs):
+        made.append(1)
+        return real(*args, **kwargs)
+
+    _coil.Compiled = counting
+    return made
+
+
+def run_mode(mode, model, inputs, device, repeat):
+    backend = "coil" if mode == "coil" else "inductor"
+    time_call = timer(device)
+    made = count_coil_compiles() if mode == "coil" else []
+    out = {"lengths": [x.shape[1] for x in inputs]}
+    # dynamic: one function for every length
+    torch._dynamo.reset()
+    f = torch.compile(model, backend=backend, dynamic=True)
+    firsts, steadies = [], []
+    with torch.no_grad():
+        for x in inputs:
+            firsts.append(time_call(lambda: f(x)))
+            steadies.append(steady(lambda: f(x), time_call, repeat))
+    out["dynamic_compile_s"] = sum(max(0.0, a - b) for a, b in zip(firsts, steadies)) / 1e3
+    out["dynamic_ms"] = steadies
+    out["dynamic_compiles"] = len(made)
+    # static: a compile per length
+    static_compile, static_ms = [], []
+    with torch.no_grad():
+        for x in inputs:
+            torch._dynamo.reset()
+            g = torch.compile(model, backend=backend, dynamic=False)
+            first = time_call(lambda: g(x))
+            static_ms.append(steady(lambda: g(x), time_call, repeat))
+            static_compile.append(max(0.0, first - static_ms[-1]) / 1e3)
+    out["static_compile_s"] = statistics.median(static_compile)
+    out["static_ms"] = static_ms
+    out["compile_ratio"] = out["dynamic_compile_s"] / out["static_compile_s"]
+    out["steady_ratio_median"] = statistics.median(d / s for d, s in zip(steadies, static_ms))
+    out["steady_ratio_max"] = max(d / s for d, s in zip(steadies, static_ms))
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--modes", default="coil,inductor")
+    p.add_argument("--lengths", type=int, default=30)
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--out", default="bench/results")
+    args = p.parse_args()
+    torch.manual_seed(0)
+    dtype = torch.bfloat16 if args.device == "cuda" else torch.float32
+    model = Block().to(args.device, dtype).eval()
+    g = torch.Generator(device=args.device).manual_seed(1)
+    inputs = [torch.randn(args.batch, t, 768, device=args.device, dtype=dtype, generator=g) for t in lengths(args.lengths)]
+    results = {"device": torch.cuda.get_device_name() if args.device == "cuda" else platform.processor() or platform.machine(),
+               "date": str(date.today()), "torch": torch.__version__, "dtype": str(dtype), "batch": args.batch,
+               "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip(),
+               "modes": {}}
+    for mode in args.modes.split(","):
+        results["modes"][mode] = r = run_mode(mode, model, inputs, args.device, args.repeat)
+        print(f"{mode}: {len(inputs)} lengths; dynamic compile {r['dynamic_compile_s']:.2f} s vs one static compile "
+              f"{r['static_compile_s']:.2f} s ({r['compile_ratio']:.2f}x); steady dynamic/static per length median "
+              f"{r['steady_ratio_median']:.2f}x, worst {r['steady_ratio_max']:.2f}x"
+              + (f"; coil compiles {r['dynamic_compiles']}" if mode == "coil" else ""), flush=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"dynamic-{args.device}-{results['date']}.json").write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
