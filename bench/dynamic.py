@@ -74,6 +74,10 @@ def count_coil_compiles():
 
 
 def run_mode(mode, model, inputs, device, repeat):
+    if mode == "coil":
+        import coil
+
+        coil.register()  # (a build tree on PYTHONPATH has no entry point)
     backend = "coil" if mode == "coil" else "inductor"
     time_call = timer(device)
     made = count_coil_compiles() if mode == "coil" else []

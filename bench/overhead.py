@@ -6,7 +6,9 @@ import time
 
 import torch
 
-import coil  # noqa: F401
+import coil
+
+coil.register()  # (a build tree on PYTHONPATH has no entry point)
 
 dev = sys.argv[1] if len(sys.argv) > 1 else "cpu"  # python -m bench.overhead [cpu|cuda]
 

@@ -91,7 +91,7 @@ def _node_supported(node, device):
             return False
     except _fx.Unsupported:
         return False
-    if node.target.name() in _fx.ATTENTION and any(u.args[1] != 0 for u in node.users):
+    if node.target.name() in _fx.ATTENTION and any(u.args[1] != 0 and u.users for u in node.users):
         return False  # its logsumexp (training) is read
     if node.target.name() == "aten::index_put" and not _mask_put_supported(node):
         return False
@@ -490,8 +490,14 @@ def backend(gm, example_inputs, mode=None, options=None):
     """torch.compile(model, backend="coil"): a Dynamo backend."""
     options = _check_options(mode, options)
     if any(_dynamic.symbolic(v) for v in example_inputs):
+        def failed(e):
+            if options.get("fallback", "eager") == "error":
+                raise e
+            _warn(f"coil: a graph runs in PyTorch eager at this shape: compiling it for the shape failed: "
+                  f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+
         return _compile_symbolic(gm, example_inputs, mode, options) or _dynamic.PerShape(
-            gm, functools.partial(backend, options=options))
+            gm, functools.partial(backend, options=options), failed)
     try:
         return _compile_graph(gm, example_inputs, mode, options)
     except Exception as e:  # noqa: BLE001 - the program must still run; only fallback="error" raises

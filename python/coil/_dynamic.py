@@ -17,18 +17,25 @@ def symbolic(value):
 
 class PerShape:
     """A graph Dynamo traced with symbolic sizes, compiled by `compile_static(gm, example_inputs)`
-    for each concrete shape it meets (Dynamo's guards still decide when the graph applies)."""
+    for each concrete shape it meets (Dynamo's guards still decide when the graph applies).
+    Such a compile happens at a call, where Dynamo no longer catches what its tracing raises (a
+    graph reading a tensor's value, `.item()`, fails AOTAutograd's trace outside Dynamo's shape
+    environment): `failed(error)` then raises, or warns and the shape's graph runs in PyTorch."""
 
-    def __init__(self, gm, compile_static):
-        self.gm, self.compile_static, self.compiled = gm, compile_static, {}
+    def __init__(self, gm, compile_static, failed):
+        self.gm, self.compile_static, self.failed, self.compiled = gm, compile_static, failed, {}
 
     def __call__(self, *args):
         key = tuple((tuple(a.shape), a.stride(), a.dtype, a.device) if isinstance(a, torch.Tensor) else a for a in args)
         fn = self.compiled.get(key)
         if fn is None:
             gm, positions = specialize(self.gm, args)
-            fn = self.compile_static(gm, [args[i] for i in positions])
-            self.compiled[key] = fn = (fn, positions)
+            try:
+                compiled = self.compile_static(gm, [args[i] for i in positions])
+            except Exception as e:  # noqa: BLE001 - the program must still run (failed() raises under fallback="error")
+                self.failed(e)
+                compiled = gm.forward
+            self.compiled[key] = fn = (compiled, positions)
         run, positions = fn
         return run(*[args[i] for i in positions])
 

@@ -134,6 +134,10 @@ SymInt simplify(const SymInt& e, const RangeEnv& env) {
       bool is_min = e.kind() == SymInt::Kind::min;
       if (x.hi <= y.lo) return is_min ? ops[0] : ops[1];
       if (y.hi <= x.lo) return is_min ? ops[1] : ops[0];
+      // Operands of overlapping ranges that differ by a known sign: min(S, S + 1) is S.
+      Range d = bounds(ops[1] - ops[0], env);
+      if (d.lo >= 0) return is_min ? ops[0] : ops[1];
+      if (d.hi <= 0) return is_min ? ops[1] : ops[0];
       return is_min ? min(ops[0], ops[1]) : max(ops[0], ops[1]);
     }
     case SymInt::Kind::add: {

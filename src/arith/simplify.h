@@ -2,7 +2,8 @@
 // variables, sizes) it removes floor-divisions and modulos that bounds make trivial:
 //   (a*k + b) // k -> a + b // k,   b // k -> 0 when 0 <= b < k,
 //   (a*k + b) % k  -> b % k,        b % k  -> b when 0 <= b < k,
-//   (a // j) // k  -> a // (j*k),   min/max decided by bounds,
+//   (a // j) // k  -> a // (j*k),   min/max decided by bounds (of the operands, or of
+//   their difference: min(S, S + 1) -> S),
 //   c*(x % n) + c*n*(x // n) -> c*x.
 // SymInt's constructors already canonicalize sums and products.
 #pragma once

@@ -152,6 +152,9 @@ def test_transformers_models_compile_once():
         "gpt2": transformers.GPT2Model(transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=100, n_positions=128)),
         "bert": transformers.BertModel(transformers.BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
                                                               intermediate_size=128, vocab_size=100)),
+        # its causal mask's sizes hold min(T, T + 1); its attention's logsumexp output is traced, unread
+        "llama": transformers.LlamaModel(transformers.LlamaConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                                                                 num_key_value_heads=2, intermediate_size=128, vocab_size=100)),
     }
     for name, model in cases.items():
         torch._dynamo.reset()
@@ -190,6 +193,34 @@ def test_graphs_coil_cannot_take_symbolically_compile_per_size(compiles, caplog)
     assert "compiled for each size it meets" in caplog.text
     assert not symbolic(compiles)
     assert not coil_fallbacks(caught)
+
+
+def test_a_shape_whose_compile_fails_at_a_call_runs_in_eager_with_a_warning(monkeypatch, compiles):
+    """A graph compiled per size compiles at a call, where Dynamo no longer catches what tracing
+    raises (AOTAutograd's trace of a graph reading a tensor's value outside Dynamo's shape
+    environment): that shape runs in PyTorch with a warning, or raises under fallback="error"."""
+    from coil import _backend
+
+    def failing(*args, **kwargs):
+        raise torch._subclasses.fake_tensor.DataDependentOutputException(torch.ops.aten._local_scalar_dense.default)
+
+    monkeypatch.setattr(_backend, "_compile_symbolic", lambda *args: None)
+    monkeypatch.setattr(_backend, "_compile_graph", failing)
+
+    def fn(x):
+        return torch.tanh(x) * 2
+
+    f = torch.compile(fn, backend="coil", dynamic=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in (3, 5):
+            x = torch.randn(n, 4)
+            torch.testing.assert_close(f(x), fn(x))
+    assert any("runs in PyTorch eager at this shape" in m for m in coil_fallbacks(caught)), coil_fallbacks(caught)
+    torch._dynamo.reset()
+    strict = coil.compile(fn, dynamic=True, fallback="error")
+    with pytest.raises(Exception, match="DataDependent|_local_scalar_dense"):
+        strict(torch.randn(3, 4))
 
 
 def test_training_with_dynamic_sizes_is_compiled_per_size(compiles):

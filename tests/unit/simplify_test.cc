@@ -21,6 +21,11 @@ TEST(Simplify, DivisionAndModuloByBounds) {
   EXPECT_EQ(simplify(floordiv(j * 4 + i - 4, 4), env), j - 1);
   EXPECT_EQ(simplify(min(i, j + 3), env), i);
   EXPECT_EQ(simplify(max(i, SymInt(10)), env), SymInt(10));
+  // Overlapping ranges, a difference of known sign (HF's causal mask: min(T, T + 1) is T).
+  EXPECT_EQ(simplify(min(n, n + 1), env), n);
+  EXPECT_EQ(simplify(max(n + 1, n), env), n + 1);
+  EXPECT_EQ(simplify(min(n * 2, n), env), n);
+  EXPECT_EQ(simplify(min(n, j), env), min(n, j));
   // Not provable: stays.
   EXPECT_EQ(simplify(floordiv(j + i, 4), env), floordiv(j + i, 4));
 }
