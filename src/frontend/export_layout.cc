@@ -40,6 +40,18 @@ std::vector<int64_t> dense_order(const std::vector<int64_t>& sizes, const std::v
   return order;
 }
 
+// `v` laid out densely in the memory order `order` (outermost dim first): a permute into that
+// order, a dense clone, the inverse permute.
+ValueRef in_memory_order(Graph& g, ValueRef v, const std::vector<int64_t>& order, const std::string& name) {
+  std::vector<int64_t> inverse(order.size());
+  for (size_t k = 0; k < order.size(); ++k) inverse[static_cast<size_t>(order[k])] = static_cast<int64_t>(k);
+  auto dims = [](const std::vector<int64_t>& d) { return IntList(d.begin(), d.end()); };
+  ValueRef in_order = g.call1(OpKind::Permute, {v, dims(order)}, {}, g.fresh_name(name + "_in_order"));
+  ValueRef dense = g.call1(OpKind::Clone, {in_order}, {{"memory_format", std::string("contiguous_format")}},
+                           g.fresh_name(name + "_dense"));
+  return g.call1(OpKind::Permute, {dense, dims(inverse)}, {}, g.fresh_name(name + "_laid_out"));
+}
+
 }  // namespace
 
 ValueRef with_layout(Graph& g, ValueRef v, const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides,
@@ -51,13 +63,7 @@ ValueRef with_layout(Graph& g, ValueRef v, const std::vector<int64_t>& sizes, co
   if (significant(sizes, *have_strides) == significant(sizes, strides)) return v;
   std::vector<int64_t> order = dense_order(sizes, strides);
   if (order.empty() && !sizes.empty()) return v;
-  std::vector<int64_t> inverse(order.size());
-  for (size_t k = 0; k < order.size(); ++k) inverse[static_cast<size_t>(order[k])] = static_cast<int64_t>(k);
-  auto dims = [](const std::vector<int64_t>& d) { return IntList(d.begin(), d.end()); };
-  ValueRef in_order = g.call1(OpKind::Permute, {v, dims(order)}, {}, g.fresh_name(name + "_in_order"));
-  ValueRef dense = g.call1(OpKind::Clone, {in_order}, {{"memory_format", std::string("contiguous_format")}},
-                           g.fresh_name(name + "_dense"));
-  return g.call1(OpKind::Permute, {dense, dims(inverse)}, {}, g.fresh_name(name + "_laid_out"));
+  return in_memory_order(g, v, order, name);
 }
 
 ValueRef with_layout(Graph& g, ValueRef v, const SymShape& given_sizes, const SymShape& given_strides, const std::string& name) {
@@ -88,13 +94,7 @@ ValueRef with_layout(Graph& g, ValueRef v, const SymShape& given_sizes, const Sy
   for (size_t d = 0; d < sizes.size(); ++d) at_sizes.push_back(sizes[d].eval(hints)), at_strides.push_back(strides[d].eval(hints));
   std::vector<int64_t> order = dense_order(at_sizes, at_strides);
   if (order.empty() && !sizes.empty()) return v;  // not dense: a view's layout, which follows its input's
-  std::vector<int64_t> inverse(order.size());
-  for (size_t k = 0; k < order.size(); ++k) inverse[static_cast<size_t>(order[k])] = static_cast<int64_t>(k);
-  auto dims = [](const std::vector<int64_t>& d) { return IntList(d.begin(), d.end()); };
-  ValueRef in_order = g.call1(OpKind::Permute, {v, dims(order)}, {}, g.fresh_name(name + "_in_order"));
-  ValueRef dense = g.call1(OpKind::Clone, {in_order}, {{"memory_format", std::string("contiguous_format")}},
-                           g.fresh_name(name + "_dense"));
-  ValueRef out = g.call1(OpKind::Permute, {dense, dims(inverse)}, {}, g.fresh_name(name + "_laid_out"));
+  ValueRef out = in_memory_order(g, v, order, name);
   if (!significant_equal(g.meta(out).strides))
     fail("{}: cannot lay the value out with PyTorch's strides {} for every size (coil's are {})", name, shape_str(strides),
          shape_str(g.meta(out).strides));

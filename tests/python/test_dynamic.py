@@ -8,11 +8,11 @@ import warnings
 import pytest
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 import coil
 from coil import _coil, _symbols
 from conftest import coil_fallbacks
+from test_torch_compile import Block  # a GPT-2-style block: layer norm, causal attention of 4 heads of 16, an MLP
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 PRIMES = [2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89, 97]
@@ -42,25 +42,6 @@ def compiles(monkeypatch):
 
 def symbolic(programs):
     return [p for p in programs if p.get("symbols")]
-
-
-class Block(nn.Module):
-    """A GPT-2-style block: layer norm, causal attention of 4 heads of 16, a GELU MLP, residuals."""
-
-    def __init__(self, d=64, heads=4):
-        super().__init__()
-        self.heads = heads
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.up, self.down = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-    def forward(self, x):
-        b, t, d = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
-        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
-        return x + self.down(F.gelu(self.up(self.ln2(x))))
 
 
 @pytest.mark.parametrize("device", DEVICES)
