@@ -173,6 +173,7 @@ class Runner:
         # the symbols' names, when an output's layout is one of their expressions (evaluated per call)
         self.symbol_names = [s["name"] for s in json.loads(entry["program"]).get("symbols", ())] \
             if any(_symbols.is_symbolic_layout(w) for w in self.layouts) else None
+        self.sized_fixups = {}  # symbol values -> the fixups at those sizes
         self.planned = None  # coil's output layouts, where the fixups were found from them before a first call
         if self.consumable:
             self._plan_fixups()
@@ -265,10 +266,15 @@ class Runner:
                 stash.args = None
         if self.planned is not None:
             self._check_planned(outs)
-        if self.symbol_names is not None:  # the layouts PyTorch gives at this call's sizes
-            values = dict(zip(self.symbol_names, sizes))
-            self.fixups = [_output_fixup(o, w if w is None else _symbols.layout_at(w, values), self.device)
-                           for o, w in zip(outs, self.layouts)]
+        if self.symbol_names is not None:  # the layouts PyTorch gives at this call's sizes (kept per sizes)
+            key = tuple(sizes)
+            self.fixups = self.sized_fixups.get(key)
+            if self.fixups is None:
+                values = dict(zip(self.symbol_names, sizes))
+                self.fixups = [_output_fixup(o, w if w is None else _symbols.layout_at(w, values), self.device)
+                               for o, w in zip(outs, self.layouts)]
+                if len(self.sized_fixups) < 1024:
+                    self.sized_fixups[key] = self.fixups
         elif self.fixups is None:
             self.fixups = [_output_fixup(o, w, self.device) for o, w in zip(outs, self.layouts)] if self.layouts else []
         for k, fix in enumerate(self.fixups):

@@ -222,8 +222,28 @@ namespace {
 // a contiguous layout), none of them empty.
 bool dense_layout(const SymShape& sym_sizes, const SymShape& sym_strides) {
   auto sizes = constant_shape(sym_sizes), strides = constant_shape(sym_strides);
-  auto n = static_elements(sym_sizes);
-  return sizes && strides && n && *n > 0 && span_of(*sizes, *strides) == *n;
+  if (sizes && strides) {
+    auto n = static_elements(sym_sizes);
+    return n && *n > 0 && span_of(*sizes, *strides) == *n;
+  }
+  // Symbolic: the dims (size-1 ones aside) in some order, each stride the product of the sizes
+  // inside it, as expressions (a transpose of a [S, T] value: strides [1, T]).
+  if (sym_strides.size() != sym_sizes.size()) return false;
+  std::vector<bool> placed(sym_sizes.size(), false);
+  size_t left = 0;
+  for (size_t d = 0; d < sym_sizes.size(); ++d) {
+    if (sym_sizes[d] == SymInt(0)) return false;
+    if (sym_sizes[d] != SymInt(1)) ++left;
+  }
+  SymInt expect = 1;
+  while (left > 0) {
+    size_t d = 0;
+    while (d < sym_sizes.size() && (placed[d] || sym_sizes[d] == SymInt(1) || sym_strides[d] != expect)) ++d;
+    if (d == sym_sizes.size()) return false;
+    placed[d] = true, --left;
+    expect = expect * sym_sizes[d];
+  }
+  return true;
 }
 
 bool dense(const TensorMeta& m) { return dense_layout(m.sizes, m.strides); }

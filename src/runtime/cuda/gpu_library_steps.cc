@@ -2,6 +2,9 @@
 // extern call's views; for a graph of static sizes, the call described once and run with each
 // step's pointers) and convolutions through cuDNN.
 #include <algorithm>
+#include <bit>
+#include <utility>
+#include <vector>
 
 #include "loop/conv_params.h"
 #include "runtime/cuda/gpu_plan.h"
@@ -133,8 +136,21 @@ void GpuPlan::run_convolution(size_t k, const loop::ExternCall& call, const cuda
   if (!prepared) {
     cuda::ConvProblem p = conv_problem(call, lowered.program, symbols, tf32);
     p.align_x = align_x, p.align_w = align_w, p.align_y = align_y;
-    prepared = std::make_shared<const cuda::Cudnn::Prepared>(cudnn->prepare(p, plan));
-    if (keep) conv_calls_.put(k, prepared);
+    // Symbolic sizes: the plan prepared for this problem before (a run at a batch met before).
+    const std::pair<size_t, std::string> sized{k, keep ? std::string() : str(p)};
+    if (!keep) {
+      std::lock_guard lock(sized_calls_mutex_);
+      if (auto it = sized_conv_calls_.find(sized); it != sized_conv_calls_.end()) prepared = it->second;
+    }
+    if (!prepared) {
+      prepared = std::make_shared<const cuda::Cudnn::Prepared>(cudnn->prepare(p, plan));
+      if (keep) {
+        conv_calls_.put(k, prepared);
+      } else {
+        std::lock_guard lock(sized_calls_mutex_);
+        if (sized_conv_calls_.size() < kSizedCalls) sized_conv_calls_[sized] = prepared;
+      }
+    }
   }
   const size_t bytes = prepared->workspace;
   const cuda::DevicePtr workspace = bytes ? allocator->allocate(bytes, stream) : 0;
@@ -147,6 +163,17 @@ void GpuPlan::run_convolution(size_t k, const loop::ExternCall& call, const cuda
   if (workspace) allocator->free(workspace, stream);
 }
 
+namespace {
+
+// What decides a product's cuBLASLt call: every field of its problem.
+std::vector<int64_t> problem_key(const cuda::GemmProblem& p) {
+  return {static_cast<int64_t>(p.dtype), p.f32_output, p.batch, p.m, p.n, p.k, p.a_rs, p.a_cs, p.a_bs, p.b_rs, p.b_cs, p.b_bs,
+          p.c_rs, p.c_cs, p.c_bs, p.d_rs, p.d_cs, p.d_bs, std::bit_cast<int64_t>(p.alpha), std::bit_cast<int64_t>(p.beta),
+          static_cast<int64_t>(p.epilogue), p.tf32};
+}
+
+}  // namespace
+
 void GpuPlan::run_gemm(size_t k, const loop::ExternCall& call, const cuda::GemmPointers& q, cuda::DevicePtr workspace,
                        const std::map<std::string, int64_t>& symbols, cuda::Stream stream) const {
   auto* ws = reinterpret_cast<void*>(workspace);
@@ -155,9 +182,24 @@ void GpuPlan::run_gemm(size_t k, const loop::ExternCall& call, const cuda::GemmP
   if (prepared && cublas->run(*prepared, q.a, q.b, q.c, q.d, q.bias, ws, kGemmWorkspace, stream)) return;
   cuda::GemmProblem g = gemm_problem(call, lowered.program, symbols, tf32);
   COIL_CHECK(g.k > 0) << "cublas_takes admits only products over a non-empty dim";
+  // Symbolic sizes: the call described for these sizes before (describing one takes cuBLASLt's
+  // heuristic, tens of microseconds a product: a small block's run was host-bound by them).
+  std::pair<size_t, std::vector<int64_t>> sized{k, keep ? std::vector<int64_t>{} : problem_key(g)};
+  if (!keep) {
+    {
+      std::lock_guard lock(sized_calls_mutex_);
+      if (auto it = sized_gemm_calls_.find(sized); it != sized_gemm_calls_.end()) prepared = it->second;
+    }
+    if (prepared && cublas->run(*prepared, q.a, q.b, q.c, q.d, q.bias, ws, kGemmWorkspace, stream)) return;
+  }
   prepared = cublas->prepare(g, q.a, q.b, q.c, q.d, q.bias, kGemmWorkspace, gemm_algos[k] ? &*gemm_algos[k] : nullptr);
   COIL_CHECK(cublas->run(*prepared, q.a, q.b, q.c, q.d, q.bias, ws, kGemmWorkspace, stream)) << call.name << ": a product prepared for its pointers did not run";
-  if (keep) gemm_calls_.put(k, std::move(prepared));
+  if (keep) {
+    gemm_calls_.put(k, std::move(prepared));
+  } else {
+    std::lock_guard lock(sized_calls_mutex_);
+    if (sized_gemm_calls_.size() < kSizedCalls || sized_gemm_calls_.count(sized)) sized_gemm_calls_[sized] = std::move(prepared);
+  }
 }
 
 std::vector<Tensor> GpuPlan::run_torch_call(const loop::ExternCall& call, const std::vector<cuda::DevicePtr>& ptrs,

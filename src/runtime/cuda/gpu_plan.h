@@ -151,13 +151,20 @@ struct GpuPlan {
   void run_convolution(size_t k, const loop::ExternCall& call, const cuda::ConvPointers& operands, size_t plan,
                        const std::map<std::string, int64_t>& symbols, cuda::Stream stream) const;
   mutable PerStep<const cuda::Cudnn::Prepared> conv_calls_;
+  // A graph of symbolic sizes keeps, per step and problem its sizes gave, the prepared library
+  // call (up to kSizedCalls of each kind): runs at sizes met before describe nothing again.
+  static constexpr size_t kSizedCalls = 256;
+  mutable std::mutex sized_calls_mutex_;
+  mutable std::map<std::pair<size_t, std::string>, std::shared_ptr<const cuda::Cudnn::Prepared>> sized_conv_calls_;
 
   // Matrix product step `k` through cuBLASLt on these operand pointers and workspace. A graph of
-  // static sizes keeps each product's described call (cuda::GemmCall) for the next run; another
-  // graph, or pointers of other alignments, describe it again.
+  // static sizes keeps each product's described call (cuda::GemmCall) for the next run; a graph
+  // of symbolic sizes keeps one per problem its sizes gave (sized_calls_mutex_); pointers of
+  // other alignments describe it again.
   void run_gemm(size_t k, const loop::ExternCall& call, const cuda::GemmPointers& operands, cuda::DevicePtr workspace,
                 const std::map<std::string, int64_t>& symbols, cuda::Stream stream) const;
   mutable PerStep<cuda::GemmCall> gemm_calls_;
+  mutable std::map<std::pair<size_t, std::vector<int64_t>>, std::shared_ptr<cuda::GemmCall>> sized_gemm_calls_;
   // Torch call `call` (host_calls) on the views of `ptrs` it reads, on `stream`: per output, the
   // embedder's tensor (the buffer's memory until released).
   std::vector<Tensor> run_torch_call(const loop::ExternCall& call, const std::vector<cuda::DevicePtr>& ptrs,
