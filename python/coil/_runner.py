@@ -140,7 +140,8 @@ class Runner:
         self.warn, self.eager = warn, eager
         self.fixups = None  # per coil output, found at the first call
         self.broken = False
-        self.lean = False  # calls take _lean's path (found after the first call)
+        self.lean = False  # calls take _lean's path (after a first call that found they may: lean_next)
+        self.lean_next = False
         self.updates = [tuple(u) for u in entry.get("updates", ())]
         # (result index, placeholder position, its index among the inputs coil is given) of the
         # updates coil may compute over their inputs, as its step order allows
@@ -277,6 +278,7 @@ class Runner:
                     self.sized_fixups[key] = self.fixups
         elif self.fixups is None:
             self.fixups = [_output_fixup(o, w, self.device) for o, w in zip(outs, self.layouts)] if self.layouts else []
+            self.lean_next = self._lean_enough()
         for k, fix in enumerate(self.fixups):
             if fix is not None:
                 outs[k] = fix(outs[k])
@@ -321,11 +323,11 @@ class Runner:
             return self._eager(args)
         if self.eager is None:
             results = self._finish(self._run(args), args)
-            self.lean = self._lean_enough()
+            self.lean = self.lean_next
             return results
         try:
             results = self._finish(self._run(args), args)
-            self.lean = self._lean_enough()
+            self.lean = self.lean_next
             return results
         except (LayoutError, _coil.CoilError) as e:
             return self._fall_back(e, args)

@@ -263,7 +263,8 @@ class Compiled {
     };
     for (int i : graph_.input_nodes()) {
       const coil::TensorMeta& m = graph_.nodes[static_cast<size_t>(i)].outputs[0].meta;
-      inputs_.push_back({m.dtype, m.sizes, m.strides});
+      auto sizes = constants(m.sizes), strides = constants(m.strides);
+      inputs_.push_back({m.dtype, m.sizes, m.strides, sizes.value_or(coil::Shape{}), strides.value_or(coil::Shape{}), sizes && strides});
     }
     device_ = where;
     std::map<std::string, uintptr_t> given;
@@ -318,8 +319,10 @@ class Compiled {
         const Input& in = inputs_[i];
         std::function<void(void*)> release;
         if (handed[i]) release = [owner = std::move(handed[i])](void*) {};  // the owner goes with the last view
-        inputs.push_back(coil::Tensor::borrow(reinterpret_cast<void*>(ptrs[i]), in.dtype, coil::eval_all(in.sizes, bound),
-                                              coil::eval_all(in.strides, bound), 0, device_, std::move(release)));
+        inputs.push_back(in.fixed ? coil::Tensor::borrow(reinterpret_cast<void*>(ptrs[i]), in.dtype, in.fixed_sizes, in.fixed_strides, 0,
+                                                         device_, std::move(release))
+                                  : coil::Tensor::borrow(reinterpret_cast<void*>(ptrs[i]), in.dtype, coil::eval_all(in.sizes, bound),
+                                                         coil::eval_all(in.strides, bound), 0, device_, std::move(release)));
       }
       outs = exe_.run_on_stream(std::move(inputs), weights_, reinterpret_cast<void*>(stream), bound);
     }
@@ -409,6 +412,8 @@ class Compiled {
   struct Input {
     coil::DType dtype;
     coil::SymShape sizes, strides;  // as compiled (expressions of the size symbols, if any)
+    coil::Shape fixed_sizes, fixed_strides;  // their values, where static (`fixed`)
+    bool fixed = false;
   };
   std::vector<Input> inputs_;
   coil::Device device_;

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "arith/simplify.h"
+#include "graph/symbol_ranges.h"
 #include "support/check.h"
 
 namespace coil::frontend {
@@ -72,8 +73,7 @@ ValueRef with_layout(Graph& g, ValueRef v, const SymShape& given_sizes, const Sy
   // Symbolic sizes: the memory order is decided at the symbols' hints (Dynamo's guards keep it for
   // every size it lets in), and the laid-out value must then have PyTorch's strides exactly,
   // both simplified by the symbols' ranges (PyTorch's contiguous strides hold max(1, S - 2)).
-  RangeEnv env;
-  for (const auto& s : g.symbols) env[s.name] = Range{s.min, s.max.value_or(Range::kMax)};
+  const RangeEnv env = symbol_ranges(g.symbols);
   SymShape sizes, strides;
   for (const auto& s : given_sizes) sizes.push_back(simplify(s, env));
   for (const auto& s : given_strides) strides.push_back(simplify(s, env));

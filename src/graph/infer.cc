@@ -8,6 +8,7 @@
 #include "arith/simplify.h"
 #include "graph/infer_ops.h"
 #include "graph/infer_util.h"
+#include "graph/symbol_ranges.h"
 #include "support/check.h"
 
 namespace coil {
@@ -258,8 +259,7 @@ std::vector<TensorMeta> infer_outputs(const Graph& graph, const Node& node) {
   std::vector<TensorMeta> out = infer_by_family(graph, node);
   if (graph.symbols.empty()) return out;
   // Sizes simplified by the symbols' ranges: a slice's max(0, min(1, S)) is 1 where S >= 1.
-  RangeEnv env;
-  for (const auto& s : graph.symbols) env[s.name] = Range{s.min, s.max.value_or(Range::kMax)};
+  const RangeEnv env = symbol_ranges(graph.symbols);
   for (TensorMeta& m : out) {
     for (SymInt& s : m.sizes) s = simplify(s, env);
     for (SymInt& s : m.strides) s = simplify(s, env);

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "coil/reference.h"
 #include "reference/eval.h"
@@ -204,15 +205,18 @@ std::map<std::string, int64_t> bind_symbols(const Graph& graph, const TensorMap&
   }
   // A symbol no input's shape carries takes its declared hint; one that an input's size or stride
   // holds inside an expression (the adapter's flat memory of a strided input) must be given.
-  std::vector<std::string> held;
-  for (int n : graph.input_nodes()) {
-    const TensorMeta& m = graph.nodes[static_cast<size_t>(n)].outputs[0].meta;
-    for (const auto& s : m.sizes) s.collect_symbols(held);
-    for (const auto& s : m.strides) s.collect_symbols(held);
-  }
+  std::optional<std::vector<std::string>> held;  // (found where a symbol is left unbound)
   for (const auto& s : graph.symbols) {
     if (bound.count(s.name)) continue;
-    if (std::find(held.begin(), held.end(), s.name) != held.end())
+    if (!held) {
+      held.emplace();
+      for (int n : graph.input_nodes()) {
+        const TensorMeta& m = graph.nodes[static_cast<size_t>(n)].outputs[0].meta;
+        for (const auto& e : m.sizes) e.collect_symbols(*held);
+        for (const auto& e : m.strides) e.collect_symbols(*held);
+      }
+    }
+    if (std::find(held->begin(), held->end(), s.name) != held->end())
       fail("graph {}: size symbol {} is part of an input's layout but no input's size or stride is it: give its value", graph.name, s.name);
     if (!s.hint) fail("graph {}: size symbol {} appears in no input's shape and has no value", graph.name, s.name);
     bound.emplace(s.name, *s.hint);
