@@ -1,5 +1,6 @@
 """Per-call cost of a tiny compiled graph (x * y + 1 on 16 elements): eager, coil, Inductor, and
-Dynamo's own floor (backend="eager"), median of 5 loops of 20000 calls, synchronized at each end."""
+Dynamo's own floor (backend="eager"), median of 5 loops of 20000 calls, synchronized at each end.
+On CUDA also coil and Inductor with CUDA graphs (mode="reduce-overhead")."""
 import statistics
 import sys
 import time
@@ -36,7 +37,10 @@ def per_call(f, n=20000):
     return statistics.median(ts)
 
 
-timings = {name: per_call(f) for name, f in [("eager", fn), ("coil", torch.compile(fn, backend="coil")),
-                                              ("inductor", torch.compile(fn, backend="inductor")),
-                                              ("dynamo floor (backend=eager)", torch.compile(fn, backend="eager"))]}
+cases = [("eager", fn), ("coil", torch.compile(fn, backend="coil")), ("inductor", torch.compile(fn, backend="inductor")),
+         ("dynamo floor (backend=eager)", torch.compile(fn, backend="eager"))]
+if dev == "cuda":
+    cases += [("coil reduce-overhead", coil.compile(fn, mode="reduce-overhead")),
+              ("inductor reduce-overhead", torch.compile(fn, mode="reduce-overhead"))]
+timings = {name: per_call(f) for name, f in cases}
 print("@overhead " + ", ".join(f"{k} {v:.1f} us" for k, v in timings.items()))

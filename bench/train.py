@@ -245,12 +245,15 @@ def training(name, device, mode):
 
     if mode == "eager":
         return model, loss_of, opt, model, opt_step
-    backend = "coil" if mode == "coil" else "inductor"
-    return model, loss_of, opt, torch.compile(model, backend=backend), torch.compile(opt_step, backend=backend)
+    # "coil", "inductor", or either with "-reduce-overhead" (CUDA graphs)
+    backend, _, how = mode.partition("-")
+    compile_mode = how or None
+    return (model, loss_of, opt, torch.compile(model, backend=backend, mode=compile_mode),
+            torch.compile(opt_step, backend=backend, mode=compile_mode))
 
 
 def child(name, device, modes, steps, profile=False):
-    if "coil" in modes:
+    if any(m.startswith("coil") for m in modes):
         import coil
 
         coil.register()
@@ -275,7 +278,7 @@ def child(name, device, modes, steps, profile=False):
                 first = step()
                 sync(device)
                 record["first_s"] = time.perf_counter() - start
-            if mode == "coil":  # what ran in PyTorch instead of coil, and coil's own failures
+            if mode.startswith("coil"):  # what ran in PyTorch instead of coil, and coil's own failures
                 record.update({k: v for k, v in check.coil_messages(caught).items() if v})
             record["first_loss"] = first.float().item()
             for _ in range(3):
@@ -298,7 +301,7 @@ def child(name, device, modes, steps, profile=False):
             record["quartiles"] = statistics.quantiles(times, n=4)[::2] if len(times) > 1 else [times[0]] * 2
             record["cold_compile_s"] = max(0.0, record["first_s"] - record["step_ms"] / 1e3)
             pool = None  # coil's pool on this GPU: what its graphs hold and keep cached
-            if device == "cuda" and mode == "coil":
+            if device == "cuda" and mode.startswith("coil"):
                 from coil import _backend
 
                 pool = _backend.device_memory(0)

@@ -15,13 +15,18 @@ from . import _cache, _coil, _complex, _decompositions, _dynamic, _fx, _library,
 
 _log = logging.getLogger("coil")
 
-_OPTIONS = {"freeze", "autotune", "cache_dir", "fallback"}
-_MODES = {None, "default", "max-autotune", "max-autotune-no-cudagraphs"}
+_OPTIONS = {"freeze", "autotune", "cache_dir", "fallback", "cuda_graphs"}
+_MODES = {None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"}
 
 
 class FallbackWarning(UserWarning):
     """Part or all of a graph runs in PyTorch eager instead of coil: ops, dtypes or arguments coil
     does not compile. One warning per graph compiled."""
+
+
+class CudaGraphWarning(UserWarning):
+    """A call of a graph compiled with CUDA graphs (mode="reduce-overhead") launches its kernels
+    one by one instead of replaying a graph, for the reason given. One warning per reason and graph."""
 
 
 class CompileErrorWarning(FallbackWarning):
@@ -42,9 +47,10 @@ def _debug(stage=""):
 
 def _check_options(mode, options):
     if mode not in _MODES:
-        raise ValueError(f"coil: mode {mode!r} is not supported (use one of "
-                         f"{sorted(m for m in _MODES if m)}; CUDA graphs (reduce-overhead) are not there yet)")
+        raise ValueError(f"coil: mode {mode!r} is not supported (use one of {sorted(m for m in _MODES if m)})")
     options = dict(options or {})
+    if mode == "reduce-overhead":
+        options.setdefault("cuda_graphs", True)
     unknown = set(options) - _OPTIONS
     if unknown:
         raise ValueError(f"coil: unknown option(s) {sorted(unknown)}; coil takes {sorted(_OPTIONS)}")
@@ -184,6 +190,8 @@ def _load(entry, device, options, frozen_tensors, kept=False, eager=None, check_
                               cache_dir=options.get("cache_dir", ""),
                               memory=device_memory(device.index or 0) if device.type == "cuda" else None,
                               host_calls=list(host_calls))
+    if options.get("cuda_graphs") and device.type == "cuda":
+        compiled.use_cuda_graphs(functools.partial(_note_cuda_graphs, CudaGraphWarning))
     if _debug("stats"):
         how = " (its program kept by an earlier compile: AOTAutograd skipped)" if kept else ""
         print(f"coil: compiled a graph{how} on {compiled.device} in {(time.perf_counter() - started) * 1e3:.0f} ms: "
@@ -192,6 +200,10 @@ def _load(entry, device, options, frozen_tensors, kept=False, eager=None, check_
         print(compiled.graph_text(), file=sys.stderr)
     warn = functools.partial(_warn, category=CompileErrorWarning)
     return _runner.Runner(compiled, entry, device, list(frozen_tensors.values()), warn, eager, check_inputs)
+
+
+def _note_cuda_graphs(category, message):
+    warnings.warn(f"coil: {message}", category, stacklevel=2)
 
 
 def _compile_whole(gm, values, device, options, frozen_tensors, check_inputs=False, any_layout=(), hosted=False, eager=None):
@@ -585,7 +597,9 @@ def compile(model, *, mode=None, options=None, dynamic=None, fullgraph=False, **
     """torch.compile(model, backend=coil.backend) with coil's options.
 
     options: freeze (parameters become constants bound at compile time), autotune (measure
-    CUDA kernel candidates, default True), cache_dir, fallback ("eager" or "error").
+    CUDA kernel candidates, default True), cache_dir, fallback ("eager" or "error"),
+    cuda_graphs (replay each compiled graph's launches as a CUDA graph; mode="reduce-overhead"
+    turns it on).
     dynamic: as torch.compile's (None: sizes become symbolic once an input shows a second one).
     """
     options = dict(options or {}, **more_options)

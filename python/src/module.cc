@@ -337,6 +337,26 @@ class Compiled {
 
   std::vector<int> compute_outputs_in_inputs(const std::vector<int>& inputs) { return exe_.compute_outputs_in_inputs(inputs); }
 
+  // CUDA graphs for the runs on device tensors (runtime/cuda/graph_replays.h): `note(message)` is
+  // called once per reason a run cannot replay one. False where the graph does not run on a GPU.
+  bool use_cuda_graphs(nb::object note) {
+    if (!exe_.gpu_plan) return false;
+    // (called from runs without the GIL; dropped with it)
+    std::shared_ptr<PyObject> held(note.release().ptr(), [](PyObject* o) {
+      nb::gil_scoped_acquire locked;
+      Py_DECREF(o);
+    });
+    exe_.gpu_plan->use_cuda_graphs([held](const std::string& message) {
+      nb::gil_scoped_acquire locked;
+      try {
+        nb::handle(held.get())(message);
+      } catch (nb::python_error& e) {  // (a warning made an error: the run goes on)
+        e.discard_as_unraisable("coil's CUDA graph note");
+      }
+    });
+    return true;
+  }
+
   // Throws the first error of earlier runs on the GPU that finished (none on the CPU).
   void check_pending() const {
     nb::gil_scoped_release unlocked;
@@ -370,6 +390,11 @@ class Compiled {
       // making into torch tensors
       host["call_ms"] = static_cast<double>(call_ns_.load()) / 1e6, host["outputs_ms"] = static_cast<double>(outputs_ns_.load()) / 1e6;
       d["host"] = host;
+      const auto g = exe_.gpu_plan->graph_stats();  // CUDA graphs (all zero when off)
+      nb::dict graphs;
+      graphs["captures"] = g.captures, graphs["replays"] = g.replays, graphs["plain_runs"] = g.plain_runs;
+      graphs["graphs"] = g.graphs, graphs["copied_inputs"] = g.copied_inputs;
+      d["cuda_graphs"] = graphs;
     }
     return d;
   }
@@ -482,6 +507,8 @@ NB_MODULE(_coil, m) {
       .def("compute_outputs_in_inputs", &Compiled::compute_outputs_in_inputs, nb::arg("inputs"),
            "Per output, the index of the input it updates or -1; returns those granted: such an output is "
            "written over its input where the input is used in place, and run() returns None for it.")
+      .def("use_cuda_graphs", &Compiled::use_cuda_graphs, nb::arg("note"),
+           "Replays CUDA graphs for runs on device tensors; note(message) hears why a run cannot.")
       .def("stats", &Compiled::stats)
       .def("graph_text", &Compiled::graph_text)
       .def("output_strides", &Compiled::output_strides)

@@ -78,7 +78,7 @@ bool may_overwrite(const loop::Program& program, const MemoryPlan& plan, int out
   const size_t first = writers.front();
   for (size_t s = first; s < plan.reads.size(); ++s) {
     if (!std::count(plan.reads[s].begin(), plan.reads[s].end(), in)) continue;
-    if (s != first || writers.size() != 1 || !pointwise_over(program.kernels[s], out, in)) return false;
+    if (s != first || !pointwise_over(program.kernels[s], out, in)) return false;
   }
   return true;
 }

@@ -27,9 +27,10 @@ MemoryPlan plan_memory(const LoweredGraph& lowered);
 // an input index or -1): an input the graph updates (an optimizer step's parameters, BatchNorm's
 // running statistics) then takes its new values with no copy. An output qualifies when its
 // buffer has the input's dtype and layout, is no other output's, and no step reads the input
-// after the first step that writes the output, unless that step is the output's only writer: a
-// pointwise kernel reading the input only at the element it writes, and only for the stores up
-// to the output's (an optimizer's one kernel per parameter stores the parameter and its moments).
+// after the first step that writes the output, except that step itself where it is a pointwise
+// kernel reading the input only at the element it writes, and only for the stores up to the
+// output's (an optimizer's one kernel per parameter stores the parameter and its moments; an
+// index_put's copy of the input, which its scatter then writes into: a KV cache updated in place).
 // Returns `wanted` with -1 where that does not hold.
 std::vector<int> outputs_over_inputs(const LoweredGraph& lowered, const MemoryPlan& plan, const std::vector<int>& wanted);
 

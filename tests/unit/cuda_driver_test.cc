@@ -65,7 +65,9 @@ int cuGetProcAddress_v2(const char* symbol, void** fn, int, uint64_t, int* statu
   static const char* quiet[] = {"cuDevicePrimaryCtxRelease", "cuCtxSetCurrent", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync",
     "cuMemcpyDtoDAsync", "cuMemsetD8Async", "cuStreamSynchronize", "cuModuleLoadData", "cuModuleUnload", "cuModuleGetFunction",
     "cuFuncSetAttribute", "cuLaunchKernel", "cuEventCreate", "cuEventRecord", "cuEventSynchronize", "cuEventElapsedTime",
-    "cuEventDestroy", "cuEventQuery", "cuMemAllocHost", "cuMemFreeHost"};
+    "cuEventDestroy", "cuEventQuery", "cuMemAllocHost", "cuMemFreeHost", "cuStreamCreate", "cuStreamDestroy",
+    "cuStreamBeginCapture", "cuStreamEndCapture", "cuStreamIsCapturing", "cuGraphInstantiateWithFlags", "cuGraphLaunch",
+    "cuGraphDestroy", "cuGraphExecDestroy"};
   for (const char* q : quiet) if (std::strcmp(q, symbol) == 0) { *fn = (void*)noop; if (status) *status = 0; return 0; }
   for (auto& e : table) if (std::strcmp(e.name, symbol) == 0) { *fn = e.fn; if (status) *status = 0; return 0; }
   *fn = nullptr;

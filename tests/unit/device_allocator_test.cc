@@ -104,6 +104,26 @@ TEST(DeviceAllocator, OwnsTheInsidesOfItsLiveBlocks) {
   alloc.free(b, s1);
 }
 
+// A block's owner mark (what CUDA graphs keep) covers its insides while it is live; its free
+// clears it, so the block's next holder starts unmarked.
+TEST(DeviceAllocator, OwnerMarksLastWhileTheBlockLives) {
+  FakeDriver fake;
+  cuda::DeviceAllocator alloc(fake.backend());
+  cuda::DevicePtr a = alloc.allocate(1000, s1), b = alloc.allocate(3000, s1);
+  alloc.set_owner(a, 7);
+  EXPECT_EQ(alloc.owner_of(a), 7u);
+  EXPECT_EQ(alloc.owner_of(a + 1000), 7u);
+  EXPECT_EQ(alloc.owner_of(b + 10), 0u);
+  EXPECT_EQ(alloc.owner_of(b + 3072), 0u);  // the segment's free rest
+  EXPECT_THROW(alloc.set_owner(b + 8, 1), Error);  // not a block's start
+  alloc.free(a, s1);
+  EXPECT_EQ(alloc.owner_of(a), 0u);
+  cuda::DevicePtr c = alloc.allocate(1000, s1);
+  EXPECT_EQ(c, a);
+  EXPECT_EQ(alloc.owner_of(c), 0u);
+  alloc.free(b, s1), alloc.free(c, s1);
+}
+
 TEST(DeviceAllocator, ReusesPerStreamAndRetriesWhenFull) {
   FakeDriver fake;
   {

@@ -131,6 +131,30 @@ TEST(MemoryPlan, UpdateReadAfterwardsIsNotInPlace) {
   }
 }
 
+// A KV cache's update (index_put: a copy of the input, then a scatter into it) is computed over
+// the cache, which the caller's tensor then holds; a graph that reads the old cache after the
+// scatter gets memory of its own for the update.
+TEST(MemoryPlan, ScatterUpdatesAreComputedOverTheirInput) {
+  for (bool read_after : {false, true}) {
+    const std::string tail = read_after ? "  %d = sub.Tensor(%u, %c)\n  %s = sum.dim_IntList(%d, [1])\n"
+                                        : "  %s = sum.dim_IntList(%u, [1])\n";
+    Graph g = parse_graph("graph t {\n  %c = input() : f32[16, 32]\n  %v = input() : f32[4, 32]\n  %i = input() : i64[4]\n"
+                          "  %u = index_put(%c, [%i], %v)\n" + tail + "  return %u, %s\n}\n");
+    Executable exe = compile(g, {.cache_dir = (std::filesystem::temp_directory_path() / "coil_plan_test").string()});
+    EXPECT_EQ(exe.compute_outputs_in_inputs({0, -1}), (std::vector<int>{read_after ? -1 : 0, -1}));
+    TensorMap inputs = random_inputs(g, 13);
+    for (int64_t r = 0; r < 4; ++r) inputs.at("i").store_int(r, 15 - 3 * r);  // distinct rows
+    TensorMap before;
+    for (const auto& [name, t] : inputs) before.emplace(name, t.contiguous_copy());
+    std::vector<Tensor> want = evaluate_reference(g, before);
+    std::vector<Tensor> got = exe.run(inputs, {});
+    const Tensor& cache = read_after ? got[0] : inputs.at("c");
+    EXPECT_EQ(got[0].defined(), read_after);
+    for (int64_t e = 0; e < want[0].numel(); ++e) ASSERT_NEAR(cache.load(e), want[0].load(e), 1e-6) << read_after << " " << e;
+    for (int64_t e = 0; e < want[1].numel(); ++e) ASSERT_NEAR(got[1].load(e), want[1].load(e), 1e-4) << read_after << " " << e;
+  }
+}
+
 // One kernel storing two updates (a parameter and its momentum), each value recomputing what it
 // needs from the old inputs; and a kernel whose other store reads an input another store
 // overwrites. Whatever is granted, the values are the reference's.

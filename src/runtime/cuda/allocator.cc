@@ -100,6 +100,7 @@ void DeviceAllocator::free(DevicePtr p, Stream stream) {
   stats_.requested_bytes -= b.requested;
   stats_.cached_bytes += b.size;
   b.requested = 0;
+  b.owner = 0;
   b.free = true;
   b.stream = stream;
   // Free neighbours of the segment, freed on the same stream, become one block with it.
@@ -166,6 +167,21 @@ bool DeviceAllocator::owns(DevicePtr p) const {
   if (it == blocks_.begin()) return false;
   --it;
   return !it->second.free && p < it->first + it->second.size;
+}
+
+void DeviceAllocator::set_owner(DevicePtr p, uintptr_t owner) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = blocks_.find(p);
+  COIL_CHECK(it != blocks_.end() && !it->second.free) << "marking device memory the allocator did not hand out";
+  it->second.owner = owner;
+}
+
+uintptr_t DeviceAllocator::owner_of(DevicePtr p) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = blocks_.upper_bound(p);
+  if (it == blocks_.begin()) return 0;
+  --it;
+  return !it->second.free && p < it->first + it->second.size ? it->second.owner : 0;
 }
 
 std::vector<std::tuple<DevicePtr, size_t, size_t>> DeviceAllocator::live_blocks() const {

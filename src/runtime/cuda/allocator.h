@@ -58,6 +58,10 @@ class DeviceAllocator {
   std::vector<std::tuple<DevicePtr, size_t, size_t>> live_blocks() const;
   // Whether `p` lies in a block this allocator handed out and that is not yet freed.
   bool owns(DevicePtr p) const;
+  // A live block's owner, as its holder marked it (CUDA graphs mark the memory they keep), or 0:
+  // for the block `p` lies in, while it is live (its free clears the mark).
+  void set_owner(DevicePtr p, uintptr_t owner);
+  uintptr_t owner_of(DevicePtr p) const;
 
   static size_t round_size(size_t bytes);      // what a request takes: a multiple of 512 B
   static size_t segment_size(size_t rounded);  // what the driver is asked for when no free block holds it
@@ -71,6 +75,7 @@ class DeviceAllocator {
     Pool pool = Pool::small;
     bool free = false;
     size_t requested = 0;  // while live
+    uintptr_t owner = 0;   // set_owner's, while live
   };
   using FreeKey = std::tuple<Pool, uintptr_t, size_t, DevicePtr>;  // pool, stream, size, address: ordered for the best fit
   static Pool pool_of(size_t rounded);

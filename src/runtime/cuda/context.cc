@@ -13,6 +13,9 @@ namespace coil::cuda {
 namespace {
 constexpr int kNotReady = 600;       // CUDA_ERROR_NOT_READY
 constexpr unsigned kDisableTiming = 2;  // CU_EVENT_DISABLE_TIMING
+constexpr unsigned kNonBlocking = 1;    // CU_STREAM_NON_BLOCKING
+constexpr int kCaptureRelaxed = 2;      // CU_STREAM_CAPTURE_MODE_RELAXED
+constexpr int kCaptureNone = 0;         // CU_STREAM_CAPTURE_STATUS_NONE
 }  // namespace
 
 // Driver entry points the runtime uses, resolved once through cuGetProcAddress.
@@ -40,6 +43,15 @@ struct Context::Api {
   int (*event_query)(void*) = nullptr;
   int (*host_alloc)(void**, size_t) = nullptr;
   int (*host_free)(void*) = nullptr;
+  int (*stream_create)(Stream*, unsigned) = nullptr;
+  int (*stream_destroy)(Stream) = nullptr;
+  int (*begin_capture)(Stream, int) = nullptr;
+  int (*end_capture)(Stream, void**) = nullptr;
+  int (*is_capturing)(Stream, int*) = nullptr;
+  int (*graph_instantiate)(void**, void*, unsigned long long) = nullptr;
+  int (*graph_launch)(void*, Stream) = nullptr;
+  int (*graph_destroy)(void*) = nullptr;
+  int (*graph_exec_destroy)(void*) = nullptr;
 };
 
 class Context::Module {
@@ -88,6 +100,15 @@ std::shared_ptr<Context> Context::open(int ordinal) {
   resolve("cuEventQuery", a.event_query);
   resolve("cuMemAllocHost", a.host_alloc);
   resolve("cuMemFreeHost", a.host_free);
+  resolve("cuStreamCreate", a.stream_create);
+  resolve("cuStreamDestroy", a.stream_destroy);
+  resolve("cuStreamBeginCapture", a.begin_capture);
+  resolve("cuStreamEndCapture", a.end_capture);
+  resolve("cuStreamIsCapturing", a.is_capturing);
+  resolve("cuGraphInstantiateWithFlags", a.graph_instantiate);
+  resolve("cuGraphLaunch", a.graph_launch);
+  resolve("cuGraphDestroy", a.graph_destroy);
+  resolve("cuGraphExecDestroy", a.graph_exec_destroy);
   c->device_ = ordinal;
   c->driver_->check(a.primary_retain(&c->context_, ordinal), "cuDevicePrimaryCtxRetain");
   c->make_current();
@@ -246,6 +267,53 @@ double Context::time_ms(Stream s, const std::function<void()>& work) const {
   api_->event_destroy(start);
   api_->event_destroy(stop);
   return ms;
+}
+
+Stream Context::create_stream() const {
+  make_current();
+  Stream s = nullptr;
+  driver_->check(api_->stream_create(&s, kNonBlocking), "cuStreamCreate");
+  return s;
+}
+
+void Context::destroy_stream(Stream s) const {
+  make_current();
+  api_->stream_destroy(s);  // nothing to do about a failure while destroying
+}
+
+bool Context::capturing(Stream s) const {
+  make_current();
+  int status = kCaptureNone;
+  driver_->check(api_->is_capturing(s, &status), "cuStreamIsCapturing");
+  return status != kCaptureNone;
+}
+
+void* Context::capture(Stream s, const std::function<void()>& work) const {
+  make_current();
+  driver_->check(api_->begin_capture(s, kCaptureRelaxed), "cuStreamBeginCapture");
+  void* graph = nullptr;
+  try {
+    work();
+  } catch (...) {
+    if (api_->end_capture(s, &graph) == 0 && graph) api_->graph_destroy(graph);
+    throw;
+  }
+  driver_->check(api_->end_capture(s, &graph), "cuStreamEndCapture");
+  void* exec = nullptr;
+  const int rc = api_->graph_instantiate(&exec, graph, 0);
+  api_->graph_destroy(graph);  // (the executable graph keeps what it needs)
+  driver_->check(rc, "cuGraphInstantiateWithFlags");
+  return exec;
+}
+
+void Context::launch_graph(void* exec, Stream s) const {
+  make_current();
+  driver_->check(api_->graph_launch(exec, s), "cuGraphLaunch");
+}
+
+void Context::destroy_graph(void* exec) const {
+  make_current();
+  api_->graph_exec_destroy(exec);
 }
 
 DeviceScratch::~DeviceScratch() {

@@ -63,6 +63,18 @@ class Context : public std::enable_shared_from_this<Context> {
   void wait_event(void* event) const;
   void destroy_event(void* event) const;
 
+  // Streams of coil's own (non-blocking: they do not wait for the legacy default stream).
+  Stream create_stream() const;
+  void destroy_stream(Stream s) const;
+  // Whether work enqueued on `s` is being captured into a graph (by coil or by PyTorch).
+  bool capturing(Stream s) const;
+  // CUDA graphs: `work` enqueues on `s` (a stream of coil's own) while the driver captures it
+  // (relaxed mode: allocating memory stays allowed); returns the instantiated executable graph
+  // (a CUgraphExec). A failure inside `work` ends the capture and is rethrown.
+  void* capture(Stream s, const std::function<void()>& work) const;
+  void launch_graph(void* exec, Stream s) const;
+  void destroy_graph(void* exec) const;
+
   // Elapsed milliseconds between two events recorded on `s` around `work`, after a sync.
   double time_ms(Stream s, const std::function<void()>& work) const;
 

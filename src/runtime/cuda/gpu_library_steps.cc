@@ -122,7 +122,7 @@ cuda::ConvProblem conv_problem(const loop::ExternCall& call, const loop::Program
 uint32_t conv_alignment(const void* ptr) { return std::min<uint32_t>(16, cuda::pointer_alignment(ptr)); }
 
 void GpuPlan::run_convolution(size_t k, const loop::ExternCall& call, const cuda::ConvPointers& operands, size_t plan,
-                              const std::map<std::string, int64_t>& symbols, cuda::Stream stream) const {
+                              const std::map<std::string, int64_t>& symbols, cuda::Stream stream, RunBlocks& blocks) const {
   const uint32_t align_x = conv_alignment(operands.x), align_w = conv_alignment(operands.w),
                  align_y = std::min(conv_alignment(operands.y), operands.residual ? conv_alignment(operands.residual) : 16u);
   // A graph of static sizes keeps the problem and its plan per step, while the pointers keep
@@ -153,14 +153,14 @@ void GpuPlan::run_convolution(size_t k, const loop::ExternCall& call, const cuda
     }
   }
   const size_t bytes = prepared->workspace;
-  const cuda::DevicePtr workspace = bytes ? allocator->allocate(bytes, stream) : 0;
+  const cuda::DevicePtr workspace = bytes ? blocks.take(bytes, stream) : 0;
   try {
     cudnn->convolution(*prepared, operands, reinterpret_cast<void*>(workspace), stream);
   } catch (...) {
-    if (workspace) allocator->free(workspace, stream);
+    if (workspace) blocks.give(workspace, stream);
     throw;
   }
-  if (workspace) allocator->free(workspace, stream);
+  if (workspace) blocks.give(workspace, stream);
 }
 
 namespace {

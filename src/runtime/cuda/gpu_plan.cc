@@ -87,6 +87,7 @@ GpuPlan::~GpuPlan() {
     check_pending(true);
   } catch (const Error&) {  // an error nobody asked about any more
   }
+  cuda_graphs_.reset();
   for (const Pending& p : free_slots_) {
     context->destroy_event(p.event);
     context->release_host(p.words);
@@ -159,7 +160,24 @@ void GpuPlan::report_status(const int64_t* words) const {
   }
 }
 
+void GpuPlan::use_cuda_graphs(std::function<void(const std::string&)> note) {
+  cuda_graphs_.reset();
+  if (!note) return;
+  if (std::string why = uncapturable(); !why.empty()) {
+    note("a compiled graph runs without CUDA graphs: " + why);
+    return;
+  }
+  cuda_graphs_ = std::make_unique<CudaGraphs>(*this, std::move(note));
+}
+
+CudaGraphStats GpuPlan::graph_stats() const { return cuda_graphs_ ? cuda_graphs_->stats() : CudaGraphStats{}; }
+
 void GpuPlan::check_pending(bool wait) const {
+  if (cuda_graphs_) cuda_graphs_->check(wait);
+  check_runs(wait);
+}
+
+void GpuPlan::check_runs(bool wait) const {
   std::vector<Pending> finished;
   {
     std::lock_guard<std::mutex> lock(pending_mutex_);
@@ -251,8 +269,57 @@ std::vector<Tensor> GpuPlan::run(const TensorMap& inputs, const TensorMap& weigh
   return run(std::move(given), weights, stream);
 }
 
+namespace {
+
+// A plain run's memory: the plan's caching allocator.
+class AllocatorBlocks : public RunBlocks {
+ public:
+  explicit AllocatorBlocks(cuda::DeviceAllocator& allocator) : allocator_(allocator) {}
+  cuda::DevicePtr take(size_t bytes, cuda::Stream stream) override { return allocator_.allocate(bytes, stream); }
+  void give(cuda::DevicePtr p, cuda::Stream stream) override { allocator_.free(p, stream); }
+
+ private:
+  cuda::DeviceAllocator& allocator_;
+};
+
+}  // namespace
+
+std::map<std::string, int64_t> GpuPlan::run_symbols(const std::vector<Tensor>& inputs, const std::map<std::string, int64_t>& given) const {
+  // (a graph of static sizes binds none; bind() checks each input's shape)
+  if (graph.symbols.empty()) return {};
+  const RunLayout& layout = run_layout();
+  if (inputs.size() != layout.input_nodes.size())
+    fail("graph {} takes {} inputs, got {}", graph.name, layout.input_nodes.size(), inputs.size());
+  TensorMap named;
+  for (size_t i = 0; i < inputs.size(); ++i) named.emplace(graph.nodes[static_cast<size_t>(layout.input_nodes[i])].name(), inputs[i]);
+  return bind_symbols(graph, named, given);
+}
+
+int64_t GpuPlan::input_offset(size_t i, const std::map<std::string, int64_t>& symbols) const {
+  return lowered.program.buffers[static_cast<size_t>(lowered.input_buffers.at(i))].offset.eval(symbols);
+}
+
+std::string GpuPlan::uncapturable() const {
+  for (const auto& k : lowered.program.kernels)
+    if (const auto* call = std::get_if<loop::ExternCall>(&k); call && call->kind == loop::ExternKind::torch)
+      return fmt::format("it calls PyTorch's {} (a library call run by the host)", call->name);
+  return "";
+}
+
 std::vector<Tensor> GpuPlan::run(std::vector<Tensor> inputs, const TensorMap& weights, cuda::Stream stream,
                                  const std::map<std::string, int64_t>& given_symbols) const {
+  if (cuda_graphs_) return cuda_graphs_->run(std::move(inputs), weights, stream, given_symbols);
+  std::map<std::string, int64_t> symbols = run_symbols(inputs, given_symbols);
+  return run_steps(std::move(inputs), weights, stream, symbols, nullptr);
+}
+
+std::vector<Tensor> GpuPlan::run_captured(std::vector<Tensor> inputs, const TensorMap& weights, cuda::Stream stream,
+                                          const std::map<std::string, int64_t>& symbols, const CaptureTarget& target) const {
+  return run_steps(std::move(inputs), weights, stream, symbols, &target);
+}
+
+std::vector<Tensor> GpuPlan::run_steps(std::vector<Tensor> inputs, const TensorMap& weights, cuda::Stream stream,
+                                       const std::map<std::string, int64_t>& symbols, const CaptureTarget* target) const {
   using Clock = std::chrono::steady_clock;
   const auto started = Clock::now();
   HostTimes spent;
@@ -268,18 +335,14 @@ std::vector<Tensor> GpuPlan::run(std::vector<Tensor> inputs, const TensorMap& we
   };
   const cuda::Context& ctx = *context;
   ctx.make_current();
-  check_pending(false);
+  check_runs(false);
   const RunLayout& layout = run_layout();
   if (inputs.size() != layout.input_nodes.size())
     fail("graph {} takes {} inputs, got {}", graph.name, layout.input_nodes.size(), inputs.size());
   const bool device_outputs = std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.device().kind == Device::Kind::cuda; });
-  // (a graph of static sizes binds none; bind() checks each input's shape)
-  std::map<std::string, int64_t> symbols;
-  if (!graph.symbols.empty()) {
-    TensorMap named;
-    for (size_t i = 0; i < inputs.size(); ++i) named.emplace(graph.nodes[static_cast<size_t>(layout.input_nodes[i])].name(), inputs[i]);
-    symbols = bind_symbols(graph, named, given_symbols);
-  }
+  COIL_CHECK(!target || device_outputs) << "a captured run takes device inputs";
+  AllocatorBlocks plain(*allocator);
+  RunBlocks& blocks = target ? *target->blocks : plain;
   std::vector<int64_t> symbol_values;
   for (const auto& s : graph.symbols) symbol_values.push_back(symbols.at(s.name));
   const auto& buffers = lowered.program.buffers;
@@ -288,18 +351,18 @@ std::vector<Tensor> GpuPlan::run(std::vector<Tensor> inputs, const TensorMap& we
   std::vector<bool> owned(nb, false);  // allocated for this run (freed at its end)
   std::vector<Tensor> adopted(nb);     // a torch call's result: the embedder's memory, held until released
   cuda::DevicePtr status = 0, workspace = 0;
-  const size_t status_bytes = std::max<size_t>(nk, 1) * 3 * sizeof(int64_t);  // per kernel: code, index, size
+  const size_t status_size = status_bytes();  // per kernel: code, index, size
   // Everything this run still holds back to the allocator, in stream order.
   auto release_run = [&] {
-    if (status) allocator->free(status, stream);
-    if (workspace) allocator->free(workspace, stream);
+    if (status && !target) blocks.give(status, stream);
+    if (workspace) blocks.give(workspace, stream);
     status = workspace = 0;
     for (size_t b = 0; b < nb; ++b)
-      if (owned[b]) allocator->free(ptrs[b], stream), owned[b] = false;
+      if (owned[b]) blocks.give(ptrs[b], stream), owned[b] = false;
   };
   auto bytes_of = [&](const loop::Buffer& buf) { return buffer_bytes(buf, symbols); };
   auto take = [&](size_t b) {
-    ptrs[b] = allocator->allocate(bytes_of(buffers[b]), stream);
+    ptrs[b] = blocks.take(bytes_of(buffers[b]), stream);
     owned[b] = true;
   };
   std::vector<Tensor> staged;  // host copies kept alive until the copies ran
@@ -363,12 +426,16 @@ std::vector<Tensor> GpuPlan::run(std::vector<Tensor> inputs, const TensorMap& we
     std::vector<bool> written_over(inputs.size(), false);
     for (size_t o = 0; o < output_over_input.size(); ++o)
       if (output_over_input[o] >= 0 && in_input[o]) written_over[static_cast<size_t>(output_over_input[o])] = true;
-    if (status_words) {  // else no kernel writes them: kernels get a null status pointer
-      status = allocator->allocate(status_bytes, stream);
-      ctx.fill_zero(status, status_bytes, stream);
+    if (status_words && target) {
+      status = target->status;
+    } else if (status_words) {  // else no kernel writes them: kernels get a null status pointer
+      status = blocks.take(status_size, stream);
+      ctx.fill_zero(status, status_size, stream);
     }
     COIL_CHECK(scratch_layout.offsets.size() == kernels.size()) << "the GPU plan's split scratch is not laid out";
-    const cuda::DevicePtr scratch_base = scratch_layout.bytes > 0 ? split_scratch(static_cast<size_t>(scratch_layout.bytes), stream) : 0;
+    const cuda::DevicePtr scratch_base = scratch_layout.bytes <= 0 ? 0
+                                         : target                ? target->scratch
+                                                                 : split_scratch(static_cast<size_t>(scratch_layout.bytes), stream);
     spent.setup_ns = since(started);
     auto allocate = [&](size_t k) {
       const auto from = Clock::now();
@@ -389,7 +456,7 @@ std::vector<Tensor> GpuPlan::run(std::vector<Tensor> inputs, const TensorMap& we
       const auto from = Clock::now();
       for (int b : memory.release_after[k]) {
         auto ub = static_cast<size_t>(b);
-        if (owned[ub]) allocator->free(ptrs[ub], stream);
+        if (owned[ub]) blocks.give(ptrs[ub], stream);
         owned[ub] = false;
         ptrs[ub] = 0;
         adopted[ub] = Tensor();  // (after its last reader is enqueued: PyTorch's allocator orders reuse on the stream)
@@ -449,11 +516,11 @@ std::vector<Tensor> GpuPlan::run(std::vector<Tensor> inputs, const TensorMap& we
           auto optional_ptr = [&](const std::optional<loop::View>& v) { return v ? view_ptr(&*v) : nullptr; };
           const cuda::ConvPointers operands{view_ptr(&call.inputs[0]), view_ptr(&call.inputs[1]), d, optional_ptr(call.scale),
                                             optional_ptr(call.shift), optional_ptr(call.residual), optional_ptr(call.residual_scale)};
-          run_convolution(k, call, operands, conv_plans.empty() ? 0 : conv_plans[k], symbols, stream);
+          run_convolution(k, call, operands, conv_plans.empty() ? 0 : conv_plans[k], symbols, stream, blocks);
           spent.conv_ns += step_ns(), spent.convs += 1;
         } else {
           const GemmViews views = gemm_views(call);
-          if (!workspace) workspace = allocator->allocate(kGemmWorkspace, stream);
+          if (!workspace) workspace = blocks.take(kGemmWorkspace, stream);
           run_gemm(k, call, {view_ptr(views.a), view_ptr(views.b), view_ptr(views.c), d, view_ptr(views.bias)}, workspace, symbols, stream);
           spent.gemm_ns += step_ns(), spent.gemms += 1;
         }
@@ -475,7 +542,9 @@ std::vector<Tensor> GpuPlan::run(std::vector<Tensor> inputs, const TensorMap& we
         const loop::Buffer& buf = buffers[ub];
         if (!given.count(ob)) {
           std::function<void(void*)> release;
-          if (owned[ub]) {
+          if (owned[ub] && target) {
+            owned[ub] = false;  // the target's to keep
+          } else if (owned[ub]) {
             release = [alloc = allocator, stream](void* p) { alloc->free(reinterpret_cast<cuda::DevicePtr>(p), stream); };
             owned[ub] = false;
           } else if (adopted[ub].defined()) {
@@ -486,7 +555,8 @@ std::vector<Tensor> GpuPlan::run(std::vector<Tensor> inputs, const TensorMap& we
         }
         out.push_back(given[ob].view(eval_all(buf.sizes, symbols), eval_all(buf.strides, symbols), buf.offset.eval(symbols)));
       }
-      if (status) defer_status(status, status_bytes, stream);
+      if (status && target) ctx.copy_to_host(target->words, status, status_size, stream);
+      else if (status) defer_status(status, status_size, stream);
       release_run();
       record();
       return out;
@@ -498,7 +568,7 @@ std::vector<Tensor> GpuPlan::run(std::vector<Tensor> inputs, const TensorMap& we
       ctx.copy_to_host(flat.data(), ptrs[static_cast<size_t>(ob)], bytes_of(buf), stream);
       out.push_back(flat.view(eval_all(buf.sizes, symbols), eval_all(buf.strides, symbols), buf.offset.eval(symbols)));
     }
-    std::vector<int64_t> words(status_bytes / sizeof(int64_t), 0);
+    std::vector<int64_t> words(status_size / sizeof(int64_t), 0);
     if (status) ctx.copy_to_host(words.data(), status, words.size() * sizeof(int64_t), stream);
     ctx.synchronize(stream);
     release_run();

@@ -22,6 +22,7 @@
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/cublaslt.h"
 #include "runtime/cuda/cudnn.h"
+#include "runtime/cuda/graph_replays.h"
 #include "runtime/memory_plan.h"
 
 namespace coil {
@@ -54,6 +55,24 @@ class PerStep {
  private:
   mutable std::mutex mutex_;
   std::vector<std::shared_ptr<T>> kept_;
+};
+
+// Where a run's device memory comes from: the plan's caching allocator, or, for a run captured
+// into a CUDA graph, the blocks the graph keeps (graph_replays.h).
+class RunBlocks {
+ public:
+  virtual ~RunBlocks() = default;
+  virtual cuda::DevicePtr take(size_t bytes, cuda::Stream stream) = 0;
+  virtual void give(cuda::DevicePtr p, cuda::Stream stream) = 0;
+};
+
+// What a run captured into a CUDA graph takes instead of what a plain run allocates: its
+// memory, its status words (zeroed once, before the capture: an error stays set, and each
+// replay copies the words to `words`, page-locked) and its split reductions' scratch.
+struct CaptureTarget {
+  RunBlocks* blocks = nullptr;
+  cuda::DevicePtr status = 0, scratch = 0;
+  int64_t* words = nullptr;
 };
 
 struct GpuPlan {
@@ -110,6 +129,27 @@ struct GpuPlan {
   // Throws the first error of earlier device-output runs that finished (all of them: `wait`).
   void check_pending(bool wait) const;
 
+  // CUDA graphs (graph_replays.h): from now on, runs on device tensors replay a graph captured
+  // per sizes where they can; `note` is told once each reason a run cannot (it then runs as
+  // before). Off again with a null function.
+  void use_cuda_graphs(std::function<void(const std::string&)> note);
+  // The symbol values of a run on `inputs` (graph order), `given` by the caller where they are
+  // not in the inputs' shapes.
+  std::map<std::string, int64_t> run_symbols(const std::vector<Tensor>& inputs, const std::map<std::string, int64_t>& given) const;
+  // A run on device inputs, enqueued on `stream` while CudaGraphs captures it, its memory and
+  // status words from `target`. The outputs' memory is the target's, kept (no release).
+  std::vector<Tensor> run_captured(std::vector<Tensor> inputs, const TensorMap& weights, cuda::Stream stream,
+                                   const std::map<std::string, int64_t>& symbols, const CaptureTarget& target) const;
+  // What CUDA graphs did so far (all zero when off).
+  CudaGraphStats graph_stats() const;
+  // Why a run of this plan cannot be captured into a CUDA graph, or "" where it can.
+  std::string uncapturable() const;
+  size_t status_bytes() const { return std::max<size_t>(lowered.program.kernels.size(), 1) * 3 * sizeof(int64_t); }
+  // Throws the error a run's status words report, if any.
+  void report_status(const int64_t* words) const;
+  // Graph input `i`'s element [0]: how many elements past its buffer's base (buffer offset).
+  int64_t input_offset(size_t i, const std::map<std::string, int64_t>& symbols) const;
+
   // The host's time in run(), summed over the runs: binding and allocation before the first
   // kernel, loop-kernel launches, cuBLASLt and cuDNN calls, the allocator's time between them,
   // handing the outputs back (what a launch-bound step spends per graph; bench.train --profile
@@ -121,6 +161,7 @@ struct GpuPlan {
   HostTimes host_times() const;
 
  private:
+  friend class CudaGraphs;
   struct Pending {
     void* event = nullptr;     // recorded after the status words' copy
     int64_t* words = nullptr;  // page-locked
@@ -131,9 +172,14 @@ struct GpuPlan {
     std::string_view suffix;
   };
   Tensor bind(const Tensor& t, const loop::Buffer& b, const std::map<std::string, int64_t>& symbols, const Naming& naming) const;
-  void report_status(const int64_t* words) const;
+  // The run: with `target`, a run being captured (run_captured), else a plain one.
+  std::vector<Tensor> run_steps(std::vector<Tensor> inputs, const TensorMap& weights, cuda::Stream stream,
+                                const std::map<std::string, int64_t>& symbols, const CaptureTarget* target) const;
+  std::unique_ptr<CudaGraphs> cuda_graphs_;  // when on (use_cuda_graphs)
   // Queues the copy of a run's status words into a page-locked slot checked by check_pending.
   void defer_status(cuda::DevicePtr status, size_t bytes, cuda::Stream stream) const;
+  // check_pending for the plain runs' status words (not the CUDA graphs').
+  void check_runs(bool wait) const;
   mutable std::mutex pending_mutex_;
   mutable std::vector<Pending> pending_;     // runs whose status words are on their way
   mutable std::vector<Pending> free_slots_;  // for reuse
@@ -149,7 +195,7 @@ struct GpuPlan {
   // these pointers' alignments give other plans), its workspace from the allocator.
   // (step `k`: a graph of static sizes keeps its problem and plan, cuda::Cudnn::Prepared)
   void run_convolution(size_t k, const loop::ExternCall& call, const cuda::ConvPointers& operands, size_t plan,
-                       const std::map<std::string, int64_t>& symbols, cuda::Stream stream) const;
+                       const std::map<std::string, int64_t>& symbols, cuda::Stream stream, RunBlocks& blocks) const;
   mutable PerStep<const cuda::Cudnn::Prepared> conv_calls_;
   // A graph of symbolic sizes keeps, per step and problem its sizes gave, the prepared library
   // call (up to kSizedCalls of each kind): runs at sizes met before describe nothing again.
