@@ -162,8 +162,12 @@ def profile(step, model, prompt, steps=32):
 
     with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
         generate(step, model, prompt, steps)
-    table = prof.key_averages().table(sort_by="cuda_time_total", row_limit=14, max_name_column_width=70)
+    events = prof.key_averages()
+    table = events.table(sort_by="cuda_time_total", row_limit=14, max_name_column_width=70)
     print("\n".join(line for line in table.splitlines() if line.strip()), flush=True)
+    kernels = sum(e.count for e in events if e.device_time_total > 0)
+    busy = sum(e.device_time_total for e in events) / 1e3
+    print(f"@profile {kernels / (steps - 1):.0f} device activities a step, busy {busy / (steps - 1):.3f} ms a step", flush=True)
 
 
 def copy_bandwidth():

@@ -191,7 +191,7 @@ def _load(entry, device, options, frozen_tensors, kept=False, eager=None, check_
                               memory=device_memory(device.index or 0) if device.type == "cuda" else None,
                               host_calls=list(host_calls))
     if options.get("cuda_graphs") and device.type == "cuda":
-        compiled.use_cuda_graphs(functools.partial(_note_cuda_graphs, CudaGraphWarning))
+        compiled.use_cuda_graphs(lambda message: warnings.warn(f"coil: {message}", CudaGraphWarning, stacklevel=2))
     if _debug("stats"):
         how = " (its program kept by an earlier compile: AOTAutograd skipped)" if kept else ""
         print(f"coil: compiled a graph{how} on {compiled.device} in {(time.perf_counter() - started) * 1e3:.0f} ms: "
@@ -200,10 +200,6 @@ def _load(entry, device, options, frozen_tensors, kept=False, eager=None, check_
         print(compiled.graph_text(), file=sys.stderr)
     warn = functools.partial(_warn, category=CompileErrorWarning)
     return _runner.Runner(compiled, entry, device, list(frozen_tensors.values()), warn, eager, check_inputs)
-
-
-def _note_cuda_graphs(category, message):
-    warnings.warn(f"coil: {message}", category, stacklevel=2)
 
 
 def _compile_whole(gm, values, device, options, frozen_tensors, check_inputs=False, any_layout=(), hosted=False, eager=None):
