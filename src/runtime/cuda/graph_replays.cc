@@ -88,8 +88,14 @@ struct CudaGraphs::Instance {
     return true;
   }
   ~Instance() {
-    if (exec) context->destroy_graph(exec);
-    if (words) context->release_host(words);
+    if (exec) context->destroy_graph(exec);  // (one in flight is freed when it finishes)
+    if (words) {  // not while a replay's copy into them may be in flight
+      try {
+        if (replayed) context->synchronize(last_stream);
+      } catch (const Error&) {  // a device in an error state: nothing will copy any more
+      }
+      context->release_host(words);
+    }
   }
 };
 
