@@ -313,11 +313,6 @@ std::vector<Tensor> GpuPlan::run(std::vector<Tensor> inputs, const TensorMap& we
   return run_steps(std::move(inputs), weights, stream, symbols, nullptr);
 }
 
-std::vector<Tensor> GpuPlan::run_captured(std::vector<Tensor> inputs, const TensorMap& weights, cuda::Stream stream,
-                                          const std::map<std::string, int64_t>& symbols, const CaptureTarget& target) const {
-  return run_steps(std::move(inputs), weights, stream, symbols, &target);
-}
-
 std::vector<Tensor> GpuPlan::run_steps(std::vector<Tensor> inputs, const TensorMap& weights, cuda::Stream stream,
                                        const std::map<std::string, int64_t>& symbols, const CaptureTarget* target) const {
   using Clock = std::chrono::steady_clock;

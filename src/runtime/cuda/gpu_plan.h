@@ -133,22 +133,8 @@ struct GpuPlan {
   // per sizes where they can; `note` is told once each reason a run cannot (it then runs as
   // before). Off again with a null function.
   void use_cuda_graphs(std::function<void(const std::string&)> note);
-  // The symbol values of a run on `inputs` (graph order), `given` by the caller where they are
-  // not in the inputs' shapes.
-  std::map<std::string, int64_t> run_symbols(const std::vector<Tensor>& inputs, const std::map<std::string, int64_t>& given) const;
-  // A run on device inputs, enqueued on `stream` while CudaGraphs captures it, its memory and
-  // status words from `target`. The outputs' memory is the target's, kept (no release).
-  std::vector<Tensor> run_captured(std::vector<Tensor> inputs, const TensorMap& weights, cuda::Stream stream,
-                                   const std::map<std::string, int64_t>& symbols, const CaptureTarget& target) const;
   // What CUDA graphs did so far (all zero when off).
   CudaGraphStats graph_stats() const;
-  // Why a run of this plan cannot be captured into a CUDA graph, or "" where it can.
-  std::string uncapturable() const;
-  size_t status_bytes() const { return std::max<size_t>(lowered.program.kernels.size(), 1) * 3 * sizeof(int64_t); }
-  // Throws the error a run's status words report, if any.
-  void report_status(const int64_t* words) const;
-  // Graph input `i`'s element [0]: how many elements past its buffer's base (buffer offset).
-  int64_t input_offset(size_t i, const std::map<std::string, int64_t>& symbols) const;
 
   // The host's time in run(), summed over the runs: binding and allocation before the first
   // kernel, loop-kernel launches, cuBLASLt and cuDNN calls, the allocator's time between them,
@@ -172,7 +158,19 @@ struct GpuPlan {
     std::string_view suffix;
   };
   Tensor bind(const Tensor& t, const loop::Buffer& b, const std::map<std::string, int64_t>& symbols, const Naming& naming) const;
-  // The run: with `target`, a run being captured (run_captured), else a plain one.
+  // The symbol values of a run on `inputs` (graph order), `given` by the caller where they are
+  // not in the inputs' shapes.
+  std::map<std::string, int64_t> run_symbols(const std::vector<Tensor>& inputs, const std::map<std::string, int64_t>& given) const;
+  // Why a run of this plan cannot be captured into a CUDA graph, or "" where it can.
+  std::string uncapturable() const;
+  size_t status_bytes() const { return std::max<size_t>(lowered.program.kernels.size(), 1) * 3 * sizeof(int64_t); }
+  // Throws the error a run's status words report, if any.
+  void report_status(const int64_t* words) const;
+  // Graph input `i`'s element [0]: how many elements past its buffer's base (buffer offset).
+  int64_t input_offset(size_t i, const std::map<std::string, int64_t>& symbols) const;
+  // The run: with `target`, a run on device inputs enqueued while CudaGraphs captures it, its
+  // memory and status words from the target and its outputs' memory the target's to keep (no
+  // release); else a plain run.
   std::vector<Tensor> run_steps(std::vector<Tensor> inputs, const TensorMap& weights, cuda::Stream stream,
                                 const std::map<std::string, int64_t>& symbols, const CaptureTarget* target) const;
   std::unique_ptr<CudaGraphs> cuda_graphs_;  // when on (use_cuda_graphs)

@@ -204,7 +204,7 @@ std::unique_ptr<CudaGraphs::Instance> CudaGraphs::capture(const std::vector<Tens
     ctx.fill_zero(target.scratch, static_cast<size_t>(plan_.scratch_layout.bytes), stream);
   }
   if (!capture_stream_) capture_stream_ = ctx.create_stream();
-  g->exec = ctx.capture(capture_stream_, [&] { g->outputs = plan_.run_captured(given, weights, capture_stream_, symbols, target); });
+  g->exec = ctx.capture(capture_stream_, [&] { g->outputs = plan_.run_steps(given, weights, capture_stream_, symbols, &target); });
   ++stats_.captures;
   return g;
 }
