@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "graph_passes/decompose_attention.h"
 #include "graph_passes/decompose_batch_norm.h"
 #include "graph_passes/decompose_pooling.h"
 #include "support/check.h"
@@ -127,24 +128,6 @@ ValueRef attention(Graph& g, const Node& n, const std::map<std::pair<int, int>, 
 
 }  // namespace
 
-bool fused_attention_applies(const Graph& g, const Node& n) {
-  if (n.op != OpKind::ScaledDotProductAttention || !n.arg("attn_mask").is_none()) return false;
-  if (const Arg& p = n.arg("dropout_p"); !p.is_none() && std::get<double>(p.value) != 0) return false;
-  auto meta = [&](std::string_view name) { return g.meta(std::get<ValueRef>(n.arg(name).value)); };
-  const TensorMeta q = meta("query"), k = meta("key"), v = meta("value");
-  if ((q.dtype != DType::f16 && q.dtype != DType::bf16) || q.dim() < 3) return false;
-  for (const TensorMeta* m : {&q, &k, &v}) {
-    for (const auto& s : m->sizes)
-      if (!s.is_constant()) return false;
-    if (m->strides.back() != SymInt(1)) return false;
-  }
-  size_t r = static_cast<size_t>(q.dim());
-  for (size_t i = 0; i + 2 < r; ++i)
-    if (q.sizes[i] != k.sizes[i] || q.sizes[i] != v.sizes[i]) return false;
-  int64_t e = *q.sizes[r - 1].constant();
-  return v.sizes[r - 1] == q.sizes[r - 1] && e >= 16 && e <= 128 && e % 16 == 0 && *k.sizes[r - 2].constant() > 0;
-}
-
 Graph decompose(const Graph& graph, bool fused_attention) {
   Graph g;
   g.name = graph.name;
@@ -163,6 +146,14 @@ Graph decompose(const Graph& graph, bool fused_attention) {
   };
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const Node& n = graph.nodes[i];
+    if (n.op == OpKind::ScaledDotProductAttention && fused_attention) {  // grouped: before the repeat is materialized
+      auto grouped = grouped_attention(
+          g, graph, n, [&](ValueRef r) { return remap.at({r.node, r.output}); }, [&](const std::string& stem) { return names.next(stem); });
+      if (grouped) {
+        remap[{static_cast<int>(i), 0}] = *grouped;
+        continue;
+      }
+    }
     if (n.op == OpKind::ScaledDotProductAttention && !(fused_attention && fused_attention_applies(graph, n))) {
       remap[{static_cast<int>(i), 0}] = attention(g, n, remap, names);
       continue;

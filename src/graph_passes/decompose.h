@@ -7,13 +7,8 @@
 
 namespace coil {
 
-// A fused attention kernel takes scaled_dot_product_attention with f16/bf16 operands of static
-// sizes, a head size of 16 to 128 (a multiple of 16) shared by value, the same batch dims for
-// all three (no grouped-query repeat), unit stride along the head dim, no attn_mask and no
-// dropout. Others are decomposed.
-bool fused_attention_applies(const Graph& graph, const Node& node);
-
-// fused_attention: keep the attention nodes a fused kernel takes (the CUDA target).
+// fused_attention: keep the attention nodes a fused kernel takes (the CUDA target;
+// decompose_attention.h), grouped-query ones as attention over the unrepeated keys and values.
 Graph decompose(const Graph& graph, bool fused_attention = false);
 
 }  // namespace coil

@@ -57,8 +57,9 @@ struct LoopKernel {
   std::vector<size_t> free_dims;
 };
 
-// attention: softmax(q @ k^T * scale (causal: keys after the query masked)) @ v over the
-// leading (batch, heads) dims, a fused kernel on CUDA (codegen/cuda/cuda_attention.cc).
+// attention: softmax(q @ k^T * scale (causal: keys after the query masked; a bool mask hides
+// the keys it holds false for, another is added to the scaled scores)) @ v over the leading
+// (batch, heads) dims, a fused kernel on CUDA (codegen/cuda/cuda_attention.cc).
 // torch: a call the embedding program makes (graph op torch_call; CompileOptions::host_calls),
 // the only kind with more than one output.
 enum class ExternKind : uint8_t { mm, bmm, addmm, convolution, attention, torch };
@@ -78,7 +79,8 @@ SymInt view_offset(const View& v, const std::vector<SymInt>& index);
 struct ExternCall {
   std::string name;
   ExternKind kind;
-  std::vector<View> inputs;  // addmm: bias, mat1, mat2; convolution: input, weight[, bias]; attention: q, k, v
+  std::vector<View> inputs;  // addmm: bias, mat1, mat2; convolution: input, weight[, bias]; attention: q, k, v[, mask
+                             // as a view of the scores' sizes [..., L, S], stride 0 where it broadcasts]
   int output;                // a buffer, written in its own layout unless output_view is set
   // torch: the call's other outputs, in order (its memory is the embedder's: runtime/plan.h).
   std::vector<int> more_outputs;

@@ -21,6 +21,15 @@ loop::View operand(Context& c, const Node& n, std::string_view name) {
   return {v.buffer, v.meta.sizes, v.meta.strides, v.meta.offset};
 }
 
+// `v` broadcast to `sizes` (aligned at the last dim): stride 0 where it repeats.
+loop::View broadcast_to(const loop::View& v, const SymShape& sizes) {
+  loop::View out{v.buffer, sizes, SymShape(sizes.size(), 0), v.offset};
+  const size_t lead = sizes.size() - v.sizes.size();
+  for (size_t d = 0; d < v.sizes.size(); ++d)
+    if (v.sizes[d] == sizes[lead + d]) out.strides[lead + d] = v.strides[d];
+  return out;
+}
+
 }  // namespace
 
 namespace {
@@ -89,6 +98,11 @@ std::vector<Value> lower_linalg(Context& c, const Node& n) {
     case OpKind::ScaledDotProductAttention: {  // kept by decompose only for a fused kernel
       call.kind = loop::ExternKind::attention;
       call.inputs = {operand(c, n, "query"), operand(c, n, "key"), operand(c, n, "value")};
+      if (!n.arg("attn_mask").is_none()) {
+        SymShape scores = call.inputs[0].sizes;
+        scores.back() = call.inputs[1].sizes[scores.size() - 2];
+        call.inputs.push_back(broadcast_to(operand(c, n, "attn_mask"), scores));
+      }
       double scale;
       if (const Arg& a = n.arg("scale"); !a.is_none()) scale = std::get<double>(a.value);
       else scale = 1.0 / std::sqrt(static_cast<double>(*meta.sizes.back().constant()));

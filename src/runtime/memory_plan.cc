@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 namespace coil {
@@ -98,6 +99,31 @@ std::vector<int> outputs_over_inputs(const LoweredGraph& lowered, const MemoryPl
     taken.insert(in);
   }
   return granted;
+}
+
+std::vector<std::vector<size_t>> copies_onto_inputs(const LoweredGraph& lowered, const std::vector<int>& output_over_input) {
+  const loop::Program& program = lowered.program;
+  std::map<int, std::pair<size_t, int>> over;  // output buffer -> (output, its input's buffer)
+  for (size_t o = 0; o < output_over_input.size(); ++o)
+    if (int i = output_over_input[o]; i >= 0) over[lowered.output_buffers[o]] = {o, lowered.input_buffers[static_cast<size_t>(i)]};
+  std::vector<std::vector<size_t>> copies(program.kernels.size());
+  for (size_t s = 0; s < program.kernels.size() && !over.empty(); ++s) {
+    const auto* k = std::get_if<loop::LoopKernel>(&program.kernels[s]);
+    if (!k || !k->reductions.empty() || k->stores.empty()) continue;
+    std::vector<size_t> outs;
+    for (const loop::StoreStep& st : k->stores) {
+      auto it = over.find(st.buffer);
+      const loop::ExprRef& v = st.value;
+      if (it == over.end() || st.dynamic || v->kind() != loop::Expr::Kind::load || v->buffer() != it->second.second || v->dynamic() ||
+          !(v->offset() == st.offset)) {
+        outs.clear();
+        break;
+      }
+      outs.push_back(it->second.first);
+    }
+    copies[s] = std::move(outs);
+  }
+  return copies;
 }
 
 MemoryPlan plan_memory(const LoweredGraph& lowered) {

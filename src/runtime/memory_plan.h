@@ -34,6 +34,13 @@ MemoryPlan plan_memory(const LoweredGraph& lowered);
 // Returns `wanted` with -1 where that does not hold.
 std::vector<int> outputs_over_inputs(const LoweredGraph& lowered, const MemoryPlan& plan, const std::vector<int>& wanted);
 
+// Per step, the graph outputs it only copies out of the inputs they are computed over
+// (`output_over_input`, as outputs_over_inputs grants): a loop kernel each of whose stores is the
+// load of the same element of that output's input (index_put's copy of a KV cache before its
+// scatter). Where every such output is its input's memory, the step has nothing to do. Empty
+// for the other steps.
+std::vector<std::vector<size_t>> copies_onto_inputs(const LoweredGraph& lowered, const std::vector<int>& output_over_input);
+
 // The steps with what they read, write and release (`coil compile --emit plan`).
 std::string describe_plan(const LoweredGraph& lowered);
 

@@ -514,8 +514,9 @@ TEST(CudaCodegen, EveryCandidateBuildsWithNvrtc) {
   }
 }
 
-// scaled_dot_product_attention: f16/bf16 with static sizes and head sizes 16..128 become one fused
-// kernel (tensor-core mma), built for both targets; the rest is decomposed.
+// scaled_dot_product_attention: f16/bf16 with static sizes and head sizes 16..128 (masked or not,
+// grouped-query or not) become one fused kernel (tensor-core mma), built for both targets; the
+// rest is decomposed.
 TEST(CudaCodegen, FusedAttentionWhereItAppliesAndBuildsWithNvrtc) {
   struct Case {
     const char* body;
@@ -533,7 +534,16 @@ TEST(CudaCodegen, FusedAttentionWhereItAppliesAndBuildsWithNvrtc) {
       {"  %q = input() : bf16[2, 150, 32]\n  %k = input() : bf16[2, 90, 32]\n  %v = input() : bf16[2, 90, 32]\n"
        "  %a = scaled_dot_product_attention(%q, %k, %v, scale=-0.3)\n  return %a\n", true},
       {"  %q = input() : f32[3, 70, 64]\n  %a = scaled_dot_product_attention(%q, %q, %q)\n  return %a\n", false},
-      {"  %q = input() : bf16[2, 4, 70, 64]\n  %m = input() : bool[70, 70]\n  %a = scaled_dot_product_attention(%q, %q, %q, %m)\n  return %a\n", false},
+      // masks: bool, and added (f16, broadcast over heads and query rows)
+      {"  %q = input() : bf16[2, 4, 70, 64]\n  %m = input() : bool[70, 70]\n  %a = scaled_dot_product_attention(%q, %q, %q, %m)\n  return %a\n", true},
+      {"  %q = input() : f16[2, 4, 70, 32]\n  %k = input() : f16[2, 4, 130, 32]\n  %m = input() : f16[2, 1, 1, 130]\n"
+       "  %a = scaled_dot_product_attention(%q, %k, %k, %m)\n  return %a\n", true},
+      // grouped-query: decoding over a repeated cache with a mask, enable_gqa causal
+      {"  %q = input() : bf16[2, 8, 1, 64]\n  %m = input() : bf16[1, 1, 1, 40]\n  %kc = input() : bf16[2, 2, 40, 64]\n"
+       "  %u = unsqueeze(%kc, 2)\n  %e = expand(%u, [2, 2, 4, 40, 64])\n  %c = clone(%e, memory_format=contiguous_format)\n"
+       "  %k = view(%c, [2, 8, 40, 64])\n  %a = scaled_dot_product_attention(%q, %k, %k, %m)\n  return %a\n", true},
+      {"  %q = input() : bf16[1, 6, 50, 32]\n  %k = input() : bf16[1, 2, 50, 32]\n"
+       "  %a = scaled_dot_product_attention(%q, %k, %k, is_causal=true, enable_gqa=true)\n  return %a\n", true},
       {"  %q = input() : bf16[N, 70, 64]\n  %a = scaled_dot_product_attention(%q, %q, %q)\n  return %a\n", false},
       {"  %q = input() : bf16[2, 70, 72]\n  %a = scaled_dot_product_attention(%q, %q, %q)\n  return %a\n", false},
   };

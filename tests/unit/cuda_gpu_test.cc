@@ -128,7 +128,7 @@ TEST(CudaGpu, EveryCandidateMatchesTheReference) {
 // The fused attention kernel against the interpreter: packed-projection head views (causal, the
 // last query tile partial), f16 with head size 128 and more keys than queries, a causal one
 // with more queries than keys (rows past the keys see all of them), head size 16, 3-D inputs,
-// warps of two row tiles, a negative scale.
+// warps of two row tiles, a negative scale; masks (bool, added) and grouped-query attention.
 TEST(CudaGpu, FusedAttentionMatchesTheReference) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   const char* cases[] = {
@@ -161,6 +161,24 @@ TEST(CudaGpu, FusedAttentionMatchesTheReference) {
       "  %q = input() : bf16[1, 2, 300, 64]\n  %a = scaled_dot_product_attention(%q, %q, %q, is_causal=true)\n  return %a\n",
       "  %q = input() : bf16[2, 150, 32]\n  %k = input() : bf16[2, 90, 32]\n  %v = input() : bf16[2, 90, 32]\n"
       "  %a = scaled_dot_product_attention(%q, %k, %v, scale=-0.3)\n  return %a\n",
+      // masks: bool (random: some rows see nothing and give zeros) over 64-wide heads, and added
+      // (f16, broadcast over heads and rows) with 32-wide heads and a negative scale
+      "  %q = input() : bf16[2, 3, 70, 64]\n  %m = input() : bool[70, 70]\n  %a = scaled_dot_product_attention(%q, %q, %q, %m)\n  return %a\n",
+      "  %q = input() : f16[2, 4, 70, 32]\n  %k = input() : f16[2, 4, 130, 32]\n  %v = input() : f16[2, 4, 130, 32]\n"
+      "  %m = input() : f16[2, 1, 1, 130]\n  %a = scaled_dot_product_attention(%q, %k, %v, %m, scale=-0.2)\n  return %a\n",
+      "  %q = input() : bf16[1, 2, 40, 128]\n  %m = input() : bf16[40, 40]\n  %a = scaled_dot_product_attention(%q, %q, %q, %m)\n  return %a\n",
+      // grouped-query: decoding over a repeated cache (the rows of one key/value head) with an
+      // added mask; a prefill over the repeat (stride 0), causal; enable_gqa with a bool mask
+      "  %q = input() : bf16[2, 8, 1, 64]\n  %m = input() : bf16[1, 1, 1, 40]\n  %kc = input() : bf16[2, 2, 40, 64]\n"
+      "  %vc = input() : bf16[2, 2, 40, 64]\n  %u = unsqueeze(%kc, 2)\n  %e = expand(%u, [2, 2, 4, 40, 64])\n"
+      "  %c = clone(%e, memory_format=contiguous_format)\n  %k = view(%c, [2, 8, 40, 64])\n  %uv = unsqueeze(%vc, 2)\n"
+      "  %ev = expand(%uv, [2, 2, 4, 40, 64])\n  %cv = clone(%ev, memory_format=contiguous_format)\n  %v = view(%cv, [2, 8, 40, 64])\n"
+      "  %a = scaled_dot_product_attention(%q, %k, %v, %m)\n  return %a\n",
+      "  %q = input() : bf16[2, 8, 33, 64]\n  %kc = input() : bf16[2, 2, 33, 64]\n  %u = unsqueeze(%kc, 2)\n"
+      "  %e = expand(%u, [2, 2, 4, 33, 64])\n  %c = clone(%e, memory_format=contiguous_format)\n  %k = view(%c, [2, 8, 33, 64])\n"
+      "  %a = scaled_dot_product_attention(%q, %k, %k, is_causal=true)\n  return %a\n",
+      "  %q = input() : f16[1, 6, 50, 32]\n  %k = input() : f16[1, 2, 90, 32]\n  %v = input() : f16[1, 2, 90, 32]\n"
+      "  %m = input() : bool[1, 1, 50, 90]\n  %a = scaled_dot_product_attention(%q, %k, %v, %m, enable_gqa=true)\n  return %a\n",
   };
   std::string cache = fresh_cache("attention");
   for (const char* body : cases) {

@@ -2,6 +2,7 @@
 // lifetimes and reuse), the printed plan, and the split of kernels into translation units.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -152,6 +153,31 @@ TEST(MemoryPlan, ScatterUpdatesAreComputedOverTheirInput) {
     EXPECT_EQ(got[0].defined(), read_after);
     for (int64_t e = 0; e < want[0].numel(); ++e) ASSERT_NEAR(cache.load(e), want[0].load(e), 1e-6) << read_after << " " << e;
     for (int64_t e = 0; e < want[1].numel(); ++e) ASSERT_NEAR(got[1].load(e), want[1].load(e), 1e-4) << read_after << " " << e;
+  }
+}
+
+// index_put's copy of the cache before its scatter: where the updated cache is granted the
+// input's memory, that step only copies the input onto itself (a GPU run skips it); the scatter,
+// and a copy that computes something, are no such step.
+TEST(MemoryPlan, CopiesOfAnInputOntoItselfAreFound) {
+  for (bool scaled : {false, true}) {
+    const std::string update = scaled ? "  %h = mul.Scalar(%c, 2)\n  %u = index_put(%h, [%i], %v)\n" : "  %u = index_put(%c, [%i], %v)\n";
+    auto g = generated("  %c = input() : f32[16, 32]\n  %v = input() : f32[4, 32]\n  %i = input() : i64[4]\n" + update + "  return %u\n");
+    const auto& kernels = g.lowered.program.kernels;
+    MemoryPlan plan = plan_memory(g.lowered);
+    std::vector<int> granted = outputs_over_inputs(g.lowered, plan, {0});
+    EXPECT_EQ(granted, (std::vector<int>{0})) << loop::to_string(g.lowered.program);
+    auto copies = copies_onto_inputs(g.lowered, granted);
+    ASSERT_EQ(copies.size(), kernels.size());
+    size_t found = 0;
+    for (size_t s = 0; s < copies.size(); ++s) {
+      if (copies[s].empty()) continue;
+      EXPECT_EQ(copies[s], (std::vector<size_t>{0}));
+      ++found;
+    }
+    EXPECT_EQ(found, scaled ? 0u : 1u) << loop::to_string(g.lowered.program);
+    auto ungranted = copies_onto_inputs(g.lowered, {-1});  // nothing without the grant
+    EXPECT_TRUE(std::all_of(ungranted.begin(), ungranted.end(), [](const auto& c) { return c.empty(); }));
   }
 }
 

@@ -2,6 +2,8 @@
 // as constants, a view's offset for one (batch, head), the unrolled loop over a tile's 16-byte
 // pieces, the swizzled address of a piece in a wgmma tile, and the geometry of one call.
 #pragma once
+#include <numbers>
+#include <optional>
 #include <string>
 
 #include "codegen/cuda/cuda_codegen.h"
@@ -36,6 +38,8 @@ std::string pack_probabilities(const std::string& in, const std::string& dest, c
 // What every attention kernel needs to know about its call.
 struct Shape {
   loop::View q, k, v, o;
+  std::optional<loop::View> mask;  // over the scores [..., L, S]
+  DType mask_dtype = DType::b8;
   int64_t batch = 1, L = 0, S = 0, E = 0;
   bool causal = false, half = false;
   double scale_log2 = 0;  // the scale times log2(e)
@@ -43,8 +47,19 @@ struct Shape {
   // raw scores); any other multiplies the scores first (prescale) and exp2's factor is 1.
   bool prescale() const { return !(scale_log2 > 0); }
   double exp_scale() const { return prescale() ? 1.0 : scale_log2; }
+  // An added mask's factor in the scores' units: log2(e) once prescaled, else 1 / scale (the
+  // scale then multiplies it back inside exp2's argument).
+  double mask_factor() const { return prescale() ? std::numbers::log2e : std::numbers::log2e / scale_log2; }
 };
 Shape shape_of(const loop::Program& p, const loop::ExternCall& call);
+// The kernel parameter of buffer `b` (the output written, the others read; 16-bit elements but
+// a mask's own type).
+std::string buffer_param(const Shape& a, int b);
+// Masks the scores `sc` of one row tile ([BN / 8][4]: rows `row` and `row` + 8 over keys
+// k0 + nt * 8 + t * 2 + (c & 1)): keys past S or past the diagonal (causal) become -inf, and the
+// explicit mask (read at `mb`, this (batch, head)'s offset into it) hides keys (bool) or is added
+// (scaled to the scores' units). For tiles that need it: every tile where a mask is given.
+std::string mask_scores(const Shape& a, const std::string& in, const std::string& sc, const std::string& row);
 
 // The Hopper kernel (sm_90a, 64-wide heads whose rows move in 16-byte pieces): after the shared
 // helpers `hp`_* that cuda_attention.cc emits.

@@ -87,8 +87,13 @@ std::string pack_probabilities(const std::string& in, const std::string& dest, c
 }
 
 Shape shape_of(const loop::Program& p, const loop::ExternCall& call) {
-  COIL_CHECK(call.kind == loop::ExternKind::attention && call.inputs.size() == 3) << call.name;
+  COIL_CHECK(call.kind == loop::ExternKind::attention && (call.inputs.size() == 3 || call.inputs.size() == 4)) << call.name;
   Shape a{.q = call.inputs[0], .k = call.inputs[1], .v = call.inputs[2]};
+  if (call.inputs.size() == 4) {
+    a.mask = call.inputs[3];
+    a.mask_dtype = p.buffers[static_cast<size_t>(a.mask->buffer)].dtype;
+    COIL_CHECK(a.mask->sizes.size() == a.q.sizes.size()) << call.name << ": the mask is a view of the scores' sizes";
+  }
   const loop::Buffer& ob = p.buffers[static_cast<size_t>(call.output)];
   a.o = call.output_view ? *call.output_view : loop::View{call.output, ob.sizes, ob.strides, ob.offset};
   const size_t r = a.q.sizes.size();
@@ -101,6 +106,34 @@ Shape shape_of(const loop::Program& p, const loop::ExternCall& call) {
   a.half = ob.dtype == DType::f16;
   COIL_CHECK(a.half || ob.dtype == DType::bf16) << call.name << ": attention needs f16 or bf16";
   return a;
+}
+
+std::string buffer_param(const Shape& a, int b) {
+  if (b == a.o.buffer) return fmt::format("uint16_t* __restrict__ b{}", b);
+  if (a.mask && b == a.mask->buffer) {
+    const char* type = a.mask_dtype == DType::b8 ? "bool" : a.mask_dtype == DType::f32 ? "float" : "uint16_t";
+    return fmt::format("const {}* __restrict__ b{}", type, b);
+  }
+  return fmt::format("const uint16_t* __restrict__ b{}", b);
+}
+
+std::string mask_scores(const Shape& a, const std::string& in, const std::string& sc, const std::string& row) {
+  std::string s = fmt::format("{0}#pragma unroll\n{0}for (int nt = 0; nt < BN / 8; ++nt)\n{0}  #pragma unroll\n{0}  for (int c = 0; c < 4; ++c) {{\n", in);
+  s += fmt::format("{}    const int key = k0 + nt * 8 + t * 2 + (c & 1), qrow = {} + (c < 2 ? 0 : 8);\n", in, row);
+  s += fmt::format("{}    if (key >= S{}) {}[nt][c] = -coil_rt::inf<float>();\n", in, a.causal ? " || key > qrow" : "", sc);
+  if (a.mask) {
+    const loop::View& m = *a.mask;
+    std::string value = fmt::format("b{}[mb + qrow * int64_t({}) + key * int64_t({})]", m.buffer, stride(m, 2), stride(m, 1));
+    s += fmt::format("{}    else if (qrow < L) ", in);
+    if (a.mask_dtype == DType::b8) {
+      s += fmt::format("{{\n{0}      if (!{1}) {2}[nt][c] = -coil_rt::inf<float>();\n{0}    }}\n", in, value, sc);
+    } else {
+      const char* widen = a.mask_dtype == DType::f16 ? "coil_rt::f16_to_f32" : a.mask_dtype == DType::bf16 ? "coil_rt::bf16_to_f32" : "";
+      s += fmt::format("{}[nt][c] += {}({}) * {:.9e}f;\n", sc, widen, value, a.mask_factor());
+    }
+  }
+  s += in + "  }\n";
+  return s;
 }
 
 }  // namespace attention
@@ -133,7 +166,9 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   const int warp = device.warp_size;
   COIL_CHECK(warp == 32) << "the attention kernel's mma fragments assume 32-lane warps";
   info.name = call.name;
-  for (int b : std::set<int>{q.buffer, k.buffer, v.buffer, o.buffer}) info.buffers.push_back(b);
+  std::set<int> buffers{q.buffer, k.buffer, v.buffer, o.buffer};
+  if (a.mask) buffers.insert(a.mask->buffer);
+  for (int b : buffers) info.buffers.push_back(b);
   // Hopper (sm_90a) with 64-wide heads whose rows move in 16-byte pieces: warpgroup MMAs (wgmma)
   // straight from shared memory (cuda_attention_wgmma.cc).
   const bool wg = device.arch() == "sm_90a" && E == 64 && vec;
@@ -200,7 +235,7 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
 
   const int mt = row_tiles(E, L), rows = 16 * kWarps * mt, bn = E <= 64 ? 64 : 32;
   std::vector<std::string> params;
-  for (int b : info.buffers) params.push_back(fmt::format("{}uint16_t* __restrict__ b{}", b == o.buffer ? "" : "const ", b));
+  for (int b : info.buffers) params.push_back(buffer_param(a, b));
   params.push_back("int64_t* __restrict__ E");
   const int64_t tiles = batch * ((L + rows - 1) / rows);
   info.config.form = CudaConfig::Form::attention;
@@ -230,6 +265,7 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   else
     s += "    const int64_t bh = tile / TILES_Q;\n    const int q0 = static_cast<int>(tile % TILES_Q) * BM;\n";
   s += batch_offset(q, "qb") + batch_offset(k, "kb") + batch_offset(v, "vb") + batch_offset(o, "ob");
+  if (a.mask) s += batch_offset(*a.mask, "mb");
   // One 16-byte piece of a K or V row into its padded tile (cp.async, or element by element).
   auto piece = [&](const std::string& tile, const std::string& src) {
     return fmt::format("{}_row8(&{}[buf][row][col], {}, inside, vec);", hp, tile, src);
@@ -297,8 +333,9 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   s += "          }\n        }\n      }\n";
   // Mask, then the row max over the quad that shares a row, on the raw scores: with a positive
   // scale the scaled max is the max scaled, and scaling folds into exp2's argument (one FFMA).
-  // Only a tile past the keys' end or across the diagonal needs the mask.
-  s += fmt::format("      const bool masked = k0 + BN > S{};\n", causal ? " || k0 + BN > wrow" : "");
+  // Only a tile past the keys' end or across the diagonal needs the mask, or every tile where an
+  // explicit mask is given.
+  s += fmt::format("      const bool masked = {};\n", a.mask ? "true" : causal ? "k0 + BN > S || k0 + BN > wrow" : "k0 + BN > S");
   if (a.prescale()) {  // before the mask, which sets -inf
     s += "      #pragma unroll\n      for (int m = 0; m < MT; ++m)\n";
     s += "        #pragma unroll\n        for (int nt = 0; nt < BN / 8; ++nt)\n";
@@ -307,12 +344,9 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   // One branch for all row tiles, so that the rest of the tile is one block of straight-line
   // code the compiler can interleave (one row tile's softmax with the other's products).
   s += "      if (masked) {\n";
-  s += "        #pragma unroll\n        for (int m = 0; m < MT; ++m)\n";
-  s += "          #pragma unroll\n          for (int nt = 0; nt < BN / 8; ++nt)\n";
-  s += "            #pragma unroll\n            for (int c = 0; c < 4; ++c) {\n";
-  s += "              const int key = k0 + nt * 8 + t * 2 + (c & 1);\n";
-  s += fmt::format("              if (key >= S{}) sc[m][nt][c] = -coil_rt::inf<float>();\n", causal ? " || key > row0[m] + (c < 2 ? 0 : 8)" : "");
-  s += "            }\n";
+  s += "        #pragma unroll\n        for (int m = 0; m < MT; ++m) {\n";
+  s += mask_scores(a, "          ", "sc[m]", "row0[m]");
+  s += "        }\n";
   s += "      }\n";
   s += "      #pragma unroll\n      for (int m = 0; m < MT; ++m) {\n";
   s += online_softmax("        ", "sc[m]", "mr[m]", "lr[m]", hp, a.exp_scale());

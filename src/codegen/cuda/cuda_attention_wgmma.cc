@@ -95,7 +95,7 @@ std::string emit_wgmma_attention(const Shape& a, const loop::ExternCall& call, c
 
   std::string s = helpers(hp, a.half ? "f16" : "bf16", kKeys, static_cast<int>(a.E));
   std::vector<std::string> params;
-  for (int b : info.buffers) params.push_back(fmt::format("{}uint16_t* __restrict__ b{}", b == a.o.buffer ? "" : "const ", b));
+  for (int b : info.buffers) params.push_back(buffer_param(a, b));
   params.push_back("int64_t* __restrict__ E");
   s += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", kThreads, call.name, fmt::join(params, ", "));
   s += "  (void)E;\n";
@@ -120,6 +120,7 @@ std::string emit_wgmma_attention(const Shape& a, const loop::ExternCall& call, c
   s += fmt::format("    const int kv_end = {}, n = (kv_end + BN - 1) / BN;\n",
                    a.causal ? "static_cast<int>(q0 + BM < S ? q0 + BM : S)" : "static_cast<int>(S)");
   s += batch_offset(a.q, "qb") + batch_offset(a.k, "kb") + batch_offset(a.v, "vb") + batch_offset(a.o, "ob");
+  if (a.mask) s += batch_offset(*a.mask, "mb");
   // Key/value tile j into stage j % NS; the query tile (zeros past the ends).
   s += fmt::format(
       "    auto load_kv = [&](int j) {{\n"
@@ -184,12 +185,9 @@ std::string emit_wgmma_attention(const Shape& a, const loop::ExternCall& call, c
   s += "      const int k0 = j * BN;\n";
   if (a.prescale())
     s += fmt::format("      #pragma unroll\n      for (int i = 0; i < BN / 2; ++i) (&sc[0][0])[i] *= {:.9e}f;\n", a.scale_log2);
-  s += fmt::format("      if (k0 + BN > S{}) {{\n", a.causal ? " || k0 + BN > wrow" : "");
-  s += "        #pragma unroll\n        for (int nt = 0; nt < BN / 8; ++nt)\n";
-  s += "          #pragma unroll\n          for (int c = 0; c < 4; ++c) {\n";
-  s += "            const int key = k0 + nt * 8 + t * 2 + (c & 1);\n";
-  s += fmt::format("            if (key >= S{}) sc[nt][c] = -coil_rt::inf<float>();\n", a.causal ? " || key > row0 + (c < 2 ? 0 : 8)" : "");
-  s += "          }\n      }\n";
+  s += fmt::format("      if ({}) {{\n", a.mask ? "true" : a.causal ? "k0 + BN > S || k0 + BN > wrow" : "k0 + BN > S");
+  s += mask_scores(a, "        ", "sc", "row0");
+  s += "      }\n";
   s += online_softmax("      ", "sc", "mr", "lr", hp, a.exp_scale());
   // The previous tile's output product is done: rescale, and pack this tile's probabilities (two
   // adjacent score tiles a 16-key A fragment) for the next product.

@@ -57,6 +57,7 @@ void launch_loop_kernel(const cuda::Context& ctx, void* function, const codegen:
 }
 
 void GpuPlan::enable_horizontals() {
+  copies_onto_inputs = coil::copies_onto_inputs(lowered, output_over_input);
   // A graph output computed over an input is that input's memory.
   std::map<int, int> alias;
   for (size_t o = 0; o < output_over_input.size(); ++o)
@@ -478,6 +479,11 @@ std::vector<Tensor> GpuPlan::run_steps(std::vector<Tensor> inputs, const TensorM
         continue;
       }
       allocate(k);
+      if (!copies_onto_inputs.empty() && !copies_onto_inputs[k].empty() &&
+          std::all_of(copies_onto_inputs[k].begin(), copies_onto_inputs[k].end(), [&](size_t o) { return bool(in_input[o]); })) {
+        release_dead(k);  // an input copied onto itself
+        continue;
+      }
       if (functions[k]) {
         const codegen::CudaKernel& info = kernels[k];
         cuda::DevicePtr scratch = info.launch.scratch_bytes > 0 ? scratch_base + static_cast<cuda::DevicePtr>(scratch_layout.offsets[k]) : 0;

@@ -106,7 +106,11 @@ struct GpuPlan {
     bool on = true;
   };
   std::vector<Horizontal> horizontals;
-  // Turns each group on or off for the current output_over_input.
+  // Per step, the outputs it only copies from the inputs they are computed over
+  // (memory_plan.h's copies_onto_inputs): skipped where they are.
+  std::vector<std::vector<size_t>> copies_onto_inputs;
+  // Turns each group on or off for the current output_over_input, and finds the steps that only
+  // copy an input onto itself.
   void enable_horizontals();
 
   // Host tensors in and out: inputs are copied to the device, outputs back, and errors (index,
