@@ -100,6 +100,23 @@ std::optional<loop::View> destination_view(const loop::LoopKernel& copy, int sou
   return out;
 }
 
+// Whether `copy` moves the dense result `source` (laid out as `t`) into a dense buffer of as
+// many elements, each to the place it had: a view of other dims over the same memory
+// (attention's grouped heads [B, Hkv, rep, E] read back as [B, H, 1, E]).
+bool same_places(const loop::LoopKernel& copy, int source, const loop::Buffer& t, const loop::Program& p) {
+  if (!copy.reductions.empty() || !copy.inner.empty() || copy.stores.size() != 1) return false;
+  const loop::StoreStep& st = copy.stores[0];
+  const loop::ExprRef& v = st.value;
+  if (st.dynamic || v->kind() != Expr::Kind::load || v->buffer() != source || v->dynamic()) return false;
+  std::map<std::string, SymInt> ones;  // a loop of one iteration: its variable is 0
+  for (size_t i = 0; i < copy.outer.size(); ++i)
+    if (copy.outer[i] == SymInt(1)) ones[loop::loop_var(static_cast<int>(i))] = SymInt(0);
+  if (!(simplify(substitute(v->offset(), ones), RangeEnv{}) == simplify(substitute(st.offset, ones), RangeEnv{}))) return false;
+  const loop::Buffer& d = p.buffers[static_cast<size_t>(st.buffer)];
+  return d.offset == SymInt(0) && d.strides == contiguous_strides(d.sizes) && product(d.sizes) == product(t.sizes) &&
+         product(copy.outer) == product(t.sizes);
+}
+
 }  // namespace
 
 loop::Program externs_write_copies(const loop::Program& program) {
@@ -121,7 +138,8 @@ loop::Program externs_write_copies(const loop::Program& program) {
     if (readers.size() != 1) continue;
     const auto* copy = std::get_if<loop::LoopKernel>(&p.kernels[readers[0]]);
     if (!copy) continue;
-    auto view = destination_view(*copy, result, t.sizes, t.strides);
+    auto view = same_places(*copy, result, t, p) ? std::optional<loop::View>(loop::View{copy->stores[0].buffer, t.sizes, t.strides, SymInt(0)})
+                                                 : destination_view(*copy, result, t.sizes, t.strides);
     if (!view || p.buffers[static_cast<size_t>(view->buffer)].dtype != t.dtype) continue;
     // A convolution keeps the layout its library plan was chosen for: only a copy into the
     // same strides goes.

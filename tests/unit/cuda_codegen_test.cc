@@ -576,6 +576,33 @@ TEST(CudaCodegen, FusedAttentionWhereItAppliesAndBuildsWithNvrtc) {
   if (!nvrtc) GTEST_SKIP() << "NVRTC is not available here: where attention fuses was checked, the builds were not";
 }
 
+// Decoding over a repeated cache: the query heads of a key/value head are the rows of one
+// attention, which a kernel split over the keys computes (4 chunks of 64 keys a head, merged by
+// the last block through a ticket in scratch) and writes into the result itself (the view back to
+// [B, H, 1, E] has the same bytes: no copy).
+TEST(CudaCodegen, DecodingAttentionSplitsTheKeysAndWritesTheResult) {
+  auto gen = cuda_code(
+      "  %q = input() : bf16[2, 8, 1, 64]\n  %m = input() : bool[1, 1, 1, 200]\n  %kc = input() : bf16[2, 2, 200, 64]\n"
+      "  %u = unsqueeze(%kc, 2)\n  %e = expand(%u, [2, 2, 4, 200, 64])\n  %c = clone(%e, memory_format=contiguous_format)\n"
+      "  %k = view(%c, [2, 8, 200, 64])\n  %a = scaled_dot_product_attention(%q, %k, %k, %m)\n  return %a\n",
+      cuda::preset_device("sm_90a"));
+  const auto& kernels = gen.lowered.program.kernels;
+  ASSERT_EQ(kernels.size(), 1u) << loop::to_string(gen.lowered.program);
+  const auto& call = std::get<loop::ExternCall>(kernels[0]);
+  EXPECT_EQ(call.kind, loop::ExternKind::attention);
+  EXPECT_EQ(call.inputs[0].sizes, (SymShape{2, 2, 4, 64}));      // rows: the 4 query heads of a key/value head
+  EXPECT_EQ(call.inputs[1].sizes, (SymShape{2, 2, 200, 64}));    // the cache itself
+  EXPECT_EQ(call.inputs[3].strides, (SymShape{0, 0, 0, 1}));     // the mask, broadcast
+  EXPECT_EQ(call.output, gen.lowered.output_buffers[0]);         // the graph's output, written in place
+  const auto& k = gen.cuda.kernels[0];
+  EXPECT_EQ(k.launch.units, SymInt(4 * 4));  // (batch, key/value head) x 4 chunks
+  EXPECT_GT(k.launch.scratch_bytes, 0);
+  const std::string& code = gen.cuda.bodies[0];
+  EXPECT_NE(code.find("atomicAdd(ticket + bh, 1u)"), std::string::npos) << code;
+  EXPECT_NE(code.find("const bool* __restrict__"), std::string::npos) << code;  // the mask in its own type
+  EXPECT_EQ(code.find("wgmma"), std::string::npos);
+}
+
 // On sm_90a, 64-wide heads take the wgmma kernel: its three key/value stages and the query tile
 // live in dynamic shared memory past the default 48 KiB (the launch asks for it), both products
 // are wgmma and none is mma.sync; each step waits for its scores with the previous output

@@ -61,6 +61,13 @@ std::string buffer_param(const Shape& a, int b);
 // (scaled to the scores' units). For tiles that need it: every tile where a mask is given.
 std::string mask_scores(const Shape& a, const std::string& in, const std::string& sc, const std::string& row);
 
+// Whether a view's rows move in 16-byte pieces (offset and outer strides multiples of 8).
+bool vectorizable(const loop::View& v);
+
+// A few query rows (decoding) take cuda_attention_decode.cc's kernel, split over the keys.
+constexpr int64_t kDecodeRows = 16;
+std::string emit_decode_attention(const Shape& a, const loop::ExternCall& call, const std::string& hp, CudaKernel& info);
+
 // The Hopper kernel (sm_90a, 64-wide heads whose rows move in 16-byte pieces): after the shared
 // helpers `hp`_* that cuda_attention.cc emits.
 std::string emit_wgmma_attention(const Shape& a, const loop::ExternCall& call, const std::string& hp, CudaKernel& info);

@@ -108,6 +108,13 @@ Shape shape_of(const loop::Program& p, const loop::ExternCall& call) {
   return a;
 }
 
+bool vectorizable(const loop::View& v) {
+  if (constant(v.offset, "offset") % 8 != 0) return false;
+  for (size_t d = 0; d + 1 < v.strides.size(); ++d)
+    if (constant(v.strides[d], "stride") % 8 != 0) return false;
+  return true;
+}
+
 std::string buffer_param(const Shape& a, int b) {
   if (b == a.o.buffer) return fmt::format("uint16_t* __restrict__ b{}", b);
   if (a.mask && b == a.mask->buffer) {
@@ -147,13 +154,6 @@ using namespace attention;
 // block's 64 rows: a key or value fragment read from shared memory then serves both.
 constexpr int kWarps = 4;
 int row_tiles(int64_t head, int64_t queries) { return head <= 64 && queries > 16 * kWarps ? 2 : 1; }
-
-bool vectorizable(const loop::View& v) {
-  if (constant(v.offset, "offset") % 8 != 0) return false;
-  for (size_t d = 0; d + 1 < v.strides.size(); ++d)
-    if (constant(v.strides[d], "stride") % 8 != 0) return false;
-  return true;
-}
 
 }  // namespace
 
@@ -231,6 +231,7 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
       "}}\n",
       fmt::arg("n", hp), fmt::arg("mt", mma_type), fmt::arg("pk", half ? "f16" : "bf16"));
   s += "#endif\n";
+  if (L <= kDecodeRows) return s + emit_decode_attention(a, call, hp, info);
   if (wg) return s + emit_wgmma_attention(a, call, hp, info);
 
   const int mt = row_tiles(E, L), rows = 16 * kWarps * mt, bn = E <= 64 ? 64 : 32;
