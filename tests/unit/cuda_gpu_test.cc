@@ -179,16 +179,16 @@ TEST(CudaGpu, FusedAttentionMatchesTheReference) {
       "  %a = scaled_dot_product_attention(%q, %k, %k, is_causal=true)\n  return %a\n",
       "  %q = input() : f16[1, 6, 50, 32]\n  %k = input() : f16[1, 2, 90, 32]\n  %v = input() : f16[1, 2, 90, 32]\n"
       "  %m = input() : bool[1, 1, 50, 90]\n  %a = scaled_dot_product_attention(%q, %k, %v, %m, enable_gqa=true)\n  return %a\n",
-      // a few query rows (the decoding kernel, split over the keys): 4 splits of a repeated cache
+      // a few query rows (the decoding kernel, split over the keys): 7 splits of a repeated cache
       // with a random bool mask (some rows see nothing in some splits, or at all); f16 head 128
-      // with an added mask; causal over 3 splits; one split
+      // with an added mask; causal over 5 splits; one split
       "  %q = input() : bf16[2, 8, 1, 64]\n  %m = input() : bool[1, 1, 1, 200]\n  %kc = input() : bf16[2, 2, 200, 64]\n"
       "  %u = unsqueeze(%kc, 2)\n  %e = expand(%u, [2, 2, 4, 200, 64])\n  %c = clone(%e, memory_format=contiguous_format)\n"
       "  %k = view(%c, [2, 8, 200, 64])\n  %a = scaled_dot_product_attention(%q, %k, %k, %m)\n  return %a\n",
       "  %q = input() : f16[3, 2, 3, 128]\n  %k = input() : f16[3, 2, 300, 128]\n  %v = input() : f16[3, 2, 300, 128]\n"
       "  %m = input() : f16[3, 1, 3, 300]\n  %a = scaled_dot_product_attention(%q, %k, %v, %m)\n  return %a\n",
       "  %q = input() : bf16[2, 5, 32]\n  %k = input() : bf16[2, 130, 32]\n  %a = scaled_dot_product_attention(%q, %k, %k, is_causal=true)\n  return %a\n",
-      "  %q = input() : bf16[4, 16, 48]\n  %k = input() : bf16[4, 60, 48]\n  %a = scaled_dot_product_attention(%q, %k, %k, scale=-0.5)\n  return %a\n",
+      "  %q = input() : bf16[4, 16, 48]\n  %k = input() : bf16[4, 30, 48]\n  %a = scaled_dot_product_attention(%q, %k, %k, scale=-0.5)\n  return %a\n",
   };
   std::string cache = fresh_cache("attention");
   for (const char* body : cases) {

@@ -1,9 +1,9 @@
 // Attention of a few query rows (at most 16: decoding, where grouped_attention makes the query
 // heads of one key/value head its rows) over many keys, split over the keys as flash-decoding
-// does: a block takes one (batch, head) and a chunk of 64 keys, so that a step's few heads still
+// does: a block takes one (batch, head) and a chunk of 32 keys, so that a step's few heads still
 // fill the GPU and its blocks wait for their keys together, not one tile after another. A block
-// keeps the queries (f32) and the chunk's values in shared memory; a thread's key against its
-// rows (f32 FMAs, the products too small for tensor cores), the chunk's softmax per row (base 2,
+// keeps the queries (f32) and the chunk's values in shared memory; a thread's key (loaded first,
+// into registers) against its rows (f32 FMAs, the products too small for tensor cores), the chunk's softmax per row (base 2,
 // the scale folded in), then its share of the output. Each block leaves its rows' max, sum and
 // output in scratch; the last of a head's blocks to arrive (a ticket) merges them and stores
 // the result, and sets the ticket back to zero.
@@ -16,7 +16,8 @@ namespace coil::codegen::attention {
 
 namespace {
 
-constexpr int kKeys = 64, kThreads = 128;
+// 32 keys a block: at decoding's few heads, more blocks; 8 threads a key for its scores.
+constexpr int kKeys = 32, kThreads = 256;
 
 }  // namespace
 
@@ -59,31 +60,39 @@ std::string emit_decode_attention(const Shape& a, const loop::ExternCall& call, 
   // The queries (f32) and the chunk's values (zeros past the keys' end) into shared memory.
   s += fmt::format("    for (int i = tid; i < L * HD; i += THREADS) qs[i / HD][i % HD] = {}(b{}[qb + (i / HD) * int64_t({}) + i % HD]);\n", widen,
                    a.q.buffer, stride(a.q, 2));
-  s += fmt::format("    for (int i = tid; i < KC * HD / 8; i += THREADS) {{\n"
-                   "      const int key = k0 + i / (HD / 8), col = i % (HD / 8) * 8;\n"
-                   "      const uint16_t* src = b{} + vb + (key < S ? key : 0) * int64_t({}) + col;\n"
-                   "      for (int j = 0; j < 8; ++j) vs[i / (HD / 8)][col + j] = key < S ? src[j] : uint16_t(0);\n"
-                   "    }}\n",
-                   a.v.buffer, stride(a.v, 2));
-  s += "    __syncthreads();\n";
-  // Scores: two threads a key, each for every other row; masked, in base 2 with the scale.
-  s += "    {\n      const int kk = tid % KC, half = tid / KC, key = k0 + kk;\n";
-  s += "      float acc[(L + 1) / 2];\n      #pragma unroll\n      for (int r = 0; r < (L + 1) / 2; ++r) acc[r] = 0.f;\n";
-  s += fmt::format("      const uint16_t* kp = b{} + kb + (key < S ? key : 0) * int64_t({});\n", a.k.buffer, stride(a.k, 2));
-  s += "      #pragma unroll 2\n      for (int d0 = 0; d0 < HD; d0 += 8) {\n        float kv[8];\n";
+  // The thread's key row is requested first (registers, 16-byte pieces where aligned), so that
+  // its latency overlaps the queries' and values'.
+  s += "    const int kk = tid % KC, part = tid / KC, key = k0 + kk;\n";
+  s += fmt::format("    const uint16_t* kp = b{} + kb + (key < S ? key : 0) * int64_t({});\n", a.k.buffer, stride(a.k, 2));
   if (vec) {
-    s += "        const uint4 raw = *reinterpret_cast<const uint4*>(kp + d0);\n";
-    s += "        const uint16_t* h = reinterpret_cast<const uint16_t*>(&raw);\n";
+    s += "    uint4 kraw[HD / 8];\n    #pragma unroll\n    for (int c = 0; c < HD / 8; ++c) kraw[c] = *reinterpret_cast<const uint4*>(kp + c * 8);\n";
+  }
+  s += fmt::format("    for (int i = tid; i < KC * HD / 8; i += THREADS) {{\n"
+                   "      const int key_v = k0 + i / (HD / 8), col = i % (HD / 8) * 8;\n"
+                   "      const uint16_t* src = b{} + vb + (key_v < S ? key_v : 0) * int64_t({}) + col;\n",
+                   a.v.buffer, stride(a.v, 2));
+  if (vec)
+    s += "      *reinterpret_cast<uint4*>(&vs[i / (HD / 8)][col]) = key_v < S ? *reinterpret_cast<const uint4*>(src) : make_uint4(0u, 0u, 0u, 0u);\n";
+  else
+    s += "      for (int j = 0; j < 8; ++j) vs[i / (HD / 8)][col + j] = key_v < S ? src[j] : uint16_t(0);\n";
+  s += "    }\n    __syncthreads();\n";
+  // Scores: THREADS / KC threads a key, each for every (THREADS / KC)-th row; masked, in base 2
+  // with the scale.
+  s += "    {\n      constexpr int PARTS = THREADS / KC, MINE = (L + PARTS - 1) / PARTS;\n";
+  s += "      float acc[MINE];\n      #pragma unroll\n      for (int r = 0; r < MINE; ++r) acc[r] = 0.f;\n";
+  s += "      #pragma unroll\n      for (int d0 = 0; d0 < HD; d0 += 8) {\n        float kv[8];\n";
+  if (vec) {
+    s += "        const uint16_t* h = reinterpret_cast<const uint16_t*>(&kraw[d0 / 8]);\n";
     s += fmt::format("        #pragma unroll\n        for (int j = 0; j < 8; ++j) kv[j] = {}(h[j]);\n", widen);
   } else {
     s += fmt::format("        #pragma unroll\n        for (int j = 0; j < 8; ++j) kv[j] = {}(kp[d0 + j]);\n", widen);
   }
-  s += "        #pragma unroll\n        for (int r = 0; r < (L + 1) / 2; ++r) {\n";
-  s += "          const int row = 2 * r + half;\n          if (row >= L) break;\n";
+  s += "        #pragma unroll\n        for (int r = 0; r < MINE; ++r) {\n";
+  s += "          const int row = PARTS * r + part;\n          if (row >= L) break;\n";
   s += "          #pragma unroll\n          for (int j = 0; j < 8; ++j) acc[r] = fmaf(qs[row][d0 + j], kv[j], acc[r]);\n";
   s += "        }\n      }\n";
-  s += "      #pragma unroll\n      for (int r = 0; r < (L + 1) / 2; ++r) {\n";
-  s += "        const int row = 2 * r + half;\n        if (row >= L) break;\n";
+  s += "      #pragma unroll\n      for (int r = 0; r < MINE; ++r) {\n";
+  s += "        const int row = PARTS * r + part;\n        if (row >= L) break;\n";
   s += fmt::format("        float sc = acc[r] * {:.9e}f;\n", a.scale_log2);
   s += fmt::format("        if (key >= S{}) sc = -coil_rt::inf<float>();\n", a.causal ? " || key > row" : "");
   if (a.mask) {
