@@ -10,6 +10,7 @@
 #include "build/cpu_compile.h"
 #include "coil/limit_error.h"
 #include "codegen/cpu/cpu_codegen.h"
+#include "graph_passes/cse.h"
 #include "graph_passes/decompose.h"
 #include "loop/conv_params.h"
 #include "loop/kernel.h"
@@ -193,7 +194,9 @@ Generated generate(const Graph& graph, const Target& target) {
   Generated out;
   auto t0 = std::chrono::steady_clock::now();
   dump("graph", print_graph(graph));
-  out.graph = decompose(graph, target.cuda && !target.externs_as_loops);
+  out.graph = eliminate_common_subexpressions(graph);
+  dump("cse", print_graph(out.graph));
+  out.graph = decompose(out.graph, target.cuda && !target.externs_as_loops);
   out.lowered = lower(out.graph);
   // CUDA: cuDNN's convolutions (their bias split off), else im2col + cuBLASLt where it applies.
   auto library_convolution = [&](const loop::ExternCall& c, const loop::Program& p) {
