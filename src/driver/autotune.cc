@@ -40,9 +40,10 @@ std::vector<TuningUnit> tuning_units(const loop::Program& program, const codegen
     const codegen::CudaKernel& info = source.kernels[i];
     if (!info.symbols.empty()) continue;
     const auto* lk = std::get_if<loop::LoopKernel>(&program.kernels[info.program_index]);
-    if (!lk) continue;  // fused attention: one configuration
-    const auto& k = *lk;
-    auto configs = codegen::candidate_configs(program, k, device);
+    const auto* call = std::get_if<loop::ExternCall>(&program.kernels[info.program_index]);
+    const bool gemv = call && loop::is_product(call->kind);
+    if (!lk && !gemv) continue;  // fused attention: one configuration
+    auto configs = gemv ? codegen::gemv_configs(program, *call, device) : codegen::candidate_configs(program, *lk, device);
     if (configs.size() < 2) continue;
     // (a buffer of symbolic size, read at data-dependent places: no sizes to time on)
     int64_t traffic = 0;
@@ -56,20 +57,28 @@ std::vector<TuningUnit> tuning_units(const loop::Program& program, const codegen
     if (!sized || traffic < kMinTunedBytes) continue;
     TuningUnit unit;
     unit.kernel = i;
+    // Candidate c's text under `name`.
+    auto emit = [&](const std::string& name, const codegen::CudaConfig& config, codegen::CudaKernel& out) {
+      if (gemv) {
+        loop::ExternCall named = *call;
+        named.name = name;
+        return codegen::emit_cuda_gemv(program, named, config, out);
+      }
+      loop::LoopKernel named = *lk;
+      named.name = name;
+      return codegen::emit_cuda_kernel(program, named, symbols, device, config, out);
+    };
     // The structural key: the heuristic's code under a neutral name, and the device.
-    loop::LoopKernel neutral = k;
-    neutral.name = "k";
     codegen::CudaKernel ignored;
     // Buffer names made generic too, so a model's repeated layers share one entry.
-    std::string text = codegen::canonical_kernel_text(codegen::emit_cuda_kernel(program, neutral, symbols, device, configs[0], ignored), "k");
+    std::string text = codegen::canonical_kernel_text(emit("k", configs[0], ignored), "k");
     unit.key = build::ArtifactCache::key({"coil-tune-2", text, device.key()});
     auto cached = cache.read(unit.key, "tune");
+    const std::string& base = gemv ? call->name : lk->name;
     for (size_t c = 0; c < configs.size(); ++c) {
-      loop::LoopKernel copy = k;
-      copy.name = k.name + "_c" + std::to_string(c);
       codegen::CudaKernel candidate;
       candidate.program_index = info.program_index;
-      unit.bodies.push_back(codegen::emit_cuda_kernel(program, copy, symbols, device, configs[c], candidate));
+      unit.bodies.push_back(emit(base + "_c" + std::to_string(c), configs[c], candidate));
       unit.candidates.push_back(std::move(candidate));
       if (cached && *cached == codegen::to_string(configs[c])) unit.winner = static_cast<int>(c);
     }

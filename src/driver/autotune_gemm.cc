@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "codegen/cuda/cuda_codegen.h"
 #include "driver/tuning_timer.h"
 #include "runtime/cuda/gpu_plan.h"
 #include "runtime/plan.h"
@@ -113,6 +114,7 @@ std::vector<GemmTuning> tune_gemms(const loop::Program& program, bool tf32, cons
   for (size_t k = 0; k < program.kernels.size(); ++k) {
     const auto* call = std::get_if<loop::ExternCall>(&program.kernels[k]);
     if (!call || !loop::is_product(call->kind)) continue;
+    if (!codegen::gemv_configs(program, *call, context.device()).empty()) continue;  // coil's kernel, tuned with the loop kernels
     cuda::GemmProblem g = gemm_problem(*call, program, {}, tf32);
     const double flops = 2.0 * static_cast<double>(g.batch) * static_cast<double>(g.m) * static_cast<double>(g.n) *
                          static_cast<double>(g.k);

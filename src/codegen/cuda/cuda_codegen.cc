@@ -37,6 +37,7 @@ const char* form_name(CudaConfig::Form f) {
     case CudaConfig::Form::column: return "column";
     case CudaConfig::Form::scan: return "scan";
     case CudaConfig::Form::attention: return "attention";
+    case CudaConfig::Form::gemv: return "gemv";
     case CudaConfig::Form::serial: return "serial";
     case CudaConfig::Form::scatter: return "scatter";
   }
@@ -164,7 +165,8 @@ std::string CudaEmitter::emit(CudaKernel& info) {
     case CudaConfig::Form::row: row(); break;
     case CudaConfig::Form::column: column(); break;
     case CudaConfig::Form::scan: scan(); break;
-    case CudaConfig::Form::attention: COIL_CHECK(false) << "attention is no loop kernel"; break;
+    case CudaConfig::Form::attention:
+    case CudaConfig::Form::gemv: COIL_CHECK(false) << form_name(config_.form) << " is no loop kernel"; break;
   }
   out("}}");
   return text_;
@@ -249,10 +251,19 @@ CudaSource generate_cuda(const loop::Program& program, const std::vector<std::st
       src.kernels.push_back(std::move(info));
       continue;
     }
+    auto pick = [&](const std::vector<CudaConfig>& configs) {
+      return candidate < 0 ? configs.front() : configs[std::min<size_t>(static_cast<size_t>(candidate), configs.size() - 1)];
+    };
+    if (const auto* call = std::get_if<loop::ExternCall>(&program.kernels[i]); call && loop::is_product(call->kind)) {
+      auto configs = gemv_configs(program, *call, device);
+      if (configs.empty()) continue;
+      src.bodies.push_back(emit_cuda_gemv(program, *call, pick(configs), info));
+      src.kernels.push_back(std::move(info));
+      continue;
+    }
     const auto* k = std::get_if<loop::LoopKernel>(&program.kernels[i]);
     if (!k) continue;
-    auto configs = candidate_configs(program, *k, device);
-    CudaConfig config = candidate < 0 ? configs.front() : configs[std::min<size_t>(static_cast<size_t>(candidate), configs.size() - 1)];
+    CudaConfig config = pick(candidate_configs(program, *k, device));
     src.bodies.push_back(emit_cuda_kernel(program, *k, symbols, device, config, info));
     src.kernels.push_back(std::move(info));
   }

@@ -33,7 +33,7 @@ namespace coil::codegen {
 inline constexpr size_t kBufferAlignment = 16;
 
 struct CudaConfig {
-  enum class Form : uint8_t { pointwise, tiled, row, column, scan, serial, scatter, attention };
+  enum class Form : uint8_t { pointwise, tiled, row, column, scan, serial, scatter, attention, gemv };
   Form form = Form::pointwise;
   int block = 1;            // threads per block along x
   int block_y = 1;          // column: rows of threads; tiled: rows of the tile per pass
@@ -41,11 +41,13 @@ struct CudaConfig {
   int vector = 1;           // pointwise: elements per thread access; column: adjacent outputs per thread;
                             // tiled: columns per thread, block apart (the tile is block * vector a side)
   int persistent = 0;       // row: elements per thread kept in registers (0: looped)
-  int splits = 1;           // row, column: blocks sharing one row (or column tile), > 1 for few long rows
+  int splits = 1;           // row, column: blocks sharing one row (or column tile), > 1 for few long rows;
+                            // gemv: warps sharing an output, each over a slice of K
   int tile_a = 0, tile_b = 0;  // tiled in 16-byte groups of `vector` elements: the tile's extents along
                                // its two dims (0: square tiles of tile_side)
   int jam = 1;                 // flat column: adjacent outputs along the window dim a thread takes (jam.h)
-  int parts = 1;               // scatter: threads per free point, each storing the elements whose hash is its part
+  int parts = 1;               // scatter: threads per free point, each storing the elements whose hash is its part;
+                               // gemv: adjacent outputs a warp computes
   bool listed = false;         // scatter with parts: a block's threads list a round of positions of its part in
                                // shared memory, in order, then each applies them (cuda_pointwise.cc)
   bool operator==(const CudaConfig&) const = default;
@@ -88,6 +90,13 @@ std::string emit_cuda_kernel(const loop::Program& program, const loop::LoopKerne
 // cuda_attention.cc: the fused attention kernel of an attention extern call (static sizes).
 std::string emit_cuda_attention(const loop::Program& program, const loop::ExternCall& call, const cuda::DeviceInfo& device,
                                 CudaKernel& info);
+
+// cuda_gemv.cc: a matrix product of at most kGemvRows rows (static sizes, f16/bf16/f32, B with unit
+// stride along K) as coil's kernel: its candidate configurations, the heuristic's first; none
+// where the call is no such product (cuBLASLt runs it).
+inline constexpr int64_t kGemvRows = 8;
+std::vector<CudaConfig> gemv_configs(const loop::Program& program, const loop::ExternCall& call, const cuda::DeviceInfo& device);
+std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall& call, const CudaConfig& config, CudaKernel& info);
 
 // Every loop kernel (and fused attention) of `program` with its heuristic configuration, or with its `candidate`-th
 // candidate (the last when it has fewer) when that is >= 0.

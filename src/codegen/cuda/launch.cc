@@ -495,7 +495,8 @@ CudaLaunch launch_for(const loop::LoopKernel& k, const CudaConfig& c, const cuda
       l.per_block = c.block;
       break;
     }
-    case CudaConfig::Form::attention: COIL_CHECK(false) << "attention launches come from its emitter"; break;
+    case CudaConfig::Form::attention:
+    case CudaConfig::Form::gemv: COIL_CHECK(false) << "attention and gemv launches come from their emitters"; break;
   }
   if (c.splits > 1) l.scratch_bytes = split_layout(k, c).bytes;
   return l;

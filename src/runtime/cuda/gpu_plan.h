@@ -22,6 +22,7 @@
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/cublaslt.h"
 #include "runtime/cuda/cudnn.h"
+#include "runtime/cuda/gemm_problem.h"
 #include "runtime/cuda/graph_replays.h"
 #include "runtime/memory_plan.h"
 
@@ -247,22 +248,6 @@ struct GpuPlan {
 
 // cuBLASLt's larger kernels want a workspace of this size on Hopper.
 inline constexpr size_t kGemmWorkspace = size_t{32} << 20;
-
-// The views matrix product `call` reads, in cuBLASLt's roles: A and B, addmm's bias, and the
-// residual the scheduler joined to it as C (null where there is none).
-struct GemmViews {
-  const loop::View* a = nullptr;
-  const loop::View* b = nullptr;
-  const loop::View* bias = nullptr;
-  const loop::View* c = nullptr;
-};
-GemmViews gemm_views(const loop::ExternCall& call);
-
-// Matrix product `call` as cuBLASLt's problem, with the graph's symbol values: strides of the
-// views (the last two dims are the matrix, a leading one the batch), C for a residual,
-// the epilogue for its activation and bias.
-cuda::GemmProblem gemm_problem(const loop::ExternCall& call, const loop::Program& p, const std::map<std::string, int64_t>& symbols,
-                               bool tf32);
 
 // Where extern call `call` writes its result: its output_view, else its whole output buffer.
 loop::View result_view(const loop::ExternCall& call, const loop::Program& p);

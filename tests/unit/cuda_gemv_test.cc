@@ -1,0 +1,151 @@
+// Matrix products of a few rows as coil's own kernel (codegen/cuda/cuda_gemv.cc): which products
+// take it (and which stay with cuBLASLt), every candidate configuration building with NVRTC, and
+// on a GPU every candidate against the interpreter: odd N and K (the last warp's rows and the K
+// tail), pieces of 16 bytes and single elements, transposed A, each epilogue and dtype.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "build/nvrtc.h"
+#include "coil/coil.h"
+#include "driver/compile.h"
+#include "cuda_test_util.h"
+#include "test_util.h"
+
+namespace coil {
+namespace {
+
+Graph parse(const std::string& body) { return parse_graph("graph t {\n" + body + "}\n"); }
+
+Generated cuda_code(const std::string& body) {
+  Target t;
+  t.cuda = true;
+  t.device = cuda::preset_device("sm_90a");
+  return generate(parse(body), t);
+}
+
+// Each case: a graph whose product takes the kernel, and the 16-byte piece it reads in (elements).
+struct Case {
+  const char* body;
+  int vector;
+};
+const Case kCases[] = {
+    // decoding's projection: one row, nn.Linear's weight; N not a multiple of a block's outputs,
+    // K not of a warp's 256-element reads
+    {"  %x = input() : bf16[1, 200]\n  %w = input() : bf16[300, 200]\n  %wt = permute(%w, [1, 0])\n  %y = mm(%x, %wt)\n  return %y\n", 8},
+    // a bias and relu, f16, 3 rows
+    {"  %x = input() : f16[3, 264]\n  %w = input() : f16[70, 264]\n  %b = input() : f16[70]\n  %wt = permute(%w, [1, 0])\n"
+     "  %h = addmm(%b, %x, %wt)\n  %r = relu(%h)\n  return %r\n",
+     8},
+    // tanh-GELU with a bias, bf16, 8 rows from a [2, 4, K] activation (a batch of 2 sequences of 4)
+    {"  %x = input() : bf16[2, 4, 512]\n  %w = input() : bf16[129, 512]\n  %b = input() : bf16[129]\n  %xv = view(%x, [8, 512])\n"
+     "  %wt = permute(%w, [1, 0])\n  %h = addmm(%b, %xv, %wt)\n  %g = gelu(%h, approximate=\"tanh\")\n  %y = view(%g, [2, 4, 129])\n"
+     "  return %y\n",
+     8},
+    // a residual added, f32 (pieces of 4), 8 rows, alpha
+    {"  %x = input() : f32[8, 1000]\n  %w = input() : f32[1001, 1000]\n  %r = input() : f32[8, 1001]\n  %wt = permute(%w, [1, 0])\n"
+     "  %h = mm(%x, %wt)\n  %y = add.Tensor(%h, %r)\n  return %y\n",
+     4},
+    {"  %x = input() : f32[2, 96]\n  %w = input() : f32[33, 96]\n  %b = input() : f32[33]\n  %wt = permute(%w, [1, 0])\n"
+     "  %y = addmm(%b, %x, %wt, alpha=0.5)\n  return %y\n",
+     4},
+    // K odd: single elements; one output
+    {"  %x = input() : bf16[5, 203]\n  %w = input() : bf16[77, 203]\n  %wt = permute(%w, [1, 0])\n  %y = mm(%x, %wt)\n  return %y\n", 1},
+    {"  %x = input() : bf16[2, 4096]\n  %w = input() : bf16[1, 4096]\n  %wt = permute(%w, [1, 0])\n  %y = mm(%x, %wt)\n  return %y\n", 8},
+    // A transposed (its rows apart by one element): single elements
+    {"  %x = input() : f16[64, 4]\n  %xt = permute(%x, [1, 0])\n  %w = input() : f16[40, 64]\n  %wt = permute(%w, [1, 0])\n"
+     "  %y = mm(%xt, %wt)\n  return %y\n",
+     1},
+    // a long K (a down projection) over few outputs: warps split K
+    {"  %x = input() : bf16[1, 5632]\n  %w = input() : bf16[64, 5632]\n  %wt = permute(%w, [1, 0])\n  %y = mm(%x, %wt)\n  return %y\n", 8},
+};
+
+TEST(CudaGemv, FewRowsTakeTheKernelAndEveryCandidateBuilds) {
+  std::shared_ptr<const build::Nvrtc> nvrtc;
+  try {
+    nvrtc = build::Nvrtc::load();
+  } catch (const Error&) {
+  }
+  for (const Case& c : kCases) {
+    Generated gen = cuda_code(c.body);
+    const auto& program = gen.lowered.program;
+    size_t products = 0;
+    for (size_t i = 0; i < program.kernels.size(); ++i) {
+      const auto* call = std::get_if<loop::ExternCall>(&program.kernels[i]);
+      if (!call || !loop::is_product(call->kind)) continue;
+      ++products;
+      auto configs = codegen::gemv_configs(program, *call, cuda::preset_device("sm_90a"));
+      ASSERT_FALSE(configs.empty()) << c.body << loop::to_string(program);
+      for (const auto& config : configs) {
+        EXPECT_EQ(config.form, codegen::CudaConfig::Form::gemv);
+        EXPECT_EQ(config.vector, c.vector) << c.body;
+      }
+      // The generated source launches it as a kernel of its own.
+      bool emitted = false;
+      for (const auto& k : gen.cuda.kernels) emitted = emitted || k.program_index == i;
+      EXPECT_TRUE(emitted) << c.body;
+      // Every candidate in one unit, built as the compiler builds them.
+      std::string unit = gen.cuda.prelude;
+      for (size_t n = 0; n < configs.size(); ++n) {
+        codegen::CudaKernel info;
+        loop::ExternCall named = *call;
+        named.name = fmt::format("gemv_c{}", n);
+        unit += codegen::emit_cuda_gemv(program, named, configs[n], info) + "\n";
+        EXPECT_EQ(info.launch.block_x, 256);
+        EXPECT_EQ(info.buffers.size(), call->inputs.size() + 1 + (call->residual ? 1 : 0));
+      }
+      if (!nvrtc) continue;
+      for (const char* arch : {"sm_80", "sm_90a"}) {
+        build::CudaBuildOptions options{.cache = build::ArtifactCache(::testing::TempDir() + "/cuda_gemv"), .nvrtc = nvrtc,
+                                        .nvrtc_version = nvrtc->version(), .arch = arch};
+        EXPECT_FALSE(build::compile_cubin(unit, options).empty()) << arch << c.body;
+      }
+    }
+    EXPECT_EQ(products, 1u) << c.body;
+  }
+  if (!nvrtc) GTEST_SKIP() << "NVRTC is not available here: which products take the kernel was checked, the builds were not";
+}
+
+// cuBLASLt keeps: more rows, B laid out along N (rows of the weight across memory), a batch,
+// symbolic sizes.
+TEST(CudaGemv, OtherProductsStayWithTheLibrary) {
+  const char* bodies[] = {
+      "  %x = input() : bf16[9, 256]\n  %w = input() : bf16[64, 256]\n  %wt = permute(%w, [1, 0])\n  %y = mm(%x, %wt)\n  return %y\n",
+      "  %x = input() : bf16[1, 256]\n  %w = input() : bf16[256, 64]\n  %y = mm(%x, %w)\n  return %y\n",
+      "  %x = input() : bf16[3, 1, 256]\n  %w = input() : bf16[3, 256, 64]\n  %y = bmm(%x, %w)\n  return %y\n",
+      "  sym B = 1\n  %x = input() : bf16[B, 256]\n  %w = input() : bf16[64, 256]\n  %wt = permute(%w, [1, 0])\n  %y = mm(%x, %wt)\n"
+      "  return %y\n",
+  };
+  for (const char* body : bodies) {
+    Generated gen = cuda_code(body);
+    const auto& program = gen.lowered.program;
+    for (const auto& k : program.kernels) {
+      const auto* call = std::get_if<loop::ExternCall>(&k);
+      if (!call || !loop::is_product(call->kind)) continue;
+      EXPECT_TRUE(codegen::gemv_configs(program, *call, cuda::preset_device("sm_90a")).empty()) << body;
+    }
+    for (const auto& k : gen.cuda.kernels) EXPECT_NE(k.config.form, codegen::CudaConfig::Form::gemv) << body;
+  }
+}
+
+TEST(CudaGemvGpu, EveryCandidateMatchesTheReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  std::string cache = fresh_cache("gemv");
+  for (const Case& c : kCases) {
+    Graph g = parse(c.body);
+    TensorMap inputs = random_inputs(g, 11);
+    auto want = evaluate_reference(g, inputs);
+    // Every candidate, then the tuner's choice.
+    for (int candidate = 0; candidate <= 9; ++candidate) {
+      CompileOptions options{.cache_dir = cache, .device = "cuda", .cuda_candidate = candidate < 9 ? candidate : -1};
+      Executable exe = compile(g, options);
+      auto got = exe.run(inputs);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) expect_close(got[i], want[i], fmt::format("{}candidate {} output {}", c.body, candidate, i));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace coil
