@@ -29,6 +29,8 @@ constexpr TurnsOptions kTurns{.sample_ms = 0.3, .rounds = 5, .max_repeats = 64, 
 // the same tensor, 0.10-0.12 after its own launch). The column sum's own candidates, plain
 // loads, time within 0.3% either way.
 constexpr size_t kSets = 2;
+// The tuning cache's word for "the library's call won".
+constexpr const char* kLibraryWinner = "library";
 
 }  // namespace
 
@@ -57,16 +59,8 @@ std::vector<TuningUnit> tuning_units(const loop::Program& program, const codegen
     if (!sized || traffic < kMinTunedBytes) continue;
     TuningUnit unit;
     unit.kernel = i;
-    // Candidate c's text under `name`.
     auto emit = [&](const std::string& name, const codegen::CudaConfig& config, codegen::CudaKernel& out) {
-      if (gemv) {
-        loop::ExternCall named = *call;
-        named.name = name;
-        return codegen::emit_cuda_gemv(program, named, config, out);
-      }
-      loop::LoopKernel named = *lk;
-      named.name = name;
-      return codegen::emit_cuda_kernel(program, named, symbols, device, config, out);
+      return codegen::emit_tunable_kernel(program, info.program_index, name, symbols, device, config, out);
     };
     // The structural key: the heuristic's code under a neutral name, and the device.
     codegen::CudaKernel ignored;
@@ -82,13 +76,14 @@ std::vector<TuningUnit> tuning_units(const loop::Program& program, const codegen
       unit.candidates.push_back(std::move(candidate));
       if (cached && *cached == codegen::to_string(configs[c])) unit.winner = static_cast<int>(c);
     }
+    if (cached && *cached == kLibraryWinner) unit.winner = 0, unit.library = true;
     units.push_back(std::move(unit));
   }
   return units;
 }
 
 int measure_candidates(TuningUnit& unit, const std::vector<void*>& functions, const loop::Program& program,
-                       const cuda::Context& context, const build::ArtifactCache& cache) {
+                       const cuda::Context& context, const build::ArtifactCache& cache, const LibraryRival& rival) {
   cuda::DeviceScratch memory(context);
   // As many sets of the kernel's buffers as the device has room for, up to kSets: a model that
   // holds most of the device's memory leaves less, and with no room for one set the heuristic's
@@ -124,17 +119,23 @@ int measure_candidates(TuningUnit& unit, const std::vector<void*>& functions, co
 
   size_t launches = 0;
   auto run = [&](size_t c, int times) {
+    if (c == unit.candidates.size()) {
+      for (int i = 0; i < times; ++i) rival(sets[launches++ % sets.size()]);
+      return;
+    }
     const codegen::CudaKernel& info = unit.candidates[c];
     cuda::DevicePtr own_scratch = layout.offsets[c] >= 0 ? scratch + static_cast<cuda::DevicePtr>(layout.offsets[c]) : 0;
     for (int i = 0; i < times; ++i)
       launch_loop_kernel(context, functions[c], info, sets[launches++ % sets.size()], {}, {}, status, own_scratch, nullptr);
   };
   // A candidate the device cannot launch (resources) is left out; the heuristic's must work.
-  unit.ms = time_in_turns(context, unit.candidates.size(), run, kTurns);
-  const auto winner = static_cast<int>(std::min_element(unit.ms.begin(), unit.ms.end()) - unit.ms.begin());
+  unit.ms = time_in_turns(context, unit.candidates.size() + (rival ? 1 : 0), run, kTurns);
+  auto winner = static_cast<int>(std::min_element(unit.ms.begin(), unit.ms.end()) - unit.ms.begin());
+  unit.library = static_cast<size_t>(winner) == unit.candidates.size();
+  if (unit.library) winner = 0;
   // The cache names the winner by its configuration, so a changed candidate list cannot
   // misread it.
-  cache.store(unit.key, "tune", codegen::to_string(unit.candidates[static_cast<size_t>(winner)].config));
+  cache.store(unit.key, "tune", unit.library ? kLibraryWinner : codegen::to_string(unit.candidates[static_cast<size_t>(winner)].config));
   unit.winner = winner;
   return winner;
 }
@@ -148,7 +149,8 @@ std::string tuning_report(const TuningUnit& unit) {
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return unit.ms[a] < unit.ms[b]; });
   std::string out = unit.candidates.front().name + ":";
   for (size_t c : order)
-    out += fmt::format("{} {:.3f} ms {}", c == order.front() ? "" : ",", unit.ms[c], codegen::to_string(unit.candidates[c].config));
+    out += fmt::format("{} {:.3f} ms {}", c == order.front() ? "" : ",", unit.ms[c],
+                       c < unit.candidates.size() ? codegen::to_string(unit.candidates[c].config) : "cuBLASLt");
   return unit.note.empty() ? out : out + "; " + unit.note;
 }
 

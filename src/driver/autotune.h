@@ -4,6 +4,7 @@
 // on-disk tuning cache under the kernel's structural hash and the device's key, so a later
 // compile of the same kernel on the same device skips the measuring.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,10 @@ struct TuningUnit {
   std::vector<std::string> bodies;  // per candidate
   std::string key;                  // the tuning cache's key
   int winner = -1;     // from the tuning cache, or once measured
-  std::vector<double> ms;  // per candidate once measured (infinity: it did not launch)
+  // The library's call (cuBLASLt, for a product of a few rows) beat every candidate: the plan
+  // runs the call, not the kernel (winner then 0, unused).
+  bool library = false;
+  std::vector<double> ms;  // per candidate once measured (infinity: it did not launch), then the library's
   std::string note;        // how the measurement fell short of the usual (device memory), if it did
 };
 // "k0_y: 0.120 ms column block=32x8 vector=8 splits=33, 0.131 ms ..." (fastest first).
@@ -32,10 +36,15 @@ std::vector<TuningUnit> tuning_units(const loop::Program& program, const codegen
                                      const std::vector<std::string>& symbols, const cuda::DeviceInfo& device,
                                      const build::ArtifactCache& cache);
 
-// Times every candidate of `unit` (functions[c] is candidate c's CUfunction) on scratch buffers
-// and returns the fastest's index; records it in the tuning cache. Where the device has no memory
-// for the buffers, returns the heuristic's candidate (0) unmeasured and uncached (unit.note says so).
+// What a kernel's candidates are timed against where a library can run the same call: it runs
+// the call once on the given buffer pointers (indexed by buffer id), on the null stream.
+using LibraryRival = std::function<void(const std::vector<cuda::DevicePtr>& buffers)>;
+
+// Times every candidate of `unit` (functions[c] is candidate c's CUfunction), and `rival` if
+// given, on scratch buffers and returns the fastest candidate's index (unit.library where the
+// rival was faster); records the choice in the tuning cache. Where the device has no memory for
+// the buffers, returns the heuristic's candidate (0) unmeasured and uncached (unit.note says so).
 int measure_candidates(TuningUnit& unit, const std::vector<void*>& functions, const loop::Program& program,
-                       const cuda::Context& context, const build::ArtifactCache& cache);
+                       const cuda::Context& context, const build::ArtifactCache& cache, const LibraryRival& rival = {});
 
 }  // namespace coil

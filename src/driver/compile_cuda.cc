@@ -61,6 +61,27 @@ bool cudnn_takes(const loop::ExternCall& call, const loop::Program& program, con
   return cudnn.engines(p) > 0;
 }
 
+// What a tuned product of a few rows is timed against: cuBLASLt's call of the heuristic's
+// algorithm on the candidates' buffers (none for a loop kernel, or where no workspace fits).
+template <typename Workspace>
+LibraryRival library_rival(const loop::Program& program, const TuningUnit& unit, bool tf32, const cuda::CublasLt& cublas, Workspace&& workspace) {
+  const auto* call = std::get_if<loop::ExternCall>(&program.kernels[unit.candidates.front().program_index]);
+  if (!call) return {};
+  const cuda::DevicePtr w = workspace();
+  if (!w) return {};
+  const cuda::GemmProblem g = gemm_problem(*call, program, {}, tf32);
+  return [&program, &cublas, call = *call, g, w](const std::vector<cuda::DevicePtr>& buffers) {
+    auto at = [&](const loop::View* v) -> void* {
+      if (!v) return nullptr;
+      const auto b = static_cast<size_t>(v->buffer);
+      return reinterpret_cast<void*>(buffers[b] + static_cast<cuda::DevicePtr>(v->offset.eval({}) * static_cast<int64_t>(dtype_size(program.buffers[b].dtype))));
+    };
+    const GemmViews views = gemm_views(call);
+    const loop::View out = result_view(call, program);
+    cublas.gemm(g, at(views.a), at(views.b), at(views.c), at(&out), at(views.bias), reinterpret_cast<void*>(w), kGemmWorkspace, nullptr, nullptr);
+  };
+}
+
 }  // namespace
 
 Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::shared_ptr<cuda::Context> context) {
@@ -235,7 +256,10 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
   // four products: about 0.35 s, less than its build); joined before the loop kernels' timing,
   // which must not share the GPU with it.
   const size_t nk = gen.lowered.program.kernels.size();
-  if (nk > gen.cuda.kernels.size()) gpu->cublas = cuda::CublasLt::load();
+  // (products of a few rows: coil's kernel, unless cuBLASLt times faster)
+  const bool gemv = std::any_of(gen.cuda.kernels.begin(), gen.cuda.kernels.end(),
+                                [](const codegen::CudaKernel& k) { return k.config.form == codegen::CudaConfig::Form::gemv; });
+  if (nk > gen.cuda.kernels.size() || gemv) gpu->cublas = cuda::CublasLt::load();
   const bool has_convolutions = std::any_of(gen.lowered.program.kernels.begin(), gen.lowered.program.kernels.end(), [](const loop::Kernel& k) {
     const auto* call = std::get_if<loop::ExternCall>(&k);
     return call && call->kind == loop::ExternKind::convolution;
@@ -285,6 +309,13 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
     built_as[k.program_index] = built_names[first_of[p]];
   }
   std::vector<std::string> chosen_bodies = gen.cuda.bodies;
+  // cuBLASLt's workspace for the products timed against it, taken at the first.
+  cuda::DeviceScratch scratch(*context);
+  cuda::DevicePtr gemm_workspace_ptr = 0;
+  auto gemm_workspace = [&] {
+    if (!gemm_workspace_ptr) gemm_workspace_ptr = scratch.try_take(kGemmWorkspace);
+    return gemm_workspace_ptr;
+  };
   auto tune0 = std::chrono::steady_clock::now();
   std::map<std::string, int> measured;  // tuning key -> winner, for repeats of a kernel in this graph
   for (size_t t = 0, first = plain.size(); t < tuning.size(); first += tuning[t].bodies.size(), ++t) {
@@ -295,21 +326,28 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
       unit.winner = measured.at(unit.key);
       ++exe.stats.tuning_cache_hits;
     } else if (unit.winner < 0) {
-      measure_candidates(unit, candidates, gen.lowered.program, *context, cache);
+      measure_candidates(unit, candidates, gen.lowered.program, *context, cache,
+                         library_rival(gen.lowered.program, unit, options.allow_tf32, *gpu->cublas, gemm_workspace));
       measured[unit.key] = unit.winner;
       if (!unit.ms.empty()) ++exe.stats.tuned_kernels;
       exe.stats.tuning.push_back(tuning_report(unit));
     } else {
       ++exe.stats.tuning_cache_hits;
     }
+    if (unit.library) {  // cuBLASLt runs the product
+      const size_t p = unit.candidates.front().program_index;
+      gpu->functions[p] = nullptr;
+      chosen_bodies[unit.kernel] = fmt::format("// {}: cuBLASLt (faster than coil's candidates)\n", gen.cuda.kernels[unit.kernel].name);
+      continue;
+    }
     const codegen::CudaKernel& k = unit.candidates[static_cast<size_t>(unit.winner)];
     gpu->functions[k.program_index] = candidates[static_cast<size_t>(unit.winner)];
     gpu->kernels[k.program_index] = k;
     built_as[k.program_index] = built_names[first_of[first + static_cast<size_t>(unit.winner)]];
     // What --emit code and Executable::source show: the winner, under the kernel's own name.
-    const auto& lk = std::get<loop::LoopKernel>(gen.lowered.program.kernels[k.program_index]);
     codegen::CudaKernel ignored;
-    chosen_bodies[unit.kernel] = codegen::emit_cuda_kernel(gen.lowered.program, lk, symbols, context->device(), k.config, ignored);
+    chosen_bodies[unit.kernel] = codegen::emit_tunable_kernel(gen.lowered.program, k.program_index, gen.cuda.kernels[unit.kernel].name,
+                                                              symbols, context->device(), k.config, ignored);
   }
   // COIL_DEBUG=kernels: which kernel of the program runs under which content name (the names a
   // profiler shows), in which configuration.

@@ -232,6 +232,18 @@ std::string emit_cuda_kernel(const loop::Program& program, const loop::LoopKerne
   return CudaEmitter(program, lanes, symbols, device, config).emit(info);
 }
 
+std::string emit_tunable_kernel(const loop::Program& program, size_t index, const std::string& name, const std::vector<std::string>& symbols,
+                                const cuda::DeviceInfo& device, const CudaConfig& config, CudaKernel& info) {
+  if (const auto* call = std::get_if<loop::ExternCall>(&program.kernels[index])) {
+    loop::ExternCall named = *call;
+    named.name = name;
+    return emit_cuda_gemv(program, named, config, info);
+  }
+  loop::LoopKernel named = std::get<loop::LoopKernel>(program.kernels[index]);
+  named.name = name;
+  return emit_cuda_kernel(program, named, symbols, device, config, info);
+}
+
 std::string CudaSource::code() const {
   std::string code = prelude;
   for (const auto& b : bodies) code += b + "\n";

@@ -87,6 +87,11 @@ std::string emit_cuda_kernel(const loop::Program& program, const loop::LoopKerne
                              const std::vector<std::string>& symbols, const cuda::DeviceInfo& device,
                              const CudaConfig& config, CudaKernel& info);
 
+// Kernel `index` of `program` in `config`, under `name`: a loop kernel (emit_cuda_kernel) or a
+// product of a few rows (emit_cuda_gemv); what the autotuner builds of each candidate.
+std::string emit_tunable_kernel(const loop::Program& program, size_t index, const std::string& name, const std::vector<std::string>& symbols,
+                                const cuda::DeviceInfo& device, const CudaConfig& config, CudaKernel& info);
+
 // cuda_attention.cc: the fused attention kernel of an attention extern call (static sizes).
 std::string emit_cuda_attention(const loop::Program& program, const loop::ExternCall& call, const cuda::DeviceInfo& device,
                                 CudaKernel& info);

@@ -1,0 +1,64 @@
+"""Products of a few rows (LLM decoding's projections) through torch.compile against eager. On
+CUDA these take coil's own kernel (codegen/cuda/cuda_gemv.cc) with its candidates tuned: weights
+of over a MiB, rows 1 to 8, a bias with tanh-GELU or ReLU, a residual added, weights read
+transposed (nn.Linear's) — and products it leaves to cuBLASLt (9 rows, a weight laid out along
+N) beside them. No graph may fall back to eager."""
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import coil
+from conftest import CUDA, coil_fallbacks
+
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
+DEVICES = ["cpu"] + (["cuda"] if CUDA and torch.cuda.is_available() else [])
+
+
+def block(x, w1, b1, w2, r):
+    h = F.gelu(F.linear(x, w1, b1), approximate="tanh")
+    return F.linear(h, w2) + r, F.relu(F.linear(x, w1, b1))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("rows", [1, 3, 8, 9])
+def test_few_row_products_follow_eager(device, rows):
+    torch.manual_seed(0)
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    d, hidden = 1024, 1400
+    x = torch.randn(rows, d, device=device, dtype=dtype)
+    w1 = (torch.randn(hidden, d, device=device) * d**-0.5).to(dtype)
+    b1 = torch.randn(hidden, device=device, dtype=dtype)
+    w2 = (torch.randn(d, hidden, device=device) * hidden**-0.5).to(dtype)
+    r = torch.randn(rows, d, device=device, dtype=dtype)
+    compiled = coil.compile(block)
+    tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else dict(rtol=1e-4, atol=1e-4)
+    with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+        warnings.simplefilter("always")
+        for _ in range(2):  # the tuned build, then the cached one
+            got, want = compiled(x, w1, b1, w2, r), block(x, w1, b1, w2, r)
+            for g, w in zip(got, want):
+                torch.testing.assert_close(g, w, **tol)
+            x = torch.randn_like(x)
+    assert not coil_fallbacks(caught), coil_fallbacks(caught)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_weights_along_n_and_transposed_rows_follow_eager(device):
+    torch.manual_seed(1)
+    dtype = torch.float16 if device == "cuda" else torch.float32
+    x = torch.randn(640, 4, device=device, dtype=dtype)  # read transposed: 4 rows, one element apart
+    w = (torch.randn(900, 640, device=device) * 0.04).to(dtype)
+    wn = (torch.randn(640, 900, device=device) * 0.04).to(dtype)  # x @ wn: B along N (cuBLASLt's)
+
+    def fn(x, w, wn):
+        return F.linear(x.t(), w), x.t() @ wn
+
+    with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+        warnings.simplefilter("always")
+        got = coil.compile(fn)(x, w, wn)
+        tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.float16 else dict(rtol=1e-4, atol=1e-4)
+        for g, e in zip(got, fn(x, w, wn)):
+            torch.testing.assert_close(g, e, **tol)
+    assert not coil_fallbacks(caught), coil_fallbacks(caught)
