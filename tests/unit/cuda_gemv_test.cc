@@ -1,11 +1,13 @@
 // Matrix products of a few rows as coil's own kernel (codegen/cuda/cuda_gemv.cc): which products
 // take it (and which stay with cuBLASLt), every candidate configuration building with NVRTC, and
 // on a GPU every candidate against the interpreter: odd N and K (the last warp's rows and the K
-// tail), pieces of 16 bytes and single elements, transposed A, each epilogue and dtype.
+// tail), tensor cores (f16/bf16 in 16-byte pieces, up to 16 rows) and FMAs (f32, single
+// elements), transposed A, each epilogue and dtype.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "build/nvrtc.h"
@@ -59,6 +61,13 @@ const Case kCases[] = {
     {"  %x = input() : f16[64, 4]\n  %xt = permute(%x, [1, 0])\n  %w = input() : f16[40, 64]\n  %wt = permute(%w, [1, 0])\n"
      "  %y = mm(%xt, %wt)\n  return %y\n",
      1},
+    // 16 and 12 rows on tensor cores: A's rows 8..15 in the mma's upper half
+    {"  %x = input() : bf16[16, 320]\n  %w = input() : bf16[100, 320]\n  %r = input() : bf16[16, 100]\n  %wt = permute(%w, [1, 0])\n"
+     "  %h = mm(%x, %wt)\n  %y = add.Tensor(%h, %r)\n  return %y\n",
+     8},
+    {"  %x = input() : f16[12, 200]\n  %w = input() : f16[300, 200]\n  %b = input() : f16[300]\n  %wt = permute(%w, [1, 0])\n"
+     "  %h = addmm(%b, %x, %wt)\n  %g = gelu(%h, approximate=\"tanh\")\n  return %g\n",
+     8},
     // a long K (a down projection) over few outputs: warps split K
     {"  %x = input() : bf16[1, 5632]\n  %w = input() : bf16[64, 5632]\n  %wt = permute(%w, [1, 0])\n  %y = mm(%x, %wt)\n  return %y\n", 8},
 };
@@ -109,11 +118,12 @@ TEST(CudaGemv, FewRowsTakeTheKernelAndEveryCandidateBuilds) {
   if (!nvrtc) GTEST_SKIP() << "NVRTC is not available here: which products take the kernel was checked, the builds were not";
 }
 
-// cuBLASLt keeps: more rows, B laid out along N (rows of the weight across memory), a batch,
+// cuBLASLt keeps: more rows (17 on tensor cores, 9 in f32), B laid out along N (rows of the weight across memory), a batch,
 // symbolic sizes.
 TEST(CudaGemv, OtherProductsStayWithTheLibrary) {
   const char* bodies[] = {
-      "  %x = input() : bf16[9, 256]\n  %w = input() : bf16[64, 256]\n  %wt = permute(%w, [1, 0])\n  %y = mm(%x, %wt)\n  return %y\n",
+      "  %x = input() : bf16[17, 256]\n  %w = input() : bf16[64, 256]\n  %wt = permute(%w, [1, 0])\n  %y = mm(%x, %wt)\n  return %y\n",
+      "  %x = input() : f32[9, 256]\n  %w = input() : f32[64, 256]\n  %wt = permute(%w, [1, 0])\n  %y = mm(%x, %wt)\n  return %y\n",
       "  %x = input() : bf16[1, 256]\n  %w = input() : bf16[256, 64]\n  %y = mm(%x, %w)\n  return %y\n",
       "  %x = input() : bf16[3, 1, 256]\n  %w = input() : bf16[3, 256, 64]\n  %y = bmm(%x, %w)\n  return %y\n",
       "  sym B = 1\n  %x = input() : bf16[B, 256]\n  %w = input() : bf16[64, 256]\n  %wt = permute(%w, [1, 0])\n  %y = mm(%x, %wt)\n"
@@ -138,9 +148,14 @@ TEST(CudaGemvGpu, EveryCandidateMatchesTheReference) {
     Graph g = parse(c.body);
     TensorMap inputs = random_inputs(g, 11);
     auto want = evaluate_reference(g, inputs);
-    // Every candidate, then the tuner's choice.
-    for (int candidate = 0; candidate <= 9; ++candidate) {
-      CompileOptions options{.cache_dir = cache, .device = "cuda", .cuda_candidate = candidate < 9 ? candidate : -1};
+    // Every candidate (as many as on an sm_90a preset), then the tuner's choice.
+    int count = 0;
+    Generated gen = cuda_code(c.body);
+    for (const auto& k : gen.lowered.program.kernels)
+      if (const auto* call = std::get_if<loop::ExternCall>(&k))
+        count = std::max(count, static_cast<int>(codegen::gemv_configs(gen.lowered.program, *call, cuda::preset_device("sm_90a")).size()));
+    for (int candidate = 0; candidate <= count; ++candidate) {
+      CompileOptions options{.cache_dir = cache, .device = "cuda", .cuda_candidate = candidate < count ? candidate : -1};
       Executable exe = compile(g, options);
       auto got = exe.run(inputs);
       ASSERT_EQ(got.size(), want.size());

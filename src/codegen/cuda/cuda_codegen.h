@@ -96,10 +96,11 @@ std::string emit_tunable_kernel(const loop::Program& program, size_t index, cons
 std::string emit_cuda_attention(const loop::Program& program, const loop::ExternCall& call, const cuda::DeviceInfo& device,
                                 CudaKernel& info);
 
-// cuda_gemv.cc: a matrix product of at most kGemvRows rows (static sizes, f16/bf16/f32, B with unit
-// stride along K) as coil's kernel: its candidate configurations, the heuristic's first; none
-// where the call is no such product (cuBLASLt runs it).
-inline constexpr int64_t kGemvRows = 8;
+// cuda_gemv.cc: a matrix product of a few rows (static sizes, f16/bf16/f32, B with unit stride
+// along K) as coil's kernel: its candidate configurations, the heuristic's first; none where the
+// call is no such product (cuBLASLt runs it). At most kGemvRows rows on tensor cores (f16/bf16
+// in 16-byte pieces, sm_80 on), kGemvFmaRows otherwise.
+inline constexpr int64_t kGemvRows = 16, kGemvFmaRows = 8;
 std::vector<CudaConfig> gemv_configs(const loop::Program& program, const loop::ExternCall& call, const cuda::DeviceInfo& device);
 std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall& call, const CudaConfig& config, CudaKernel& info);
 

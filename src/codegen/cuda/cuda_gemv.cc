@@ -1,19 +1,26 @@
 // Matrix products of a few rows (LLM decoding: one token a sequence, M = the batch) as coil's own
 // kernel instead of cuBLASLt's. Such a product reads each weight once and does two flops a
-// weight byte: it is a stream over the weight, and its time is the weight's bytes over the
-// memory bandwidth plus a launch. cuBLASLt's small-M kernels reached 1.3-3.8 TB/s of an H200's
-// 4.8 on TinyLlama's [1, 2048] x [2048, 2048..5632] products (5.9-8.5 us).
+// weight byte per row: it is a stream over the weight, and its time is the weight's bytes over
+// the memory bandwidth plus a launch. cuBLASLt's small-M kernels reached 1.3-3.8 TB/s of an
+// H200's 4.8 on TinyLlama's [1, 2048] x [2048, 2048..5632] products (5.6-10 us).
 //
 // The kernel takes B with unit stride along K (nn.Linear's weight [N, K], read as its transpose),
-// so that each output is a dot product over a contiguous weight row:
-// - a warp computes R adjacent outputs for all M rows; its lanes read 16-byte pieces of the R
-//   weight rows (evict-first: read once) and of the M rows of A (kept: every warp reads them),
-//   FMAs in f32, then the sums meet through warp shuffles;
-// - SPLIT warps of a block share an output group, each over a slice of K (more blocks where N
-//   is small), and combine through shared memory;
-// - the epilogue (alpha, bias, residual, relu or tanh-GELU) is applied in f32 and the result
-//   rounded once, as cuBLASLt's epilogues do.
-// The candidates (R, SPLIT) are timed by the autotuner like a loop kernel's configurations.
+// so that each output is a dot product over a contiguous weight row. Two forms:
+// - tensor cores (f16/bf16 in 16-byte pieces, sm_80 on; config tile 16x8): a warp takes R tiles
+//   of 8 outputs. Per 32 elements of K, the lane (n, q) = (lane / 4, lane % 4) reads 16 bytes of
+//   weight row n at 8q and 16 bytes of A's row n (rows past M are zeros), and two mma.sync
+//   m16n8k16 add them up: each mma's k index is a permutation of the 32 (the pairs 8q+0..3 for
+//   the first, 8q+4..7 for the second), the same for A and B, which a dot product allows. So the
+//   lanes read whole 64-byte pieces of 8 rows, and the M rows (up to 16) cost no more than one;
+// - FMAs (f32, or pieces that do not fit): a warp takes R adjacent outputs for all M rows; its
+//   lanes read 16-byte pieces (or elements) of the R weight rows and of A's rows, f32 FMAs, and
+//   the sums meet through warp shuffles.
+// Weights are read evict-first (once), A kept. Each thread issues all its reads of 4 steps of K
+// before their arithmetic. SPLIT warps of a block share an output group, each over a slice of
+// K (more blocks where N is small), and combine through shared memory, where the epilogue
+// (alpha, bias, residual, relu or tanh-GELU) is applied in f32 and the result rounded once, as
+// cuBLASLt's epilogues do. The candidates (R, SPLIT) are timed by the autotuner, and against
+// cuBLASLt's call of the same product.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -70,6 +77,8 @@ int piece(const cuda::GemmProblem& g, const GemmViews& v) {
   return ok ? vec : 1;
 }
 
+bool in_dtype_half(DType t) { return t == DType::f16 || t == DType::bf16; }
+
 const char* widen_fn(DType t) {
   switch (t) {
     case DType::f16: return "coil_rt::f16_to_f32";
@@ -92,9 +101,12 @@ std::vector<CudaConfig> gemv_configs(const loop::Program& program, const loop::E
   const auto g = gemv_problem(program, call);
   if (!g) return {};
   const int vec = piece(*g, gemm_views(call));
-  const int64_t chunks = (g->k + 32 * vec - 1) / (32 * vec);  // a warp's reads across K
-  // R outputs a warp (R * M sums, at most one per lane when they are stored); the heuristic's
-  // SPLIT gives at least two blocks an SM where K allows.
+  const bool mma = g->dtype != DType::f32 && vec == 8 && device.cc_major >= 8;
+  if (!mma && g->m > kGemvFmaRows) return {};
+  // Outputs a warp takes: R tiles of 8 (tensor cores) or R outputs (FMAs: R * M sums, one a lane
+  // at most); its K step: 32 pieces (FMAs) or 32 elements (tensor cores, 4 lanes a row).
+  const int tile = mma ? 8 : 1;
+  const int64_t step = mma ? 32 : 32 * vec, chunks = (g->k + step - 1) / step;
   std::vector<CudaConfig> out;
   auto config = [&](int r, int split) {
     CudaConfig c;
@@ -103,13 +115,19 @@ std::vector<CudaConfig> gemv_configs(const loop::Program& program, const loop::E
     c.vector = vec;
     c.parts = r;
     c.splits = split;
+    if (mma) c.tile_a = 16, c.tile_b = 8;
     return c;
   };
+  // The heuristic's SPLIT gives at least two blocks an SM where K allows; the candidates also
+  // take half and twice that.
   const int64_t want_blocks = 2 * std::max(device.sm_count, 1);
-  for (int r : {g->m <= 2 ? 2 : g->m <= 4 ? 2 : 4, 1, 2, 4}) {
-    if (r * g->m > 32) continue;
+  const std::vector<int> rs = mma ? std::vector<int>{1, 2, 4} : std::vector<int>{g->m <= 4 ? 2 : 4, 1, 2, 4};
+  for (int r : rs) {
+    if (!mma && r * g->m > 32) continue;
+    const int64_t per_warp = int64_t{r} * tile;
     int split = 1;
-    while (split < kWarps && split * 2 <= chunks && (g->n + (kWarps / split) * r - 1) / ((kWarps / split) * r) < want_blocks) split *= 2;
+    while (split < kWarps && split * 2 <= chunks && (g->n + (kWarps / split) * per_warp - 1) / ((kWarps / split) * per_warp) < want_blocks)
+      split *= 2;
     for (int s : {split, split / 2, split * 2}) {
       if (s < 1 || s > kWarps || (s > 1 && s > chunks)) continue;
       CudaConfig c = config(r, s);
@@ -125,7 +143,11 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
   const cuda::GemmProblem& g = *problem;
   const GemmViews views = gemm_views(call);
   const int vec = config.vector, r = config.parts, split = config.splits, groups = kWarps / split;
-  COIL_CHECK(vec == piece(g, views) && r * g.m <= 32 && split >= 1 && kWarps % split == 0) << call.name << ": " << to_string(config);
+  const bool mma = config.tile_a > 0;
+  const int out_per_warp = mma ? 8 * r : r;
+  COIL_CHECK(vec == piece(g, views) && (mma ? vec == 8 && in_dtype_half(g.dtype) : r * g.m <= 32 && g.m <= kGemvFmaRows) && split >= 1 &&
+             kWarps % split == 0)
+      << call.name << ": " << to_string(config);
   const loop::Buffer& ob = program.buffers[static_cast<size_t>(call.output)];
   const DType in = g.dtype, out = ob.dtype;
   auto offset_of = [](const loop::View* v) { return v ? *v->offset.constant() : int64_t{0}; };
@@ -148,7 +170,7 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
   info.name = call.name;
   info.config = config;
   info.launch.block_x = kThreads;
-  const int64_t units = (g.n + int64_t{groups} * r - 1) / (int64_t{groups} * r);
+  const int64_t units = (g.n + int64_t{groups} * out_per_warp - 1) / (int64_t{groups} * out_per_warp);
   info.launch.units = units;
   info.launch.per_block = 1;
   info.launch.max_blocks = units;
@@ -158,57 +180,95 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
   std::string s = fmt::format("// computes %{} ({}, M={} N={} K={})\n", fmt::join(call.origins, ", %"), to_string(config), g.m, g.n, g.k);
   s += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", kThreads, call.name, fmt::join(params, ", "));
   s += "  (void)E;\n";
-  const int64_t chunks = (g.k + 32 * vec - 1) / (32 * vec), per = (chunks + split - 1) / split;
-  s += fmt::format("  constexpr int M = {}, N = {}, K = {}, VEC = {}, R = {}, SPLIT = {}, GROUPS = {}, PER = {};\n", g.m, g.n, g.k, vec,
-                   r, split, groups, per);
+  const int64_t step = mma ? 32 : 32 * vec, chunks = (g.k + step - 1) / step, per = (chunks + split - 1) / split;
+  s += fmt::format("  constexpr int M = {}, N = {}, K = {}, VEC = {}, R = {}, OUT = {}, SPLIT = {}, GROUPS = {}, PER = {}, U = 4;\n", g.m, g.n,
+                   g.k, vec, r, out_per_warp, split, groups, per);
   s += fmt::format("  typedef coil_rt::Vec<{}, VEC> V;\n", t);
   s += "  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;\n";
   s += "  const int group = warp / SPLIT, slice = warp % SPLIT;\n";
-  s += "  const int n0 = (static_cast<int>(blockIdx.x) * GROUPS + group) * R;\n";
-  // Rows past N read the last row (their sums are dropped): no branch in the loop.
-  s += fmt::format("  const {}* w[R];\n  #pragma unroll\n  for (int r = 0; r < R; ++r) w[r] = b{} + {} + int64_t(n0 + r < N ? n0 + r : N - 1) * {};\n",
-                   t, views.b->buffer, offset_of(views.b), g.b_cs);
-  s += "  float acc[R][M];\n  #pragma unroll\n  for (int r = 0; r < R; ++r)\n    #pragma unroll\n    for (int m = 0; m < M; ++m) acc[r][m] = 0.f;\n";
-  s += "  #pragma unroll 4\n  for (int i = 0; i < PER; ++i) {\n    const int c = slice * PER + i;\n";
-  if (chunks % split != 0) s += fmt::format("    if (c >= {}) break;\n", chunks);
-  s += "    const int k = c * 32 * VEC + lane * VEC;\n";
-  const bool tail = g.k % (32 * vec) != 0;
-  if (tail) s += "    if (k < K) {\n";
-  const std::string in2 = tail ? "      " : "    ";
-  auto as_float = [&](const std::string& e) { return widen.empty() ? e : widen + "(" + e + ")"; };
-  if (vec > 1) {
-    s += fmt::format("{}V wv[R];\n{}#pragma unroll\n{}for (int r = 0; r < R; ++r) wv[r] = coil_rt::load_once(reinterpret_cast<const V*>(w[r] + k));\n",
-                     in2, in2, in2);
-    s += fmt::format("{}#pragma unroll\n{}for (int m = 0; m < M; ++m) {{\n", in2, in2);
-    s += fmt::format("{}  const V xv = coil_rt::load_keep(reinterpret_cast<const V*>(b{} + {} + m * {} + k));\n", in2, views.a->buffer,
-                     offset_of(views.a), g.a_rs);
-    s += fmt::format("{}  #pragma unroll\n{}  for (int v = 0; v < VEC; ++v) {{\n", in2, in2);
-    s += fmt::format("{}    const float x = {};\n", in2, as_float("xv.v[v]"));
-    s += fmt::format("{}    #pragma unroll\n{}    for (int r = 0; r < R; ++r) acc[r][m] += x * {};\n", in2, in2, as_float("wv[r].v[v]"));
-    s += fmt::format("{}  }}\n{}}}\n", in2, in2);
+  s += "  const int n0 = (static_cast<int>(blockIdx.x) * GROUPS + group) * OUT;\n";
+  s += "  __shared__ float part[SPLIT][GROUPS][OUT][M];\n";
+  // Whether step u of the batch at i0 lies in K (parts that always hold left out).
+  std::vector<std::string> inside;
+  if (per % 4 != 0) inside.push_back("i0 + u < PER");
+  if (chunks % split != 0) inside.push_back(fmt::format("c < {}", chunks));
+  if (g.k % step != 0) inside.push_back("k < K");
+  const std::string in_k = inside.empty() ? "true" : fmt::format("{}", fmt::join(inside, " && "));
+  const std::string a_at = fmt::format("b{} + {}", views.a->buffer, offset_of(views.a));
+  if (mma) {
+    // Lane (row, q): weight row n0 + 8r + row of each tile, A's rows row and row + 8, at 8q of
+    // each 32 elements of K. Rows past N read the last row (their sums are dropped).
+    s += "  const int q = lane % 4, row = lane / 4;\n";
+    s += fmt::format("  const {}* w[R];\n  #pragma unroll\n  for (int r = 0; r < R; ++r) w[r] = b{} + {} + int64_t(n0 + 8 * r + row < N ? n0 + 8 * r + row : N - 1) * {};\n",
+                     t, views.b->buffer, offset_of(views.b), g.b_cs);
+    s += fmt::format("  const {0}* x0 = {1} + int64_t(row) * {2};\n  const {0}* x1 = {1} + int64_t(row + 8) * {2};\n  (void)x1;\n", t, a_at, g.a_rs);
+    s += "  float acc[R][4];\n  #pragma unroll\n  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = 0.f;\n";
+    s += "  for (int i0 = 0; i0 < PER; i0 += U) {\n    V wv[U][R], xa[U], xb[U];\n";
+    s += "    #pragma unroll\n    for (int u = 0; u < U; ++u) {\n      const int c = slice * PER + i0 + u, k = c * 32 + q * 8;\n";
+    s += fmt::format("      const bool in = {};\n      (void)c, (void)k;\n", in_k);
+    s += "      #pragma unroll\n      for (int r = 0; r < R; ++r) wv[u][r] = in ? coil_rt::load_once(reinterpret_cast<const V*>(w[r] + k)) : V{};\n";
+    s += "      xa[u] = in && row < M ? coil_rt::load_keep(reinterpret_cast<const V*>(x0 + k)) : V{};\n";
+    s += "      xb[u] = in && row + 8 < M ? coil_rt::load_keep(reinterpret_cast<const V*>(x1 + k)) : V{};\n    }\n";
+    s += "    #pragma unroll\n    for (int u = 0; u < U; ++u) {\n";
+    s += "      const uint32_t* a = reinterpret_cast<const uint32_t*>(&xa[u]);\n      const uint32_t* b = reinterpret_cast<const uint32_t*>(&xb[u]);\n";
+    s += "      #pragma unroll\n      for (int r = 0; r < R; ++r) {\n        const uint32_t* ww = reinterpret_cast<const uint32_t*>(&wv[u][r]);\n";
+    s += "        #pragma unroll\n        for (int h = 0; h < 2; ++h)\n";
+    s += fmt::format("          asm(\"mma.sync.aligned.m16n8k16.row.col.f32.{0}.{0}.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};\"\n"
+                     "              : \"+f\"(acc[r][0]), \"+f\"(acc[r][1]), \"+f\"(acc[r][2]), \"+f\"(acc[r][3])\n"
+                     "              : \"r\"(a[2 * h]), \"r\"(b[2 * h]), \"r\"(a[2 * h + 1]), \"r\"(b[2 * h + 1]), \"r\"(ww[2 * h]), \"r\"(ww[2 * h + 1]));\n",
+                     in == DType::f16 ? "f16" : "bf16");
+    s += "      }\n    }\n  }\n";
+    // acc[r]: rows row and row + 8 of outputs 2q and 2q + 1 of tile r.
+    s += "  #pragma unroll\n  for (int r = 0; r < R; ++r) {\n";
+    s += "    if (row < M) part[slice][group][8 * r + 2 * q][row] = acc[r][0], part[slice][group][8 * r + 2 * q + 1][row] = acc[r][1];\n";
+    s += "    if (row + 8 < M) part[slice][group][8 * r + 2 * q][row + 8] = acc[r][2], part[slice][group][8 * r + 2 * q + 1][row + 8] = acc[r][3];\n";
+    s += "  }\n";
   } else {
-    s += fmt::format("{}float wf[R];\n{}#pragma unroll\n{}for (int r = 0; r < R; ++r) wf[r] = {};\n", in2, in2, in2, as_float("w[r][k]"));
-    s += fmt::format("{}#pragma unroll\n{}for (int m = 0; m < M; ++m) {{\n", in2, in2);
-    s += fmt::format("{}  const float x = {};\n", in2,
-                     as_float(fmt::format("b{}[{} + m * int64_t({}) + k * int64_t({})]", views.a->buffer, offset_of(views.a), g.a_rs, g.a_cs)));
-    s += fmt::format("{}  #pragma unroll\n{}  for (int r = 0; r < R; ++r) acc[r][m] += x * wf[r];\n{}}}\n", in2, in2, in2);
+    s += fmt::format("  const {}* w[R];\n  #pragma unroll\n  for (int r = 0; r < R; ++r) w[r] = b{} + {} + int64_t(n0 + r < N ? n0 + r : N - 1) * {};\n",
+                     t, views.b->buffer, offset_of(views.b), g.b_cs);
+    s += "  float acc[R][M];\n  #pragma unroll\n  for (int r = 0; r < R; ++r)\n    #pragma unroll\n    for (int m = 0; m < M; ++m) acc[r][m] = 0.f;\n";
+    auto as_float = [&](const std::string& e) { return widen.empty() ? e : widen + "(" + e + ")"; };
+    s += "  for (int i0 = 0; i0 < PER; i0 += U) {\n";
+    if (vec > 1) {
+      s += "    V wv[U][R], xv[U][M];\n";
+    } else {
+      s += fmt::format("    {0} wv[U][R], xv[U][M];\n", t);
+    }
+    s += "    #pragma unroll\n    for (int u = 0; u < U; ++u) {\n      const int c = slice * PER + i0 + u, k = c * 32 * VEC + lane * VEC;\n";
+    s += fmt::format("      const bool in = {};\n      (void)c, (void)k;\n", in_k);
+    if (vec > 1) {
+      s += "      #pragma unroll\n      for (int r = 0; r < R; ++r) wv[u][r] = in ? coil_rt::load_once(reinterpret_cast<const V*>(w[r] + k)) : V{};\n";
+      s += fmt::format("      #pragma unroll\n      for (int m = 0; m < M; ++m) xv[u][m] = in ? coil_rt::load_keep(reinterpret_cast<const V*>({} + m * {} + k)) : V{{}};\n",
+                       a_at, g.a_rs);
+    } else {
+      s += fmt::format("      #pragma unroll\n      for (int r = 0; r < R; ++r) wv[u][r] = in ? w[r][k] : {}(0);\n", t);
+      s += fmt::format("      #pragma unroll\n      for (int m = 0; m < M; ++m) xv[u][m] = in ? ({})[m * int64_t({}) + k * int64_t({})] : {}(0);\n", a_at,
+                       g.a_rs, g.a_cs, t);
+    }
+    s += "    }\n    #pragma unroll\n    for (int u = 0; u < U; ++u)\n      #pragma unroll\n      for (int m = 0; m < M; ++m)\n";
+    if (vec > 1) {
+      s += "        #pragma unroll\n        for (int v = 0; v < VEC; ++v) {\n";
+      s += fmt::format("          const float x = {};\n", as_float("xv[u][m].v[v]"));
+      s += fmt::format("          #pragma unroll\n          for (int r = 0; r < R; ++r) acc[r][m] += x * {};\n        }}\n", as_float("wv[u][r].v[v]"));
+    } else {
+      s += fmt::format("        #pragma unroll\n        for (int r = 0; r < R; ++r) acc[r][m] += {} * {};\n", as_float("xv[u][m]"), as_float("wv[u][r]"));
+    }
+    s += "  }\n";
+    s += "  #pragma unroll\n  for (int r = 0; r < R; ++r)\n    #pragma unroll\n    for (int m = 0; m < M; ++m) {\n";
+    s += "      float v = acc[r][m];\n      #pragma unroll\n      for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);\n";
+    s += "      if (lane == 0) part[slice][group][r][m] = v;\n    }\n";
   }
-  if (tail) s += "    }\n";
-  s += "  }\n";
-  // The warp's sums, then the slices' through shared memory; a thread per (group, r, m) stores.
-  s += "  __shared__ float part[SPLIT][GROUPS][R][M];\n";
-  s += "  #pragma unroll\n  for (int r = 0; r < R; ++r)\n    #pragma unroll\n    for (int m = 0; m < M; ++m) {\n";
-  s += "      float v = acc[r][m];\n      #pragma unroll\n      for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);\n";
-  s += "      if (lane == 0) part[slice][group][r][m] = v;\n    }\n  __syncthreads();\n";
-  s += "  const int tid = static_cast<int>(threadIdx.x);\n  if (tid >= GROUPS * R * M) return;\n";
-  s += "  const int og = tid / (R * M), rr = tid / M % R, m = tid % M, n = (static_cast<int>(blockIdx.x) * GROUPS + og) * R + rr;\n";
-  s += "  if (n >= N) return;\n";
-  s += "  float v = 0.f;\n  #pragma unroll\n  for (int sl = 0; sl < SPLIT; ++sl) v += part[sl][og][rr][m];\n";
-  if (g.alpha != 1) s += fmt::format("  v *= {:.9e}f;\n", g.alpha);
+  // The slices' sums; threads in turn over the block's (group, output, row).
+  s += "  __syncthreads();\n";
+  s += fmt::format("  for (int t = static_cast<int>(threadIdx.x); t < GROUPS * OUT * M; t += {}) {{\n", kThreads);
+  s += "    const int og = t / (OUT * M), j = t / M % OUT, m = t % M, n = (static_cast<int>(blockIdx.x) * GROUPS + og) * OUT + j;\n";
+  s += "    if (n >= N) continue;\n";
+  s += "    float v = 0.f;\n    #pragma unroll\n    for (int sl = 0; sl < SPLIT; ++sl) v += part[sl][og][j][m];\n";
+  if (g.alpha != 1) s += fmt::format("    v *= {:.9e}f;\n", g.alpha);
   if (views.bias) {
     const auto& bs = views.bias->strides;
     const loop::Buffer& bb = program.buffers[static_cast<size_t>(views.bias->buffer)];
-    s += fmt::format("  v += {};\n", widen_fn(bb.dtype)[0] ? fmt::format("{}(b{}[{} + n * int64_t({})])", widen_fn(bb.dtype), views.bias->buffer,
+    s += fmt::format("    v += {};\n", widen_fn(bb.dtype)[0] ? fmt::format("{}(b{}[{} + n * int64_t({})])", widen_fn(bb.dtype), views.bias->buffer,
                                                                           offset_of(views.bias), *bs.back().constant())
                                                            : fmt::format("b{}[{} + n * int64_t({})]", views.bias->buffer, offset_of(views.bias),
                                                                          *bs.back().constant()));
@@ -216,17 +276,17 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
   if (views.c) {
     const loop::Buffer& cb = program.buffers[static_cast<size_t>(views.c->buffer)];
     const std::string value = fmt::format("b{}[{} + m * int64_t({}) + n * int64_t({})]", views.c->buffer, offset_of(views.c), g.c_rs, g.c_cs);
-    s += fmt::format("  v += {};\n", widen_fn(cb.dtype)[0] ? std::string(widen_fn(cb.dtype)) + "(" + value + ")" : value);
+    s += fmt::format("    v += {};\n", widen_fn(cb.dtype)[0] ? std::string(widen_fn(cb.dtype)) + "(" + value + ")" : value);
   }
   switch (call.activation) {
     case loop::Activation::none: break;
-    case loop::Activation::relu: s += "  v = coil_rt::maximum(v, 0.f);\n"; break;
+    case loop::Activation::relu: s += "    v = coil_rt::maximum(v, 0.f);\n"; break;
     case loop::Activation::gelu_tanh:
-      s += "  v = 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));\n";
+      s += "    v = 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));\n";
       break;
   }
   const std::string stored = narrow_fn(out)[0] ? std::string(narrow_fn(out)) + "(v)" : "v";
-  s += fmt::format("  b{}[{} + m * int64_t({}) + n * int64_t({})] = {};\n}}\n", call.output, d_off, g.d_rs, g.d_cs, stored);
+  s += fmt::format("    b{}[{} + m * int64_t({}) + n * int64_t({})] = {};\n  }}\n}}\n", call.output, d_off, g.d_rs, g.d_cs, stored);
   return s;
 }
 
