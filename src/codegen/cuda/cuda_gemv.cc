@@ -5,18 +5,22 @@
 // H200's 4.8 on TinyLlama's [1, 2048] x [2048, 2048..5632] products (5.6-10 us).
 //
 // The kernel takes B with unit stride along K (nn.Linear's weight [N, K], read as its transpose),
-// so that each output is a dot product over a contiguous weight row. Two forms:
+// so that each output is a dot product over a contiguous weight row. Two forms, both among the
+// tuner's candidates where they apply:
 // - tensor cores (f16/bf16 in 16-byte pieces, sm_80 on; config tile 16x8): a warp takes R tiles
 //   of 8 outputs. Per 32 elements of K, the lane (n, q) = (lane / 4, lane % 4) reads 16 bytes of
 //   weight row n at 8q and 16 bytes of A's row n (rows past M are zeros), and two mma.sync
 //   m16n8k16 add them up: each mma's k index is a permutation of the 32 (the pairs 8q+0..3 for
 //   the first, 8q+4..7 for the second), the same for A and B, which a dot product allows. So the
 //   lanes read whole 64-byte pieces of 8 rows, and the M rows (up to 16) cost no more than one;
-// - FMAs (f32, or pieces that do not fit): a warp takes R adjacent outputs for all M rows; its
+// - FMAs (up to 8 rows, any of the three dtypes): a warp takes R adjacent outputs for all M rows; its
 //   lanes read 16-byte pieces (or elements) of the R weight rows and of A's rows, f32 FMAs, and
-//   the sums meet through warp shuffles.
-// Weights are read evict-first (once), A kept. Each thread issues all its reads of 4 steps of K
-// before their arithmetic. SPLIT warps of a block share an output group, each over a slice of
+//   the sums meet through warp shuffles. Its reads are whole 512-byte runs of a row: at one row
+//   it beat the tensor-core form (2048x2048 bf16 on an H200: 3.6 against 4.3 us; 2048x5632: 6.9
+//   against 15 us).
+// Weights are read evict-first (once), A kept. In the tensor-core form each thread issues all
+// its reads of 4 steps of K before their mma (whose asm would otherwise keep them in order).
+// SPLIT warps of a block share an output group, each over a slice of
 // K (more blocks where N is small), and combine through shared memory, where the epilogue
 // (alpha, bias, residual, relu or tanh-GELU) is applied in f32 and the result rounded once, as
 // cuBLASLt's epilogues do. The candidates (R, SPLIT) are timed by the autotuner, and against
@@ -101,39 +105,40 @@ std::vector<CudaConfig> gemv_configs(const loop::Program& program, const loop::E
   const auto g = gemv_problem(program, call);
   if (!g) return {};
   const int vec = piece(*g, gemm_views(call));
-  const bool mma = g->dtype != DType::f32 && vec == 8 && device.cc_major >= 8;
-  if (!mma && g->m > kGemvFmaRows) return {};
-  // Outputs a warp takes: R tiles of 8 (tensor cores) or R outputs (FMAs: R * M sums, one a lane
-  // at most); its K step: 32 pieces (FMAs) or 32 elements (tensor cores, 4 lanes a row).
-  const int tile = mma ? 8 : 1;
-  const int64_t step = mma ? 32 : 32 * vec, chunks = (g->k + step - 1) / step;
+  const bool fma = g->m <= kGemvFmaRows, mma = in_dtype_half(g->dtype) && vec == 8 && device.cc_major >= 8;
+  // Each form's candidates: R (tiles of 8 outputs a warp on tensor cores, outputs a warp with
+  // FMAs: R * M sums, one a lane at most) and SPLIT, the heuristic's (at least two blocks an SM
+  // where K allows), half and twice that. A K step is 32 pieces (FMAs) or 32 elements (tensor
+  // cores, 4 lanes a row). The first is the heuristic's: FMAs up to 4 rows (on an H200, one
+  // row: 1.1-1.6x cuBLASLt where the tensor-core form was 0.7-1.2x), tensor cores past that.
   std::vector<CudaConfig> out;
-  auto config = [&](int r, int split) {
-    CudaConfig c;
-    c.form = CudaConfig::Form::gemv;
-    c.block = kThreads;
-    c.vector = vec;
-    c.parts = r;
-    c.splits = split;
-    if (mma) c.tile_a = 16, c.tile_b = 8;
-    return c;
-  };
-  // The heuristic's SPLIT gives at least two blocks an SM where K allows; the candidates also
-  // take half and twice that.
   const int64_t want_blocks = 2 * std::max(device.sm_count, 1);
-  const std::vector<int> rs = mma ? std::vector<int>{1, 2, 4} : std::vector<int>{g->m <= 4 ? 2 : 4, 1, 2, 4};
-  for (int r : rs) {
-    if (!mma && r * g->m > 32) continue;
-    const int64_t per_warp = int64_t{r} * tile;
-    int split = 1;
-    while (split < kWarps && split * 2 <= chunks && (g->n + (kWarps / split) * per_warp - 1) / ((kWarps / split) * per_warp) < want_blocks)
-      split *= 2;
-    for (int s : {split, split / 2, split * 2}) {
-      if (s < 1 || s > kWarps || (s > 1 && s > chunks)) continue;
-      CudaConfig c = config(r, s);
-      if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+  auto add = [&](bool tensor_cores, const std::vector<int>& rs) {
+    const int tile = tensor_cores ? 8 : 1;
+    const int64_t step = tensor_cores ? 32 : 32 * vec, chunks = (g->k + step - 1) / step;
+    for (int r : rs) {
+      if (!tensor_cores && r * g->m > 32) continue;
+      const int64_t per_block = int64_t{r} * tile;
+      int split = 1;
+      while (split < kWarps && split * 2 <= chunks && (g->n + (kWarps / split) * per_block - 1) / ((kWarps / split) * per_block) < want_blocks)
+        split *= 2;
+      for (int sp : {split, split / 2, split * 2}) {
+        if (sp < 1 || sp > kWarps || (sp > 1 && sp > chunks)) continue;
+        CudaConfig c;
+        c.form = CudaConfig::Form::gemv;
+        c.block = kThreads;
+        c.vector = vec;
+        c.parts = r;
+        c.splits = sp;
+        if (tensor_cores) c.tile_a = 16, c.tile_b = 8;
+        if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+      }
     }
-  }
+  };
+  const std::vector<int> fma_rs{g->m <= 2 ? 2 : 4, 1, 2, 4}, mma_rs{1, 2};
+  if (fma && (g->m <= 4 || !mma)) add(false, fma_rs);
+  if (mma) add(true, mma_rs);
+  if (fma && g->m > 4 && mma) add(false, fma_rs);
   return out;
 }
 
@@ -227,32 +232,30 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
     s += fmt::format("  const {}* w[R];\n  #pragma unroll\n  for (int r = 0; r < R; ++r) w[r] = b{} + {} + int64_t(n0 + r < N ? n0 + r : N - 1) * {};\n",
                      t, views.b->buffer, offset_of(views.b), g.b_cs);
     s += "  float acc[R][M];\n  #pragma unroll\n  for (int r = 0; r < R; ++r)\n    #pragma unroll\n    for (int m = 0; m < M; ++m) acc[r][m] = 0.f;\n";
+    // (the loop as measured: the R weight pieces first, then A's rows one at a time; the
+    // compiler keeps 4 steps' weight reads in flight)
     auto as_float = [&](const std::string& e) { return widen.empty() ? e : widen + "(" + e + ")"; };
-    s += "  for (int i0 = 0; i0 < PER; i0 += U) {\n";
+    s += "  #pragma unroll 4\n  for (int i = 0; i < PER; ++i) {\n    const int c = slice * PER + i;\n";
+    if (chunks % split != 0) s += fmt::format("    if (c >= {}) break;\n", chunks);
+    s += "    const int k = c * 32 * VEC + lane * VEC;\n";
+    const bool tail = g.k % step != 0;
+    if (tail) s += "    if (k < K) {\n";
+    const std::string in2 = tail ? "      " : "    ";
     if (vec > 1) {
-      s += "    V wv[U][R], xv[U][M];\n";
+      s += fmt::format("{0}V wv[R];\n{0}#pragma unroll\n{0}for (int r = 0; r < R; ++r) wv[r] = coil_rt::load_once(reinterpret_cast<const V*>(w[r] + k));\n", in2);
+      s += fmt::format("{0}#pragma unroll\n{0}for (int m = 0; m < M; ++m) {{\n", in2);
+      s += fmt::format("{}  const V xv = coil_rt::load_keep(reinterpret_cast<const V*>({} + m * {} + k));\n", in2, a_at, g.a_rs);
+      s += fmt::format("{0}  #pragma unroll\n{0}  for (int v = 0; v < VEC; ++v) {{\n", in2);
+      s += fmt::format("{}    const float x = {};\n", in2, as_float("xv.v[v]"));
+      s += fmt::format("{0}    #pragma unroll\n{0}    for (int r = 0; r < R; ++r) acc[r][m] += x * {1};\n", in2, as_float("wv[r].v[v]"));
+      s += fmt::format("{0}  }}\n{0}}}\n", in2);
     } else {
-      s += fmt::format("    {0} wv[U][R], xv[U][M];\n", t);
+      s += fmt::format("{0}float wf[R];\n{0}#pragma unroll\n{0}for (int r = 0; r < R; ++r) wf[r] = {1};\n", in2, as_float("w[r][k]"));
+      s += fmt::format("{0}#pragma unroll\n{0}for (int m = 0; m < M; ++m) {{\n", in2);
+      s += fmt::format("{}  const float x = {};\n", in2, as_float(fmt::format("({})[m * int64_t({}) + k * int64_t({})]", a_at, g.a_rs, g.a_cs)));
+      s += fmt::format("{0}  #pragma unroll\n{0}  for (int r = 0; r < R; ++r) acc[r][m] += x * wf[r];\n{0}}}\n", in2);
     }
-    s += "    #pragma unroll\n    for (int u = 0; u < U; ++u) {\n      const int c = slice * PER + i0 + u, k = c * 32 * VEC + lane * VEC;\n";
-    s += fmt::format("      const bool in = {};\n      (void)c, (void)k;\n", in_k);
-    if (vec > 1) {
-      s += "      #pragma unroll\n      for (int r = 0; r < R; ++r) wv[u][r] = in ? coil_rt::load_once(reinterpret_cast<const V*>(w[r] + k)) : V{};\n";
-      s += fmt::format("      #pragma unroll\n      for (int m = 0; m < M; ++m) xv[u][m] = in ? coil_rt::load_keep(reinterpret_cast<const V*>({} + m * {} + k)) : V{{}};\n",
-                       a_at, g.a_rs);
-    } else {
-      s += fmt::format("      #pragma unroll\n      for (int r = 0; r < R; ++r) wv[u][r] = in ? w[r][k] : {}(0);\n", t);
-      s += fmt::format("      #pragma unroll\n      for (int m = 0; m < M; ++m) xv[u][m] = in ? ({})[m * int64_t({}) + k * int64_t({})] : {}(0);\n", a_at,
-                       g.a_rs, g.a_cs, t);
-    }
-    s += "    }\n    #pragma unroll\n    for (int u = 0; u < U; ++u)\n      #pragma unroll\n      for (int m = 0; m < M; ++m)\n";
-    if (vec > 1) {
-      s += "        #pragma unroll\n        for (int v = 0; v < VEC; ++v) {\n";
-      s += fmt::format("          const float x = {};\n", as_float("xv[u][m].v[v]"));
-      s += fmt::format("          #pragma unroll\n          for (int r = 0; r < R; ++r) acc[r][m] += x * {};\n        }}\n", as_float("wv[u][r].v[v]"));
-    } else {
-      s += fmt::format("        #pragma unroll\n        for (int r = 0; r < R; ++r) acc[r][m] += {} * {};\n", as_float("xv[u][m]"), as_float("wv[u][r]"));
-    }
+    if (tail) s += "    }\n";
     s += "  }\n";
     s += "  #pragma unroll\n  for (int r = 0; r < R; ++r)\n    #pragma unroll\n    for (int m = 0; m < M; ++m) {\n";
     s += "      float v = acc[r][m];\n      #pragma unroll\n      for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);\n";
