@@ -70,7 +70,10 @@ LibraryRival library_rival(const loop::Program& program, const TuningUnit& unit,
   const cuda::DevicePtr w = workspace();
   if (!w) return {};
   const cuda::GemmProblem g = gemm_problem(*call, program, {}, tf32);
-  return [&program, &cublas, call = *call, g, w](const std::vector<cuda::DevicePtr>& buffers) {
+  // Prepared once and run as the plan runs a product of static sizes (GpuPlan::run_gemm), so
+  // that the host's share of a call is the plan's.
+  std::shared_ptr<cuda::GemmCall> prepared;
+  return [&program, &cublas, call = *call, g, w, prepared](const std::vector<cuda::DevicePtr>& buffers) mutable {
     auto at = [&](const loop::View* v) -> void* {
       if (!v) return nullptr;
       const auto b = static_cast<size_t>(v->buffer);
@@ -78,7 +81,10 @@ LibraryRival library_rival(const loop::Program& program, const TuningUnit& unit,
     };
     const GemmViews views = gemm_views(call);
     const loop::View out = result_view(call, program);
-    cublas.gemm(g, at(views.a), at(views.b), at(views.c), at(&out), at(views.bias), reinterpret_cast<void*>(w), kGemmWorkspace, nullptr, nullptr);
+    void *a = at(views.a), *b = at(views.b), *c = at(views.c), *d = at(&out), *bias = at(views.bias);
+    if (!prepared) prepared = cublas.prepare(g, a, b, c, d, bias, kGemmWorkspace);
+    if (!cublas.run(*prepared, a, b, c, d, bias, reinterpret_cast<void*>(w), kGemmWorkspace, nullptr))
+      cublas.gemm(g, a, b, c, d, bias, reinterpret_cast<void*>(w), kGemmWorkspace, nullptr);
   };
 }
 
