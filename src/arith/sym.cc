@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 
 #include "support/check.h"
 #include "support/checked.h"
@@ -284,6 +285,25 @@ SymInt operator*(const SymInt& a, const SymInt& b) {
     for (const auto& t : factors[0].operands()) sum = sum + SymInt(coeff) * t;
     return sum;
   }
+  // A sum among several factors gives up the common factor of its terms, so `(8*B + 8)*M` and
+  // `8*(B + 1)*M` are one expression (Dynamo writes a contiguous stride the first way, a
+  // product of sizes makes the second).
+  if (factors.size() > 1)
+    for (SymInt& f : factors)
+      if (f.kind() == SymInt::Kind::add) {
+        int64_t g = 0;
+        for (const auto& t : f.operands()) g = std::gcd(g, split_coefficient(t).first);
+        if (g <= 1) continue;
+        SymInt reduced = 0;
+        for (const auto& t : f.operands()) {
+          auto [c, rest] = split_coefficient(t);
+          SymInt term = c / g;
+          for (const auto& r : rest) term = term * r;
+          reduced = reduced + term;
+        }
+        coeff = checked_mul(coeff, g, "a size expression");
+        f = reduced;
+      }
   std::sort(factors.begin(), factors.end(), [](const SymInt& x, const SymInt& y) { return compare(x, y) < 0; });
   if (coeff == 1 && factors.size() == 1) return factors[0];
   if (coeff != 1) factors.insert(factors.begin(), coeff);

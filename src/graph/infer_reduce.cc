@@ -382,11 +382,11 @@ std::vector<TensorMeta> linalg(const ArgReader& a) {
       // Average pooling takes int64 (not other integers) as ATen's CPU kernel does; adaptive, floats only.
       bool avg_int64 = a.node().op == OpKind::AvgPool2d && x.dtype == DType::i64;
       if (x.dtype == DType::b8 || (!max && !is_float(x.dtype) && !avg_int64)) fail("{}: not implemented for {}", op, dtype_name(x.dtype));
-      std::array<int64_t, 2> out{};
+      std::array<SymInt, 2> out{SymInt(0), SymInt(0)};
       if (a.node().op == OpKind::AdaptiveAvgPool2d) {
         auto size = a.ints("output_size");
         adaptive_input_size(op, x, size);  // checks there are two
-        out = {size[0], size[1]};
+        out = {SymInt(size[0]), SymInt(size[1])};
       } else {
         out = pool2d_of(a, max, op, x).out;
         if (!max && !a.is_none("divisor_override") && a.integer("divisor_override") == 0) fail("{}: divisor must be not zero", op);

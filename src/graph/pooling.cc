@@ -15,19 +15,17 @@ std::array<int64_t, 2> pair(const std::string& op, const char* name, const std::
 }
 
 // `first_checked`: the first dim that must not be empty (adaptive pooling checks only H and W).
-std::array<int64_t, 2> spatial(const std::string& op, const TensorMeta& input, int64_t first_checked) {
+std::array<SymInt, 2> spatial(const std::string& op, const TensorMeta& input, int64_t first_checked) {
   if (input.dim() != 3 && input.dim() != 4) fail("{}: expected 3D or 4D (batch mode) tensor for input, got {} dims", op, input.dim());
-  std::array<int64_t, 2> in{};
-  for (int d = 0; d < 2; ++d) {
-    auto s = input.sizes[static_cast<size_t>(input.dim() - 2 + d)].constant();
-    if (!s) fail("{}: coil pools over static spatial sizes only (got {})", op, input.sizes[static_cast<size_t>(input.dim() - 2 + d)].str());
-    in[static_cast<size_t>(d)] = *s;
-  }
+  std::array<SymInt, 2> in{input.sizes[static_cast<size_t>(input.dim() - 2)], input.sizes[static_cast<size_t>(input.dim() - 1)]};
   for (int64_t d = first_checked; d < input.dim(); ++d)
     if (input.sizes[static_cast<size_t>(d)].is_constant() && *input.sizes[static_cast<size_t>(d)].constant() == 0)
       fail("{}: expected input to have non-zero size for non-batch dimensions, but got {}", op, shape_str(input.sizes));
   return in;
 }
+
+// v clamped to [0, 1]: 1 where v >= 1, 0 where v <= 0.
+SymInt clamp01(const SymInt& v) { return min(SymInt(1), max(SymInt(0), v)); }
 
 }  // namespace
 
@@ -48,18 +46,22 @@ Pool2d pool2d_geometry(const std::string& op, const TensorMeta& input, std::vect
            p.kernel[d], p.dilation[d]);
   }
   p.in = spatial(op, input, input.dim() == 4 ? 1 : 0);
+  p.ceil_mode = ceil_mode;
   for (size_t d = 0; d < 2; ++d) {
-    int64_t span = p.in[d] + 2 * p.pad[d] - p.dilation[d] * (p.kernel[d] - 1) - 1 + (ceil_mode ? p.stride[d] - 1 : 0);
-    int64_t o = (span >= 0 ? span / p.stride[d] : -((-span + p.stride[d] - 1) / p.stride[d])) + 1;  // rounds down
-    if (ceil_mode && (o - 1) * p.stride[d] >= p.in[d] + p.pad[d]) --o;  // the last window starts inside
+    const SymInt span = p.in[d] + (2 * p.pad[d] - p.dilation[d] * (p.kernel[d] - 1) - 1 + (ceil_mode ? p.stride[d] - 1 : 0));
+    SymInt o = floordiv(span, p.stride[d]) + 1;  // rounds down
+    // ceil_mode: the last window must start inside the input or its left padding, else one less:
+    // (o - 1) * stride >= in + pad takes 1 off, as min(1, max(0, ...)) over symbols.
+    if (ceil_mode) o = o - clamp01((o - 1) * p.stride[d] - p.in[d] + (1 - p.pad[d]));
     p.out[d] = o;
   }
-  if (p.out[0] < 1 || p.out[1] < 1)
-    fail("{}: given input size {}, calculated output size ({}x{}) is too small", op, shape_str(input.sizes), p.out[0], p.out[1]);
+  for (const SymInt& o : p.out)
+    if (o.is_constant() && *o.constant() < 1)
+      fail("{}: given input size {}, calculated output size ({}x{}) is too small", op, shape_str(input.sizes), p.out[0].str(), p.out[1].str());
   return p;
 }
 
-std::array<int64_t, 2> adaptive_input_size(const std::string& op, const TensorMeta& input, const std::vector<int64_t>& output_size) {
+std::array<SymInt, 2> adaptive_input_size(const std::string& op, const TensorMeta& input, const std::vector<int64_t>& output_size) {
   if (output_size.size() != 2) fail("{}: output_size must be 2", op);
   if (output_size[0] < 1 || output_size[1] < 1) fail("{}: coil takes output sizes of at least 1, got {{{}, {}}}", op, output_size[0], output_size[1]);
   return spatial(op, input, input.dim() - 2);

@@ -29,28 +29,45 @@ struct Builder {
   }
   int64_t rank(ValueRef v) { return g.meta(v).dim(); }
   // The window positions of one output dim: x[.., start + i * step for each output i] along dim d.
-  ValueRef strided(ValueRef x, int64_t dim, int64_t start, int64_t count, int64_t step) {
-    return call(OpKind::SliceTensor, {x, dim, start, start + (count - 1) * step + 1, step});
+  ValueRef strided(ValueRef x, int64_t dim, int64_t start, const SymInt& count, int64_t step) {
+    return call(OpKind::SliceTensor, {x, dim, start, (count - 1) * step + (start + 1), step});
   }
   // Pads the last two dims: (before, after) for H, then W.
-  ValueRef pad(ValueRef x, const Pool2d& p, const std::array<int64_t, 2>& after, Arg value) {
-    if (p.pad[0] == 0 && p.pad[1] == 0 && after[0] == 0 && after[1] == 0) return x;
-    return call(OpKind::ConstantPadNd, {x, IntList{p.pad[1], p.pad[1] + after[1], p.pad[0], p.pad[0] + after[0]}, std::move(value)});
+  ValueRef pad(ValueRef x, const Pool2d& p, const std::array<SymInt, 2>& after, Arg value) {
+    if (p.pad[0] == 0 && p.pad[1] == 0 && after[0] == SymInt(0) && after[1] == SymInt(0)) return x;
+    return call(OpKind::ConstantPadNd, {x, IntList{p.pad[1], after[1] + p.pad[1], p.pad[0], after[0] + p.pad[0]}, std::move(value)});
   }
-  // The slice of padded `xp` that window offset (i, j) of every output reads.
+  // The slice of padded `xp` that window offset (i, j) of every output reads. Symbolic sizes:
+  // a strided view of [.., OH, OW] (slices would clamp their ends to sizes that bounds cannot
+  // compare, leaving each window's shape an expression of its own).
   ValueRef window(ValueRef xp, const Pool2d& p, int64_t i, int64_t j) {
     int64_t r = rank(xp);
+    if (p.symbolic()) {
+      const TensorMeta& m = g.meta(xp);
+      IntList sizes(m.sizes.begin(), m.sizes.end() - 2), strides(m.strides.begin(), m.strides.end() - 2);
+      const SymInt& sh = m.strides[static_cast<size_t>(r - 2)];
+      const SymInt& sw = m.strides[static_cast<size_t>(r - 1)];
+      sizes.push_back(p.out[0]), sizes.push_back(p.out[1]);
+      strides.push_back(sh * p.stride[0]), strides.push_back(sw * p.stride[1]);
+      const SymInt offset = m.offset + sh * (i * p.dilation[0]) + sw * (j * p.dilation[1]);
+      return call(OpKind::AsStrided, {xp, sizes, strides, offset});
+    }
     ValueRef rows = strided(xp, r - 2, i * p.dilation[0], p.out[0], p.stride[0]);
     return strided(rows, r - 1, j * p.dilation[1], p.out[1], p.stride[1]);
   }
-  // Window offset k's input coordinate per output position along dim d, as an i64 [out] tensor.
+  // Window offset k's input coordinate per output position along dim d, as an i64 [out] tensor
+  // (symbolic sizes: arange(out) * stride + first, whose length is `out` itself).
   ValueRef coordinate(const Pool2d& p, int d, int64_t k) {
     auto du = static_cast<size_t>(d);
     int64_t first = k * p.dilation[du] - p.pad[du];
-    return call(OpKind::ArangeStartStep, {first, first + p.out[du] * p.stride[du], p.stride[du]},
-                {{"device", n.outputs[0].meta.device}});
+    const Device device = n.outputs[0].meta.device;
+    if (p.symbolic()) {
+      ValueRef i = call(OpKind::ArangeStartStep, {int64_t{0}, p.out[du], int64_t{1}}, {{"device", device}});
+      return call(OpKind::AddScalar, {call(OpKind::MulScalar, {i, p.stride[du]}), first});
+    }
+    return call(OpKind::ArangeStartStep, {first, p.out[du] * p.stride[du] + first, p.stride[du]}, {{"device", device}});
   }
-  ValueRef in_range(ValueRef c, int64_t size) {
+  ValueRef in_range(ValueRef c, const SymInt& size) {
     ValueRef ge = call(OpKind::GeScalar, {c, int64_t{0}});
     return call(OpKind::LogicalAnd, {ge, call(OpKind::LtScalar, {c, size})});
   }
@@ -79,11 +96,12 @@ Arg lowest(DType t) {
 }
 
 // Rows or columns past the padding that the last window reaches (ceil_mode): padded too.
-std::array<int64_t, 2> overhang(const Pool2d& p, bool dilated) {
-  std::array<int64_t, 2> after{};
+std::array<SymInt, 2> overhang(const Pool2d& p, bool dilated) {
+  std::array<SymInt, 2> after{SymInt(0), SymInt(0)};
+  if (!p.ceil_mode) return after;  // the last window ends inside the padding
   for (size_t d = 0; d < 2; ++d) {
-    int64_t reach = (p.out[d] - 1) * p.stride[d] + (p.kernel[d] - 1) * (dilated ? p.dilation[d] : 1) + 1;
-    after[d] = std::max<int64_t>(0, reach - (p.in[d] + 2 * p.pad[d]));
+    const SymInt reach = (p.out[d] - 1) * p.stride[d] + ((p.kernel[d] - 1) * (dilated ? p.dilation[d] : 1) + 1);
+    after[d] = max(SymInt(0), reach - p.in[d] - 2 * p.pad[d]);
   }
   return after;
 }
@@ -202,21 +220,31 @@ ValueRef adaptive_avg_pool(Builder& b, ValueRef x) {
   const Node& n = b.n;
   ArgReader args(b.g, n);
   auto out = args.ints("output_size");
-  auto in = adaptive_input_size(n.schema().name, b.g.meta(x), out);
-  if (in[0] % out[0] == 0 && in[1] % out[1] == 0) {  // windows of one size: average pooling
+  const auto in = adaptive_input_size(n.schema().name, b.g.meta(x), out);
+  DType t = b.g.meta(x).dtype;
+  if (!in[0].is_constant() || !in[1].is_constant()) {
+    // Symbolic sizes: an output of 1 along a dim is the mean over it (a CNN's global pooling);
+    // other window layouts follow the size and are compiled per size.
+    if (out[0] != 1 || out[1] != 1)
+      fail("{}: coil pools adaptively over symbolic spatial sizes ({}x{}) only to 1x1, not {}x{}", n.schema().name, in[0].str(), in[1].str(),
+           out[0], out[1]);
+    const int64_t r = b.rank(x);
+    return b.output(b.call(OpKind::MeanDim, {b.widen(x), IntList{r - 2, r - 1}, true}), t, n.outputs[0].name);
+  }
+  const std::array<int64_t, 2> sizes{*in[0].constant(), *in[1].constant()};
+  if (sizes[0] % out[0] == 0 && sizes[1] % out[1] == 0) {  // windows of one size: average pooling
     Pool2d p;
-    p.kernel = p.stride = {in[0] / out[0], in[1] / out[1]};
+    p.kernel = p.stride = {sizes[0] / out[0], sizes[1] / out[1]};
     p.dilation = {1, 1};
     p.in = in;
-    p.out = {out[0], out[1]};
+    p.out = {SymInt(out[0]), SymInt(out[1])};
     return avg_pool(b, x, p, true, std::nullopt, n.outputs[0].name);
   }
   // Windows of two sizes, one output dim at a time (W, then H).
-  DType t = b.g.meta(x).dtype;
   ValueRef v = b.widen(x);
   for (int d = 1; d >= 0; --d) {
     auto du = static_cast<size_t>(d);
-    v = adaptive_mean(b, v, b.rank(v) - 2 + d, in[du], out[du]);
+    v = adaptive_mean(b, v, b.rank(v) - 2 + d, sizes[du], out[du]);
   }
   return b.output(v, t, n.outputs[0].name);
 }

@@ -2,6 +2,7 @@
 // define it: max pooling keeps the first largest value (a NaN wins, the last one seen) and its
 // flat index h * W + w, average pooling divides by the window's size (padding counted or not, or
 // an override), adaptive average pooling averages [floor(i * in / out), ceil((i + 1) * in / out)).
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -30,18 +31,22 @@ Shape at2(const Shape& plane, int64_t h, int64_t w) {
   return i;
 }
 
+// The input's (H, W): the interpreter's sizes are numbers.
+std::array<int64_t, 2> sizes_in(const Pool2d& p) { return {*p.in[0].constant(), *p.in[1].constant()}; }
+
 std::vector<Tensor> max_pool(const NodeEval& e, const Pool2d& p) {
   const Tensor& x = e.tensor("self");
+  const std::array<int64_t, 2> in = sizes_in(p);
   Tensor values = e.new_output(0), indices = e.new_output(1);
   const bool integral = is_integral(x.dtype(), true);
   each_output(values, [&](const Shape& plane, int64_t oh, int64_t ow) {
     int64_t h0 = p.start(0, oh), w0 = p.start(1, ow);
-    int64_t h1 = std::min(h0 + (p.kernel[0] - 1) * p.dilation[0] + 1, p.in[0]);
-    int64_t w1 = std::min(w0 + (p.kernel[1] - 1) * p.dilation[1] + 1, p.in[1]);
+    int64_t h1 = std::min(h0 + (p.kernel[0] - 1) * p.dilation[0] + 1, in[0]);
+    int64_t w1 = std::min(w0 + (p.kernel[1] - 1) * p.dilation[1] + 1, in[1]);
     while (h0 < 0) h0 += p.dilation[0];
     while (w0 < 0) w0 += p.dilation[1];
     Shape best_at = at2(plane, h0, w0);
-    int64_t best_index = h0 * p.in[1] + w0;
+    int64_t best_index = h0 * in[1] + w0;
     double best = -std::numeric_limits<double>::infinity();
     int64_t best_int = std::numeric_limits<int64_t>::min();
     for (int64_t h = h0; h < h1; h += p.dilation[0]) {
@@ -57,7 +62,7 @@ std::vector<Tensor> max_pool(const NodeEval& e, const Pool2d& p) {
           take = v > best || std::isnan(v);
           if (take) best = v;
         }
-        if (take) best_at = i, best_index = h * p.in[1] + w;
+        if (take) best_at = i, best_index = h * in[1] + w;
       }
     }
     copy_element(values, at2(plane, oh, ow), x, best_at);
@@ -68,15 +73,16 @@ std::vector<Tensor> max_pool(const NodeEval& e, const Pool2d& p) {
 
 Tensor avg_pool(const NodeEval& e, const Pool2d& p) {
   const Tensor& x = e.tensor("self");
+  const std::array<int64_t, 2> in = sizes_in(p);
   Tensor out = e.new_output();
   std::optional<int64_t> divisor = e.opt_integer("divisor_override");
   bool include_pad = e.flag("count_include_pad");
   each_output(out, [&](const Shape& plane, int64_t oh, int64_t ow) {
     int64_t h0 = p.start(0, oh), w0 = p.start(1, ow);
-    int64_t h1 = std::min(h0 + p.kernel[0], p.in[0] + p.pad[0]), w1 = std::min(w0 + p.kernel[1], p.in[1] + p.pad[1]);
+    int64_t h1 = std::min(h0 + p.kernel[0], in[0] + p.pad[0]), w1 = std::min(w0 + p.kernel[1], in[1] + p.pad[1]);
     int64_t padded_size = (h1 - h0) * (w1 - w0);
     h0 = std::max<int64_t>(h0, 0), w0 = std::max<int64_t>(w0, 0);
-    h1 = std::min(h1, p.in[0]), w1 = std::min(w1, p.in[1]);
+    h1 = std::min(h1, in[0]), w1 = std::min(w1, in[1]);
     if (h0 >= h1 || w0 >= w1) return;  // a window wholly in the padding: 0
     int64_t d = divisor ? *divisor : include_pad ? padded_size : (h1 - h0) * (w1 - w0);
     if (x.dtype() == DType::i64) {  // an int64 sum (wrapping), divided rounding toward zero

@@ -159,6 +159,46 @@ def test_transformers_models_compile_once():
         assert len(made) == 1, name
 
 
+class SmallCnn(nn.Module):
+    """A CNN's pooling: a padded 3x3/2 max pool (ResNet's stem), average pools with and without
+    ceil_mode, a ceil_mode max pool, and global average pooling before the classifier."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1, self.bn = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)
+        self.c2, self.fc = nn.Conv2d(8, 16, 3, stride=2, padding=1), nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.bn(self.c1(x)))
+        x = nn.functional.max_pool2d(x, 3, stride=2, padding=1)
+        a = nn.functional.avg_pool2d(x, 3, stride=2, padding=1, count_include_pad=False)
+        b = nn.functional.avg_pool2d(x, 2, ceil_mode=True)
+        c = nn.functional.max_pool2d(x, 2, ceil_mode=True)
+        x = torch.relu(self.c2(x))
+        return self.fc(nn.functional.adaptive_avg_pool2d(x, 1).flatten(1)), a, b, c
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_cnn_compiles_symbolically_over_image_sizes(device, compiles):
+    """Image sizes symbolic through convolutions and pooling: every graph coil compiles is
+    symbolic (Dynamo traces again where PyTorch's pooling shape formulas guard a size's parity,
+    so a few graphs serve the 16 sizes), and each size matches eager."""
+    torch.manual_seed(0)
+    model = SmallCnn().to(device).eval()
+    f = torch.compile(model, backend="coil", dynamic=True)
+    sizes = [(8, 8), (9, 13), (16, 11), (17, 17), (23, 31), (32, 29), (7, 5), (12, 10), (15, 19), (20, 22), (11, 16),
+             (5, 5), (24, 13), (13, 24), (18, 7), (29, 32)]
+    with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for h, w in sizes:
+            x = torch.randn(2, 3, h, w, device=device)
+            for got, want in zip(f(x), model(x)):
+                torch.testing.assert_close(got, want, **TOL[torch.float32])
+    assert not coil_fallbacks(caught), coil_fallbacks(caught)
+    assert compiles and len(symbolic(compiles)) == len(compiles), [p.get("symbols") for p in compiles]
+    assert len(compiles) <= 8, len(compiles)
+
+
 def test_graphs_coil_cannot_take_symbolically_compile_per_size(compiles, caplog):
     """An op coil compiles only for static sizes (topk, a library call here): the graph is
     compiled for each size it meets, as before, and says why in the log (no warning)."""

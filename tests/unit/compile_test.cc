@@ -1,6 +1,7 @@
 // The compiler against the reference interpreter: hand-picked patterns and seeded random
 // graphs (chains and DAGs of pointwise, reduction, view, shape and matmul ops). Set
 // COIL_FUZZ_GRAPHS for a longer run.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -322,6 +323,33 @@ TEST(Compile, RunsReuseTemporariesMemory) {
     kept.push_back(got[0]);
     for (size_t i = 0; i + 1 < kept.size(); ++i) EXPECT_NE(kept[i].data(), got[0].data());
   }
+}
+
+// Pooling over symbolic spatial sizes compiles once and runs every size: max pooling (padded,
+// its indices; ceil_mode, whose last window may start past the input), average pooling with and
+// without the padding counted and with ceil_mode, and adaptive pooling to 1x1 (a CNN's global
+// pooling), against the interpreter at sizes odd and even, equal and not, down to a single window.
+TEST(Compile, PoolingOverSymbolicSpatialSizes) {
+  Graph g = parse_graph(
+      "graph t {\n  sym H = 9\n  sym W = 13\n  %x = input() : f32[2, 3, H, W]\n"
+      "  %m, %i = max_pool2d_with_indices(%x, [3, 3], [2, 2], [1, 1], [1, 1], false)\n"
+      "  %c, %ci = max_pool2d_with_indices(%x, [2, 2], [2, 2], [0, 0], [1, 1], true)\n"
+      "  %a = avg_pool2d(%x, [3, 3], [2, 2], [1, 1], false, false, none)\n"
+      "  %b = avg_pool2d(%x, [2, 2], [2, 2], [0, 0], true, true, none)\n"
+      "  %g = _adaptive_avg_pool2d(%x, [1, 1])\n  return %m, %i, %c, %ci, %a, %b, %g\n}\n");
+  Executable exe = compile(g, {.cache_dir = temp_cache()});
+  for (auto [h, w] : {std::pair<int64_t, int64_t>{9, 13}, {4, 7}, {16, 16}, {5, 3}, {2, 2}, {31, 8}}) {
+    TensorMap inputs = random_inputs(g, static_cast<uint64_t>(h * 100 + w), {{"H", h}, {"W", w}});
+    auto want = evaluate_reference(g, inputs);
+    auto got = exe.run(inputs, {});
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t o = 0; o < got.size(); ++o) expect_close(got[o], want[o], fmt::format("{}x{} output {}", h, w, o));
+  }
+  // Adaptive pooling to other sizes takes static ones: a clear error, which torch.compile turns
+  // into a compile per size.
+  Graph adaptive = parse_graph("graph t {\n  sym H = 9\n  %x = input() : f32[2, 3, H, 8]\n  %g = _adaptive_avg_pool2d(%x, [2, 2])\n"
+                               "  return %g\n}\n");
+  EXPECT_THROW(compile(adaptive, {.cache_dir = temp_cache()}), Error);
 }
 
 }  // namespace

@@ -21,6 +21,11 @@ TEST(SymInt, Canonicalizes) {
   EXPECT_EQ(mod(b * 4, 2), SymInt(0));
   EXPECT_EQ(b - b, SymInt(0));
   EXPECT_EQ(2 * (b + 1), 2 * b + 2);
+  // A sum among several factors gives up its terms' common factor: Dynamo's contiguous stride
+  // (8*B + 8)*S and the product of sizes 8*((B + 1)*S) are one expression.
+  EXPECT_EQ((8 * b + 8) * s, 8 * ((b + 1) * s));
+  EXPECT_EQ((6 * b - 4) * (b + 1), 2 * ((3 * b - 2) * (b + 1)));
+  EXPECT_EQ((2 * b + 3) * s, s * (2 * b + 3));  // nothing in common: as it was
   EXPECT_EQ(min(b, b), b);
   EXPECT_EQ(SymInt(7) + 5, SymInt(12));
   EXPECT_EQ(floordiv(SymInt(-7), 2), SymInt(-4));
