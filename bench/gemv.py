@@ -17,26 +17,14 @@ from datetime import date
 import torch
 import torch.nn.functional as F
 
+from bench.decode import copy_bandwidth
+
 # (N, K): TinyLlama's (fused qkv, o, gate/up, down, vocabulary) and Llama-2-7B's projections
 SHAPES = [(2560, 2048), (2048, 2048), (5632, 2048), (2048, 5632), (32000, 2048), (4096, 4096), (11008, 4096), (4096, 11008)]
 
 
 def linear(x, w):
     return F.linear(x, w)
-
-
-def copy_bandwidth():
-    a = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
-    b = torch.empty_like(a)
-    times = []
-    for _ in range(22):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        b.copy_(a)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    return 2 * a.numel() / statistics.median(times[2:])
 
 
 def compiled(mode):

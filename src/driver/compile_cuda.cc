@@ -64,16 +64,16 @@ bool cudnn_takes(const loop::ExternCall& call, const loop::Program& program, con
 // What a tuned product of a few rows is timed against: cuBLASLt's call of the heuristic's
 // algorithm on the candidates' buffers (none for a loop kernel, or where no workspace fits).
 template <typename Workspace>
-LibraryRival library_rival(const loop::Program& program, const TuningUnit& unit, bool tf32, const cuda::CublasLt& cublas, Workspace&& workspace) {
+LibraryRival library_rival(const loop::Program& program, const TuningUnit& unit, bool tf32, const cuda::CublasLt* library, Workspace&& workspace) {
   const auto* call = std::get_if<loop::ExternCall>(&program.kernels[unit.candidates.front().program_index]);
-  if (!call) return {};
+  if (!call || !library) return {};
   const cuda::DevicePtr w = workspace();
   if (!w) return {};
   const cuda::GemmProblem g = gemm_problem(*call, program, {}, tf32);
   // Prepared once and run as the plan runs a product of static sizes (GpuPlan::run_gemm), so
   // that the host's share of a call is the plan's.
   std::shared_ptr<cuda::GemmCall> prepared;
-  return [&program, &cublas, call = *call, g, w, prepared](const std::vector<cuda::DevicePtr>& buffers) mutable {
+  return [&program, library, call = *call, g, w, prepared](const std::vector<cuda::DevicePtr>& buffers) mutable {
     auto at = [&](const loop::View* v) -> void* {
       if (!v) return nullptr;
       const auto b = static_cast<size_t>(v->buffer);
@@ -82,9 +82,9 @@ LibraryRival library_rival(const loop::Program& program, const TuningUnit& unit,
     const GemmViews views = gemm_views(call);
     const loop::View out = result_view(call, program);
     void *a = at(views.a), *b = at(views.b), *c = at(views.c), *d = at(&out), *bias = at(views.bias);
-    if (!prepared) prepared = cublas.prepare(g, a, b, c, d, bias, kGemmWorkspace);
-    if (!cublas.run(*prepared, a, b, c, d, bias, reinterpret_cast<void*>(w), kGemmWorkspace, nullptr))
-      cublas.gemm(g, a, b, c, d, bias, reinterpret_cast<void*>(w), kGemmWorkspace, nullptr);
+    if (!prepared) prepared = library->prepare(g, a, b, c, d, bias, kGemmWorkspace);
+    if (!library->run(*prepared, a, b, c, d, bias, reinterpret_cast<void*>(w), kGemmWorkspace, nullptr))
+      library->gemm(g, a, b, c, d, bias, reinterpret_cast<void*>(w), kGemmWorkspace, nullptr);
   };
 }
 
@@ -333,7 +333,7 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
       ++exe.stats.tuning_cache_hits;
     } else if (unit.winner < 0) {
       measure_candidates(unit, candidates, gen.lowered.program, *context, cache,
-                         library_rival(gen.lowered.program, unit, options.allow_tf32, *gpu->cublas, gemm_workspace));
+                         library_rival(gen.lowered.program, unit, options.allow_tf32, gpu->cublas.get(), gemm_workspace));
       measured[unit.key] = unit.winner;
       if (!unit.ms.empty()) ++exe.stats.tuned_kernels;
       exe.stats.tuning.push_back(tuning_report(unit));
