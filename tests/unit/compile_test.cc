@@ -337,7 +337,7 @@ TEST(Compile, PoolingOverSymbolicSpatialSizes) {
       "  %a = avg_pool2d(%x, [3, 3], [2, 2], [1, 1], false, false, none)\n"
       "  %b = avg_pool2d(%x, [2, 2], [2, 2], [0, 0], true, true, none)\n"
       "  %g = _adaptive_avg_pool2d(%x, [1, 1])\n  return %m, %i, %c, %ci, %a, %b, %g\n}\n");
-  Executable exe = compile(g, {.cache_dir = temp_cache()});
+  Executable exe = compile(g, {.cache_dir = temp_cache(), .device = test_device()});
   for (auto [h, w] : {std::pair<int64_t, int64_t>{9, 13}, {4, 7}, {16, 16}, {5, 3}, {2, 2}, {31, 8}}) {
     TensorMap inputs = random_inputs(g, static_cast<uint64_t>(h * 100 + w), {{"H", h}, {"W", w}});
     auto want = evaluate_reference(g, inputs);
@@ -349,7 +349,7 @@ TEST(Compile, PoolingOverSymbolicSpatialSizes) {
   // into a compile per size.
   Graph adaptive = parse_graph("graph t {\n  sym H = 9\n  %x = input() : f32[2, 3, H, 8]\n  %g = _adaptive_avg_pool2d(%x, [2, 2])\n"
                                "  return %g\n}\n");
-  EXPECT_THROW(compile(adaptive, {.cache_dir = temp_cache()}), Error);
+  EXPECT_THROW(compile(adaptive, {.cache_dir = temp_cache(), .device = test_device()}), Error);
 }
 
 }  // namespace
