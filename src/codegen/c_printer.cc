@@ -327,13 +327,19 @@ std::string apply(LoopOp op, DType t, const std::vector<std::string>& a) {
   return "?";
 }
 
-std::string widen(const std::string& raw, DType t) {
+}  // namespace
+
+std::string widened(const std::string& raw, DType t) {
   if (t == DType::f16) return "coil_rt::f16_to_f32(" + raw + ")";
   if (t == DType::bf16) return "coil_rt::bf16_to_f32(" + raw + ")";
   return raw;
 }
 
-}  // namespace
+std::string narrowed(const std::string& value, DType t) {
+  if (t == DType::f16) return "coil_rt::f32_to_f16(" + value + ")";
+  if (t == DType::bf16) return "coil_rt::f32_to_bf16(" + value + ")";
+  return value;
+}
 
 // The reciprocal's name when `e` is a division by a reduced value that has one, else "".
 std::string ExprPrinter::reciprocal_of(const ExprRef& e) const {
@@ -367,11 +373,11 @@ std::string ExprPrinter::expr(const ExprRef& e, std::vector<std::string>& lines,
   std::string value;
   std::string hooked = e->kind() == Expr::Kind::load && load_hook ? load_hook(e) : "";
   if (!hooked.empty()) {
-    value = widen(hooked, e->dtype());
+    value = widened(hooked, e->dtype());
   } else if (e->kind() == Expr::Kind::load) {
     std::string at = index_expr(e->offset(), style);
     if (e->dynamic()) at += " + " + expr(e->dynamic(), lines, indent);
-    value = widen(fmt::format("{}[{}]", buffers_.at(static_cast<size_t>(e->buffer())), at), e->dtype());
+    value = widened(fmt::format("{}[{}]", buffers_.at(static_cast<size_t>(e->buffer())), at), e->dtype());
   } else if (e->kind() == Expr::Kind::cast) {
     const ExprRef& from = e->operands()[0];
     value = convert(expr(from, lines, indent), from->dtype(), e->dtype());

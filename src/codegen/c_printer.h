@@ -16,6 +16,10 @@ namespace coil::codegen {
 const char* value_type(DType dtype);
 // The C type of a buffer element (f16/bf16 are stored as uint16_t).
 const char* storage_type(DType dtype);
+// A stored element `raw` of dtype `t` as the float it computes in (f16/bf16 widened), and a
+// float value as an element of dtype `t` to store (rounded to f16/bf16 once).
+std::string widened(const std::string& raw, DType t);
+std::string narrowed(const std::string& value, DType t);
 // A size symbol's C name; loop variables keep their own names.
 std::string symbol_name(const std::string& sym);
 // How index arithmetic is printed. CPU code computes indices in int64 with the prelude's

@@ -24,31 +24,9 @@ constexpr double kMargin = 0.02;
 // Each sample runs about this long (calls repeated); the algorithms take turns.
 constexpr TurnsOptions kTurns{.sample_ms = 0.3, .rounds = 5, .max_repeats = 32};
 
-// Where a product's operands lie: a buffer and a byte offset into it each (buffer -1: absent).
-struct Place {
-  int buffer = -1;
-  int64_t byte_offset = 0;
-};
-struct Places {
-  Place a, b, c, d, bias;
-};
-
-Places places(const loop::ExternCall& call, const loop::Program& program) {
-  auto at = [&](int b, const SymInt& offset) {
-    return Place{b, offset.eval({}) * static_cast<int64_t>(dtype_size(program.buffers[static_cast<size_t>(b)].dtype))};
-  };
-  auto view = [&](const loop::View* v) { return v ? at(v->buffer, v->offset) : Place{}; };
-  const GemmViews views = gemm_views(call);
-  return Places{.a = view(views.a),
-                .b = view(views.b),
-                .c = view(views.c),
-                .d = at(call.output, program.buffers[static_cast<size_t>(call.output)].offset),
-                .bias = view(views.bias)};
-}
-
 // The alignment cuBLASLt will see for an operand on scratch memory (whose bases are at least
 // 256-byte aligned), 256 for an absent one as for a null pointer.
-uint32_t alignment(const Place& p) {
+uint32_t alignment(const GemmPlace& p) {
   if (p.buffer < 0) return cuda::pointer_alignment(nullptr);
   return cuda::pointer_alignment(reinterpret_cast<const void*>(uintptr_t{256} + static_cast<uintptr_t>(p.byte_offset)));
 }
@@ -61,10 +39,10 @@ struct Operands {
 };
 
 // Nothing where the device has no memory for the operands.
-std::optional<Operands> place(const Places& where, const loop::Program& program, RandomFill& fill, cuda::DeviceScratch& memory) {
+std::optional<Operands> place(const GemmPlaces& where, const loop::Program& program, RandomFill& fill, cuda::DeviceScratch& memory) {
   std::map<int, cuda::DevicePtr> base;
   bool room = true;
-  auto at = [&](const Place& p) -> void* {
+  auto at = [&](const GemmPlace& p) -> void* {
     if (p.buffer < 0 || !room) return nullptr;
     auto [it, fresh] = base.try_emplace(p.buffer);
     if (fresh) {
@@ -119,7 +97,7 @@ std::vector<GemmTuning> tune_gemms(const loop::Program& program, bool tf32, cons
     const double flops = 2.0 * static_cast<double>(g.batch) * static_cast<double>(g.m) * static_cast<double>(g.n) *
                          static_cast<double>(g.k);
     if (flops < kMinTunedFlops) continue;
-    const Places where = places(*call, program);
+    const GemmPlaces where = gemm_places(*call, program);
     GemmTuning t;
     t.kernel = k;
     t.name = call->name;

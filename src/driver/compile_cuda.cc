@@ -64,7 +64,8 @@ bool cudnn_takes(const loop::ExternCall& call, const loop::Program& program, con
 // What a tuned product of a few rows is timed against: cuBLASLt's call of the heuristic's
 // algorithm on the candidates' buffers (none for a loop kernel, or where no workspace fits).
 template <typename Workspace>
-LibraryRival library_rival(const loop::Program& program, const TuningUnit& unit, bool tf32, const cuda::CublasLt* library, Workspace&& workspace) {
+LibraryRival library_rival(const loop::Program& program, const TuningUnit& unit, bool tf32, const cuda::CublasLt* library,
+                           Workspace&& workspace) {
   const auto* call = std::get_if<loop::ExternCall>(&program.kernels[unit.candidates.front().program_index]);
   if (!call || !library) return {};
   const cuda::DevicePtr w = workspace();
@@ -73,15 +74,12 @@ LibraryRival library_rival(const loop::Program& program, const TuningUnit& unit,
   // Prepared once and run as the plan runs a product of static sizes (GpuPlan::run_gemm), so
   // that the host's share of a call is the plan's.
   std::shared_ptr<cuda::GemmCall> prepared;
-  return [&program, library, call = *call, g, w, prepared](const std::vector<cuda::DevicePtr>& buffers) mutable {
-    auto at = [&](const loop::View* v) -> void* {
-      if (!v) return nullptr;
-      const auto b = static_cast<size_t>(v->buffer);
-      return reinterpret_cast<void*>(buffers[b] + static_cast<cuda::DevicePtr>(v->offset.eval({}) * static_cast<int64_t>(dtype_size(program.buffers[b].dtype))));
+  const GemmPlaces where = gemm_places(*call, program);
+  return [library, where, g, w, prepared](const std::vector<cuda::DevicePtr>& buffers) mutable {
+    auto at = [&](const GemmPlace& p) -> void* {
+      return p.buffer < 0 ? nullptr : reinterpret_cast<void*>(buffers[static_cast<size_t>(p.buffer)] + static_cast<cuda::DevicePtr>(p.byte_offset));
     };
-    const GemmViews views = gemm_views(call);
-    const loop::View out = result_view(call, program);
-    void *a = at(views.a), *b = at(views.b), *c = at(views.c), *d = at(&out), *bias = at(views.bias);
+    void *a = at(where.a), *b = at(where.b), *c = at(where.c), *d = at(where.d), *bias = at(where.bias);
     if (!prepared) prepared = library->prepare(g, a, b, c, d, bias, kGemmWorkspace);
     if (!library->run(*prepared, a, b, c, d, bias, reinterpret_cast<void*>(w), kGemmWorkspace, nullptr))
       library->gemm(g, a, b, c, d, bias, reinterpret_cast<void*>(w), kGemmWorkspace, nullptr);

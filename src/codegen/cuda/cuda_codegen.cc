@@ -23,12 +23,6 @@ extern const char* const cuda_special;
 
 namespace {
 
-std::string store_value(const std::string& v, DType t) {
-  if (t == DType::f16) return "coil_rt::f32_to_f16(" + v + ")";
-  if (t == DType::bf16) return "coil_rt::f32_to_bf16(" + v + ")";
-  return v;
-}
-
 const char* form_name(CudaConfig::Form f) {
   switch (f) {
     case CudaConfig::Form::pointwise: return "pointwise";
@@ -211,9 +205,9 @@ void CudaEmitter::store(const loop::StoreStep& s, const std::string& indent, std
 // The storage-format value of `value` for a buffer of dtype `t`. An f32 value rounded to f16 or
 // bf16 is stored with one rounding, not rounded, widened and rounded again.
 std::string CudaEmitter::stored(const loop::ExprRef& value, DType t, std::vector<std::string>& lines, const std::string& indent) {
-  const bool narrowed = value->kind() == loop::Expr::Kind::cast && value->dtype() == t && (t == DType::f16 || t == DType::bf16) &&
-                        value->operands()[0]->dtype() == DType::f32;
-  return store_value(printer_->emit(narrowed ? value->operands()[0] : value, lines, indent), t);
+  const bool rounded = value->kind() == loop::Expr::Kind::cast && value->dtype() == t && (t == DType::f16 || t == DType::bf16) &&
+                       value->operands()[0]->dtype() == DType::f32;
+  return narrowed(printer_->emit(rounded ? value->operands()[0] : value, lines, indent), t);
 }
 
 std::string emit_cuda_kernel(const loop::Program& program, const loop::LoopKernel& original, const std::vector<std::string>& symbols,

@@ -83,22 +83,6 @@ int piece(const cuda::GemmProblem& g, const GemmViews& v) {
 
 bool in_dtype_half(DType t) { return t == DType::f16 || t == DType::bf16; }
 
-const char* widen_fn(DType t) {
-  switch (t) {
-    case DType::f16: return "coil_rt::f16_to_f32";
-    case DType::bf16: return "coil_rt::bf16_to_f32";
-    default: return "";
-  }
-}
-
-const char* narrow_fn(DType t) {
-  switch (t) {
-    case DType::f16: return "coil_rt::f32_to_f16";
-    case DType::bf16: return "coil_rt::f32_to_bf16";
-    default: return "";
-  }
-}
-
 }  // namespace
 
 std::vector<CudaConfig> gemv_configs(const loop::Program& program, const loop::ExternCall& call, const cuda::DeviceInfo& device) {
@@ -158,17 +142,18 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
   auto offset_of = [](const loop::View* v) { return v ? *v->offset.constant() : int64_t{0}; };
   const int64_t d_off = *(call.output_view ? call.output_view->offset : ob.offset).constant();
 
-  // Parameters: each buffer once, in id order; the output written.
-  std::set<int> buffers{views.a->buffer, views.b->buffer, call.output};
-  if (views.bias) buffers.insert(views.bias->buffer);
-  if (views.c) buffers.insert(views.c->buffer);
+  // Parameters: each buffer once, in id order; the output written (not restrict where it is
+  // also read).
+  std::set<int> reads{views.a->buffer, views.b->buffer};
+  if (views.bias) reads.insert(views.bias->buffer);
+  if (views.c) reads.insert(views.c->buffer);
+  std::set<int> buffers = reads;
+  buffers.insert(call.output);
   std::vector<std::string> params;
   for (int b : buffers) {
     const bool written = b == call.output;
-    const bool read_too = written && ((views.c && views.c->buffer == b) || views.a->buffer == b || views.b->buffer == b ||
-                                      (views.bias && views.bias->buffer == b));
     params.push_back(fmt::format("{}{}* {}b{}", written ? "" : "const ", storage_type(program.buffers[static_cast<size_t>(b)].dtype),
-                                 read_too ? "" : "__restrict__ ", b));
+                                 written && reads.count(b) ? "" : "__restrict__ ", b));
     info.buffers.push_back(b);
   }
   params.push_back("int64_t* __restrict__ E");
@@ -181,7 +166,6 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
   info.launch.max_blocks = units;
 
   const char* t = storage_type(in);
-  const std::string widen = widen_fn(in);
   std::string s = fmt::format("// computes %{} ({}, M={} N={} K={})\n", fmt::join(call.origins, ", %"), to_string(config), g.m, g.n, g.k);
   s += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", kThreads, call.name, fmt::join(params, ", "));
   s += "  (void)E;\n";
@@ -193,14 +177,14 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
   s += "  const int group = warp / SPLIT, slice = warp % SPLIT;\n";
   s += "  const int n0 = (static_cast<int>(blockIdx.x) * GROUPS + group) * OUT;\n";
   s += "  __shared__ float part[SPLIT][GROUPS][OUT][M];\n";
-  // Whether step u of the batch at i0 lies in K (parts that always hold left out).
-  std::vector<std::string> inside;
-  if (per % 4 != 0) inside.push_back("i0 + u < PER");
-  if (chunks % split != 0) inside.push_back(fmt::format("c < {}", chunks));
-  if (g.k % step != 0) inside.push_back("k < K");
-  const std::string in_k = inside.empty() ? "true" : fmt::format("{}", fmt::join(inside, " && "));
   const std::string a_at = fmt::format("b{} + {}", views.a->buffer, offset_of(views.a));
   if (mma) {
+    // Whether step u of the batch at i0 lies in K (parts that always hold left out).
+    std::vector<std::string> inside;
+    if (per % 4 != 0) inside.push_back("i0 + u < PER");
+    if (chunks % split != 0) inside.push_back(fmt::format("c < {}", chunks));
+    if (g.k % step != 0) inside.push_back("k < K");
+    const std::string in_k = inside.empty() ? "true" : fmt::format("{}", fmt::join(inside, " && "));
     // Lane (row, q): weight row n0 + 8r + row of each tile, A's rows row and row + 8, at 8q of
     // each 32 elements of K. Rows past N read the last row (their sums are dropped).
     s += "  const int q = lane % 4, row = lane / 4;\n";
@@ -234,7 +218,7 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
     s += "  float acc[R][M];\n  #pragma unroll\n  for (int r = 0; r < R; ++r)\n    #pragma unroll\n    for (int m = 0; m < M; ++m) acc[r][m] = 0.f;\n";
     // (the loop as measured: the R weight pieces first, then A's rows one at a time; the
     // compiler keeps 4 steps' weight reads in flight)
-    auto as_float = [&](const std::string& e) { return widen.empty() ? e : widen + "(" + e + ")"; };
+    auto as_float = [&](const std::string& e) { return widened(e, in); };
     s += "  #pragma unroll 4\n  for (int i = 0; i < PER; ++i) {\n    const int c = slice * PER + i;\n";
     if (chunks % split != 0) s += fmt::format("    if (c >= {}) break;\n", chunks);
     s += "    const int k = c * 32 * VEC + lane * VEC;\n";
@@ -268,19 +252,11 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
   s += "    if (n >= N) continue;\n";
   s += "    float v = 0.f;\n    #pragma unroll\n    for (int sl = 0; sl < SPLIT; ++sl) v += part[sl][og][j][m];\n";
   if (g.alpha != 1) s += fmt::format("    v *= {:.9e}f;\n", g.alpha);
-  if (views.bias) {
-    const auto& bs = views.bias->strides;
-    const loop::Buffer& bb = program.buffers[static_cast<size_t>(views.bias->buffer)];
-    s += fmt::format("    v += {};\n", widen_fn(bb.dtype)[0] ? fmt::format("{}(b{}[{} + n * int64_t({})])", widen_fn(bb.dtype), views.bias->buffer,
-                                                                          offset_of(views.bias), *bs.back().constant())
-                                                           : fmt::format("b{}[{} + n * int64_t({})]", views.bias->buffer, offset_of(views.bias),
-                                                                         *bs.back().constant()));
-  }
-  if (views.c) {
-    const loop::Buffer& cb = program.buffers[static_cast<size_t>(views.c->buffer)];
-    const std::string value = fmt::format("b{}[{} + m * int64_t({}) + n * int64_t({})]", views.c->buffer, offset_of(views.c), g.c_rs, g.c_cs);
-    s += fmt::format("    v += {};\n", widen_fn(cb.dtype)[0] ? std::string(widen_fn(cb.dtype)) + "(" + value + ")" : value);
-  }
+  auto element = [&](const loop::View& v, const std::string& at) {
+    return widened(fmt::format("b{}[{} + {}]", v.buffer, offset_of(&v), at), program.buffers[static_cast<size_t>(v.buffer)].dtype);
+  };
+  if (views.bias) s += fmt::format("    v += {};\n", element(*views.bias, fmt::format("n * int64_t({})", *views.bias->strides.back().constant())));
+  if (views.c) s += fmt::format("    v += {};\n", element(*views.c, fmt::format("m * int64_t({}) + n * int64_t({})", g.c_rs, g.c_cs)));
   switch (call.activation) {
     case loop::Activation::none: break;
     case loop::Activation::relu: s += "    v = coil_rt::maximum(v, 0.f);\n"; break;
@@ -288,8 +264,7 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
       s += "    v = 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));\n";
       break;
   }
-  const std::string stored = narrow_fn(out)[0] ? std::string(narrow_fn(out)) + "(v)" : "v";
-  s += fmt::format("    b{}[{} + m * int64_t({}) + n * int64_t({})] = {};\n  }}\n}}\n", call.output, d_off, g.d_rs, g.d_cs, stored);
+  s += fmt::format("    b{}[{} + m * int64_t({}) + n * int64_t({})] = {};\n  }}\n}}\n", call.output, d_off, g.d_rs, g.d_cs, narrowed("v", out));
   return s;
 }
 

@@ -62,4 +62,15 @@ cuda::GemmProblem gemm_problem(const loop::ExternCall& call, const loop::Program
   return g;
 }
 
+GemmPlaces gemm_places(const loop::ExternCall& call, const loop::Program& p) {
+  auto at = [&](const loop::View* v) {
+    if (!v) return GemmPlace{};
+    return GemmPlace{v->buffer, v->offset.eval({}) * static_cast<int64_t>(dtype_size(p.buffers[static_cast<size_t>(v->buffer)].dtype))};
+  };
+  const GemmViews views = gemm_views(call);
+  const loop::Buffer& out = p.buffers[static_cast<size_t>(call.output)];
+  const loop::View d = call.output_view ? *call.output_view : loop::View{call.output, out.sizes, out.strides, out.offset};
+  return GemmPlaces{.a = at(views.a), .b = at(views.b), .c = at(views.c), .d = at(&d), .bias = at(views.bias)};
+}
+
 }  // namespace coil

@@ -26,4 +26,15 @@ GemmViews gemm_views(const loop::ExternCall& call);
 cuda::GemmProblem gemm_problem(const loop::ExternCall& call, const loop::Program& p, const std::map<std::string, int64_t>& symbols,
                                bool tf32);
 
+// Where a product's operands lie in a graph of static sizes: a buffer and a byte offset into it
+// each (buffer -1: absent); D where the GPU plan writes it (the call's result view).
+struct GemmPlace {
+  int buffer = -1;
+  int64_t byte_offset = 0;
+};
+struct GemmPlaces {
+  GemmPlace a, b, c, d, bias;
+};
+GemmPlaces gemm_places(const loop::ExternCall& call, const loop::Program& p);
+
 }  // namespace coil
