@@ -6,23 +6,20 @@ namespace {
 
 const TensorMeta& arg_meta(const Graph& g, const Node& n, std::string_view name) { return g.meta(std::get<ValueRef>(n.arg(name).value)); }
 
-bool static_sizes(const TensorMeta& m) {
-  for (const auto& s : m.sizes)
-    if (!s.is_constant()) return false;
-  return true;
-}
-
-// What the kernel takes of a query, key and value of rank r >= 3, their batch dims aside.
+// What the kernel takes of a query, key and value of rank r >= 3, their batch dims aside. Sizes
+// but the head size may be symbolic (the kernel takes them as arguments); a constant key
+// length is at least 1.
 bool kernel_takes_heads(const TensorMeta& q, const TensorMeta& k, const TensorMeta& v, const Node& n, const std::optional<TensorMeta>& mask) {
   if (const Arg& p = n.arg("dropout_p"); !p.is_none() && std::get<double>(p.value) != 0) return false;
   if ((q.dtype != DType::f16 && q.dtype != DType::bf16) || q.dim() < 3 || k.dim() != q.dim() || v.dim() != q.dim()) return false;
   for (const TensorMeta* m : {&q, &k, &v}) {
-    if (!static_sizes(*m) || m->strides.back() != SymInt(1)) return false;
+    if (m->strides.back() != SymInt(1)) return false;
   }
-  if (mask && (!static_sizes(*mask) || (mask->dtype != DType::b8 && mask->dtype != q.dtype))) return false;
+  if (mask && mask->dtype != DType::b8 && mask->dtype != q.dtype) return false;
   size_t r = static_cast<size_t>(q.dim());
-  int64_t e = *q.sizes[r - 1].constant();
-  return v.sizes[r - 1] == q.sizes[r - 1] && e >= 16 && e <= 128 && e % 16 == 0 && *k.sizes[r - 2].constant() > 0;
+  auto e = q.sizes[r - 1].constant();
+  auto s = k.sizes[r - 2].constant();
+  return e && v.sizes[r - 1] == q.sizes[r - 1] && *e >= 16 && *e <= 128 && *e % 16 == 0 && s.value_or(1) > 0;
 }
 
 std::optional<TensorMeta> mask_meta(const Graph& g, const Node& n) {
@@ -70,7 +67,7 @@ std::optional<ValueRef> grouped_attention(Graph& g, const Graph& source, const N
   auto arg = [&](std::string_view name) { return std::get<ValueRef>(n.arg(name).value); };
   const TensorMeta &q = source.meta(arg("query")), &km = source.meta(arg("key")), &vm = source.meta(arg("value"));
   const size_t r = static_cast<size_t>(q.dim());
-  if (r < 3 || !static_sizes(q) || km.dim() != q.dim() || vm.dim() != q.dim()) return std::nullopt;
+  if (r < 3 || km.dim() != q.dim() || vm.dim() != q.dim()) return std::nullopt;
   const size_t h = r - 3;
   // The unrepeated key and value ([..., Hkv, S, E]): in `source` (enable_gqa's own operands) or
   // the expand's inputs ([..., Hkv, 1, S, E]); rep.

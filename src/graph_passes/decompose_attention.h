@@ -9,11 +9,11 @@
 
 namespace coil {
 
-// A fused attention kernel takes scaled_dot_product_attention with f16/bf16 operands of static
-// sizes, a head size of 16 to 128 (a multiple of 16) shared by value, the same batch dims for
-// all three (grouped_attention takes the grouped-query forms), unit stride along the head dim,
-// no dropout, and no attn_mask or one of static sizes (bool, or added: the query's dtype).
-// Others are decomposed.
+// A fused attention kernel takes scaled_dot_product_attention with f16/bf16 operands, a constant
+// head size of 16 to 128 (a multiple of 16) shared by value, the same batch dims for all three
+// (grouped_attention takes the grouped-query forms), unit stride along the head dim, no dropout,
+// and no attn_mask or a bool one or one added (the query's dtype). Batch sizes and lengths may be
+// symbolic. Others are decomposed.
 bool fused_attention_applies(const Graph& graph, const Node& node);
 
 // Grouped-query attention: each key/value head serves `rep` consecutive query heads, given by

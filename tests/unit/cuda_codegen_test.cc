@@ -514,9 +514,9 @@ TEST(CudaCodegen, EveryCandidateBuildsWithNvrtc) {
   }
 }
 
-// scaled_dot_product_attention: f16/bf16 with static sizes and head sizes 16..128 (masked or not,
-// grouped-query or not) become one fused kernel (tensor-core mma), built for both targets; the
-// rest is decomposed.
+// scaled_dot_product_attention: f16/bf16 with head sizes 16..128 (masked or not, grouped-query or
+// not, static sizes or symbolic batch and lengths) become one fused kernel (tensor-core mma),
+// built for both targets; the rest is decomposed.
 TEST(CudaCodegen, FusedAttentionWhereItAppliesAndBuildsWithNvrtc) {
   struct Case {
     const char* body;
@@ -544,7 +544,16 @@ TEST(CudaCodegen, FusedAttentionWhereItAppliesAndBuildsWithNvrtc) {
        "  %k = view(%c, [2, 8, 40, 64])\n  %a = scaled_dot_product_attention(%q, %k, %k, %m)\n  return %a\n", true},
       {"  %q = input() : bf16[1, 6, 50, 32]\n  %k = input() : bf16[1, 2, 50, 32]\n"
        "  %a = scaled_dot_product_attention(%q, %k, %k, is_causal=true, enable_gqa=true)\n  return %a\n", true},
-      {"  %q = input() : bf16[N, 70, 64]\n  %a = scaled_dot_product_attention(%q, %q, %q)\n  return %a\n", false},
+      // symbolic sizes (dynamic shapes): the batch, the lengths, a mask over them, grouped heads
+      {"  %q = input() : bf16[N, 70, 64]\n  %a = scaled_dot_product_attention(%q, %q, %q)\n  return %a\n", true},
+      {"  sym B = 2\n  sym T = 100\n  %p = input() : bf16[B, T, 192]\n  %q, %k, %v = split_with_sizes(%p, [64, 64, 64], 2)\n  %q4 = view(%q, [B, T, 2, 32])\n"
+       "  %k4 = view(%k, [B, T, 2, 32])\n  %v4 = view(%v, [B, T, 2, 32])\n  %qh = permute(%q4, [0, 2, 1, 3])\n"
+       "  %kh = permute(%k4, [0, 2, 1, 3])\n  %vh = permute(%v4, [0, 2, 1, 3])\n"
+       "  %a = scaled_dot_product_attention(%qh, %kh, %vh, is_causal=true)\n  return %a\n", true},
+      {"  sym L = 70\n  sym S = 90\n  %q = input() : f16[2, 4, L, 128]\n  %k = input() : f16[2, 4, S, 128]\n  %m = input() : bool[L, S]\n"
+       "  %a = scaled_dot_product_attention(%q, %k, %k, %m)\n  return %a\n", true},
+      {"  sym T = 50\n  %q = input() : bf16[1, 6, T, 64]\n  %k = input() : bf16[1, 2, T, 64]\n"
+       "  %a = scaled_dot_product_attention(%q, %k, %k, is_causal=true, enable_gqa=true)\n  return %a\n", true},
       {"  %q = input() : bf16[2, 70, 72]\n  %a = scaled_dot_product_attention(%q, %q, %q)\n  return %a\n", false},
   };
   std::shared_ptr<const build::Nvrtc> nvrtc;
@@ -639,6 +648,45 @@ TEST(CudaCodegen, HopperAttentionRunsWgmmaOverAStageRing) {
     EXPECT_FALSE(build::compile_cubin(gen.cuda.code(), options).empty()) << body;
   }
   if (!nvrtc) GTEST_SKIP() << "NVRTC is not available here: the kernels were checked, not built";
+}
+
+// Attention over symbolic sizes (a graph Dynamo traced with dynamic=True): one kernel for every
+// size, taking the batch and the length as arguments after its buffers (the runtime passes them in
+// the graph's order); a block a tile of query rows of one (batch, head), the grid counted from the
+// sizes at run time; the views' offsets per (batch, head) computed from them; and each length's
+// partial tiles masked at run time, as a static odd length's are. The wgmma kernel on sm_90a, the
+// mma.sync one elsewhere; a single query row of symbolic length keeps the general kernel (the
+// decoding one sizes its scratch at compile time).
+TEST(CudaCodegen, SymbolicAttentionTakesItsSizesAsArguments) {
+  const char* body = "  sym B = 2\n  sym T = 100\n  %q = input() : bf16[B, 12, T, 64]\n  %k = input() : bf16[B, 12, T, 64]\n  %v = input() : bf16[B, 12, T, 64]\n"
+                     "  %a = scaled_dot_product_attention(%q, %k, %v, is_causal=true)\n  return %a\n";
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    Generated gen = cuda_code(body, cuda::preset_device(arch));
+    ASSERT_EQ(gen.cuda.kernels.size(), 1u) << arch;
+    const codegen::CudaKernel& k = gen.cuda.kernels[0];
+    EXPECT_EQ(k.config.form, codegen::CudaConfig::Form::attention);
+    ASSERT_EQ(k.symbols.size(), 2u);
+    EXPECT_EQ(gen.graph.symbols[static_cast<size_t>(k.symbols[0])].name, "B");
+    EXPECT_EQ(gen.graph.symbols[static_cast<size_t>(k.symbols[1])].name, "T");
+    const int64_t rows = std::string(arch) == "sm_90a" ? 64 : 128;  // a block's query rows
+    for (auto [b, t] : {std::pair<int64_t, int64_t>{1, 1}, {3, 130}, {2, 1000}})
+      EXPECT_EQ(k.launch.units.eval({{"B", b}, {"T", t}}), b * 12 * ((t + rows - 1) / rows)) << arch << " B=" << b << " T=" << t;
+    EXPECT_EQ(k.launch.max_blocks, codegen::kMaxGrid);
+    const std::string& code = gen.cuda.bodies[0];
+    EXPECT_NE(code.find("uint16_t* __restrict__ b3, const int64_t s_B, const int64_t s_T, int64_t* __restrict__ E)"), std::string::npos) << code;
+    EXPECT_NE(code.find("const int64_t L = (s_T), S = (s_T), TILES_Q = (L + " + std::to_string(rows - 1) + ") / " + std::to_string(rows) +
+                        ", TILES = TILES_Q * (12LL * s_B);"),
+              std::string::npos)
+        << code;
+    EXPECT_NE(code.find("(768LL * s_T)"), std::string::npos) << code;  // a batch's stride
+    EXPECT_NE(code.find(std::string(arch) == "sm_90a" ? "wgmma.mma_async" : "mma.sync.aligned.m16n8k16"), std::string::npos);
+  }
+  Generated one = cuda_code("  sym S = 40\n  %q = input() : bf16[2, 8, 1, 64]\n  %k = input() : bf16[2, 8, S, 64]\n"
+                            "  %a = scaled_dot_product_attention(%q, %k, %k)\n  return %a\n",
+                            cuda::preset_device("sm_90a"));
+  ASSERT_EQ(one.cuda.kernels.size(), 1u);
+  EXPECT_EQ(one.cuda.kernels[0].launch.scratch_bytes, 0);
+  EXPECT_EQ(one.cuda.bodies[0].find("ticket"), std::string::npos);
 }
 
 std::string temp_cache() { return testing::TempDir() + "/coil_cuda_codegen_cache"; }

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <set>
@@ -17,6 +18,8 @@
 #include "codegen/c_printer.h"
 #include "codegen/cuda/attention_parts.h"
 #include "codegen/cuda/cuda_codegen.h"
+#include "codegen/cuda/launch.h"
+#include "codegen/kernel_shape.h"
 #include "support/check.h"
 
 namespace coil::codegen {
@@ -29,18 +32,58 @@ int64_t constant(const SymInt& s, const char* what) {
   return *c;
 }
 
+std::string text(const SymInt& s) {
+  if (auto c = s.constant()) return std::to_string(*c);
+  return "(" + index_expr(s) + ")";
+}
+
 std::string batch_offset(const loop::View& v, const std::string& name) {
-  std::string s = fmt::format("    int64_t {} = {};\n", name, constant(v.offset, "offset"));
+  std::string s = fmt::format("    int64_t {} = {};\n", name, text(v.offset));
   s += "    {\n      int64_t rest = bh;\n";
   for (size_t d = v.sizes.size() - 2; d-- > 0;) {
-    int64_t n = constant(v.sizes[d], "size"), st = constant(v.strides[d], "stride");
+    const std::string n = text(v.sizes[d]), st = text(v.strides[d]);
     s += fmt::format("      {} += (rest % {}) * {};\n      rest /= {};\n", name, n, st, n);
   }
   s += "    }\n";
   return s;
 }
 
-int64_t stride(const loop::View& v, size_t from_end) { return constant(v.strides[v.strides.size() - from_end], "stride"); }
+std::string stride(const loop::View& v, size_t from_end) { return text(v.strides[v.strides.size() - from_end]); }
+
+std::vector<std::string> size_params(const Shape& a, const std::vector<std::string>& symbols, CudaKernel& info) {
+  std::vector<std::string> used;
+  auto views = std::vector<const loop::View*>{&a.q, &a.k, &a.v, &a.o};
+  if (a.mask) views.push_back(&*a.mask);
+  for (const loop::View* v : views) {
+    v->offset.collect_symbols(used);
+    for (const auto& x : v->sizes) x.collect_symbols(used);
+    for (const auto& x : v->strides) x.collect_symbols(used);
+  }
+  std::vector<std::string> params;
+  for (size_t i = 0; i < symbols.size(); ++i)
+    if (std::find(used.begin(), used.end(), symbols[i]) != used.end()) {
+      params.push_back("const int64_t " + symbol_name(symbols[i]));
+      info.symbols.push_back(static_cast<int>(i));
+    }
+  return params;
+}
+
+void tile_launch(const Shape& a, int rows, CudaKernel& info) {
+  const SymInt tiles = a.batch * floordiv(a.L + SymInt(rows - 1), SymInt(rows));
+  info.launch.units = tiles;
+  info.launch.per_block = 1;
+  info.launch.max_blocks = tiles.constant().value_or(kMaxGrid);
+}
+
+std::string tile_constants(const Shape& a, int rows) {
+  if (a.fixed()) {
+    const int64_t tiles_q = (*a.L.constant() + rows - 1) / rows;
+    return fmt::format("  constexpr int64_t L = {}, S = {}, TILES_Q = {}, TILES = {};\n", *a.L.constant(), *a.S.constant(), tiles_q,
+                       *a.batch.constant() * tiles_q);
+  }
+  return fmt::format("  const int64_t L = {}, S = {}, TILES_Q = (L + {}) / {}, TILES = TILES_Q * {};\n", text(a.L), text(a.S), rows - 1, rows,
+                     text(a.batch));
+}
 
 std::string open_pieces(const std::string& indent, const char* tile_rows) {
   return fmt::format("{0}#pragma unroll\n{0}for (int i0 = 0; i0 < {1} * HD / 8; i0 += THREADS) {{\n"
@@ -97,10 +140,10 @@ Shape shape_of(const loop::Program& p, const loop::ExternCall& call) {
   const loop::Buffer& ob = p.buffers[static_cast<size_t>(call.output)];
   a.o = call.output_view ? *call.output_view : loop::View{call.output, ob.sizes, ob.strides, ob.offset};
   const size_t r = a.q.sizes.size();
-  a.L = constant(a.q.sizes[r - 2], "query length");
-  a.S = constant(a.k.sizes[r - 2], "key length");
+  a.L = a.q.sizes[r - 2];
+  a.S = a.k.sizes[r - 2];
   a.E = constant(a.q.sizes[r - 1], "head size");
-  for (size_t d = 0; d + 2 < r; ++d) a.batch *= constant(a.q.sizes[d], "batch size");
+  for (size_t d = 0; d + 2 < r; ++d) a.batch = a.batch * a.q.sizes[d];
   a.causal = call.params.at(1) != 0;
   a.scale_log2 = call.params.at(0) * std::numbers::log2e;
   a.half = ob.dtype == DType::f16;
@@ -109,9 +152,9 @@ Shape shape_of(const loop::Program& p, const loop::ExternCall& call) {
 }
 
 bool vectorizable(const loop::View& v) {
-  if (constant(v.offset, "offset") % 8 != 0) return false;
+  if (!multiple_of(v.offset, 8)) return false;
   for (size_t d = 0; d + 1 < v.strides.size(); ++d)
-    if (constant(v.strides[d], "stride") % 8 != 0) return false;
+    if (!multiple_of(v.strides[d], 8)) return false;
   return true;
 }
 
@@ -153,14 +196,16 @@ using namespace attention;
 // small enough for their accumulators to stay in registers and the queries are more than one
 // block's 64 rows: a key or value fragment read from shared memory then serves both.
 constexpr int kWarps = 4;
-int row_tiles(int64_t head, int64_t queries) { return head <= 64 && queries > 16 * kWarps ? 2 : 1; }
+// (A symbolic number of queries counts as many.)
+int row_tiles(int64_t head, const SymInt& queries) { return head <= 64 && queries.constant().value_or(kMaxGrid) > 16 * kWarps ? 2 : 1; }
 
 }  // namespace
 
-std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& call, const cuda::DeviceInfo& device, CudaKernel& info) {
+std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& call, const std::vector<std::string>& symbols,
+                                const cuda::DeviceInfo& device, CudaKernel& info) {
   const Shape a = shape_of(p, call);
   const loop::View &q = a.q, &k = a.k, &v = a.v, &o = a.o;
-  const int64_t L = a.L, S = a.S, E = a.E, batch = a.batch;
+  const int64_t E = a.E;
   const bool causal = a.causal, half = a.half;
   const bool vec = vectorizable(q) && vectorizable(k) && vectorizable(v);
   const int warp = device.warp_size;
@@ -177,7 +222,8 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   const char* to_half = half ? "coil_rt::f32_to_f16" : "coil_rt::f32_to_bf16";
 
   std::string s;
-  s += fmt::format("// computes %{} (attention {}x{} keys {} head {}{})\n", fmt::join(call.origins, ", %"), batch, L, S, E, causal ? " causal" : "");
+  s += fmt::format("// computes %{} (attention {}x{} keys {} head {}{})\n", fmt::join(call.origins, ", %"), a.batch.str(), a.L.str(), a.S.str(), E,
+                   causal ? " causal" : "");
   // Helpers, one set per element type however many attention kernels a unit holds: the kernels'
   // text then differs only in their names and buffers, so a model's layers compile once.
   const std::string hp = half ? "coil_attn_f16" : "coil_attn_bf16";
@@ -231,24 +277,22 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
       "}}\n",
       fmt::arg("n", hp), fmt::arg("mt", mma_type), fmt::arg("pk", half ? "f16" : "bf16"));
   s += "#endif\n";
-  if (L <= kDecodeRows) return s + emit_decode_attention(a, call, hp, info);
-  if (wg) return s + emit_wgmma_attention(a, call, hp, info);
-
-  const int mt = row_tiles(E, L), rows = 16 * kWarps * mt, bn = E <= 64 ? 64 : 32;
   std::vector<std::string> params;
   for (int b : info.buffers) params.push_back(buffer_param(a, b));
+  for (auto& sp : size_params(a, symbols, info)) params.push_back(std::move(sp));
   params.push_back("int64_t* __restrict__ E");
-  const int64_t tiles = batch * ((L + rows - 1) / rows);
+  if (a.fixed() && *a.L.constant() <= kDecodeRows) return s + emit_decode_attention(a, call, hp, params, info);
+  if (wg) return s + emit_wgmma_attention(a, call, hp, params, info);
+
+  const int mt = row_tiles(E, a.L), rows = 16 * kWarps * mt, bn = E <= 64 ? 64 : 32;
   info.config.form = CudaConfig::Form::attention;
   info.config.block = kWarps * warp;
   info.launch.block_x = kWarps * warp;
-  info.launch.units = tiles;
-  info.launch.per_block = 1;
-  info.launch.max_blocks = tiles;
+  tile_launch(a, rows, info);
   s += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", kWarps * warp, n, fmt::join(params, ", "));
   s += "  (void)E;\n";
   s += fmt::format("  constexpr int MT = {}, BM = {}, BN = {}, HD = {}, PAD = 8, THREADS = {};\n", mt, rows, bn, E, kWarps * warp);
-  s += fmt::format("  constexpr int64_t L = {}, S = {}, TILES_Q = {};\n", L, S, (L + rows - 1) / rows);
+  s += tile_constants(a, rows);
   // Key and value tiles, double-buffered: the next tile loads while this one is used.
   s += "  __shared__ __align__(16) uint16_t Ks[2][BN][HD + PAD];\n";
   s += "  __shared__ __align__(16) uint16_t Vs[2][BN][HD + PAD];\n";
@@ -258,11 +302,12 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   // Tiles move in 16-byte pieces, piece i of a tile by thread i % THREADS: this thread's first
   // piece (row, column), the others THREADS / (HD / 8) rows further each (constant offsets).
   s += "  const int piece_row = static_cast<int>(threadIdx.x) / (HD / 8), piece_col = static_cast<int>(threadIdx.x) % (HD / 8) * 8;\n";
-  s += fmt::format("  for (int64_t tile = blockIdx.x; tile < {}; tile += gridDim.x) {{\n", tiles);
+  s += "  for (int64_t tile = blockIdx.x; tile < TILES; tile += gridDim.x) {\n";
   // Causal: the longest query tiles (the last ones) of every head first, so the short ones
   // fill the tail.
   if (causal)
-    s += fmt::format("    const int64_t bh = tile % {};\n    const int q0 = static_cast<int>(TILES_Q - 1 - tile / {}) * BM;\n", batch, batch);
+    s += fmt::format("    const int64_t bh = tile % {};\n    const int q0 = static_cast<int>(TILES_Q - 1 - tile / {}) * BM;\n", text(a.batch),
+                     text(a.batch));
   else
     s += "    const int64_t bh = tile / TILES_Q;\n    const int q0 = static_cast<int>(tile % TILES_Q) * BM;\n";
   s += batch_offset(q, "qb") + batch_offset(k, "kb") + batch_offset(v, "vb") + batch_offset(o, "ob");

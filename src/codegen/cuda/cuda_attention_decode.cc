@@ -21,12 +21,14 @@ constexpr int kKeys = 32, kThreads = 256;
 
 }  // namespace
 
-std::string emit_decode_attention(const Shape& a, const loop::ExternCall& call, const std::string& hp, CudaKernel& info) {
-  COIL_CHECK(a.L <= kDecodeRows) << call.name << ": the decoding attention takes a few query rows";
-  const int64_t splits = (a.S + kKeys - 1) / kKeys, units = a.batch * splits;
+std::string emit_decode_attention(const Shape& a, const loop::ExternCall& call, const std::string& hp, std::vector<std::string> params,
+                                  CudaKernel& info) {
+  COIL_CHECK(a.fixed() && *a.L.constant() <= kDecodeRows) << call.name << ": the decoding attention takes a few query rows, static sizes";
+  const int64_t L = *a.L.constant(), S = *a.S.constant(), batch = *a.batch.constant();
+  const int64_t splits = (S + kKeys - 1) / kKeys, units = batch * splits;
   // Scratch: a ticket per (batch, head), then per (batch, head, split, row) the max and the sum,
   // then the output rows (f32).
-  const int64_t tickets = (a.batch * 4 + 255) / 256 * 256, stats = a.batch * splits * a.L;
+  const int64_t tickets = (batch * 4 + 255) / 256 * 256, stats = batch * splits * L;
   info.config.form = CudaConfig::Form::attention;
   info.config.block = kThreads;
   info.launch.block_x = kThreads;
@@ -36,15 +38,12 @@ std::string emit_decode_attention(const Shape& a, const loop::ExternCall& call, 
   if (splits > 1) info.launch.scratch_bytes = tickets + 4 * (2 * stats + stats * a.E);
 
   const bool vec = vectorizable(a.q) && vectorizable(a.k) && vectorizable(a.v);
-  std::vector<std::string> params;
-  for (int b : info.buffers) params.push_back(buffer_param(a, b));
-  params.push_back("int64_t* __restrict__ E");
   if (splits > 1) params.push_back("unsigned char* __restrict__ W");
   const char* widen = a.half ? "coil_rt::f16_to_f32" : "coil_rt::bf16_to_f32";
   const char* narrow = a.half ? "coil_rt::f32_to_f16" : "coil_rt::f32_to_bf16";
   std::string s = fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", kThreads, call.name, fmt::join(params, ", "));
   s += "  (void)E;\n";
-  s += fmt::format("  constexpr int L = {}, S = {}, HD = {}, KC = {}, SPLITS = {}, THREADS = {};\n", a.L, a.S, a.E, kKeys, splits, kThreads);
+  s += fmt::format("  constexpr int L = {}, S = {}, HD = {}, KC = {}, SPLITS = {}, THREADS = {};\n", L, S, a.E, kKeys, splits, kThreads);
   s += "  __shared__ float qs[L][HD];\n  __shared__ float ps[L][KC];\n  __shared__ __align__(16) uint16_t vs[KC][HD];\n";
   s += "  __shared__ float row_max[L], row_sum[L];\n  __shared__ bool last;\n";
   s += "  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;\n";

@@ -82,25 +82,20 @@ std::string helpers(const std::string& hp, const char* type, int n_scores, int n
 
 }  // namespace
 
-std::string emit_wgmma_attention(const Shape& a, const loop::ExternCall& call, const std::string& hp, CudaKernel& info) {
+std::string emit_wgmma_attention(const Shape& a, const loop::ExternCall& call, const std::string& hp, const std::vector<std::string>& params,
+                                 CudaKernel& info) {
   COIL_CHECK(a.E == 64) << call.name << ": the wgmma attention takes 64-wide heads";
-  const int64_t tiles_q = (a.L + kRows - 1) / kRows, tiles = a.batch * tiles_q;
   info.config.form = CudaConfig::Form::attention;
   info.config.block = kThreads;
   info.launch.block_x = kThreads;
-  info.launch.units = tiles;
-  info.launch.per_block = 1;
-  info.launch.max_blocks = tiles;
+  tile_launch(a, kRows, info);
   info.launch.shared_bytes = static_cast<int>((kRows + 2 * kStages * kKeys) * a.E * 2);
 
   std::string s = helpers(hp, a.half ? "f16" : "bf16", kKeys, static_cast<int>(a.E));
-  std::vector<std::string> params;
-  for (int b : info.buffers) params.push_back(buffer_param(a, b));
-  params.push_back("int64_t* __restrict__ E");
   s += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", kThreads, call.name, fmt::join(params, ", "));
   s += "  (void)E;\n";
   s += fmt::format("  constexpr int BM = {}, BN = {}, HD = {}, NS = {}, THREADS = {};\n", kRows, kKeys, a.E, kStages, kThreads);
-  s += fmt::format("  constexpr int64_t L = {}, S = {}, TILES_Q = {};\n", a.L, a.S, tiles_q);
+  s += tile_constants(a, kRows);
   // The query tile, then NS key tiles, then NS value tiles: rows of 128 bytes whose 16-byte
   // pieces are swizzled, in 1024-byte atoms of 8 rows (the layout wgmma reads with 128-byte
   // swizzling).
@@ -110,11 +105,12 @@ std::string emit_wgmma_attention(const Shape& a, const loop::ExternCall& call, c
   // Tiles move in 16-byte pieces, piece i of a tile by thread i % THREADS: this thread's first
   // piece (row, column), the others THREADS / (HD / 8) rows further each (constant offsets).
   s += "  const int piece_row = static_cast<int>(threadIdx.x) / (HD / 8), piece_col = static_cast<int>(threadIdx.x) % (HD / 8) * 8;\n";
-  s += fmt::format("  for (int64_t tile = blockIdx.x; tile < {}; tile += gridDim.x) {{\n", tiles);
+  s += "  for (int64_t tile = blockIdx.x; tile < TILES; tile += gridDim.x) {\n";
   // Causal: the longest query tiles (the last ones) of every head first, so the short ones
   // fill the tail.
   if (a.causal)
-    s += fmt::format("    const int64_t bh = tile % {};\n    const int q0 = static_cast<int>(TILES_Q - 1 - tile / {}) * BM;\n", a.batch, a.batch);
+    s += fmt::format("    const int64_t bh = tile % {};\n    const int q0 = static_cast<int>(TILES_Q - 1 - tile / {}) * BM;\n", text(a.batch),
+                     text(a.batch));
   else
     s += "    const int64_t bh = tile / TILES_Q;\n    const int q0 = static_cast<int>(tile % TILES_Q) * BM;\n";
   s += fmt::format("    const int kv_end = {}, n = (kv_end + BN - 1) / BN;\n",

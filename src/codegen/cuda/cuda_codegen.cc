@@ -253,7 +253,7 @@ CudaSource generate_cuda(const loop::Program& program, const std::vector<std::st
     CudaKernel info;
     info.program_index = i;
     if (const auto* call = std::get_if<loop::ExternCall>(&program.kernels[i]); call && call->kind == loop::ExternKind::attention) {
-      src.bodies.push_back(emit_cuda_attention(program, *call, device, info));
+      src.bodies.push_back(emit_cuda_attention(program, *call, symbols, device, info));
       src.kernels.push_back(std::move(info));
       continue;
     }

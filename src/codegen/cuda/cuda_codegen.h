@@ -92,9 +92,10 @@ std::string emit_cuda_kernel(const loop::Program& program, const loop::LoopKerne
 std::string emit_tunable_kernel(const loop::Program& program, size_t index, const std::string& name, const std::vector<std::string>& symbols,
                                 const cuda::DeviceInfo& device, const CudaConfig& config, CudaKernel& info);
 
-// cuda_attention.cc: the fused attention kernel of an attention extern call (static sizes).
-std::string emit_cuda_attention(const loop::Program& program, const loop::ExternCall& call, const cuda::DeviceInfo& device,
-                                CudaKernel& info);
+// cuda_attention.cc: the fused attention kernel of an attention extern call (a constant head
+// size; the batch and the lengths may be symbolic, taken as the kernel's size parameters).
+std::string emit_cuda_attention(const loop::Program& program, const loop::ExternCall& call, const std::vector<std::string>& symbols,
+                                const cuda::DeviceInfo& device, CudaKernel& info);
 
 // cuda_gemv.cc: a matrix product of a few rows (static sizes, f16/bf16/f32, B with unit stride
 // along K) as coil's kernel: its candidate configurations, the heuristic's first; none where the
