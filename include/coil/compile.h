@@ -88,6 +88,7 @@ struct CompileStats {
   std::vector<UnitBuild> units;  // CUDA: per translation unit
   int tuned_kernels = 0;         // CUDA: kernels whose candidates were measured in this compile
   int tuning_cache_hits = 0;     // CUDA: kernels whose winner came from the tuning cache
+  int size_variants = 0;         // CUDA: tuned choices of symbolic kernels for other size buckets, picked per run
   double tune_ms = 0;            // CUDA: measuring candidates (part of build_ms)
   // CUDA: per kernel measured in this compile, "<kernel>: <ms> <config>, ..." (best first).
   std::vector<std::string> tuning;

@@ -374,6 +374,7 @@ class Compiled {
     d["translation_units"] = exe_.stats.translation_units;
     d["tuned_kernels"] = exe_.stats.tuned_kernels;
     d["tuning_cache_hits"] = exe_.stats.tuning_cache_hits;
+    d["size_variants"] = exe_.stats.size_variants;
     d["tune_ms"] = exe_.stats.tune_ms;
     d["tuning"] = exe_.stats.tuning;  // CUDA: per kernel tuned in this compile, its candidates' times
     nb::list units;  // CUDA: per NVRTC unit, (its kernels, ms, cache hit)

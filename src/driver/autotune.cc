@@ -1,8 +1,10 @@
 #include "driver/autotune.h"
 
 #include <algorithm>
+#include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "codegen/cuda/launch.h"
 #include "driver/tuning_timer.h"
@@ -32,27 +34,63 @@ constexpr size_t kSets = 2;
 // The tuning cache's word for "the library's call won".
 constexpr const char* kLibraryWinner = "library";
 
+// A symbolic kernel's cache entry: a line per size bucket, "<bucket> <configuration>", the bucket
+// its values joined by commas.
+std::string bucket_text(const std::vector<int64_t>& bucket) { return fmt::format("{}", fmt::join(bucket, ",")); }
+
+std::map<std::vector<int64_t>, std::string> bucket_entries(const std::optional<std::string>& text) {
+  std::map<std::vector<int64_t>, std::string> out;
+  if (!text) return out;
+  std::istringstream lines(*text);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t space = line.find(' ');
+    if (space == std::string::npos) continue;
+    std::vector<int64_t> bucket;
+    std::istringstream values(line.substr(0, space));
+    for (std::string v; std::getline(values, v, ',');) {
+      try {
+        bucket.push_back(std::stoll(v));
+      } catch (const std::exception&) {  // not an entry of this format: ignored
+        bucket.clear();
+        break;
+      }
+    }
+    if (!bucket.empty()) out[bucket] = line.substr(space + 1);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<TuningUnit> tuning_units(const loop::Program& program, const codegen::CudaSource& source,
-                                     const std::vector<std::string>& symbols, const cuda::DeviceInfo& device,
+                                     const std::vector<SymbolDecl>& symbol_decls, const cuda::DeviceInfo& device,
                                      const build::ArtifactCache& cache) {
+  // Symbolic kernels are timed at the hints, where every symbol has one.
+  std::vector<std::string> symbols;
+  std::map<std::string, int64_t> hints;
+  std::vector<int64_t> hint_values;
+  for (const SymbolDecl& d : symbol_decls) {
+    symbols.push_back(d.name);
+    if (d.hint) hints[d.name] = *d.hint, hint_values.push_back(*d.hint);
+  }
+  const bool hinted = hints.size() == symbol_decls.size();
   std::vector<TuningUnit> units;
   for (size_t i = 0; i < source.kernels.size(); ++i) {
     const codegen::CudaKernel& info = source.kernels[i];
-    if (!info.symbols.empty()) continue;
+    const bool symbolic = !info.symbols.empty();
+    if (symbolic && !hinted) continue;
     const auto* lk = std::get_if<loop::LoopKernel>(&program.kernels[info.program_index]);
     const auto* call = std::get_if<loop::ExternCall>(&program.kernels[info.program_index]);
     const bool gemv = call && loop::is_product(call->kind);
     if (!lk && !gemv) continue;  // fused attention: one configuration
     auto configs = gemv ? codegen::gemv_configs(program, *call, device) : codegen::candidate_configs(program, *lk, device);
     if (configs.size() < 2) continue;
-    // (a buffer of symbolic size, read at data-dependent places: no sizes to time on)
+    // (a buffer of symbolic size, read at data-dependent places, and no hints: no sizes to time on)
     int64_t traffic = 0;
     bool sized = true;
     for (int b : info.buffers) {
       const loop::Buffer& buf = program.buffers[static_cast<size_t>(b)];
-      auto n = static_buffer_elements(buf);
+      auto n = hinted ? std::optional<int64_t>(buffer_elements(buf, hints)) : static_buffer_elements(buf);
       sized = sized && n.has_value();
       traffic += n.value_or(0) * static_cast<int64_t>(dtype_size(buf.dtype));
     }
@@ -66,17 +104,26 @@ std::vector<TuningUnit> tuning_units(const loop::Program& program, const codegen
     codegen::CudaKernel ignored;
     // Buffer names made generic too, so a model's repeated layers share one entry.
     std::string text = codegen::canonical_kernel_text(emit("k", configs[0], ignored), "k");
-    unit.key = build::ArtifactCache::key({"coil-tune-2", text, device.key()});
+    unit.key = symbolic ? build::ArtifactCache::key({"coil-tune-2", text, device.key(), "per-bucket"})
+                        : build::ArtifactCache::key({"coil-tune-2", text, device.key()});
     auto cached = cache.read(unit.key, "tune");
+    if (symbolic) unit.sizes = hints, unit.symbol_values = hint_values, unit.bucket = size_bucket(info, hint_values);
+    const auto buckets = symbolic ? bucket_entries(cached) : std::map<std::vector<int64_t>, std::string>{};
     const std::string& base = gemv ? call->name : lk->name;
     for (size_t c = 0; c < configs.size(); ++c) {
       codegen::CudaKernel candidate;
       candidate.program_index = info.program_index;
       unit.bodies.push_back(emit(base + "_c" + std::to_string(c), configs[c], candidate));
       unit.candidates.push_back(std::move(candidate));
-      if (cached && *cached == codegen::to_string(configs[c])) unit.winner = static_cast<int>(c);
+      const std::string config = codegen::to_string(configs[c]);
+      if (!symbolic && cached && *cached == config) unit.winner = static_cast<int>(c);
+      for (const auto& [bucket, chosen] : buckets) {
+        if (chosen != config) continue;
+        if (bucket == unit.bucket) unit.winner = static_cast<int>(c);
+        else unit.others.emplace_back(bucket, static_cast<int>(c));
+      }
     }
-    if (cached && *cached == kLibraryWinner) unit.winner = 0, unit.library = true;
+    if (!symbolic && cached && *cached == kLibraryWinner) unit.winner = 0, unit.library = true;
     units.push_back(std::move(unit));
   }
   return units;
@@ -88,7 +135,7 @@ int measure_candidates(TuningUnit& unit, const std::vector<void*>& functions, co
   // As many sets of the kernel's buffers as the device has room for, up to kSets: a model that
   // holds most of the device's memory leaves less, and with no room for one set the heuristic's
   // candidate stands, untuned and not cached, so that a compile with room tunes it.
-  auto bytes_of = [&](int b) { return buffer_bytes(program.buffers[static_cast<size_t>(b)], {}); };
+  auto bytes_of = [&](int b) { return buffer_bytes(program.buffers[static_cast<size_t>(b)], unit.sizes); };
   std::vector<std::vector<cuda::DevicePtr>> sets;
   while (sets.size() < kSets) {
     std::vector<cuda::DevicePtr> ptrs(program.buffers.size(), 0);
@@ -126,7 +173,7 @@ int measure_candidates(TuningUnit& unit, const std::vector<void*>& functions, co
     const codegen::CudaKernel& info = unit.candidates[c];
     cuda::DevicePtr own_scratch = layout.offsets[c] >= 0 ? scratch + static_cast<cuda::DevicePtr>(layout.offsets[c]) : 0;
     for (int i = 0; i < times; ++i)
-      launch_loop_kernel(context, functions[c], info, sets[launches++ % sets.size()], {}, {}, status, own_scratch, nullptr);
+      launch_loop_kernel(context, functions[c], info, sets[launches++ % sets.size()], unit.symbol_values, unit.sizes, status, own_scratch, nullptr);
   };
   // A candidate the device cannot launch (resources) is left out; the heuristic's must work.
   unit.ms = time_in_turns(context, unit.candidates.size() + (rival ? 1 : 0), run, kTurns);
@@ -134,8 +181,17 @@ int measure_candidates(TuningUnit& unit, const std::vector<void*>& functions, co
   unit.library = static_cast<size_t>(winner) == unit.candidates.size();
   if (unit.library) winner = 0;
   // The cache names the winner by its configuration, so a changed candidate list cannot
-  // misread it.
-  cache.store(unit.key, "tune", unit.library ? kLibraryWinner : codegen::to_string(unit.candidates[static_cast<size_t>(winner)].config));
+  // misread it; a symbolic kernel's entry adds this bucket's line to the others'.
+  const std::string config = unit.library ? kLibraryWinner : codegen::to_string(unit.candidates[static_cast<size_t>(winner)].config);
+  if (unit.bucket.empty()) {
+    cache.store(unit.key, "tune", config);
+  } else {
+    auto buckets = bucket_entries(cache.read(unit.key, "tune"));
+    buckets[unit.bucket] = config;
+    std::string entry;
+    for (const auto& [bucket, chosen] : buckets) entry += bucket_text(bucket) + " " + chosen + "\n";
+    cache.store(unit.key, "tune", entry);
+  }
   unit.winner = winner;
   return winner;
 }
@@ -147,7 +203,7 @@ std::string tuning_report(const TuningUnit& unit) {
   std::vector<size_t> order(unit.ms.size());
   for (size_t c = 0; c < order.size(); ++c) order[c] = c;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return unit.ms[a] < unit.ms[b]; });
-  std::string out = unit.candidates.front().name + ":";
+  std::string out = unit.candidates.front().name + (unit.bucket.empty() ? ":" : " (size bucket " + bucket_text(unit.bucket) + "):");
   for (size_t c : order)
     out += fmt::format("{} {:.3f} ms {}", c == order.front() ? "" : ",", unit.ms[c],
                        c < unit.candidates.size() ? codegen::to_string(unit.candidates[c].config) : "cuBLASLt");

@@ -2,14 +2,20 @@
 // (codegen/cuda/launch.h) and enough work to matter is built with all of them, each candidate
 // is timed on the device on buffers of the kernel's sizes, and the winner is kept in the
 // on-disk tuning cache under the kernel's structural hash and the device's key, so a later
-// compile of the same kernel on the same device skips the measuring.
+// compile of the same kernel on the same device skips the measuring. A kernel over symbolic
+// sizes (dynamic shapes) is timed at the graph's size hints; the cache keeps its winner per size
+// bucket (each of its symbols rounded up to a power of two: runtime/cuda/gpu_plan.h's
+// size_bucket), and the plan picks among the buckets the cache knows by each run's sizes.
 #pragma once
 #include <functional>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "build/cache.h"
 #include "codegen/cuda/cuda_codegen.h"
+#include "coil/graph.h"
 #include "runtime/cuda/context.h"
 
 namespace coil {
@@ -26,14 +32,21 @@ struct TuningUnit {
   bool library = false;
   std::vector<double> ms;  // per candidate once measured (infinity: it did not launch), then the library's
   std::string note;        // how the measurement fell short of the usual (device memory), if it did
+  // A symbolic kernel's: the sizes it is timed at (every size symbol at its hint; empty for a
+  // static kernel), their bucket, and the cache's winners of other buckets (bucket, candidate).
+  std::map<std::string, int64_t> sizes;
+  std::vector<int64_t> symbol_values;  // `sizes` in the graph's order
+  std::vector<int64_t> bucket;
+  std::vector<std::pair<std::vector<int64_t>, int>> others;
 };
 // "k0_y: 0.120 ms column block=32x8 vector=8 splits=33, 0.131 ms ..." (fastest first).
 std::string tuning_report(const TuningUnit& unit);
 
-// The kernels of `source` worth tuning (several candidates, static sizes, at least 1 MiB of
-// traffic), with their winners where the tuning cache has them.
+// The kernels of `source` worth tuning (several candidates, at least 1 MiB of traffic at their
+// sizes: static, or the hints of the graph's `symbols` where every one has a hint), with their
+// winners where the tuning cache has them.
 std::vector<TuningUnit> tuning_units(const loop::Program& program, const codegen::CudaSource& source,
-                                     const std::vector<std::string>& symbols, const cuda::DeviceInfo& device,
+                                     const std::vector<SymbolDecl>& symbols, const cuda::DeviceInfo& device,
                                      const build::ArtifactCache& cache);
 
 // What a kernel's candidates are timed against where a library can run the same call: it runs

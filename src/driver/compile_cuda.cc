@@ -188,7 +188,7 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
   for (const auto& s : gen.graph.symbols) symbols.push_back(s.name);
   std::vector<TuningUnit> tuning;
   if (options.autotune && options.cuda_candidate < 0)
-    tuning = tuning_units(gen.lowered.program, gen.cuda, symbols, context->device(), cache);
+    tuning = tuning_units(gen.lowered.program, gen.cuda, gen.graph.symbols, context->device(), cache);
   // Every function to build: the untuned kernels and every candidate of the tuned ones, spread
   // over units of about equal size that NVRTC compiles in parallel.
   std::set<size_t> tuned;
@@ -347,6 +347,15 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
     const codegen::CudaKernel& k = unit.candidates[static_cast<size_t>(unit.winner)];
     gpu->functions[k.program_index] = candidates[static_cast<size_t>(unit.winner)];
     gpu->kernels[k.program_index] = k;
+    // A symbolic kernel's winners of other size buckets, where the tuning cache has them (and
+    // they need no split scratch other than the hints' winner's).
+    for (const auto& [bucket, c] : unit.others) {
+      const codegen::CudaKernel& v = unit.candidates[static_cast<size_t>(c)];
+      if (v.launch.scratch_bytes != k.launch.scratch_bytes) continue;
+      gpu->variants.resize(nk);
+      gpu->variants[k.program_index].push_back({bucket, candidates[static_cast<size_t>(c)], v});
+      ++exe.stats.size_variants;
+    }
     built_as[k.program_index] = built_names[first_of[first + static_cast<size_t>(unit.winner)]];
     // What --emit code and Executable::source show: the winner, under the kernel's own name.
     codegen::CudaKernel ignored;

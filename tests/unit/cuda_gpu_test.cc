@@ -268,6 +268,40 @@ TEST(CudaGpu, SplitReductionsAreChosenForFewLongRows) {
   runs_match_reference(exe, g, {1, 2, 3});
 }
 
+// Symbolic kernels are tuned at the size hints, per size bucket: a softmax over [N, 4096] compiled
+// with hint 512 measures bucket 512's candidates; compiled with hint 3000 it measures bucket 4096's;
+// compiled again with hint 512 it measures nothing and keeps 4096's winner as a variant, which runs
+// wherever N falls in (2048, 4096]. Every executable matches the interpreter at sizes in both
+// buckets and in neither.
+TEST(CudaGpu, SymbolicKernelsAreTunedPerSizeBucket) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  std::string cache = fresh_cache("tune_buckets");
+  auto graph = [](int hint) {
+    return parse_graph(fmt::format("graph t {{\n  sym N = {}\n  %x = input() : f32[N, 4096]\n  %y = _softmax(%x, 1, false)\n"
+                                   "  %z = mul.Tensor(%y, %y)\n  return %z\n}}\n",
+                                   hint));
+  };
+  auto report = [](const Executable& e) { return fmt::format("{}", fmt::join(e.stats.tuning, "\n")); };
+  Executable small = compile(graph(512), {.cache_dir = cache, .device = "cuda"});
+  EXPECT_GT(small.stats.tuned_kernels, 0) << report(small);
+  EXPECT_NE(report(small).find("(size bucket 512)"), std::string::npos) << report(small);
+  EXPECT_EQ(small.stats.size_variants, 0);
+  Executable large = compile(graph(3000), {.cache_dir = cache, .device = "cuda"});
+  EXPECT_GT(large.stats.tuned_kernels, 0) << report(large);
+  EXPECT_NE(report(large).find("(size bucket 4096)"), std::string::npos) << report(large);
+  Executable again = compile(graph(512), {.cache_dir = cache, .device = "cuda"});
+  EXPECT_EQ(again.stats.tuned_kernels, 0) << report(again);
+  EXPECT_EQ(again.stats.tuning_cache_hits, small.stats.tuned_kernels);
+  EXPECT_EQ(again.stats.size_variants, large.stats.tuned_kernels);
+  Graph g = graph(512);
+  for (const Executable* exe : {&small, &large, &again})
+    for (int64_t n : {512, 3000, 37, 2049}) {
+      TensorMap inputs = random_inputs(g, static_cast<uint64_t>(n), {{"N", n}});
+      auto want = evaluate_reference(g, inputs);
+      expect_close(exe->run(inputs, {})[0], want[0], fmt::format("N={}", n));
+    }
+}
+
 // Two split kernels of one graph: a column sum whose partials start at byte 256 of its scratch
 // and a row sum with tickets for 100 rows (bytes 0-400). Sharing one region, the row sum found
 // the column sum's partials where its tickets should be zero and merged no row past the 64th.

@@ -56,6 +56,16 @@ void launch_loop_kernel(const cuda::Context& ctx, void* function, const codegen:
              stream, params.data());
 }
 
+std::vector<int64_t> size_bucket(const codegen::CudaKernel& info, const std::vector<int64_t>& symbol_values) {
+  std::vector<int64_t> bucket;
+  for (int s : info.symbols) {
+    int64_t p = 1;
+    while (p < symbol_values[static_cast<size_t>(s)] && p < (int64_t{1} << 62)) p *= 2;
+    bucket.push_back(p);
+  }
+  return bucket;
+}
+
 void GpuPlan::enable_horizontals() {
   copies_onto_inputs = coil::copies_onto_inputs(lowered, output_over_input);
   // A graph output computed over an input is that input's memory.
@@ -485,9 +495,15 @@ std::vector<Tensor> GpuPlan::run_steps(std::vector<Tensor> inputs, const TensorM
         continue;
       }
       if (functions[k]) {
-        const codegen::CudaKernel& info = kernels[k];
-        cuda::DevicePtr scratch = info.launch.scratch_bytes > 0 ? scratch_base + static_cast<cuda::DevicePtr>(scratch_layout.offsets[k]) : 0;
-        launch_loop_kernel(ctx, functions[k], info, ptrs, symbol_values, symbols, status ? status + k * 3 * sizeof(int64_t) : 0,
+        void* function = functions[k];
+        const codegen::CudaKernel* info = &kernels[k];
+        if (!variants.empty() && !variants[k].empty()) {
+          const std::vector<int64_t> bucket = size_bucket(*info, symbol_values);
+          for (const SizedVariant& v : variants[k])
+            if (v.bucket == bucket) function = v.function, info = &v.info;
+        }
+        cuda::DevicePtr scratch = info->launch.scratch_bytes > 0 ? scratch_base + static_cast<cuda::DevicePtr>(scratch_layout.offsets[k]) : 0;
+        launch_loop_kernel(ctx, function, *info, ptrs, symbol_values, symbols, status ? status + k * 3 * sizeof(int64_t) : 0,
                            scratch, stream);
         spent.loop_ns += step_ns(), spent.loops += 1;
       } else {

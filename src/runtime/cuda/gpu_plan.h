@@ -76,6 +76,10 @@ struct CaptureTarget {
   int64_t* words = nullptr;
 };
 
+// The size bucket of a kernel's sizes: each of its size symbols' values (graph order,
+// info.symbols) rounded up to a power of two. Symbolic kernels are tuned per bucket.
+std::vector<int64_t> size_bucket(const codegen::CudaKernel& info, const std::vector<int64_t>& symbol_values);
+
 struct GpuPlan {
   Graph graph;
   LoweredGraph lowered;
@@ -86,6 +90,15 @@ struct GpuPlan {
   std::vector<std::shared_ptr<cuda::Context::Module>> modules;
   std::vector<void*> functions;                // per program kernel; nullptr for extern calls
   std::vector<codegen::CudaKernel> kernels;    // per program kernel (launch descriptions)
+  // Tuned choices of symbolic kernels for other size buckets than the hints' (the tuning cache's,
+  // driver/autotune.h): per program kernel, each bucket's function and launch; a run whose sizes
+  // fall in one (size_bucket) launches it instead of functions[k] / kernels[k].
+  struct SizedVariant {
+    std::vector<int64_t> bucket;
+    void* function = nullptr;
+    codegen::CudaKernel info;
+  };
+  std::vector<std::vector<SizedVariant>> variants;  // per program kernel; empty where none
   std::vector<std::optional<cuda::GemmAlgo>> gemm_algos;  // per program kernel: the tuner's pick, if any
   std::shared_ptr<const cuda::Cudnn> cudnn;    // when the program has convolutions
   std::vector<size_t> conv_plans;              // per program kernel: the tuner's cuDNN plan (0: the heuristic's first)
