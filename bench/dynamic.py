@@ -12,6 +12,7 @@ calls, CUDA events on the GPU). coil's compiles are counted.
 """
 import argparse
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -73,6 +74,25 @@ def count_coil_compiles():
     return made
 
 
+def host_split(fn, calls=200):
+    """Microseconds of host time per call (the caller's wall clock, the GPU never waited for) and,
+    for coil, its GPU plans' share by phase (Compiled.stats()["host"] summed over the process)."""
+    from bench.train import plan_host_times
+
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    before = plan_host_times()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    wall = (time.perf_counter() - start) / calls * 1e6
+    torch.cuda.synchronize()
+    after = plan_host_times()
+    split = {k: round((after[k] - before.get(k, 0)) / calls * 1e3, 2) for k in after if k.endswith("_ms")}
+    return {"call_us": round(wall, 2), **{k[:-3] + "_us": v for k, v in split.items()}}
+
+
 def run_mode(mode, model, inputs, device, repeat):
     if mode == "coil":
         import coil
@@ -93,6 +113,11 @@ def run_mode(mode, model, inputs, device, repeat):
     out["dynamic_compile_s"] = sum(max(0.0, a - b) for a, b in zip(firsts, steadies)) / 1e3
     out["dynamic_ms"] = steadies
     out["dynamic_compiles"] = len(made)
+    # Where a call's host time goes, at the 8th length (37 of 30 lengths)
+    probe = inputs[min(7, len(inputs) - 1)]
+    if device == "cuda":
+        with torch.no_grad():
+            out["host_dynamic"] = host_split(lambda: f(probe))
     # static: a compile per length
     static_compile, static_ms = [], []
     with torch.no_grad():
@@ -102,6 +127,8 @@ def run_mode(mode, model, inputs, device, repeat):
             first = time_call(lambda: g(x))
             static_ms.append(steady(lambda: g(x), time_call, repeat))
             static_compile.append(max(0.0, first - static_ms[-1]) / 1e3)
+            if device == "cuda" and x is probe:
+                out["host_static"] = host_split(lambda: g(x))
     out["static_compile_s"] = statistics.median(static_compile)
     out["static_ms"] = static_ms
     out["compile_ratio"] = out["dynamic_compile_s"] / out["static_compile_s"]
@@ -126,7 +153,7 @@ def main():
     inputs = [torch.randn(args.batch, t, 768, device=args.device, dtype=dtype, generator=g) for t in lengths(args.lengths)]
     results = {"device": torch.cuda.get_device_name() if args.device == "cuda" else platform.processor() or platform.machine(),
                "date": str(date.today()), "torch": torch.__version__, "dtype": str(dtype), "batch": args.batch,
-               "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip(),
+               "commit": os.environ.get("COIL_COMMIT") or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip(),
                "modes": {}}
     for mode in args.modes.split(","):
         results["modes"][mode] = r = run_mode(mode, model, inputs, args.device, args.repeat)
@@ -134,6 +161,9 @@ def main():
               f"{r['static_compile_s']:.2f} s ({r['compile_ratio']:.2f}x); steady dynamic/static per length median "
               f"{r['steady_ratio_median']:.2f}x, worst {r['steady_ratio_max']:.2f}x"
               + (f"; coil compiles {r['dynamic_compiles']}" if mode == "coil" else ""), flush=True)
+        for k in ("host_dynamic", "host_static"):
+            if k in r:
+                print(f"  {k} (length {inputs[min(7, len(inputs) - 1)].shape[1]}): {r[k]}", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"dynamic-{args.device}-{results['date']}.json").write_text(json.dumps(results, indent=1))
