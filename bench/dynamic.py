@@ -6,7 +6,8 @@ statically for each length (Dynamo reset before each, so every length is a compi
 Reported per backend: the compile time the 30 lengths cost dynamically (each first call's time
 less that length's steady call) against one static compile (the median over the lengths), and
 the steady time per length against the static compile's at that length (median of `--repeat`
-calls, CUDA events on the GPU). coil's compiles are counted.
+samples of 10 calls back to back, CUDA events on the GPU). coil's compiles are counted; on the
+GPU, where one length's call spends its host time (host_split).
 
     python -m bench.dynamic --device cpu|cuda [--modes coil,inductor] [--lengths 30] [--out DIR]
 """
@@ -54,10 +55,17 @@ def timer(device):
     return time_call
 
 
-def steady(fn, time_call, repeat):
+def steady(fn, time_call, repeat, calls=10):
+    """ms a call takes in a loop of calls (a model serving requests): the median over `repeat`
+    samples of `calls` calls back to back. A lone call's events time its host latency too, which
+    at batch 1 varied 2x from run to run (static 0.09-0.25 ms on one H200)."""
     for _ in range(2):
         fn()
-    return statistics.median(time_call(fn) for _ in range(repeat))
+
+    def loop():
+        for _ in range(calls):
+            fn()
+    return statistics.median(time_call(loop) for _ in range(repeat)) / calls
 
 
 def count_coil_compiles():
