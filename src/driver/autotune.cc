@@ -107,7 +107,7 @@ std::vector<TuningUnit> tuning_units(const loop::Program& program, const codegen
     unit.key = symbolic ? build::ArtifactCache::key({"coil-tune-2", text, device.key(), "per-bucket"})
                         : build::ArtifactCache::key({"coil-tune-2", text, device.key()});
     auto cached = cache.read(unit.key, "tune");
-    if (symbolic) unit.sizes = hints, unit.symbol_values = hint_values, unit.bucket = size_bucket(info, hint_values);
+    if (symbolic) unit.sizes = hints, unit.symbol_values = hint_values, unit.bucket = codegen::size_bucket(info, hint_values);
     const auto buckets = symbolic ? bucket_entries(cached) : std::map<std::vector<int64_t>, std::string>{};
     const std::string& base = gemv ? call->name : lk->name;
     for (size_t c = 0; c < configs.size(); ++c) {

@@ -4,8 +4,8 @@
 // on-disk tuning cache under the kernel's structural hash and the device's key, so a later
 // compile of the same kernel on the same device skips the measuring. A kernel over symbolic
 // sizes (dynamic shapes) is timed at the graph's size hints; the cache keeps its winner per size
-// bucket (each of its symbols rounded up to a power of two: runtime/cuda/gpu_plan.h's
-// size_bucket), and the plan picks among the buckets the cache knows by each run's sizes.
+// bucket (each of its symbols rounded up to a power of two: codegen::size_bucket), and the plan
+// picks among the buckets the cache knows by each run's sizes.
 #pragma once
 #include <functional>
 #include <map>

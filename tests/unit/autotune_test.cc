@@ -8,7 +8,6 @@
 
 #include "coil/coil.h"
 #include "driver/compile.h"
-#include "runtime/cuda/gpu_plan.h"
 
 namespace coil {
 namespace {
@@ -62,8 +61,8 @@ TEST(LoopTuner, SymbolicKernelsAreTunedAtTheHintsPerSizeBucket) {
   EXPECT_EQ(u.bucket, (std::vector<int64_t>{512}));
   EXPECT_EQ(u.winner, -1);  // not in the cache: to be measured
   ASSERT_GE(u.candidates.size(), 2u);
-  EXPECT_EQ(size_bucket(u.candidates[0], {300}), (std::vector<int64_t>{512}));
-  EXPECT_EQ(size_bucket(u.candidates[0], {513}), (std::vector<int64_t>{1024}));
+  EXPECT_EQ(codegen::size_bucket(u.candidates[0], {300}), (std::vector<int64_t>{512}));
+  EXPECT_EQ(codegen::size_bucket(u.candidates[0], {513}), (std::vector<int64_t>{1024}));
   // What measure_candidates leaves in the cache: a line per bucket.
   const std::string c0 = codegen::to_string(u.candidates[0].config), c1 = codegen::to_string(u.candidates[1].config);
   cache.store(u.key, "tune", "512 " + c1 + "\n4096 " + c0 + "\n8 no such configuration\n");

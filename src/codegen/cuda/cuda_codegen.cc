@@ -56,6 +56,16 @@ int64_t grid_blocks(const CudaLaunch& l, int64_t units) {
   return std::clamp<int64_t>((units + l.per_block - 1) / l.per_block, 1, l.max_blocks);
 }
 
+std::vector<int64_t> size_bucket(const CudaKernel& info, const std::vector<int64_t>& symbol_values) {
+  std::vector<int64_t> bucket;
+  for (int s : info.symbols) {
+    int64_t p = 1;
+    while (p < symbol_values[static_cast<size_t>(s)] && p < (int64_t{1} << 62)) p *= 2;
+    bucket.push_back(p);
+  }
+  return bucket;
+}
+
 std::string to_string(const CudaConfig& c) {
   std::string s = fmt::format("{} block={}", form_name(c.form), c.block);
   if (c.block_y > 1) s += fmt::format("x{}", c.block_y);

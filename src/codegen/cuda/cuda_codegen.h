@@ -75,6 +75,10 @@ struct CudaKernel {
   CudaLaunch launch;
 };
 
+// The size bucket of a kernel's sizes: each of its size symbols' values (`symbol_values` in the
+// graph's order, info.symbols) rounded up to a power of two. Symbolic kernels are tuned per bucket.
+std::vector<int64_t> size_bucket(const CudaKernel& info, const std::vector<int64_t>& symbol_values);
+
 struct CudaSource {
   std::string prelude;
   std::vector<std::string> bodies;  // per kernel

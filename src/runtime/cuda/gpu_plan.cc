@@ -56,16 +56,6 @@ void launch_loop_kernel(const cuda::Context& ctx, void* function, const codegen:
              stream, params.data());
 }
 
-std::vector<int64_t> size_bucket(const codegen::CudaKernel& info, const std::vector<int64_t>& symbol_values) {
-  std::vector<int64_t> bucket;
-  for (int s : info.symbols) {
-    int64_t p = 1;
-    while (p < symbol_values[static_cast<size_t>(s)] && p < (int64_t{1} << 62)) p *= 2;
-    bucket.push_back(p);
-  }
-  return bucket;
-}
-
 void GpuPlan::enable_horizontals() {
   copies_onto_inputs = coil::copies_onto_inputs(lowered, output_over_input);
   // A graph output computed over an input is that input's memory.
@@ -498,7 +488,7 @@ std::vector<Tensor> GpuPlan::run_steps(std::vector<Tensor> inputs, const TensorM
         void* function = functions[k];
         const codegen::CudaKernel* info = &kernels[k];
         if (!variants.empty() && !variants[k].empty()) {
-          const std::vector<int64_t> bucket = size_bucket(*info, symbol_values);
+          const std::vector<int64_t> bucket = codegen::size_bucket(*info, symbol_values);
           for (const SizedVariant& v : variants[k])
             if (v.bucket == bucket) function = v.function, info = &v.info;
         }

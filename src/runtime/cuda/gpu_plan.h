@@ -76,10 +76,6 @@ struct CaptureTarget {
   int64_t* words = nullptr;
 };
 
-// The size bucket of a kernel's sizes: each of its size symbols' values (graph order,
-// info.symbols) rounded up to a power of two. Symbolic kernels are tuned per bucket.
-std::vector<int64_t> size_bucket(const codegen::CudaKernel& info, const std::vector<int64_t>& symbol_values);
-
 struct GpuPlan {
   Graph graph;
   LoweredGraph lowered;
@@ -92,7 +88,7 @@ struct GpuPlan {
   std::vector<codegen::CudaKernel> kernels;    // per program kernel (launch descriptions)
   // Tuned choices of symbolic kernels for other size buckets than the hints' (the tuning cache's,
   // driver/autotune.h): per program kernel, each bucket's function and launch; a run whose sizes
-  // fall in one (size_bucket) launches it instead of functions[k] / kernels[k].
+  // fall in one (codegen::size_bucket) launches it instead of functions[k] / kernels[k].
   struct SizedVariant {
     std::vector<int64_t> bucket;
     void* function = nullptr;
