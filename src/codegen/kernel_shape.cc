@@ -34,6 +34,19 @@ std::optional<int64_t> affine_stride(const SymInt& offset, const std::string& va
   return std::nullopt;
 }
 
+std::optional<SymInt> affine_coefficient(const SymInt& offset, const std::string& var) {
+  if (auto c = affine_stride(offset, var)) return SymInt(*c);
+  try {
+    const SymInt rest = offset - substitute(offset, {{var, SymInt(0)}});
+    const SymInt c = substitute(rest, {{var, SymInt(1)}});
+    std::vector<std::string> used;
+    c.collect_symbols(used);
+    if (std::find(used.begin(), used.end(), var) == used.end() && c * SymInt::symbol(var) == rest) return c;
+  } catch (const Error&) {  // `% 0` in a zero-size tensor's indices
+  }
+  return std::nullopt;
+}
+
 bool multiple_of(const SymInt& e, int64_t n) {
   switch (e.kind()) {
     case SymInt::Kind::constant: return *e.constant() % n == 0;

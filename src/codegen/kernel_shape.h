@@ -13,6 +13,9 @@ namespace coil::codegen {
 // The constant stride of `var` in `offset` when `offset` is affine in it, else nullopt. Indices
 // of a zero-size tensor can hold `% 0` (never evaluated), which substituting would fold: none.
 std::optional<int64_t> affine_stride(const SymInt& offset, const std::string& var);
+// The same where the stride may be an expression of size symbols (a dim after a symbolic one):
+// the coefficient c, free of `var`, with offset == offset[var := 0] + c * var.
+std::optional<SymInt> affine_coefficient(const SymInt& offset, const std::string& var);
 // Whether `offset` is a multiple of `n` for every value of its variables.
 bool multiple_of(const SymInt& offset, int64_t n);
 // The loads of `e` (each distinct one once, in first-use order; data-dependent indices too).

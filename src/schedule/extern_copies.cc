@@ -25,9 +25,10 @@ void divisors(const SymInt& e, const std::string& var, std::set<int64_t>& out) {
 // A copy's loop nest with every variable a merged view reads by digits (x // k, x % k, where k
 // divides the extent) split into those digits: u<n> variables, most significant first, so that
 // both offsets become affine in them. Returns the variables with their extents and the two
-// offsets, simplified with the digits' ranges.
+// offsets, simplified with the digits' ranges. A variable of symbolic extent is its own digit
+// (none is read by digits).
 struct Digits {
-  std::vector<std::pair<std::string, int64_t>> vars;
+  std::vector<std::pair<std::string, SymInt>> vars;
   SymInt from, to;
 };
 
@@ -37,11 +38,17 @@ std::optional<Digits> split_digits(const loop::LoopKernel& copy, const SymInt& f
   RangeEnv env;
   for (size_t i = 0; i < copy.outer.size(); ++i) {
     auto extent = copy.outer[i].constant();
-    if (!extent) return std::nullopt;
     std::string var = loop::loop_var(static_cast<int>(i));
     std::set<int64_t> ks;
     divisors(from, var, ks);
     divisors(to, var, ks);
+    if (!extent) {
+      if (!ks.empty()) return std::nullopt;
+      std::string u = "u" + std::to_string(d.vars.size());
+      subst[var] = SymInt::symbol(u);
+      d.vars.emplace_back(u, copy.outer[i]);
+      continue;
+    }
     // Radices from the least significant digit: each divisor a multiple of the last.
     std::vector<int64_t> radix;
     int64_t prev = 1;
@@ -52,10 +59,10 @@ std::optional<Digits> split_digits(const loop::LoopKernel& copy, const SymInt& f
     }
     radix.push_back(*extent / prev);
     SymInt value = 0, weight = 1;
-    std::vector<std::pair<std::string, int64_t>> digits;
+    std::vector<std::pair<std::string, SymInt>> digits;
     for (int64_t r : radix) {
       std::string u = "u" + std::to_string(d.vars.size() + digits.size());
-      digits.emplace_back(u, r);
+      digits.emplace_back(u, SymInt(r));
       env[u] = Range{0, r - 1};
       value = value + SymInt::symbol(u) * weight;
       weight = weight * SymInt(r);
@@ -84,19 +91,19 @@ std::optional<loop::View> destination_view(const loop::LoopKernel& copy, int sou
   loop::View out{st.buffer, sizes, SymShape(sizes.size(), SymInt(0)), substitute(digits->to, zero)};
   std::vector<bool> matched(sizes.size(), false);
   for (const auto& [u, extent] : digits->vars) {
-    if (extent == 1) continue;
-    auto from = codegen::affine_stride(digits->from, u), to = codegen::affine_stride(digits->to, u);
+    if (extent == SymInt(1)) continue;
+    auto from = codegen::affine_coefficient(digits->from, u), to = codegen::affine_coefficient(digits->to, u);
     if (!from || !to) return std::nullopt;
     bool found = false;
     for (size_t d = 0; d < sizes.size() && !found; ++d) {
-      if (matched[d] || strides[d] != SymInt(*from) || sizes[d].constant() != extent) continue;
+      if (matched[d] || strides[d] != *from || sizes[d] != extent) continue;
       matched[d] = found = true;
-      out.strides[d] = SymInt(*to);
+      out.strides[d] = *to;
     }
     if (!found) return std::nullopt;
   }
   for (size_t d = 0; d < sizes.size(); ++d)
-    if (!matched[d] && sizes[d].constant() != 1) return std::nullopt;
+    if (!matched[d] && sizes[d] != SymInt(1)) return std::nullopt;
   return out;
 }
 

@@ -354,8 +354,8 @@ TEST(CudaCodegen, PersistentRowsCarryDearValuesBetweenPasses) {
 }
 
 // The export's attention result goes through a permuted copy back to its own layout: the
-// attention writes the graph output itself and the copy is gone; with a second reader of the
-// result (here a fused sibling of the copy), the copy stays.
+// attention writes the graph output itself and the copy is gone (over static and symbolic
+// lengths); with a second reader of the result (here a fused sibling of the copy), the copy stays.
 TEST(CudaCodegen, AttentionWritesTheCopyOfItsResult) {
   auto d = cuda::preset_device("sm_90a");
   const std::string body =
@@ -374,12 +374,35 @@ TEST(CudaCodegen, AttentionWritesTheCopyOfItsResult) {
   const auto& into = std::get<loop::ExternCall>(rows.lowered.program.kernels[0]);
   ASSERT_TRUE(into.output_view.has_value());
   EXPECT_EQ(into.output_view->strides, (SymShape{SymInt(7680), SymInt(64), SymInt(192), SymInt(1)}));
+  // The same over a symbolic length (dynamic shapes): the copy's loop runs over T itself, and
+  // the strides the attention writes are expressions of it.
+  auto symbolic = cuda_code("  sym T = 40\n  %q = input() : bf16[2, 3, T, 64]\n  %a = scaled_dot_product_attention(%q, %q, %q, is_causal=true)\n"
+                            "  %b = permute(%a, [0, 2, 1, 3])\n  %c = clone(%b, memory_format=contiguous_format)\n  %e = view(%c, [2*T, 192])\n"
+                            "  %w = input() : bf16[192, 32]\n  %g = mm(%e, %w)\n  return %g\n",
+                            d);
+  ASSERT_EQ(symbolic.lowered.program.kernels.size(), 2u) << loop::to_string(symbolic.lowered.program);
+  const auto& written = std::get<loop::ExternCall>(symbolic.lowered.program.kernels[0]);
+  ASSERT_TRUE(written.output_view.has_value());
+  const SymInt T = SymInt::symbol("T");
+  EXPECT_EQ(written.output_view->strides, (SymShape{SymInt(192) * T, SymInt(64), SymInt(192), SymInt(1)}));
   auto two = cuda_code(body + "  %e = exp(%a)\n  return %d, %e\n", d);
   EXPECT_EQ(two.lowered.program.kernels.size(), 2u) << loop::to_string(two.lowered.program);  // the copy and exp, fused
   for (const auto& k : two.lowered.program.kernels)
     if (const auto* e = std::get_if<loop::ExternCall>(&k)) {
       EXPECT_FALSE(e->output_view.has_value());
     }
+}
+
+// A loop variable's stride in an offset, constant or an expression of size symbols: none where
+// the offset is not affine in it (a division, a square) or the "stride" holds the variable.
+TEST(KernelShape, AffineCoefficients) {
+  const SymInt T = SymInt::symbol("T"), x0 = SymInt::symbol("x0"), x1 = SymInt::symbol("x1");
+  const SymInt offset = x1 * SymInt(64) + x0 * T * SymInt(192) + SymInt(5);
+  EXPECT_EQ(codegen::affine_coefficient(offset, "x0"), std::optional<SymInt>(SymInt(192) * T));
+  EXPECT_EQ(codegen::affine_coefficient(offset, "x1"), std::optional<SymInt>(SymInt(64)));
+  EXPECT_EQ(codegen::affine_coefficient(offset, "x2"), std::optional<SymInt>(SymInt(0)));
+  EXPECT_FALSE(codegen::affine_coefficient(floordiv(x0, SymInt(4)) * T, "x0").has_value());
+  EXPECT_FALSE(codegen::affine_coefficient(x0 * x0 * T, "x0").has_value());
 }
 
 // Three identical "layers" (a norm-like row kernel each) and a column sum: the layers differ only in name and

@@ -206,7 +206,8 @@ TEST(CudaGpu, FusedAttentionMatchesTheReference) {
 // Attention over symbolic sizes, compiled once and run at every size against the interpreter:
 // packed-projection head views (batch and length symbolic, causal; 32-wide heads, two row tiles
 // a warp), 64-wide heads (wgmma on sm_90a) causal, cross-attention with a bool mask over both
-// lengths (f16, 128-wide), and grouped-query attention (enable_gqa) over a symbolic length.
+// lengths (f16, 128-wide), the result written into the rows of a projection's operand, and
+// grouped-query attention (enable_gqa) over a symbolic length.
 // Lengths 1, primes, a tile and one past it, and more keys than queries and fewer.
 TEST(CudaGpu, SymbolicAttentionMatchesTheReferenceAtEverySize) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
@@ -226,6 +227,11 @@ TEST(CudaGpu, SymbolicAttentionMatchesTheReferenceAtEverySize) {
       {"  sym L = 70\n  sym S = 90\n  %q = input() : f16[2, 2, L, 128]\n  %k = input() : f16[2, 2, S, 128]\n  %v = input() : f16[2, 2, S, 128]\n"
        "  %m = input() : bool[L, S]\n  %a = scaled_dot_product_attention(%q, %k, %v, %m)\n  return %a\n",
        {{{"L", 70}, {"S", 90}}, {{"L", 1}, {"S", 7}}, {{"L", 33}, {"S", 2}}, {{"L", 129}, {"S", 61}}}},
+      // the result written straight into the rows a projection reads (its copy gone)
+      {"  sym T = 70\n  %q = input() : bf16[2, 3, T, 64]\n  %a = scaled_dot_product_attention(%q, %q, %q, is_causal=true)\n"
+       "  %b = permute(%a, [0, 2, 1, 3])\n  %c = clone(%b, memory_format=contiguous_format)\n  %e = view(%c, [2*T, 192])\n"
+       "  %w = input() : bf16[192, 32]\n  %g = mm(%e, %w)\n  return %g\n",
+       {{{"T", 70}}, {{"T", 1}}, {{"T", 33}}, {{"T", 129}}}},
       {"  sym T = 50\n  %q = input() : f16[1, 6, T, 32]\n  %k = input() : f16[1, 2, T, 32]\n  %v = input() : f16[1, 2, T, 32]\n"
        "  %a = scaled_dot_product_attention(%q, %k, %v, is_causal=true, enable_gqa=true)\n  return %a\n",
        {{{"T", 50}}, {{"T", 3}}, {{"T", 97}}}},
