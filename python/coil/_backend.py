@@ -482,11 +482,11 @@ def _wants_grad(example_inputs):
 def _compile_symbolic(gm, example_inputs, mode, options):
     """A graph Dynamo traced with symbolic sizes compiled once for every size (its sizes
     expressions of the size symbols, bound per call from the inputs' shapes), or None where coil
-    cannot take it so: training graphs, and graphs that would not compile whole."""
-    if _wants_grad(example_inputs):
-        return None
+    cannot take it so: graphs that would not compile whole. A training graph's backward, compiled
+    at its first call, is compiled per size where it cannot be compiled so (_symbolic_backward)."""
     try:
-        return _compile_graph(gm, example_inputs, mode, dict(options, fallback="error", symbolic=True))
+        return _compile_graph(gm, example_inputs, mode, dict(options, fallback="error", symbolic=True,
+                                                              user_fallback=options.get("fallback", "eager")))
     except _DYNAMO_CONTROL:
         raise
     except Exception as e:  # noqa: BLE001 - compiled per size instead
@@ -556,12 +556,36 @@ def _compile_graph(gm, example_inputs, mode, options):
         return _boxed(_compile_forward(fx_gm, options, {}, any_layout=_saved_for_backward(fx_gm)))
 
     def backward_compiler(fx_gm, inputs):
+        if options.get("symbolic"):
+            return _symbolic_backward(_laid_out_as_given(fx_gm, inputs), options)
         return _boxed(_compile_forward(_laid_out_as_given(fx_gm, inputs), options, {}, check_inputs=True))
 
     wrapped = aot_module_simplified(gm, example_inputs, fw_compiler=forward_compiler, bw_compiler=backward_compiler,
                                     inference_compiler=inference_compiler, partition_fn=_partition_joint,
                                     decompositions=_decompositions.core(training), keep_inference_input_mutations=True)
     return direct[0] if direct else wrapped
+
+
+def _symbolic_backward(gm, options):
+    """A backward graph of symbolic sizes compiled once for every size, or, where coil cannot take
+    it so, for each size it meets (it is compiled at the first backward, after the forward: the
+    whole graph can no longer be compiled per size instead)."""
+    try:
+        return _boxed(_compile_forward(gm, options, {}, check_inputs=True))
+    except _DYNAMO_CONTROL:
+        raise
+    except Exception as e:  # noqa: BLE001 - compiled per size instead
+        _log.info("a backward graph of symbolic sizes is compiled for each size it meets: %s", str(e).splitlines()[0] if str(e) else e)
+    fallback = options.get("user_fallback", "eager")
+    static = dict(options, symbolic=False, fallback=fallback)
+
+    def failed(e):
+        if fallback == "error":
+            raise e
+        _warn(f"coil: a backward graph runs in PyTorch eager at this shape: compiling it for the shape failed: "
+              f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+
+    return _boxed(_dynamic.PerShape(gm, lambda g, inputs: _compile_forward(g, static, {}, check_inputs=True), failed))
 
 
 def _boxed(fn):

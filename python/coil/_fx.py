@@ -8,6 +8,7 @@ import json
 import math
 import operator
 
+import sympy
 import torch
 
 from . import _host, _library, _symbols
@@ -388,7 +389,8 @@ def program(gm, input_values, frozen, device, input_views=False, any_layout=(), 
     updates = dict(gm.meta.get("coil_updates", ()))  # result index -> the placeholder it updates
     listed = [results] if single else results
     computed = [r for i, r in enumerate(listed)
-                if isinstance(r, torch.fx.Node) and r not in placeholders and r not in around and r not in host and i not in updates]
+                if isinstance(r, torch.fx.Node) and r not in placeholders and r not in around and r not in host and i not in updates
+                and not _symbols.is_size_node(r)]
     views = _view_bases(computed, _owners(gm, placeholders))
     of_inputs = _input_views(computed, placeholders, per_call, moves) if input_views else {}
     coil_index = {}  # program value name -> its index among coil's outputs
@@ -405,7 +407,10 @@ def program(gm, input_values, frozen, device, input_views=False, any_layout=(), 
 
     for index, r in enumerate(listed):
         if _symbols.is_size_node(r) or isinstance(r, torch.SymInt):
-            raise Unsupported("a size as a result")
+            # (a training forward's sizes saved for the backward): its value at a call's sizes
+            size = _symbols.size_of(r) if isinstance(r, torch.fx.Node) else _symbols.size_json(r)
+            recipe.append(("size", size))
+            continue
         if isinstance(r, torch.fx.Node) and r in host and r not in placeholders:
             recipe.append(("host", prologue.index(r)))
         elif index in updates and isinstance(r, torch.fx.Node) and r not in placeholders:
@@ -441,9 +446,12 @@ def program(gm, input_values, frozen, device, input_views=False, any_layout=(), 
         layouts[k] = None  # handed back as coil lays them out
     program_json = {"name": "fx", "device": where["as_device"], "inputs": inputs, "weights": weights, "nodes": nodes,
                     "outputs": outputs, "any_layout_outputs": sorted(free.values())}
-    symbols = _symbols.declarations([v for v in input_values if isinstance(v, torch.Tensor)])
-    if symbols:  # each bound at a call from a size of a tensor passed per call
+    symbols = _symbols.declarations([v for v in input_values if isinstance(v, (torch.Tensor, torch.SymInt))])
+    if symbols:  # each bound at a call from a size of a tensor passed per call, or from a size argument
         bound = _symbols.bare_symbols([input_values[p] if p < len(input_values) else None for p in per_call])
+        for position, value in enumerate(input_values):
+            if isinstance(value, torch.SymInt) and isinstance(value.node.expr, sympy.Symbol):
+                bound.setdefault(value.node.expr.name, (position, -1, 2))
         unbound = [s["name"] for s in symbols if s["name"] not in bound]
         if unbound:
             raise Unsupported(f"size symbols {', '.join(unbound)} that no input's size carries")

@@ -153,9 +153,14 @@ class Runner:
                 wanted[self.recipe[index][1]] = k
             compiled.compute_outputs_in_inputs(wanted)
         self.inputs = None  # per input passed per call, the sizes and strides it was compiled for
+        self.symbolic_inputs = None  # the same where they are expressions of size symbols: evaluated per call's sizes
         if check_inputs:
-            self.inputs = [(tuple(i["meta"]["sizes"]), tuple(i["meta"]["strides"]), _DTYPES[i["meta"]["dtype"]])
-                           for i in json.loads(entry["program"])["inputs"]]
+            metas = [i["meta"] for i in json.loads(entry["program"])["inputs"]]
+            if any(_symbols.is_symbolic_layout(m) for m in metas):
+                self.symbolic_inputs = (metas, [s["name"] for s in json.loads(entry["program"]).get("symbols", ())], {})
+                self.inputs = []  # (set per call)
+            else:
+                self.inputs = [(tuple(m["sizes"]), tuple(m["strides"]), _DTYPES[m["dtype"]]) for m in metas]
         self.device_index = self.cuda if self.cuda is not None else -1  # Tensor.get_device()'s
         # per result, the coil output it is (most are), else None: _result's recipe
         self.direct = [step[1] if step[0] == "coil" else None for step in self.recipe]
@@ -175,16 +180,20 @@ class Runner:
         self.symbol_names = [s["name"] for s in json.loads(entry["program"]).get("symbols", ())] \
             if any(_symbols.is_symbolic_layout(w) for w in self.layouts) else None
         self.sized_fixups = {}  # symbol values -> the fixups at those sizes
+        # results that are sizes (a training forward's, saved for its backward): their values at
+        # this call's symbols, by name
+        self.size_names = [s["name"] for s in json.loads(entry["program"]).get("symbols", ())] \
+            if any(step[0] == "size" for step in self.recipe) else None
         self.planned = None  # coil's output layouts, where the fixups were found from them before a first call
         if self.consumable:
             self._plan_fixups()
 
-    def _pointer(self, i, arg, k):
+    def _pointer(self, i, arg, k, inputs):
         """Argument `i` (coil's input `k`) mended: moved to the graph's device, or, for a part fed
-        by PyTorch ops, cast and copied into the layout it was traced with."""
+        by PyTorch ops, cast and copied into the layout it was traced with (`inputs[k]`)."""
         if i in self.moves:
             return arg.to(self.device)
-        sizes, strides, dtype = self.inputs[k]
+        sizes, strides, dtype = inputs[k]
         if arg.device != self.device or tuple(arg.shape) != sizes:
             raise LayoutError(f"input {i} is {arg.dtype}{list(arg.shape)} on {arg.device}")
         if arg.dtype != dtype:  # an eager kernel that returns another dtype than its meta says
@@ -203,6 +212,8 @@ class Runner:
             return [args[i] for i in self.per_call]
         held = []
         inputs, moves, index = self.inputs, self.moves, self.device_index
+        if self.symbolic_inputs is not None:
+            inputs = self._inputs_at(args)
         # 0-d CPU values to the device together (one copy a dtype, waiting for nothing), not each
         # in a copy that waits for the stream
         scalars = [i for i in self.moved if args[i].dim() == 0 and args[i].device.type == "cpu"]
@@ -212,13 +223,28 @@ class Runner:
             if i in moved:
                 arg = moved[i]
             elif i in moves:
-                arg = self._pointer(i, arg, k)
+                arg = self._pointer(i, arg, k, inputs)
             elif inputs is not None:
                 sizes, strides, dtype = inputs[k]
                 if not (arg.dtype is dtype and arg.stride() == strides and arg.shape == sizes and arg.get_device() == index):
-                    arg = self._pointer(i, arg, k)
+                    arg = self._pointer(i, arg, k, inputs)
             held.append(arg)
         return held
+
+    def _inputs_at(self, args):
+        """The layouts the inputs were compiled for, at this call's sizes (read from the arguments
+        as they come; kept per sizes)."""
+        metas, names, known = self.symbolic_inputs
+        key = tuple(args[k] if stride == 2 else args[self.per_call[k]].stride(d) if stride else args[self.per_call[k]].shape[d]
+                    for k, d, stride in self.symbol_at)
+        found = known.get(key)
+        if found is None:
+            values = dict(zip(names, key))
+            found = [(tuple(_symbols.evaluate(s, values) for s in m["sizes"]), tuple(_symbols.evaluate(s, values) for s in m["strides"]),
+                      _DTYPES[m["dtype"]]) for m in metas]
+            if len(known) < 1024:
+                known[key] = found
+        return found
 
     def _plan_fixups(self):
         """The fixups found from the compiled program's output layouts, so that a first call too
@@ -246,6 +272,9 @@ class Runner:
         full = [*args, *host] if host else args  # (the prologue's values passed after the arguments)
         held = self._held(full)
         ptrs = [t.data_ptr() for t in held]
+        # (stride 2: the call's argument k is the size itself); read before the inputs are handed over
+        sizes = [args[k] if stride == 2 else held[k].stride(d) if stride else held[k].shape[d]
+                 for k, d, stride in self.symbol_at] if self.symbol_at else ()
         owners = None
         if handing:  # `args` is the caller's list: the run gets the only references
             owners = [None] * len(held)
@@ -253,7 +282,6 @@ class Runner:
             for k in self.consumable:
                 owners[k], held[k], args[per_call[k]], full[per_call[k]] = held[k], None, None, None
         stash = self.stash
-        sizes = [held[k].stride(d) if stride else held[k].shape[d] for k, d, stride in self.symbol_at] if self.symbol_at else ()
         if stash is None:
             outs = self.compiled.run(ptrs, self.stream(self.cuda) if self.stream is not None else 0, owners, sizes)
         else:
@@ -282,8 +310,9 @@ class Runner:
         for k, fix in enumerate(self.fixups):
             if fix is not None:
                 outs[k] = fix(outs[k])
-        results = [outs[d] if d is not None else _result(step, outs, args, held, stash, host)
-                   for d, step in zip(self.direct, self.recipe)]
+        values = dict(zip(self.size_names, sizes)) if self.size_names is not None else None
+        results = [outs[d] if d is not None else _symbols.evaluate(step[1], values) if step[0] == "size"
+                   else _result(step, outs, args, held, stash, host) for d, step in zip(self.direct, self.recipe)]
         if stash is not None:
             stash.values = {}
         for index, position, k in self.over_inputs:

@@ -244,21 +244,85 @@ def test_a_shape_whose_compile_fails_at_a_call_runs_in_eager_with_a_warning(monk
         strict(torch.randn(3, 4))
 
 
-def test_training_with_dynamic_sizes_is_compiled_per_size(compiles):
-    """A training graph of symbolic sizes is compiled per size (coil's backward takes static
-    sizes for now): gradients still match eager."""
+@pytest.mark.parametrize("device", DEVICES)
+def test_training_with_dynamic_sizes_compiles_once(device, compiles):
+    """A training graph of symbolic sizes: its forward and its backward each compiled once, over
+    sizes including 2 and primes; every parameter's gradient matches eager's at every size. The
+    forward hands the backward the sizes it saved (results that are sizes), and the backward reads
+    a size that only such an argument carries (the gradient of a sum over the batch: a 0-d tensor
+    expanded to [B, 1])."""
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 1))
-    twin = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 1))
+    model = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 1)).to(device)
+    twin = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 1)).to(device)
     twin.load_state_dict(model.state_dict())
     f = torch.compile(model, backend="coil", dynamic=True)
-    for rows in (3, 7):
-        x = torch.randn(rows, 16)
-        f(x).sum().backward()
-        twin(x).sum().backward()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for rows in (3, 7, 2, 31, 64):
+            x = torch.randn(rows, 16, device=device)
+            f(x).sum().backward()
+            twin(x).sum().backward()
+            for p, q in zip(model.parameters(), twin.parameters()):
+                torch.testing.assert_close(p.grad, q.grad, **TOL[torch.float32])
+    assert not coil_fallbacks(caught), coil_fallbacks(caught)
+    assert len(compiles) == 2 and len(symbolic(compiles)) == 2, [p.get("symbols") for p in compiles]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_backward_reads_a_size_only_its_size_argument_carries(device, compiles):
+    """(x.sum(0) * w).sum(): the backward's gradient of x is w expanded over the rows, whose count
+    no tensor the backward takes has: it comes as a size argument, which the compiled backward
+    reads per call."""
+    torch.manual_seed(0)
+    w = torch.randn(16, device=device, requires_grad=True)
+    g = torch.compile(lambda x, w: (x.sum(0) * w).sum(), backend="coil", dynamic=True)
+    for rows in (3, 7, 2, 31):
+        x = torch.randn(rows, 16, device=device, requires_grad=True)
+        g(x, w).backward()
+        xe, we = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+        (xe.sum(0) * we).sum().backward()
+        torch.testing.assert_close(x.grad, xe.grad, **TOL[torch.float32])
+    assert len(compiles) == 2 and len(symbolic(compiles)) == 2, [p.get("symbols") for p in compiles]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_training_an_embedding_model_over_batch_and_length(device, compiles):
+    """Batch and length both symbolic: embedding (its backward an accumulation at data-dependent
+    rows), layer norm and a projection, trained over 4 shapes; gradients match eager's, one
+    symbolic forward and one symbolic backward."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Embedding(50, 16), nn.LayerNorm(16), nn.Linear(16, 50)).to(device)
+    twin = nn.Sequential(nn.Embedding(50, 16), nn.LayerNorm(16), nn.Linear(16, 50)).to(device)
+    twin.load_state_dict(model.state_dict())
+    f = torch.compile(model, backend="coil", dynamic=True)
+    for b, t in [(2, 3), (3, 7), (5, 2), (2, 13)]:
+        x = torch.randint(0, 50, (b, t), device=device)
+        f(x).float().pow(2).mean().backward()
+        twin(x).float().pow(2).mean().backward()
     for p, q in zip(model.parameters(), twin.parameters()):
         torch.testing.assert_close(p.grad, q.grad, **TOL[torch.float32])
-    assert not symbolic(compiles)
+    assert len(compiles) == 2 and len(symbolic(compiles)) == 2, [p.get("symbols") for p in compiles]
+
+
+def test_training_graphs_coil_cannot_take_symbolically_compile_per_size(compiles):
+    """A training graph whose forward coil cannot compile symbolically (batch norm's running
+    variance update needs a static count) is compiled per size instead: gradients and running
+    statistics still match eager's."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                          nn.Linear(8, 4)).train()
+    twin = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(8, 4)).train()
+    twin.load_state_dict(model.state_dict())
+    f = torch.compile(model, backend="coil", dynamic=True)
+    for s in (8, 11, 16):
+        x = torch.randn(2, 3, s, s)
+        f(x).pow(2).mean().backward()
+        twin(x).pow(2).mean().backward()
+    for p, q in zip(model.parameters(), twin.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, **TOL[torch.float32])
+    torch.testing.assert_close(model[1].running_var, twin[1].running_var, **TOL[torch.float32])
+    assert not [p for p in compiles if p.get("symbols") and any(i["name"].startswith("tangents") for i in p["inputs"])]
 
 
 def test_size_expressions_as_trees():
