@@ -585,7 +585,18 @@ def _symbolic_backward(gm, options):
         _warn(f"coil: a backward graph runs in PyTorch eager at this shape: compiling it for the shape failed: "
               f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
 
-    return _boxed(_dynamic.PerShape(gm, lambda g, inputs: _compile_forward(g, static, {}, check_inputs=True), failed))
+    def compile_static(g, inputs):
+        # (the graph's values traced again at these sizes: its placeholders still hold symbolic ones)
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+        FakeTensorProp(g, mode=FakeTensorMode()).propagate(*inputs)
+        compiled = _compile_forward(_laid_out_as_given(g, inputs), static, {}, check_inputs=True)
+        if getattr(compiled, "list_call", False):  # a split graph takes its arguments in a list (_ListCall)
+            return lambda *args: compiled(list(args))
+        return compiled
+
+    return _boxed(_dynamic.PerShape(gm, compile_static, failed))
 
 
 def _boxed(fn):

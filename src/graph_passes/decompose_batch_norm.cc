@@ -73,11 +73,20 @@ std::vector<ValueRef> decompose_batch_norm(Graph& g, const Node& n,
   SymInt count = 1;
   for (int64_t d = 0; d < rank; ++d)
     if (d != 1) count = count * xm.sizes[static_cast<size_t>(d)];
-  auto per_channel_count = count.constant();
-  if (!per_channel_count) fail("{}: the running variance's update needs static sizes", n.schema().name);
-  double nn = static_cast<double>(*per_channel_count);
+  // The unbiased variance: the batch's times n / (n - 1), n the values a channel averages.
+  ValueRef unbiased;
+  if (auto per_channel_count = count.constant()) {
+    const double nn = static_cast<double>(*per_channel_count);
+    unbiased = call(OpKind::MulScalar, {var, nn / (nn - 1)});
+  } else {  // over symbolic sizes: n as a 0-d tensor (the last of arange(0, n + 1), which the
+            // fused kernel computes alone), the factor in f64
+    const ValueRef all = call(OpKind::ArangeStartStep, {int64_t{0}, count + SymInt(1)}, {{"device", xm.device}});
+    const ValueRef nt = cast(call(OpKind::SelectInt, {all, int64_t{0}, count}), DType::f64);
+    const ValueRef factor = call(OpKind::DivTensor, {nt, call(OpKind::SubScalar, {nt, 1.0})});
+    unbiased = call(OpKind::MulTensor, {var, cast(factor, g.meta(var).dtype)});
+  }
   out.push_back(update(3, mean, running_mean));
-  out.push_back(update(4, call(OpKind::MulScalar, {var, nn / (nn - 1)}), running_var));
+  out.push_back(update(4, unbiased, running_var));
   return out;
 }
 
