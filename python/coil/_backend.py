@@ -11,7 +11,7 @@ import warnings
 
 import torch
 
-from . import _cache, _coil, _complex, _decompositions, _dynamic, _fx, _library, _random, _rewrites, _runner, _symbols, _updates
+from . import _cache, _coil, _complex, _decompositions, _dynamic, _fx, _library, _random, _rewrites, _runner, _support, _symbols, _updates
 
 _log = logging.getLogger("coil")
 
@@ -72,85 +72,6 @@ def _graph_device(values, made=(), default="cpu"):
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
     return device
-
-
-def _takes(value, device):
-    """Whether a compiled graph on `device` can hold this traced value."""
-    if not isinstance(value, torch.Tensor):
-        return True
-    try:
-        _fx.tensor_meta(value)
-    except _fx.Unsupported:
-        return False
-    return value.device == device or _runner.is_cpu_scalar(value)
-
-
-def _node_supported(node, device):
-    if node.op != "call_function":
-        return False
-    if _symbols.is_size_node(node) or _symbols.is_assertion(node):
-        return True  # a size (written as an expression where read) or a check Dynamo's guards made
-    if node.target is operator.getitem:
-        return _node_supported(node.args[0], device)
-    try:
-        if not _coil.supported(_fx.node_json(node)["target"]):
-            return False
-    except _fx.Unsupported:
-        return False
-    if node.target.name() in _fx.ATTENTION and any(u.args[1] != 0 and u.users for u in node.users):
-        return False  # its logsumexp (training) is read
-    if node.target.name() == "aten::index_put" and not _mask_put_supported(node):
-        return False
-    if node.target.name() == "aten::empty_strided" and _runner.overlaps(node.args[0], node.args[1]):
-        return False  # a layout whose elements share memory: coil's outputs have none
-    val = node.meta.get("val")
-    outputs = list(val) if isinstance(val, (list, tuple)) else [val]
-    inputs = [n.meta.get("val") for n in node.all_input_nodes if not _cpu_index_of(n, node)]
-    return all(_takes(v, device) for v in outputs + inputs)
-
-
-_INDEXING = {"aten::index", "aten::index_put", "aten::_unsafe_index", "aten::_unsafe_index_put"}
-
-
-def _cpu_index_of(value, node):
-    """Whether `value` is a CPU tensor among the indices of an indexing node: PyTorch copies such
-    indices to the indexed tensor's device, and so does coil's runner, once per call."""
-    val = value.meta.get("val")
-    return (isinstance(val, torch.Tensor) and val.device.type == "cpu" and node.op == "call_function"
-            and isinstance(node.target, torch._ops.OpOverload) and node.target._schema.name in _INDEXING
-            and len(node.args) > 1 and isinstance(node.args[1], (list, tuple)) and value in node.args[1])
-
-
-def _takes_input(placeholder, device):
-    """Whether a compiled graph on `device` can take this placeholder's value as an input: one
-    it can hold, or CPU indices that only indexing nodes read (copied to the device per call)."""
-    value = placeholder.meta.get("val")
-    if isinstance(value, torch.SymInt):
-        return True  # a size symbol's value: bound from the inputs' shapes
-    if not isinstance(value, torch.Tensor):
-        return False
-    return _takes(value, device) or (_takes(value, value.device) and bool(placeholder.users)
-                                     and all(_cpu_index_of(placeholder, user) for user in placeholder.users))
-
-
-def _mask_put_supported(node):
-    """index_put with boolean masks compiles as one mask, the only index, whose values broadcast
-    over the selected count (x[mask] = v with one v for every selected row); other masked puts
-    depend on how many elements the mask selects."""
-    vals = [i.meta.get("val") if isinstance(i, torch.fx.Node) else None for i in node.args[1]]
-    if not any(v is not None and v.dtype in (torch.bool, torch.uint8) for v in vals):
-        return True
-    given = [(p, v) for p, v in enumerate(vals) if v is not None]
-    if len(given) != 1:
-        return False
-    p, mask = given[0]
-    self_shape = list(node.args[0].meta["val"].shape)
-    values = node.args[2].meta["val"]
-    target = self_shape[:p] + [1] + self_shape[p + mask.dim():]
-    try:
-        return list(torch.broadcast_shapes(target, values.shape)) == target
-    except RuntimeError:
-        return False
 
 
 @functools.cache
@@ -321,7 +242,7 @@ def _compile_forward(gm, options, frozen_tensors, check_inputs=False, any_layout
     if not calls:
         return _updates.applied(gm, updates)
     gm = _complex.as_real_pairs(gm, values) or gm
-    unsupported = [n for n in gm.graph.nodes if n.op == "call_function" and not _node_supported(n, device)]
+    unsupported = [n for n in gm.graph.nodes if n.op == "call_function" and not _support.node_supported(n, device)]
     if unsupported:
         gm = _decompositions.decompose_unsupported(gm, values, unsupported) or gm
     gm.meta["coil_updates"] = updates  # (the rewrites above make new modules)
@@ -354,13 +275,13 @@ def _compile_module(gm, options, frozen_tensors, check_inputs, device, any_layou
     if options.get("symbolic") and any(n.op == "get_attr" for n in gm.graph.nodes):
         gm, frozen_tensors = _dynamic.constants_as_weights(gm, frozen_tensors)
     values = _placeholder_values(gm)
-    unsupported = [n for n in gm.graph.nodes if n.op == "call_function" and not _node_supported(n, device)]
-    takes_inputs = all(_takes_input(n, device) for n in gm.graph.nodes if n.op == "placeholder")
+    unsupported = [n for n in gm.graph.nodes if n.op == "call_function" and not _support.node_supported(n, device)]
+    takes_inputs = all(_support.takes_input(n, device) for n in gm.graph.nodes if n.op == "placeholder")
     if not unsupported and takes_inputs and not any(n.op == "get_attr" for n in gm.graph.nodes):
         return _compile_whole(gm, values, device, options, frozen_tensors, check_inputs, any_layout, eager=eager)
     if options.get("symbolic"):  # (compiled per size instead, where it would not compile whole)
         why = [f"ops coil does not compile: {_op_names(unsupported)}"] if unsupported else []
-        why += [] if takes_inputs else [f"inputs coil does not take: {[n.name for n in gm.graph.nodes if n.op == 'placeholder' and not _takes_input(n, device)]}"]
+        why += [] if takes_inputs else [f"inputs coil does not take: {[n.name for n in gm.graph.nodes if n.op == 'placeholder' and not _support.takes_input(n, device)]}"]
         why += [f"constants: {[n.name for n in gm.graph.nodes if n.op == 'get_attr']}"] if not why else []
         raise _fx.Unsupported(f"a graph of symbolic sizes with {'; '.join(why)}")
     library = [n for n in unsupported if _library.is_library_call(n)]
@@ -373,7 +294,7 @@ def _compile_module(gm, options, frozen_tensors, check_inputs, device, any_layou
     if library:
         _library_report(library)
     if len(library) == len(unsupported) and not any(n.op == "get_attr" for n in gm.graph.nodes):
-        split = _library.split_reason(gm, library, device, lambda n: _takes_input(n, device))
+        split = _library.split_reason(gm, library, device, lambda n: _support.takes_input(n, device))
         if split is None:  # one program, its library calls steps of coil's plan (Llama's step made 27 runs split)
             return _compile_whole(gm, values, device, options, frozen_tensors, check_inputs, any_layout, hosted=True)
         _log.info("the graph is split around its library calls: %s", split)
@@ -402,7 +323,7 @@ def _partition(gm, device, options, list_call=False):
 
     class Support(OperatorSupportBase):
         def is_node_supported(self, submodules, node):
-            return _node_supported(node, device)
+            return _support.node_supported(node, device)
 
     partitioner = CapabilityBasedPartitioner(gm, Support(), allows_single_node_partition=True)
     split = partitioner.fuse_partitions(_segments(gm, device))
@@ -447,7 +368,7 @@ def _segments(gm, device):
         parent = node.args[0] if node.target is operator.getitem else None
         if parent is not None and parent in level:
             level[node] = level[parent]
-        elif not _node_supported(node, device):
+        elif not _support.node_supported(node, device):
             count += 1
             level[node] = count
         else:

@@ -333,18 +333,18 @@ def test_cpu_indices_are_taken_by_indexing_nodes_only():
     read compiles whole; another op reading the CPU tensor does not take it."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from coil import _backend
+    from coil import _support
 
     x, v = torch.randn(5, 6, device="meta"), torch.randn(6, device="meta")
     idx, mask = torch.tensor([4, 0, 2]), torch.tensor([True, False, True, True, False])
     meta = torch.device("meta")
     gm = make_fx(lambda x, idx, mask, v: (x[idx] + 1, x[:, idx].sum(dim=1), x.index_put((mask,), v)))(x, idx, mask, v)
-    assert all(_backend._node_supported(n, meta) for n in gm.graph.nodes if n.op == "call_function")
-    assert all(_backend._takes_input(n, meta) for n in gm.graph.nodes if n.op == "placeholder")
+    assert all(_support.node_supported(n, meta) for n in gm.graph.nodes if n.op == "call_function")
+    assert all(_support.takes_input(n, meta) for n in gm.graph.nodes if n.op == "placeholder")
     gm = make_fx(lambda x, idx: (x[idx], idx * 2))(x, idx)
-    assert not [n.name for n in gm.graph.nodes if n.op == "placeholder" and _backend._takes_input(n, meta)
+    assert not [n.name for n in gm.graph.nodes if n.op == "placeholder" and _support.takes_input(n, meta)
                 and n.name.startswith("idx")]
-    assert not _backend._node_supported(next(n for n in gm.graph.nodes if n.name == "mul"), meta)
+    assert not _support.node_supported(next(n for n in gm.graph.nodes if n.name == "mul"), meta)
 
 
 @pytest.mark.parametrize("device", DEVICES)
