@@ -127,6 +127,8 @@ class Runner:
     def __init__(self, compiled, entry, device, keep, warn, eager=None, check_inputs=False):
         self.compiled, self.entry = compiled, entry
         self.per_call, self.recipe, self.single = entry["per_call"], entry["recipe"], entry["single"]
+        program = json.loads(entry["program"])
+        names = [s["name"] for s in program.get("symbols", ())]  # the size symbols, in symbol_at's order
         self.moves = set(entry.get("moves", ()))
         self.moved = [i for i in self.per_call if i in self.moves]  # (in coil's input order)
         # what the graph computes on the host before the run (0-d CPU values: _host)
@@ -155,9 +157,9 @@ class Runner:
         self.inputs = None  # per input passed per call, the sizes and strides it was compiled for
         self.symbolic_inputs = None  # the same where they are expressions of size symbols: evaluated per call's sizes
         if check_inputs:
-            metas = [i["meta"] for i in json.loads(entry["program"])["inputs"]]
+            metas = [i["meta"] for i in program["inputs"]]
             if any(_symbols.is_symbolic_layout(m) for m in metas):
-                self.symbolic_inputs = (metas, [s["name"] for s in json.loads(entry["program"]).get("symbols", ())], {})
+                self.symbolic_inputs = (metas, names, {})
                 self.inputs = []  # (set per call)
             else:
                 self.inputs = [(tuple(m["sizes"]), tuple(m["strides"]), _DTYPES[m["dtype"]]) for m in metas]
@@ -177,13 +179,11 @@ class Runner:
         # dim, 0 or 1) whose size (0) or stride (1) is its value at a call
         self.symbol_at = [tuple(at) for at in entry.get("symbol_at", ())]
         # the symbols' names, when an output's layout is one of their expressions (evaluated per call)
-        self.symbol_names = [s["name"] for s in json.loads(entry["program"]).get("symbols", ())] \
-            if any(_symbols.is_symbolic_layout(w) for w in self.layouts) else None
+        self.symbol_names = names if any(_symbols.is_symbolic_layout(w) for w in self.layouts) else None
         self.sized_fixups = {}  # symbol values -> the fixups at those sizes
         # results that are sizes (a training forward's, saved for its backward): their values at
         # this call's symbols, by name
-        self.size_names = [s["name"] for s in json.loads(entry["program"]).get("symbols", ())] \
-            if any(step[0] == "size" for step in self.recipe) else None
+        self.size_names = names if any(step[0] == "size" for step in self.recipe) else None
         self.planned = None  # coil's output layouts, where the fixups were found from them before a first call
         if self.consumable:
             self._plan_fixups()
@@ -235,8 +235,7 @@ class Runner:
         """The layouts the inputs were compiled for, at this call's sizes (read from the arguments
         as they come; kept per sizes)."""
         metas, names, known = self.symbolic_inputs
-        key = tuple(args[k] if stride == 2 else args[self.per_call[k]].stride(d) if stride else args[self.per_call[k]].shape[d]
-                    for k, d, stride in self.symbol_at)
+        key = self._symbol_values(args, [args[i] for i in self.per_call])
         found = known.get(key)
         if found is None:
             values = dict(zip(names, key))
@@ -245,6 +244,11 @@ class Runner:
             if len(known) < 1024:
                 known[key] = found
         return found
+
+    def _symbol_values(self, args, tensors):
+        """Each size symbol's value at this call (symbol_at): a size or a stride of one of the
+        tensors coil is given, or the call's size argument that is the symbol itself (kind 2)."""
+        return tuple(args[k] if kind == 2 else tensors[k].stride(d) if kind else tensors[k].shape[d] for k, d, kind in self.symbol_at)
 
     def _plan_fixups(self):
         """The fixups found from the compiled program's output layouts, so that a first call too
@@ -272,9 +276,7 @@ class Runner:
         full = [*args, *host] if host else args  # (the prologue's values passed after the arguments)
         held = self._held(full)
         ptrs = [t.data_ptr() for t in held]
-        # (stride 2: the call's argument k is the size itself); read before the inputs are handed over
-        sizes = [args[k] if stride == 2 else held[k].stride(d) if stride else held[k].shape[d]
-                 for k, d, stride in self.symbol_at] if self.symbol_at else ()
+        sizes = self._symbol_values(args, held) if self.symbol_at else ()  # (before the inputs are handed over)
         owners = None
         if handing:  # `args` is the caller's list: the run gets the only references
             owners = [None] * len(held)

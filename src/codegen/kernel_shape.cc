@@ -35,7 +35,6 @@ std::optional<int64_t> affine_stride(const SymInt& offset, const std::string& va
 }
 
 std::optional<SymInt> affine_coefficient(const SymInt& offset, const std::string& var) {
-  if (auto c = affine_stride(offset, var)) return SymInt(*c);
   try {
     const SymInt rest = offset - substitute(offset, {{var, SymInt(0)}});
     const SymInt c = substitute(rest, {{var, SymInt(1)}});

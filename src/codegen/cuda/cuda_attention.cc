@@ -59,13 +59,7 @@ std::vector<std::string> size_params(const Shape& a, const std::vector<std::stri
     for (const auto& x : v->sizes) x.collect_symbols(used);
     for (const auto& x : v->strides) x.collect_symbols(used);
   }
-  std::vector<std::string> params;
-  for (size_t i = 0; i < symbols.size(); ++i)
-    if (std::find(used.begin(), used.end(), symbols[i]) != used.end()) {
-      params.push_back("const int64_t " + symbol_name(symbols[i]));
-      info.symbols.push_back(static_cast<int>(i));
-    }
-  return params;
+  return size_parameters(used, symbols, info);
 }
 
 void tile_launch(const Shape& a, int rows, CudaKernel& info) {

@@ -56,6 +56,16 @@ int64_t grid_blocks(const CudaLaunch& l, int64_t units) {
   return std::clamp<int64_t>((units + l.per_block - 1) / l.per_block, 1, l.max_blocks);
 }
 
+std::vector<std::string> size_parameters(const std::vector<std::string>& used, const std::vector<std::string>& symbols, CudaKernel& info) {
+  std::vector<std::string> params;
+  for (size_t i = 0; i < symbols.size(); ++i)
+    if (std::find(used.begin(), used.end(), symbols[i]) != used.end()) {
+      params.push_back("const int64_t " + symbol_name(symbols[i]));
+      info.symbols.push_back(static_cast<int>(i));
+    }
+  return params;
+}
+
 std::vector<int64_t> size_bucket(const CudaKernel& info, const std::vector<int64_t>& symbol_values) {
   std::vector<int64_t> bucket;
   for (int s : info.symbols) {
@@ -149,11 +159,7 @@ std::string CudaEmitter::emit(CudaKernel& info) {
     params.push_back(fmt::format("{}{}* __restrict__ b{}", written ? "" : "const ", storage_type(buf.dtype), b));
     info.buffers.push_back(b);
   }
-  for (size_t i = 0; i < symbols_.size(); ++i)
-    if (std::find(used.begin(), used.end(), symbols_[i]) != used.end()) {
-      params.push_back("const int64_t " + symbol_name(symbols_[i]));
-      info.symbols.push_back(static_cast<int>(i));
-    }
+  for (auto& sp : size_parameters(used, symbols_, info)) params.push_back(std::move(sp));
   params.push_back("int64_t* __restrict__ E");
   if (info.launch.scratch_bytes > 0) params.push_back("unsigned char* __restrict__ W");
   int threads = config_.block * config_.block_y;

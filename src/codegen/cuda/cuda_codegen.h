@@ -75,6 +75,10 @@ struct CudaKernel {
   CudaLaunch launch;
 };
 
+// A kernel's size parameters ("const int64_t s_<name>", after its buffers): the graph's
+// `symbols` (in their order) that `used` mentions, each recorded in info.symbols.
+std::vector<std::string> size_parameters(const std::vector<std::string>& used, const std::vector<std::string>& symbols, CudaKernel& info);
+
 // The size bucket of a kernel's sizes: each of its size symbols' values (`symbol_values` in the
 // graph's order, info.symbols) rounded up to a power of two. Symbolic kernels are tuned per bucket.
 std::vector<int64_t> size_bucket(const CudaKernel& info, const std::vector<int64_t>& symbol_values);
