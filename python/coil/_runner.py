@@ -181,6 +181,7 @@ class Runner:
         # the symbols' names, when an output's layout is one of their expressions (evaluated per call)
         self.symbol_names = names if any(_symbols.is_symbolic_layout(w) for w in self.layouts) else None
         self.sized_fixups = {}  # symbol values -> the fixups at those sizes
+        self.plain_sizes = set()  # symbol values at which every result is a coil output as it comes (_lean's)
         # results that are sizes (a training forward's, saved for its backward): their values at
         # this call's symbols, by name
         self.size_names = names if any(step[0] == "size" for step in self.recipe) else None
@@ -306,6 +307,9 @@ class Runner:
                                for o, w in zip(outs, self.layouts)]
                 if len(self.sized_fixups) < 1024:
                     self.sized_fixups[key] = self.fixups
+                    if self._lean_enough():
+                        self.plain_sizes.add(key)
+                        self.lean_next = True
         elif self.fixups is None:
             self.fixups = [_output_fixup(o, w, self.device) for o, w in zip(outs, self.layouts)] if self.layouts else []
             self.lean_next = self._lean_enough()
@@ -332,21 +336,32 @@ class Runner:
 
     def _lean_enough(self):
         """Whether calls after the first need none of _run's steps but the run: every result a coil
-        output as it comes back, nothing moved, checked, computed first, stashed or written back."""
-        return (self.prologue is None and not self.moves and self.inputs is None and self.stash is None and not self.symbol_at
-                and not self.updates and self.planned is None and all(f is None for f in self.fixups)
-                and all(d is not None for d in self.direct))
+        output as it comes back (at the sizes of the call that found the fixups), nothing moved,
+        checked, computed first, stashed or written back."""
+        return (self.prologue is None and not self.moves and self.inputs is None and self.stash is None
+                and self.size_names is None and not self.updates and self.planned is None
+                and all(f is None for f in self.fixups) and all(d is not None for d in self.direct))
 
     def _lean(self, args):
-        """A call of a runner _lean_enough: a tiny graph's call costs its run and little more."""
-        outs = self.compiled.run([args[i].data_ptr() for i in self.per_call], self.stream(self.cuda) if self.stream is not None else 0)
+        """A call of a runner _lean_enough: a tiny graph's call costs its run and little more. A
+        graph of symbolic sizes reads its symbols' values; at sizes whose outputs' layouts a first
+        call has not yet found plain (`plain_sizes`) it takes the whole path."""
+        tensors = [args[i] for i in self.per_call]
+        stream = self.stream(self.cuda) if self.stream is not None else 0
+        if self.symbol_at:
+            sizes = self._symbol_values(args, tensors)
+            if self.symbol_names is not None and sizes not in self.plain_sizes:
+                return self._finish(self._run(args), args)
+            outs = self.compiled.run([t.data_ptr() for t in tensors], stream, None, sizes)
+        else:
+            outs = self.compiled.run([t.data_ptr() for t in tensors], stream)
         return outs[self.direct[0]] if self.single else tuple([outs[d] for d in self.direct])
 
     def __call__(self, *args):
         if self.lean:
             try:
                 return self._lean(args)
-            except _coil.CoilError as e:
+            except (LayoutError, _coil.CoilError) as e:
                 if self.eager is None:
                     raise
                 return self._fall_back(e, args)

@@ -93,6 +93,36 @@ def test_a_norms_float_eps_is_traced_once_and_still_guarded(device, compiles, mo
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_symbolic_calls_take_the_lean_path_at_sizes_met_before(device, compiles, monkeypatch):
+    """A graph of symbolic sizes whose results are coil's outputs as they come takes the runner's
+    lean path at sizes it met before (their output layouts known plain); where an output needs
+    mending (an output fixup, here forced) every call takes the whole path. Values and strides
+    match eager at every size, in any order of sizes."""
+    from coil import _runner
+
+    whole, mended = [], []
+    real = _runner.Runner._run
+    monkeypatch.setattr(_runner.Runner, "_run", lambda self, *a, **k: whole.append(1) or real(self, *a, **k))
+    torch.manual_seed(0)
+    lin = nn.Linear(24, 40).to(device)
+    for mend in (False, True):
+        if mend:
+            monkeypatch.setattr(_runner, "_output_fixup", lambda *a: lambda t: mended.append(1) or t.clone())
+        torch._dynamo.reset()
+        f = torch.compile(lambda x: torch.nn.functional.gelu(lin(x)), backend="coil", dynamic=True)
+        whole.clear()
+        with torch.no_grad():
+            for rows in (3, 17, 3, 5, 17, 29, 5, 3):
+                x = torch.randn(rows, 24, device=device)
+                got, want = f(x), torch.nn.functional.gelu(lin(x))
+                torch.testing.assert_close(got, want, **TOL[torch.float32])
+                assert got.stride() == want.stride()
+        assert len(whole) == (8 if mend else 4), whole  # every call, or each size's first
+    assert len(mended) == 8
+    assert len(symbolic(compiles)) == 2
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_batch_and_length_both_dynamic_with_bf16(device, compiles):
     torch.manual_seed(0)
     model = Block().to(device).eval()
