@@ -106,28 +106,15 @@ void GpuPlan::run_convolution(size_t k, const loop::ExternCall& call, const cuda
   if (workspace) blocks.give(workspace, stream);
 }
 
-namespace {
-
-// What decides a product's cuBLASLt call: every field of its problem.
-std::vector<int64_t> problem_key(const cuda::GemmProblem& p) {
-  return {static_cast<int64_t>(p.dtype), p.f32_output, p.batch, p.m, p.n, p.k, p.a_rs, p.a_cs, p.a_bs, p.b_rs, p.b_cs, p.b_bs,
-          p.c_rs, p.c_cs, p.c_bs, p.d_rs, p.d_cs, p.d_bs, std::bit_cast<int64_t>(p.alpha), std::bit_cast<int64_t>(p.beta),
-          static_cast<int64_t>(p.epilogue), p.tf32};
-}
-
-}  // namespace
-
 void GpuPlan::run_gemm(size_t k, const loop::ExternCall& call, const cuda::GemmPointers& q, cuda::DevicePtr workspace,
-                       const std::map<std::string, int64_t>& symbols, cuda::Stream stream) const {
+                       const SizedRun& at, cuda::Stream stream) const {
   auto* ws = reinterpret_cast<void*>(workspace);
   const bool keep = graph.symbols.empty();
   std::shared_ptr<cuda::GemmCall> prepared = keep ? gemm_calls_.get(k) : nullptr;
   if (prepared && cublas->run(*prepared, q.a, q.b, q.c, q.d, q.bias, ws, kGemmWorkspace, stream)) return;
-  cuda::GemmProblem g = gemm_problem(call, lowered.program, symbols, tf32);
-  COIL_CHECK(g.k > 0) << "cublas_takes admits only products over a non-empty dim";
-  // Symbolic sizes: the call described for these sizes before (describing one takes cuBLASLt's
+  // Symbolic sizes: the call described at these sizes before (describing one takes cuBLASLt's
   // heuristic, tens of microseconds a product: a small block's run was host-bound by them).
-  std::pair<size_t, std::vector<int64_t>> sized{k, keep ? std::vector<int64_t>{} : problem_key(g)};
+  std::pair<size_t, std::vector<int64_t>> sized{k, keep ? std::vector<int64_t>{} : at.values};
   if (!keep) {
     {
       std::lock_guard lock(sized_calls_mutex_);
@@ -135,6 +122,8 @@ void GpuPlan::run_gemm(size_t k, const loop::ExternCall& call, const cuda::GemmP
     }
     if (prepared && cublas->run(*prepared, q.a, q.b, q.c, q.d, q.bias, ws, kGemmWorkspace, stream)) return;
   }
+  cuda::GemmProblem g = gemm_problem(call, lowered.program, at.symbols, tf32);
+  COIL_CHECK(g.k > 0) << "cublas_takes admits only products over a non-empty dim";
   prepared = cublas->prepare(g, q.a, q.b, q.c, q.d, q.bias, kGemmWorkspace, gemm_algos[k] ? &*gemm_algos[k] : nullptr);
   COIL_CHECK(cublas->run(*prepared, q.a, q.b, q.c, q.d, q.bias, ws, kGemmWorkspace, stream)) << call.name << ": a product prepared for its pointers did not run";
   if (keep) {

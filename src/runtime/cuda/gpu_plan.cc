@@ -32,9 +32,8 @@ SplitScratchLayout split_scratch_layout(const std::vector<codegen::CudaKernel>& 
 }
 
 void launch_loop_kernel(const cuda::Context& ctx, void* function, const codegen::CudaKernel& info, const std::vector<cuda::DevicePtr>& ptrs,
-                        const std::vector<int64_t>& symbol_values, const std::map<std::string, int64_t>& symbols, cuda::DevicePtr status,
-                        cuda::DevicePtr scratch, cuda::Stream stream) {
-  int64_t units = info.launch.units.eval(symbols);
+                        const std::vector<int64_t>& symbol_values, int64_t units, cuda::DevicePtr status, cuda::DevicePtr scratch,
+                        cuda::Stream stream) {
   if (units <= 0) return;
   int64_t grid = codegen::grid_blocks(info.launch, units);
   COIL_CHECK((scratch != 0) == (info.launch.scratch_bytes > 0)) << "scratch for " << info.name;
@@ -204,20 +203,18 @@ void GpuPlan::check_runs(bool wait) const {
   if (!first_error.empty()) report_status(first_error.data());
 }
 
-Tensor GpuPlan::bind(const Tensor& t, const loop::Buffer& b, const std::map<std::string, int64_t>& symbols, const Naming& naming) const {
+Tensor GpuPlan::bind(const Tensor& t, const loop::Buffer& b, const SizedRun::BufferAt& at, const SizedRun& sized,
+                     const Naming& naming) const {
   // (the name is only made for a message: a backward graph binds a hundred inputs a run)
   auto what = [&] { return fmt::format("{}{}{}", naming.prefix, naming.name, naming.suffix); };
-  if (t.device().kind != Device::Kind::cuda) return bind_external(t, b, symbols, what());
+  if (t.device().kind != Device::Kind::cuda) return bind_external(t, b, sized.symbols, what());
   if (t.device().index != context->ordinal())
     fail("{}: on {}, but this executable runs on cuda:{}", what(), device_name(t.device()), context->ordinal());
   if (t.dtype() != b.dtype) fail("{}: expected dtype {}, got {}", what(), dtype_name(b.dtype), dtype_name(t.dtype()));
-  bool same_sizes = t.sizes().size() == b.sizes.size(), same_strides = same_sizes && b.strides.size() == b.sizes.size();
-  for (size_t i = 0; same_sizes && i < b.sizes.size(); ++i) same_sizes = t.sizes()[i] == b.sizes[i].eval(symbols);
-  for (size_t i = 0; same_strides && i < b.strides.size(); ++i) same_strides = t.strides()[i] == b.strides[i].eval(symbols);
-  if (!same_sizes) fail("{}: expected shape {}, got {}", what(), shape_to_string(eval_all(b.sizes, symbols)), shape_to_string(t.sizes()));
-  if (t.numel() > 0 && !same_strides)
+  if (t.sizes() != at.sizes) fail("{}: expected shape {}, got {}", what(), shape_to_string(at.sizes), shape_to_string(t.sizes()));
+  if (t.numel() > 0 && t.strides() != at.strides)
     fail("{}: a device tensor with strides {} where the compiled graph expects {} (compile for this layout)", what(),
-         shape_to_string(t.strides()), shape_to_string(eval_all(b.strides, symbols)));
+         shape_to_string(t.strides()), shape_to_string(at.strides));
   return t;
 }
 
@@ -285,19 +282,52 @@ class AllocatorBlocks : public RunBlocks {
 
 }  // namespace
 
-std::map<std::string, int64_t> GpuPlan::run_symbols(const std::vector<Tensor>& inputs, const std::map<std::string, int64_t>& given) const {
+std::shared_ptr<const SizedRun> GpuPlan::sized_run(const std::vector<int64_t>& values) const {
+  return sized_runs_.at(values, [&](const std::vector<int64_t>& v) {
+    return evaluate_sized_run(lowered.program, graph.symbols, v, functions, kernels, variants);
+  });
+}
+
+std::shared_ptr<const SizedRun> GpuPlan::run_symbols(const std::vector<Tensor>& inputs, const std::map<std::string, int64_t>& given) const {
   // (a graph of static sizes binds none; bind() checks each input's shape)
-  if (graph.symbols.empty()) return {};
+  if (graph.symbols.empty()) return sized_run({});
   const RunLayout& layout = run_layout();
   if (inputs.size() != layout.input_nodes.size())
     fail("graph {} takes {} inputs, got {}", graph.name, layout.input_nodes.size(), inputs.size());
-  TensorMap named;
-  for (size_t i = 0; i < inputs.size(); ++i) named.emplace(graph.nodes[static_cast<size_t>(layout.input_nodes[i])].name(), inputs[i]);
-  return bind_symbols(graph, named, given);
-}
-
-int64_t GpuPlan::input_offset(size_t i, const std::map<std::string, int64_t>& symbols) const {
-  return lowered.program.buffers[static_cast<size_t>(lowered.input_buffers.at(i))].offset.eval(symbols);
+  std::vector<int64_t> values;
+  for (const auto& s : graph.symbols) {
+    auto it = given.find(s.name);
+    if (it == given.end()) break;
+    if (it->second < s.min || (s.max && it->second > *s.max))
+      fail("graph {}: size symbol {} is {}, outside the range [{}, {}] it was compiled for", graph.name, s.name, it->second, s.min,
+           s.max ? std::to_string(*s.max) : "inf");
+    values.push_back(it->second);
+  }
+  if (values.size() < graph.symbols.size()) {  // some read from the inputs' shapes
+    TensorMap named;
+    for (size_t i = 0; i < inputs.size(); ++i) named.emplace(graph.nodes[static_cast<size_t>(layout.input_nodes[i])].name(), inputs[i]);
+    const std::map<std::string, int64_t> bound = bind_symbols(graph, named, given);
+    values.clear();
+    for (const auto& s : graph.symbols) values.push_back(bound.at(s.name));
+    return sized_run(values);
+  }
+  // Every symbol given: each input's sizes, and its strides where they are expressions, as
+  // those values make them (bind_symbols' checks).
+  std::shared_ptr<const SizedRun> sized = sized_run(values);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Node& node = graph.nodes[static_cast<size_t>(layout.input_nodes[i])];
+    const TensorMeta& m = node.outputs[0].meta;
+    const SizedRun::BufferAt& at = sized->buffers[static_cast<size_t>(lowered.input_buffers[i])];
+    const Tensor& t = inputs[i];
+    if (t.sizes() != at.sizes)
+      fail("input %{}: expected shape {} = {} at the given sizes, got {}", node.name(), shape_to_string(at.sizes), m.str(),
+           shape_to_string(t.sizes()));
+    for (size_t d = 0; d < m.strides.size() && d < t.strides().size() && d < at.strides.size(); ++d)
+      if (!m.strides[d].is_constant() && t.sizes()[d] != 1 && t.strides()[d] != at.strides[d])
+        fail("input %{}: the stride of dimension {} should be {} = {}, got {}", node.name(), d, m.strides[d].str(), at.strides[d],
+             t.strides()[d]);
+  }
+  return sized;
 }
 
 std::string GpuPlan::uncapturable() const {
@@ -310,12 +340,12 @@ std::string GpuPlan::uncapturable() const {
 std::vector<Tensor> GpuPlan::run(std::vector<Tensor> inputs, const TensorMap& weights, cuda::Stream stream,
                                  const std::map<std::string, int64_t>& given_symbols) const {
   if (cuda_graphs_) return cuda_graphs_->run(std::move(inputs), weights, stream, given_symbols);
-  std::map<std::string, int64_t> symbols = run_symbols(inputs, given_symbols);
-  return run_steps(std::move(inputs), weights, stream, symbols, nullptr);
+  const std::shared_ptr<const SizedRun> sized = run_symbols(inputs, given_symbols);
+  return run_steps(std::move(inputs), weights, stream, *sized, nullptr);
 }
 
-std::vector<Tensor> GpuPlan::run_steps(std::vector<Tensor> inputs, const TensorMap& weights, cuda::Stream stream,
-                                       const std::map<std::string, int64_t>& symbols, const CaptureTarget* target) const {
+std::vector<Tensor> GpuPlan::run_steps(std::vector<Tensor> inputs, const TensorMap& weights, cuda::Stream stream, const SizedRun& sized,
+                                       const CaptureTarget* target) const {
   using Clock = std::chrono::steady_clock;
   const auto started = Clock::now();
   HostTimes spent;
@@ -339,8 +369,8 @@ std::vector<Tensor> GpuPlan::run_steps(std::vector<Tensor> inputs, const TensorM
   COIL_CHECK(!target || device_outputs) << "a captured run takes device inputs";
   AllocatorBlocks plain(*allocator);
   RunBlocks& blocks = target ? *target->blocks : plain;
-  std::vector<int64_t> symbol_values;
-  for (const auto& s : graph.symbols) symbol_values.push_back(symbols.at(s.name));
+  const std::map<std::string, int64_t>& symbols = sized.symbols;
+  const std::vector<int64_t>& symbol_values = sized.values;
   const auto& buffers = lowered.program.buffers;
   const size_t nb = buffers.size(), nk = lowered.program.kernels.size();
   std::vector<cuda::DevicePtr> ptrs(nb, 0);
@@ -356,15 +386,14 @@ std::vector<Tensor> GpuPlan::run_steps(std::vector<Tensor> inputs, const TensorM
     for (size_t b = 0; b < nb; ++b)
       if (owned[b]) blocks.give(ptrs[b], stream), owned[b] = false;
   };
-  auto bytes_of = [&](const loop::Buffer& buf) { return buffer_bytes(buf, symbols); };
   auto take = [&](size_t b) {
-    ptrs[b] = blocks.take(bytes_of(buffers[b]), stream);
+    ptrs[b] = blocks.take(sized.buffers[b].bytes, stream);
     owned[b] = true;
   };
   std::vector<Tensor> staged;  // host copies kept alive until the copies ran
   auto upload = [&](size_t b, const Tensor& t) {
     // The tensor's element [0, ...] sits where the buffer's offset puts it.
-    int64_t offset = buffers[b].offset.eval(symbols);
+    const int64_t offset = sized.buffers[b].offset;
     size_t bytes = static_cast<size_t>(t.numel() ? span_of(t.sizes(), t.strides(), 0) : 0) * dtype_size(t.dtype());
     if (t.device().kind == Device::Kind::cuda) {
       auto base = reinterpret_cast<cuda::DevicePtr>(t.data()) - static_cast<cuda::DevicePtr>(offset * static_cast<int64_t>(dtype_size(t.dtype())));
@@ -384,7 +413,7 @@ std::vector<Tensor> GpuPlan::run_steps(std::vector<Tensor> inputs, const TensorM
     for (size_t i = 0; i < inputs.size(); ++i) {
       auto b = static_cast<size_t>(lowered.input_buffers[i]);
       const std::string& name = graph.nodes[static_cast<size_t>(layout.input_nodes[i])].name();
-      upload(b, bind(inputs[i], buffers[b], symbols, {"input %", name, ""}));
+      upload(b, bind(inputs[i], buffers[b], sized.buffers[b], sized, {"input %", name, ""}));
     }
     const auto& weight_nodes = layout.weight_nodes;
     for (size_t i = 0; i < weight_nodes.size(); ++i) {
@@ -394,13 +423,13 @@ std::vector<Tensor> GpuPlan::run_steps(std::vector<Tensor> inputs, const TensorM
       auto it = weights.find(key);
       if (it == weights.end()) fail("weight '{}' (for %{}) was not given", key, node.name());
       if (it->second.device().kind == Device::Kind::cuda) {
-        upload(b, bind(it->second, buffers[b], symbols, {"weight '", key, "'"}));
+        upload(b, bind(it->second, buffers[b], sized.buffers[b], sized, {"weight '", key, "'"}));
         continue;
       }
       std::lock_guard<std::mutex> lock(weights_mutex_);
       auto cached = device_weights_.find({it->second.data(), b});
       if (cached == device_weights_.end()) {
-        upload(b, bind(it->second, buffers[b], symbols, {"weight '", key, "'"}));
+        upload(b, bind(it->second, buffers[b], sized.buffers[b], sized, {"weight '", key, "'"}));
         owned[b] = false;
         ctx.synchronize(stream);
         cached = device_weights_.emplace(std::make_pair(it->second.data(), b), ptrs[b]).first;
@@ -472,7 +501,8 @@ std::vector<Tensor> GpuPlan::run_steps(std::vector<Tensor> inputs, const TensorM
       if (group_at[k] >= 0) {  // every member's buffers taken first, released after: they run at once
         const Horizontal& h = horizontals[static_cast<size_t>(group_at[k])];
         for (size_t s : h.steps) allocate(s);
-        launch_loop_kernel(ctx, h.function, h.info, ptrs, symbol_values, symbols, status ? status + k * 3 * sizeof(int64_t) : 0, 0, stream);
+        launch_loop_kernel(ctx, h.function, h.info, ptrs, symbol_values, h.info.launch.units.eval(symbols),
+                           status ? status + k * 3 * sizeof(int64_t) : 0, 0, stream);
         for (size_t s : h.steps) release_dead(s);
         spent.loop_ns += step_ns(), spent.loops += 1;
         k = h.steps.back();
@@ -484,16 +514,10 @@ std::vector<Tensor> GpuPlan::run_steps(std::vector<Tensor> inputs, const TensorM
         release_dead(k);  // an input copied onto itself
         continue;
       }
-      if (functions[k]) {
-        void* function = functions[k];
-        const codegen::CudaKernel* info = &kernels[k];
-        if (!variants.empty() && !variants[k].empty()) {
-          const std::vector<int64_t> bucket = codegen::size_bucket(*info, symbol_values);
-          for (const SizedVariant& v : variants[k])
-            if (v.bucket == bucket) function = v.function, info = &v.info;
-        }
-        cuda::DevicePtr scratch = info->launch.scratch_bytes > 0 ? scratch_base + static_cast<cuda::DevicePtr>(scratch_layout.offsets[k]) : 0;
-        launch_loop_kernel(ctx, function, *info, ptrs, symbol_values, symbols, status ? status + k * 3 * sizeof(int64_t) : 0,
+      if (const SizedRun::LaunchAt& launch = sized.launches[k]; launch.function) {
+        const codegen::CudaKernel& info = *launch.info;
+        cuda::DevicePtr scratch = info.launch.scratch_bytes > 0 ? scratch_base + static_cast<cuda::DevicePtr>(scratch_layout.offsets[k]) : 0;
+        launch_loop_kernel(ctx, launch.function, info, ptrs, symbol_values, launch.units, status ? status + k * 3 * sizeof(int64_t) : 0,
                            scratch, stream);
         spent.loop_ns += step_ns(), spent.loops += 1;
       } else {
@@ -504,7 +528,7 @@ std::vector<Tensor> GpuPlan::run_steps(std::vector<Tensor> inputs, const TensorM
           for (size_t i = 0; i < outs.size(); ++i) {
             auto b = static_cast<size_t>(outs[i]);
             ptrs[b] = reinterpret_cast<cuda::DevicePtr>(results[i].data()) -
-                      static_cast<cuda::DevicePtr>(buffers[b].offset.eval(symbols) * static_cast<int64_t>(dtype_size(buffers[b].dtype)));
+                      static_cast<cuda::DevicePtr>(sized.buffers[b].offset * static_cast<int64_t>(dtype_size(buffers[b].dtype)));
             adopted[b] = std::move(results[i]);
           }
           spent.torch_ns += step_ns(), spent.torch_calls += 1;
@@ -528,7 +552,7 @@ std::vector<Tensor> GpuPlan::run_steps(std::vector<Tensor> inputs, const TensorM
         } else {
           const GemmViews views = gemm_views(call);
           if (!workspace) workspace = blocks.take(kGemmWorkspace, stream);
-          run_gemm(k, call, {view_ptr(views.a), view_ptr(views.b), view_ptr(views.c), d, view_ptr(views.bias)}, workspace, symbols, stream);
+          run_gemm(k, call, {view_ptr(views.a), view_ptr(views.b), view_ptr(views.c), d, view_ptr(views.bias)}, workspace, sized, stream);
           spent.gemm_ns += step_ns(), spent.gemms += 1;
         }
       }
@@ -557,10 +581,11 @@ std::vector<Tensor> GpuPlan::run_steps(std::vector<Tensor> inputs, const TensorM
           } else if (adopted[ub].defined()) {
             release = [keep = std::move(adopted[ub])](void*) {};  // the embedder's tensor, held by the output's
           }
-          given[ob] = Tensor::borrow(reinterpret_cast<void*>(ptrs[ub]), buf.dtype, {buffer_elements(buf, symbols)}, {1}, 0,
+          given[ob] = Tensor::borrow(reinterpret_cast<void*>(ptrs[ub]), buf.dtype, {sized.buffers[ub].elements}, {1}, 0,
                                      Device{Device::Kind::cuda, ctx.ordinal()}, release);
         }
-        out.push_back(given[ob].view(eval_all(buf.sizes, symbols), eval_all(buf.strides, symbols), buf.offset.eval(symbols)));
+        const SizedRun::BufferAt& at = sized.buffers[ub];
+        out.push_back(given[ob].view(at.sizes, at.strides, at.offset));
       }
       if (status && target) ctx.copy_to_host(target->words, status, status_size, stream);
       else if (status) defer_status(status, status_size, stream);
@@ -571,9 +596,10 @@ std::vector<Tensor> GpuPlan::run_steps(std::vector<Tensor> inputs, const TensorM
     // Outputs back to the host, then the status words.
     for (int ob : lowered.output_buffers) {
       const loop::Buffer& buf = buffers[static_cast<size_t>(ob)];
-      Tensor flat = Tensor::empty_strided(buf.dtype, {buffer_elements(buf, symbols)}, {1});
-      ctx.copy_to_host(flat.data(), ptrs[static_cast<size_t>(ob)], bytes_of(buf), stream);
-      out.push_back(flat.view(eval_all(buf.sizes, symbols), eval_all(buf.strides, symbols), buf.offset.eval(symbols)));
+      const SizedRun::BufferAt& at = sized.buffers[static_cast<size_t>(ob)];
+      Tensor flat = Tensor::empty_strided(buf.dtype, {at.elements}, {1});
+      ctx.copy_to_host(flat.data(), ptrs[static_cast<size_t>(ob)], at.bytes, stream);
+      out.push_back(flat.view(at.sizes, at.strides, at.offset));
     }
     std::vector<int64_t> words(status_size / sizeof(int64_t), 0);
     if (status) ctx.copy_to_host(words.data(), status, words.size() * sizeof(int64_t), stream);

@@ -24,6 +24,7 @@
 #include "runtime/cuda/cudnn.h"
 #include "runtime/cuda/gemm_problem.h"
 #include "runtime/cuda/graph_replays.h"
+#include "runtime/cuda/sized_run.h"
 #include "runtime/memory_plan.h"
 
 namespace coil {
@@ -89,11 +90,6 @@ struct GpuPlan {
   // Tuned choices of symbolic kernels for other size buckets than the hints' (the tuning cache's,
   // driver/autotune.h): per program kernel, each bucket's function and launch; a run whose sizes
   // fall in one (codegen::size_bucket) launches it instead of functions[k] / kernels[k].
-  struct SizedVariant {
-    std::vector<int64_t> bucket;
-    void* function = nullptr;
-    codegen::CudaKernel info;
-  };
   std::vector<std::vector<SizedVariant>> variants;  // per program kernel; empty where none
   std::vector<std::optional<cuda::GemmAlgo>> gemm_algos;  // per program kernel: the tuner's pick, if any
   std::shared_ptr<const cuda::Cudnn> cudnn;    // when the program has convolutions
@@ -171,22 +167,25 @@ struct GpuPlan {
     const std::string& name;
     std::string_view suffix;
   };
-  Tensor bind(const Tensor& t, const loop::Buffer& b, const std::map<std::string, int64_t>& symbols, const Naming& naming) const;
+  // Input or weight `t` for buffer `b` (laid out as `at`): a device tensor is checked and used in
+  // place, a host tensor copied where its layout is another.
+  Tensor bind(const Tensor& t, const loop::Buffer& b, const SizedRun::BufferAt& at, const SizedRun& sized, const Naming& naming) const;
   // The symbol values of a run on `inputs` (graph order), `given` by the caller where they are
-  // not in the inputs' shapes.
-  std::map<std::string, int64_t> run_symbols(const std::vector<Tensor>& inputs, const std::map<std::string, int64_t>& given) const;
+  // not in the inputs' shapes, and what the run evaluates from them. Given them all, the inputs'
+  // sizes are checked against them (bind() checks the rest).
+  std::shared_ptr<const SizedRun> run_symbols(const std::vector<Tensor>& inputs, const std::map<std::string, int64_t>& given) const;
+  std::shared_ptr<const SizedRun> sized_run(const std::vector<int64_t>& values) const;
+  SizedRuns sized_runs_;
   // Why a run of this plan cannot be captured into a CUDA graph, or "" where it can.
   std::string uncapturable() const;
   size_t status_bytes() const { return std::max<size_t>(lowered.program.kernels.size(), 1) * 3 * sizeof(int64_t); }
   // Throws the error a run's status words report, if any.
   void report_status(const int64_t* words) const;
-  // Graph input `i`'s element [0]: how many elements past its buffer's base (buffer offset).
-  int64_t input_offset(size_t i, const std::map<std::string, int64_t>& symbols) const;
   // The run: with `target`, a run on device inputs enqueued while CudaGraphs captures it, its
   // memory and status words from the target and its outputs' memory the target's to keep (no
   // release); else a plain run.
-  std::vector<Tensor> run_steps(std::vector<Tensor> inputs, const TensorMap& weights, cuda::Stream stream,
-                                const std::map<std::string, int64_t>& symbols, const CaptureTarget* target) const;
+  std::vector<Tensor> run_steps(std::vector<Tensor> inputs, const TensorMap& weights, cuda::Stream stream, const SizedRun& sized,
+                                const CaptureTarget* target) const;
   std::unique_ptr<CudaGraphs> cuda_graphs_;  // when on (use_cuda_graphs)
   // Queues the copy of a run's status words into a page-locked slot checked by check_pending.
   void defer_status(cuda::DevicePtr status, size_t bytes, cuda::Stream stream) const;
@@ -209,18 +208,19 @@ struct GpuPlan {
   void run_convolution(size_t k, const loop::ExternCall& call, const cuda::ConvPointers& operands, size_t plan,
                        const std::map<std::string, int64_t>& symbols, cuda::Stream stream, RunBlocks& blocks) const;
   mutable PerStep<const cuda::Cudnn::Prepared> conv_calls_;
-  // A graph of symbolic sizes keeps, per step and problem its sizes gave, the prepared library
-  // call (up to kSizedCalls of each kind): runs at sizes met before describe nothing again.
+  // A graph of symbolic sizes keeps, per step and the sizes (cuDNN: the problem) they ran at, the
+  // prepared library call (up to kSizedCalls of each kind): runs at sizes met before describe
+  // nothing again.
   static constexpr size_t kSizedCalls = 256;
   mutable std::mutex sized_calls_mutex_;
   mutable std::map<std::pair<size_t, std::string>, std::shared_ptr<const cuda::Cudnn::Prepared>> sized_conv_calls_;
 
   // Matrix product step `k` through cuBLASLt on these operand pointers and workspace. A graph of
   // static sizes keeps each product's described call (cuda::GemmCall) for the next run; a graph
-  // of symbolic sizes keeps one per problem its sizes gave (sized_calls_mutex_); pointers of
+  // of symbolic sizes keeps one per sizes it ran at (sized_calls_mutex_); pointers of
   // other alignments describe it again.
   void run_gemm(size_t k, const loop::ExternCall& call, const cuda::GemmPointers& operands, cuda::DevicePtr workspace,
-                const std::map<std::string, int64_t>& symbols, cuda::Stream stream) const;
+                const SizedRun& sized, cuda::Stream stream) const;
   mutable PerStep<cuda::GemmCall> gemm_calls_;
   mutable std::map<std::pair<size_t, std::vector<int64_t>>, std::shared_ptr<cuda::GemmCall>> sized_gemm_calls_;
   // Torch call `call` (host_calls) on the views of `ptrs` it reads, on `stream`: per output, the
@@ -270,10 +270,11 @@ cuda::ConvProblem conv_problem(const loop::ExternCall& call, const loop::Program
 uint32_t conv_alignment(const void* ptr);
 
 // Launches loop kernel `info` (a CUfunction) over device buffers indexed by buffer id, with the
-// graph's symbol values, its status slot and its scratch (launch.scratch_bytes, its tickets zero; 0 when
-// it needs none). Does nothing when the kernel has no work for these sizes.
+// graph's symbol values, its work `units` at them (info.launch.units evaluated), its status slot
+// and its scratch (launch.scratch_bytes, its tickets zero; 0 when it needs none). Does nothing
+// when the kernel has no work for these sizes.
 void launch_loop_kernel(const cuda::Context& ctx, void* function, const codegen::CudaKernel& info, const std::vector<cuda::DevicePtr>& ptrs,
-                        const std::vector<int64_t>& symbol_values, const std::map<std::string, int64_t>& symbols, cuda::DevicePtr status,
-                        cuda::DevicePtr scratch, cuda::Stream stream);
+                        const std::vector<int64_t>& symbol_values, int64_t units, cuda::DevicePtr status, cuda::DevicePtr scratch,
+                        cuda::Stream stream);
 
 }  // namespace coil

@@ -123,10 +123,10 @@ CudaGraphStats CudaGraphs::stats() const {
 }
 
 std::vector<Tensor> CudaGraphs::plain(std::vector<Tensor> inputs, const TensorMap& weights, cuda::Stream stream,
-                                      const std::map<std::string, int64_t>& symbols, const std::string& why) {
+                                      const SizedRun& sized, const std::string& why) {
   if (!why.empty() && noted_.insert(why).second && note_) note_(why);
   ++stats_.plain_runs;
-  return plan_.run_steps(std::move(inputs), weights, stream, symbols, nullptr);
+  return plan_.run_steps(std::move(inputs), weights, stream, sized, nullptr);
 }
 
 std::vector<const void*> CudaGraphs::weight_data(const TensorMap& weights) const {
@@ -160,7 +160,7 @@ void CudaGraphs::check(bool wait) {
 
 std::unique_ptr<CudaGraphs::Instance> CudaGraphs::capture(const std::vector<Tensor>& inputs, const std::vector<cuda::DevicePtr>& before,
                                                            const TensorMap& weights, cuda::Stream stream,
-                                                           const std::map<std::string, int64_t>& symbols) {
+                                                           const SizedRun& sized) {
   const cuda::Context& ctx = *plan_.context;
   cuda::DeviceAllocator& allocator = *plan_.allocator;
   const auto self = reinterpret_cast<uintptr_t>(this);
@@ -183,7 +183,7 @@ std::unique_ptr<CudaGraphs::Instance> CudaGraphs::capture(const std::vector<Tens
       continue;
     }
     // A slot laid out as the plan's buffer: element [0] at the buffer's offset from an aligned base.
-    const int64_t offset = plan_.input_offset(k, symbols) * static_cast<int64_t>(dtype_size(t.dtype()));
+    const int64_t offset = sized.buffers[static_cast<size_t>(plan_.lowered.input_buffers[k])].offset * static_cast<int64_t>(dtype_size(t.dtype()));
     const cuda::DevicePtr base = g->blocks->take(static_cast<size_t>(offset) + input_bytes(t), stream);
     g->slot[k] = base + static_cast<cuda::DevicePtr>(offset);
     given.push_back(Tensor::borrow(reinterpret_cast<void*>(g->slot[k]), t.dtype(), t.sizes(), t.strides(), 0, t.device()));
@@ -204,7 +204,7 @@ std::unique_ptr<CudaGraphs::Instance> CudaGraphs::capture(const std::vector<Tens
     ctx.fill_zero(target.scratch, static_cast<size_t>(plan_.scratch_layout.bytes), stream);
   }
   if (!capture_stream_) capture_stream_ = ctx.create_stream();
-  g->exec = ctx.capture(capture_stream_, [&] { g->outputs = plan_.run_steps(given, weights, capture_stream_, symbols, &target); });
+  g->exec = ctx.capture(capture_stream_, [&] { g->outputs = plan_.run_steps(given, weights, capture_stream_, sized, &target); });
   ++stats_.captures;
   return g;
 }
@@ -242,17 +242,17 @@ std::vector<Tensor> CudaGraphs::replay(Instance& g, const std::vector<Tensor>& i
 std::vector<Tensor> CudaGraphs::run(std::vector<Tensor> inputs, const TensorMap& weights, cuda::Stream stream,
                                     const std::map<std::string, int64_t>& given) {
   std::lock_guard lock(mutex_);
-  std::map<std::string, int64_t> symbols = plan_.run_symbols(inputs, given);
+  const std::shared_ptr<const SizedRun> at = plan_.run_symbols(inputs, given);
+  const SizedRun& sized = *at;
   for (const Tensor& t : inputs)
-    if (t.device().kind != Device::Kind::cuda) return plain(std::move(inputs), weights, stream, symbols, "an input is on the host");
+    if (t.device().kind != Device::Kind::cuda) return plain(std::move(inputs), weights, stream, sized, "an input is on the host");
   if (plan_.context->capturing(stream))
-    return plain(std::move(inputs), weights, stream, symbols, "the caller's stream is being captured into a CUDA graph already");
-  std::vector<int64_t> key;
-  for (const auto& s : plan_.graph.symbols) key.push_back(symbols.at(s.name));
+    return plain(std::move(inputs), weights, stream, sized, "the caller's stream is being captured into a CUDA graph already");
+  const std::vector<int64_t>& key = sized.values;
   auto found = buckets_.find(key);
   if (found == buckets_.end()) {
     if (buckets_.size() >= kBuckets)
-      return plain(std::move(inputs), weights, stream, symbols,
+      return plain(std::move(inputs), weights, stream, sized,
                    fmt::format("a graph of dynamic sizes met more than {} sizes: runs at further sizes are not captured", kBuckets));
     found = buckets_.emplace(key, std::make_unique<Bucket>()).first;
   }
@@ -265,23 +265,23 @@ std::vector<Tensor> CudaGraphs::run(std::vector<Tensor> inputs, const TensorMap&
   b.before = addresses;
   if (!b.warmed) {  // a warm-up: constants uploaded, library calls described, before a capture
     b.warmed = true;
-    return plain(std::move(inputs), weights, stream, symbols, "");
+    return plain(std::move(inputs), weights, stream, sized, "");
   }
-  if (!b.plain.empty()) return plain(std::move(inputs), weights, stream, symbols, b.plain);
+  if (!b.plain.empty()) return plain(std::move(inputs), weights, stream, sized, b.plain);
   const std::vector<const void*> weight_now = weight_data(weights);
   for (auto& g : b.graphs)
     if (g->idle() && g->matches(inputs, weight_now)) return replay(*g, inputs, stream);
   if (b.captures >= kCaptures) {
     b.plain = fmt::format("inputs read in place kept changing their addresses: {} graphs were captured for one set of sizes",
                           kCaptures);
-    return plain(std::move(inputs), weights, stream, symbols, b.plain);
+    return plain(std::move(inputs), weights, stream, sized, b.plain);
   }
   if (b.graphs.size() >= kInstances) {  // the least recently used idle graph makes room
     auto lru = b.graphs.end();
     for (auto it = b.graphs.begin(); it != b.graphs.end(); ++it)
       if ((*it)->idle() && (lru == b.graphs.end() || (*it)->last_used < (*lru)->last_used)) lru = it;
     if (lru == b.graphs.end())
-      return plain(std::move(inputs), weights, stream, symbols,
+      return plain(std::move(inputs), weights, stream, sized,
                    fmt::format("the outputs of {} earlier calls are still held (a graph's outputs are never overwritten while "
                                "held): a call runs without a CUDA graph",
                                kInstances));
@@ -290,10 +290,10 @@ std::vector<Tensor> CudaGraphs::run(std::vector<Tensor> inputs, const TensorMap&
   ++b.captures;
   std::unique_ptr<Instance> g;
   try {
-    g = capture(inputs, before, weights, stream, symbols);
+    g = capture(inputs, before, weights, stream, sized);
   } catch (const Error& e) {
     b.plain = fmt::format("capturing a CUDA graph failed ({}): its runs launch each kernel", e.what());
-    return plain(std::move(inputs), weights, stream, symbols, b.plain);
+    return plain(std::move(inputs), weights, stream, sized, b.plain);
   }
   b.graphs.push_back(std::move(g));
   return replay(*b.graphs.back(), inputs, stream);

@@ -33,6 +33,7 @@
 #include "coil/reference.h"
 #include "coil/tensor.h"
 #include "runtime/cuda/context.h"
+#include "runtime/cuda/sized_run.h"
 
 namespace coil {
 
@@ -65,9 +66,9 @@ class CudaGraphs {
   struct Instance;
   struct Bucket;
   std::vector<Tensor> plain(std::vector<Tensor> inputs, const TensorMap& weights, cuda::Stream stream,
-                            const std::map<std::string, int64_t>& symbols, const std::string& why);
+                            const SizedRun& sized, const std::string& why);
   std::unique_ptr<Instance> capture(const std::vector<Tensor>& inputs, const std::vector<cuda::DevicePtr>& before,
-                                    const TensorMap& weights, cuda::Stream stream, const std::map<std::string, int64_t>& symbols);
+                                    const TensorMap& weights, cuda::Stream stream, const SizedRun& sized);
   std::vector<Tensor> replay(Instance& g, const std::vector<Tensor>& inputs, cuda::Stream stream);
   void check_instance(Instance& g, bool wait);
   // Per weight node of the plan's graph, the data of the weight given (read in place by a graph).
