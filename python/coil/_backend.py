@@ -418,7 +418,6 @@ def _compile_symbolic(gm, example_inputs, mode, options):
 def backend(gm, example_inputs, mode=None, options=None):
     """torch.compile(model, backend="coil"): a Dynamo backend."""
     options = _check_options(mode, options)
-    _dynamic.anticipate_float_specializations(gm)
     if any(_dynamic.symbolic(v) for v in example_inputs):
         def failed(e):
             if options.get("fallback", "eager") == "error":

@@ -82,20 +82,3 @@ def constants_as_weights(gm, frozen):
         last, position = lifted, position + 1
     return torch.fx.GraphModule(gm, graph), frozen
 
-
-def anticipate_float_specializations(gm):
-    """Python floats Dynamo made inputs (dynamic=True makes a module's float attributes, such as a
-    norm's eps, 0-d tensors read with `.item()`) whose every use has already pinned them to their
-    value (a guard on it): AOTAutograd's pass that turns such floats into tensor math would find
-    them pinned and restart Dynamo's whole trace to make them constants (a second trace, about
-    half of a dynamic compile's time). Told now, it does not restart: the graph keeps them as
-    inputs it ignores, and Dynamo's guards still check their value at each call."""
-    from torch._dynamo.symbolic_convert import TensorifyState
-
-    for node in gm.graph.find_nodes(op="placeholder"):
-        memo = getattr(node.meta.get("example_value"), "item_memo", None)
-        if isinstance(memo, torch.SymFloat):
-            symbol = memo.node._expr
-            pinned = memo.node.shape_env.replacements.get(symbol)
-            if pinned is not None and pinned.is_number:
-                TensorifyState.specialize(str(symbol))
