@@ -1,14 +1,15 @@
 """Dynamic sizes: one compiled function over many sequence lengths (issue 30's yardstick).
 
 A GPT-2-style block (bench.workloads.Block, d=768) runs at 30 sequence lengths (primes among
-them) through each backend compiled with dynamic=True, and through the same backend compiled
-statically for each length (Dynamo reset before each, so every length is a compile of its own).
-Each backend first compiles a small unrelated function (warm_up). Reported per backend: the
-compile time the 30 lengths cost dynamically (each first call's time
-less that length's steady call) against one static compile (the median over the lengths), and
-the steady time per length against the static compile's at that length (median of `--repeat`
-samples of 10 calls back to back, CUDA events on the GPU). coil's compiles are counted; on the
-GPU, where one length's call spends its host time (host_split).
+them) through one function per backend, compiled with dynamic=True and with the default's
+automatic dynamic (the second length makes the size symbolic), and through the same backend
+compiled statically for each length (Dynamo reset before each, so every length is a compile of
+its own). Each backend first compiles a small unrelated function (warm_up). Reported per backend
+and style: the compile time the 30 lengths cost through the one function (each first call's
+time less that length's steady call) against one static compile (the median over the lengths),
+and the steady time per length against the static compile's at that length (median of
+`--repeat` samples of 10 calls back to back, CUDA events on the GPU). coil's compiles are
+counted; on the GPU, where one length's call spends its host time (host_split).
 
     python -m bench.dynamic --device cpu|cuda [--modes coil,inductor] [--lengths 30] [--out DIR]
 """
@@ -141,26 +142,30 @@ def run_mode(mode, model, inputs, device, repeat):
     time_call = timer(device)
     made = count_coil_compiles() if mode == "coil" else []
     out = {"lengths": [x.shape[1] for x in inputs]}
-    # dynamic: one function for every length
-    torch._dynamo.reset()
-    f = torch.compile(model, backend=backend, dynamic=True)
-    firsts, steadies, loops, static_loops = [], [], [], []
-    with torch.no_grad():
-        for x in inputs:
-            firsts.append(time_call(lambda: f(x)))
-            steadies.append(steady(lambda: f(x), time_call, repeat))
-            if device == "cuda":
-                loops.append(wall_loop(lambda: f(x)))
-    out["dynamic_compile_s"] = sum(max(0.0, a - b) for a, b in zip(firsts, steadies)) / 1e3
-    out["dynamic_ms"] = steadies
-    out["dynamic_compiles"] = len(made)
-    # Where a call's host time goes, at the 8th length (37 of 30 lengths)
-    probe = inputs[min(7, len(inputs) - 1)]
-    if device == "cuda":
+    # one function for every length: dynamic=True (every size symbolic from the first call; Dynamo
+    # then also makes the modules' float attributes inputs, which its guards convert per call), and
+    # the default's automatic dynamic (the first length compiled static, the second symbolic)
+    probe = inputs[min(7, len(inputs) - 1)]  # where a call's host time goes: the 8th length (37 of 30)
+    for style, options in (("dynamic", {"dynamic": True}), ("automatic", {})):
+        made.clear()
+        torch._dynamo.reset()
+        f = torch.compile(model, backend=backend, **options)
+        firsts, steadies, loops = [], [], []
         with torch.no_grad():
-            out["host_dynamic"] = host_split(lambda: f(probe))
+            for x in inputs:
+                firsts.append(time_call(lambda: f(x)))
+                steadies.append(steady(lambda: f(x), time_call, repeat))
+                if device == "cuda":
+                    loops.append(wall_loop(lambda: f(x)))
+            if device == "cuda":
+                out[f"host_{style}"] = host_split(lambda: f(probe))
+        out[f"{style}_compile_s"] = sum(max(0.0, a - b) for a, b in zip(firsts, steadies)) / 1e3
+        out[f"{style}_ms"] = steadies
+        out[f"{style}_compiles"] = len(made)
+        if loops:
+            out[f"{style}_loop_ms"] = loops
     # static: a compile per length
-    static_compile, static_ms = [], []
+    static_compile, static_ms, static_loops = [], [], []
     with torch.no_grad():
         for x in inputs:
             torch._dynamo.reset()
@@ -174,13 +179,17 @@ def run_mode(mode, model, inputs, device, repeat):
                 out["host_static"] = host_split(lambda: g(x))
     out["static_compile_s"] = statistics.median(static_compile)
     out["static_ms"] = static_ms
-    out["compile_ratio"] = out["dynamic_compile_s"] / out["static_compile_s"]
-    out["steady_ratio_median"] = statistics.median(d / s for d, s in zip(steadies, static_ms))
-    out["steady_ratio_max"] = max(d / s for d, s in zip(steadies, static_ms))
-    if loops:
-        out["dynamic_loop_ms"], out["static_loop_ms"] = loops, static_loops
-        out["loop_ratio_median"] = statistics.median(d / s for d, s in zip(loops, static_loops))
-        out["loop_ratio_max"] = max(d / s for d, s in zip(loops, static_loops))
+    if static_loops:
+        out["static_loop_ms"] = static_loops
+    for style in ("dynamic", "automatic"):
+        ms = out[f"{style}_ms"]
+        out[f"{style}_compile_ratio"] = out[f"{style}_compile_s"] / out["static_compile_s"]
+        out[f"{style}_steady_ratio_median"] = statistics.median(d / s for d, s in zip(ms, static_ms))
+        out[f"{style}_steady_ratio_max"] = max(d / s for d, s in zip(ms, static_ms))
+        if static_loops:
+            loops = out[f"{style}_loop_ms"]
+            out[f"{style}_loop_ratio_median"] = statistics.median(d / s for d, s in zip(loops, static_loops))
+            out[f"{style}_loop_ratio_max"] = max(d / s for d, s in zip(loops, static_loops))
     return out
 
 
@@ -204,14 +213,15 @@ def main():
                "modes": {}}
     for mode in args.modes.split(","):
         results["modes"][mode] = r = run_mode(mode, model, inputs, args.device, args.repeat)
-        print(f"{mode}: {len(inputs)} lengths; dynamic compile {r['dynamic_compile_s']:.2f} s vs one static compile "
-              f"{r['static_compile_s']:.2f} s ({r['compile_ratio']:.2f}x); steady dynamic/static per length median "
-              f"{r['steady_ratio_median']:.2f}x, worst {r['steady_ratio_max']:.2f}x"
-              + (f"; coil compiles {r['dynamic_compiles']}" if mode == "coil" else ""), flush=True)
-        if "loop_ratio_median" in r:
-            print(f"  50-call loops by the host's clock: dynamic/static median {r['loop_ratio_median']:.2f}x, worst "
-                  f"{r['loop_ratio_max']:.2f}x", flush=True)
-        for k in ("host_dynamic", "host_static"):
+        for style in ("dynamic", "automatic"):
+            print(f"{mode} {style}: {len(inputs)} lengths; compile {r[style + '_compile_s']:.2f} s vs one static compile "
+                  f"{r['static_compile_s']:.2f} s ({r[style + '_compile_ratio']:.2f}x); steady / static per length median "
+                  f"{r[style + '_steady_ratio_median']:.2f}x, worst {r[style + '_steady_ratio_max']:.2f}x"
+                  + (f"; coil compiles {r[style + '_compiles']}" if mode == "coil" else ""), flush=True)
+            if style + "_loop_ratio_median" in r:
+                print(f"  50-call loops by the host's clock: median {r[style + '_loop_ratio_median']:.2f}x, worst "
+                      f"{r[style + '_loop_ratio_max']:.2f}x", flush=True)
+        for k in ("host_dynamic", "host_automatic", "host_static"):
             if k in r:
                 print(f"  {k} (length {inputs[min(7, len(inputs) - 1)].shape[1]}): {r[k]}", flush=True)
     out = Path(args.out)
