@@ -1,0 +1,45 @@
+// A GPU plan of symbolic sizes run at sizes met before and new, and given symbol values that its
+// inputs contradict (runtime/cuda/sized_run.h: what a run evaluates from the values is kept per
+// set of values; given them all, the run checks the inputs against them).
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include "coil/coil.h"
+#include "runtime/cuda/gpu_plan.h"
+#include "cuda_test_util.h"
+#include "test_util.h"
+
+namespace coil {
+namespace {
+
+TEST(CudaGpu, SizedRunsServeEverySizeAndCheckTheGivenValues) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  Graph g = parse_graph(
+      "graph t {\n  sym N = 16\n  %x = input() : f32[N, 40]\n  %w = input() : f32[40, 24]\n  %m = mm(%x, %w)\n"
+      "  %y = relu(%m)\n  %s = sum.dim_IntList(%y, [1])\n  return %y, %s\n}\n");
+  Executable exe = compile(g, {.cache_dir = fresh_cache("sized_runs"), .device = "cuda", .autotune = false});
+  OnDevice dev{*exe.gpu_plan->context, {}};
+  auto on_device = [&](const TensorMap& host) { return std::vector<Tensor>{dev.put(host.at("x")), dev.put(host.at("w"))}; };
+  for (int64_t n : {5, 17, 5, 1, 17, 300, 1}) {  // sizes met before and new, 1 and primes among them
+    TensorMap host = random_inputs(g, static_cast<uint64_t>(n), {{"N", n}});
+    const std::vector<Tensor> want = evaluate_reference(g, host);
+    for (bool given : {true, false}) {
+      std::map<std::string, int64_t> symbols;
+      if (given) symbols["N"] = n;
+      std::vector<Tensor> out = exe.run_on_stream(on_device(host), {}, nullptr, symbols);
+      ASSERT_EQ(out.size(), 2u);
+      expect_close(dev.get(out[0]), want[0], fmt::format("relu(x @ w) at N={}, given {}", n, given));
+      expect_close(dev.get(out[1]), want[1], fmt::format("its row sums at N={}, given {}", n, given));
+    }
+  }
+  TensorMap host = random_inputs(g, 9, {{"N", 5}});
+  const std::string wrong = testing::message_of([&] { exe.run_on_stream(on_device(host), {}, nullptr, {{"N", 6}}); });
+  EXPECT_NE(wrong.find("expected shape [6, 40]"), std::string::npos) << wrong;
+  const std::string outside = testing::message_of([&] { exe.run_on_stream(on_device(host), {}, nullptr, {{"N", -2}}); });
+  EXPECT_NE(outside.find("outside the range"), std::string::npos) << outside;
+  exe.synchronize();
+}
+
+}  // namespace
+}  // namespace coil
