@@ -15,7 +15,14 @@ def core(training=False):
     """The table AOTAutograd applies to every graph. A graph that needs gradients also has its
     softmaxes decomposed (amax, exp, sum, log), as Inductor does: the partitioner then saves their
     row statistics and the backward computes the values again from the input, instead of saving
-    them in f32 (GPT-2's loss saved its [8192, 50257] f32 log-softmax: 1.65 GB)."""
+    them in f32 (GPT-2's loss saved its [8192, 50257] f32 log-softmax: 1.65 GB). Made once per
+    process (PyTorch's Core ATen table takes about 0.17 s to make, a third of a small graph's
+    compile); each call gets its own copy."""
+    return dict(_core_table(training))
+
+
+@functools.lru_cache(maxsize=2)
+def _core_table(training):
     from torch._decomp import core_aten_decompositions, decompositions
 
     table = dict(core_aten_decompositions())

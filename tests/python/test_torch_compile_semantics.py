@@ -422,3 +422,18 @@ def test_masked_put_of_one_value_per_row_runs_in_eager(device):
     want, got, said = run(lambda x, m, v: x.index_put((m,), v) * 2, x, mask, rows)
     same(want, got)
     assert said and not [w for w in said if issubclass(w.category, coil.CompileErrorWarning)], [str(w.message) for w in said]
+
+
+def test_the_decomposition_table_is_made_once_and_each_compile_gets_its_own():
+    """coil's table (Core ATen's, less the ops it keeps whole, plus its own) is made once per
+    process and per training flag; a caller that changes its copy changes nobody else's."""
+    from coil import _decompositions
+
+    aten = torch.ops.aten
+    for training in (False, True):
+        first, second = _decompositions.core(training), _decompositions.core(training)
+        assert first == second and first is not second
+        assert aten.addcdiv.default not in first  # kept whole
+        assert (aten._softmax.default in first) == training
+        first.clear()
+        assert _decompositions.core(training) == second
