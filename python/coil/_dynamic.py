@@ -81,4 +81,3 @@ def constants_as_weights(gm, frozen):
         graph.erase_node(node)
         last, position = lifted, position + 1
     return torch.fx.GraphModule(gm, graph), frozen
-
