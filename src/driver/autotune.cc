@@ -174,7 +174,7 @@ int measure_candidates(TuningUnit& unit, const std::vector<void*>& functions, co
     cuda::DevicePtr own_scratch = layout.offsets[c] >= 0 ? scratch + static_cast<cuda::DevicePtr>(layout.offsets[c]) : 0;
     for (int i = 0; i < times; ++i)
       launch_loop_kernel(context, functions[c], info, sets[launches++ % sets.size()], unit.symbol_values, info.launch.units.eval(unit.sizes),
-                         status, own_scratch, nullptr);
+                         status, own_scratch, nullptr, false);
   };
   // A candidate the device cannot launch (resources) is left out; the heuristic's must work.
   unit.ms = time_in_turns(context, unit.candidates.size() + (rival ? 1 : 0), run, kTurns);

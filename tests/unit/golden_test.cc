@@ -94,6 +94,7 @@ TEST(Golden, BiasAddCudaCode) {
   ASSERT_EQ(g.cuda.bodies.size(), 1u);
   EXPECT_EQ(g.cuda.bodies[0], R"golden(// computes %y (pointwise block=128 vector=8)
 extern "C" __global__ void __launch_bounds__(128) k0_y(const uint16_t* __restrict__ b0, const uint16_t* __restrict__ b1, uint16_t* __restrict__ b2, int64_t* __restrict__ E) {
+  coil_rt::after_previous();
   typedef int idx_t;
   (void)E;
   const idx_t n = 32;

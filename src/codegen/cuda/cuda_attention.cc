@@ -284,7 +284,7 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   info.launch.block_x = kWarps * warp;
   tile_launch(a, rows, info);
   s += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", kWarps * warp, n, fmt::join(params, ", "));
-  s += "  (void)E;\n";
+  s += "  coil_rt::after_previous();\n  (void)E;\n";
   s += fmt::format("  constexpr int MT = {}, BM = {}, BN = {}, HD = {}, PAD = 8, THREADS = {};\n", mt, rows, bn, E, kWarps * warp);
   s += tile_constants(a, rows);
   // Key and value tiles, double-buffered: the next tile loads while this one is used.

@@ -42,7 +42,7 @@ std::string emit_decode_attention(const Shape& a, const loop::ExternCall& call, 
   const char* widen = a.half ? "coil_rt::f16_to_f32" : "coil_rt::bf16_to_f32";
   const char* narrow = a.half ? "coil_rt::f32_to_f16" : "coil_rt::f32_to_bf16";
   std::string s = fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", kThreads, call.name, fmt::join(params, ", "));
-  s += "  (void)E;\n";
+  s += "  coil_rt::after_previous();\n  (void)E;\n";
   s += fmt::format("  constexpr int L = {}, S = {}, HD = {}, KC = {}, SPLITS = {}, THREADS = {};\n", L, S, a.E, kKeys, splits, kThreads);
   s += "  __shared__ float qs[L][HD];\n  __shared__ float ps[L][KC];\n  __shared__ __align__(16) uint16_t vs[KC][HD];\n";
   s += "  __shared__ float row_max[L], row_sum[L];\n  __shared__ bool last;\n";

@@ -93,7 +93,7 @@ std::string emit_wgmma_attention(const Shape& a, const loop::ExternCall& call, c
 
   std::string s = helpers(hp, a.half ? "f16" : "bf16", kKeys, static_cast<int>(a.E));
   s += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", kThreads, call.name, fmt::join(params, ", "));
-  s += "  (void)E;\n";
+  s += "  coil_rt::after_previous();\n  (void)E;\n";
   s += fmt::format("  constexpr int BM = {}, BN = {}, HD = {}, NS = {}, THREADS = {};\n", kRows, kKeys, a.E, kStages, kThreads);
   s += tile_constants(a, kRows);
   // The query tile, then NS key tiles, then NS value tiles: rows of 128 bytes whose 16-byte

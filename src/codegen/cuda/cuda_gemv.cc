@@ -134,6 +134,7 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
   const int vec = config.vector, r = config.parts, split = config.splits, groups = kWarps / split;
   const bool mma = config.tile_a > 0;
   const int out_per_warp = mma ? 8 * r : r;
+  const int64_t step = mma ? 32 : 32 * vec, chunks = (g.k + step - 1) / step, per = (chunks + split - 1) / split;
   COIL_CHECK(vec == piece(g, views) && (mma ? vec == 8 && in_dtype_half(g.dtype) : r * g.m <= 32 && g.m <= kGemvFmaRows) && split >= 1 &&
              kWarps % split == 0)
       << call.name << ": " << to_string(config);
@@ -169,7 +170,6 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
   std::string s = fmt::format("// computes %{} ({}, M={} N={} K={})\n", fmt::join(call.origins, ", %"), to_string(config), g.m, g.n, g.k);
   s += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", kThreads, call.name, fmt::join(params, ", "));
   s += "  (void)E;\n";
-  const int64_t step = mma ? 32 : 32 * vec, chunks = (g.k + step - 1) / step, per = (chunks + split - 1) / split;
   s += fmt::format("  constexpr int M = {}, N = {}, K = {}, VEC = {}, R = {}, OUT = {}, SPLIT = {}, GROUPS = {}, PER = {}, U = 4;\n", g.m, g.n,
                    g.k, vec, r, out_per_warp, split, groups, per);
   s += fmt::format("  typedef coil_rt::Vec<{}, VEC> V;\n", t);
@@ -177,6 +177,15 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
   s += "  const int group = warp / SPLIT, slice = warp % SPLIT;\n";
   s += "  const int n0 = (static_cast<int>(blockIdx.x) * GROUPS + group) * OUT;\n";
   s += "  __shared__ float part[SPLIT][GROUPS][OUT][M];\n";
+  // The warp's weight rows over its slice of K, asked of L2 before waiting for the kernel before
+  // (the weight does not depend on it): the stream starts during that kernel's tail.
+  if (vec * static_cast<int>(dtype_size(in)) == 16) {
+    const int64_t slice_elems = per * step;
+    s += fmt::format("  if (lane < OUT && n0 + lane < N) {{\n    const int64_t k0 = int64_t(slice) * {0}, k1 = k0 + {0} < K ? k0 + {0} : K;\n", slice_elems);
+    s += fmt::format("    if (k0 < k1) coil_rt::prefetch_l2(b{} + {} + int64_t(n0 + lane) * {} + k0, static_cast<unsigned>((k1 - k0) * {}));\n  }}\n",
+                     views.b->buffer, offset_of(views.b), g.b_cs, dtype_size(in));
+  }
+  s += "  coil_rt::after_previous();\n";
   const std::string a_at = fmt::format("b{} + {}", views.a->buffer, offset_of(views.a));
   if (mma) {
     // Whether step u of the batch at i0 lies in K (parts that always hold left out).

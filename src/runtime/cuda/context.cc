@@ -1,10 +1,13 @@
 #include "runtime/cuda/context.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
 #include <functional>
+#include <string>
 
 #include "support/check.h"
 
@@ -16,6 +19,27 @@ constexpr unsigned kDisableTiming = 2;  // CU_EVENT_DISABLE_TIMING
 constexpr unsigned kNonBlocking = 1;    // CU_STREAM_NON_BLOCKING
 constexpr int kCaptureRelaxed = 2;      // CU_STREAM_CAPTURE_MODE_RELAXED
 constexpr int kCaptureNone = 0;         // CU_STREAM_CAPTURE_STATUS_NONE
+
+// cuLaunchKernelEx's CUlaunchConfig and CUlaunchAttribute, written out from CUDA 13's cuda.h (the
+// attribute's value is a union padded to 64 bytes, after an int id padded to 8).
+constexpr int kProgrammaticStreamSerialization = 6;  // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+struct LaunchAttribute {
+  int id = 0;
+  char pad[4] = {};
+  union {
+    char bytes[64];
+    int programmatic_stream_serialization_allowed;
+  } value = {};
+};
+struct LaunchConfig {
+  unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes;
+  Stream stream;
+  LaunchAttribute* attributes;
+  unsigned attribute_count;
+};
+static_assert(sizeof(LaunchAttribute) == 72 && offsetof(LaunchAttribute, value) == 8);
+static_assert(sizeof(LaunchConfig) == 56 && offsetof(LaunchConfig, stream) == 32 && offsetof(LaunchConfig, attributes) == 40 &&
+              offsetof(LaunchConfig, attribute_count) == 48);
 }  // namespace
 
 // Driver entry points the runtime uses, resolved once through cuGetProcAddress.
@@ -35,6 +59,7 @@ struct Context::Api {
   int (*module_function)(void**, void*, const char*) = nullptr;
   int (*func_set_attribute)(void*, int, int) = nullptr;
   int (*launch)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, Stream, void**, void**) = nullptr;
+  int (*launch_ex)(const LaunchConfig*, void*, void**, void**) = nullptr;  // CUDA 12 drivers on
   int (*event_create)(void**, unsigned) = nullptr;
   int (*event_record)(void*, Stream) = nullptr;
   int (*event_sync)(void*) = nullptr;
@@ -92,6 +117,11 @@ std::shared_ptr<Context> Context::open(int ordinal) {
   resolve("cuModuleGetFunction", a.module_function);
   resolve("cuFuncSetAttribute", a.func_set_attribute);
   resolve("cuLaunchKernel", a.launch);
+  // COIL_LAUNCH_OVERLAP=0 turns overlapped launches off (a measurement's baseline, or a way round
+  // a driver that mishandles them).
+  const char* overlap = std::getenv("COIL_LAUNCH_OVERLAP");
+  if (!overlap || std::string(overlap) != "0")
+    a.launch_ex = reinterpret_cast<decltype(a.launch_ex)>(c->driver_->entry("cuLaunchKernelEx", false));
   resolve("cuEventCreate", a.event_create);
   resolve("cuEventRecord", a.event_record);
   resolve("cuEventSynchronize", a.event_sync);
@@ -199,7 +229,17 @@ void Context::allow_shared(void* function, int bytes) const {
   driver_->check(api_->func_set_attribute(function, kMaxDynamicSharedSizeBytes, bytes), "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
 }
 
-void Context::launch(void* function, Dim3 grid, Dim3 block, unsigned shared_bytes, Stream s, void** params) const {
+bool Context::overlaps() const { return info_.cc_major >= 9 && api_->launch_ex; }
+
+void Context::launch(void* function, Dim3 grid, Dim3 block, unsigned shared_bytes, Stream s, void** params, bool overlap) const {
+  if (overlap && overlaps()) {
+    LaunchAttribute attribute;
+    attribute.id = kProgrammaticStreamSerialization;
+    attribute.value.programmatic_stream_serialization_allowed = 1;
+    const LaunchConfig config{grid.x, grid.y, grid.z, block.x, block.y, block.z, shared_bytes, s, &attribute, 1};
+    driver_->check(api_->launch_ex(&config, function, params, nullptr), "cuLaunchKernelEx");
+    return;
+  }
   driver_->check(api_->launch(function, grid.x, grid.y, grid.z, block.x, block.y, block.z, shared_bytes, s, params, nullptr),
                  "cuLaunchKernel");
 }

@@ -33,7 +33,7 @@ SplitScratchLayout split_scratch_layout(const std::vector<codegen::CudaKernel>& 
 
 void launch_loop_kernel(const cuda::Context& ctx, void* function, const codegen::CudaKernel& info, const std::vector<cuda::DevicePtr>& ptrs,
                         const std::vector<int64_t>& symbol_values, int64_t units, cuda::DevicePtr status, cuda::DevicePtr scratch,
-                        cuda::Stream stream) {
+                        cuda::Stream stream, bool overlap) {
   if (units <= 0) return;
   int64_t grid = codegen::grid_blocks(info.launch, units);
   COIL_CHECK((scratch != 0) == (info.launch.scratch_bytes > 0)) << "scratch for " << info.name;
@@ -51,8 +51,7 @@ void launch_loop_kernel(const cuda::Context& ctx, void* function, const codegen:
   for (auto& v : values) params.push_back(&v);
   for (size_t i = info.buffers.size(); i < param_ptrs.size(); ++i) params.push_back(&param_ptrs[i]);
   ctx.launch(function, {static_cast<unsigned>(grid)}, {static_cast<unsigned>(info.launch.block_x), static_cast<unsigned>(info.launch.block_y)},
-             static_cast<unsigned>(info.launch.shared_bytes),
-             stream, params.data());
+             static_cast<unsigned>(info.launch.shared_bytes), stream, params.data(), overlap);
 }
 
 void GpuPlan::enable_horizontals() {
@@ -502,7 +501,7 @@ std::vector<Tensor> GpuPlan::run_steps(std::vector<Tensor> inputs, const TensorM
         const Horizontal& h = horizontals[static_cast<size_t>(group_at[k])];
         for (size_t s : h.steps) allocate(s);
         launch_loop_kernel(ctx, h.function, h.info, ptrs, symbol_values, h.info.launch.units.eval(symbols),
-                           status ? status + k * 3 * sizeof(int64_t) : 0, 0, stream);
+                           status ? status + k * 3 * sizeof(int64_t) : 0, 0, stream, true);
         for (size_t s : h.steps) release_dead(s);
         spent.loop_ns += step_ns(), spent.loops += 1;
         k = h.steps.back();
@@ -518,7 +517,7 @@ std::vector<Tensor> GpuPlan::run_steps(std::vector<Tensor> inputs, const TensorM
         const codegen::CudaKernel& info = *launch.info;
         cuda::DevicePtr scratch = info.launch.scratch_bytes > 0 ? scratch_base + static_cast<cuda::DevicePtr>(scratch_layout.offsets[k]) : 0;
         launch_loop_kernel(ctx, launch.function, info, ptrs, symbol_values, launch.units, status ? status + k * 3 * sizeof(int64_t) : 0,
-                           scratch, stream);
+                           scratch, stream, true);
         spent.loop_ns += step_ns(), spent.loops += 1;
       } else {
         const auto& call = std::get<loop::ExternCall>(lowered.program.kernels[k]);

@@ -272,9 +272,11 @@ uint32_t conv_alignment(const void* ptr);
 // Launches loop kernel `info` (a CUfunction) over device buffers indexed by buffer id, with the
 // graph's symbol values, its work `units` at them (info.launch.units evaluated), its status slot
 // and its scratch (launch.scratch_bytes, its tickets zero; 0 when it needs none). Does nothing
-// when the kernel has no work for these sizes.
+// when the kernel has no work for these sizes. With `overlap` the launch is programmatic where the
+// device allows (Context::launch): a plan's launches overlap the previous kernel's tail; the
+// autotuner's do not, so that each candidate is timed on its own.
 void launch_loop_kernel(const cuda::Context& ctx, void* function, const codegen::CudaKernel& info, const std::vector<cuda::DevicePtr>& ptrs,
                         const std::vector<int64_t>& symbol_values, int64_t units, cuda::DevicePtr status, cuda::DevicePtr scratch,
-                        cuda::Stream stream);
+                        cuda::Stream stream, bool overlap);
 
 }  // namespace coil
