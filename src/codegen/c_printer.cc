@@ -73,7 +73,8 @@ bool calls_special(const ExprRef& e, std::set<const Expr*>& seen) {
 bool uses_special_functions(const loop::Program& p) {
   std::set<const Expr*> seen;
   for (const auto& kernel : p.kernels) {
-    const auto* k = std::get_if<loop::LoopKernel>(&kernel);
+    const auto* call = std::get_if<loop::ExternCall>(&kernel);
+    const loop::LoopKernel* k = call ? call->epilogue.get() : &std::get<loop::LoopKernel>(kernel);
     if (!k) continue;
     for (const auto& r : k->reductions)
       if (calls_special(r.value, seen)) return true;
@@ -81,6 +82,12 @@ bool uses_special_functions(const loop::Program& p) {
       if (calls_special(s.value, seen) || calls_special(s.dynamic, seen)) return true;
   }
   return false;
+}
+
+std::string stored_value(ExprPrinter& printer, const loop::ExprRef& value, DType t, std::vector<std::string>& lines, const std::string& indent) {
+  const bool rounded = value->kind() == loop::Expr::Kind::cast && value->dtype() == t && (t == DType::f16 || t == DType::bf16) &&
+                       value->operands()[0]->dtype() == DType::f32;
+  return narrowed(printer.emit(rounded ? value->operands()[0] : value, lines, indent), t);
 }
 
 const char* value_type(DType t) {

@@ -51,6 +51,11 @@ std::string reduce_init(loop::ReduceKind k, DType t);
 // The largest or lowest value of an integer dtype, as a literal.
 std::string integer_limit(DType t, bool largest);
 
+class ExprPrinter;
+// The storage-format value of `value` for a buffer of dtype `t`: an f32 value rounded to f16 or
+// bf16 is stored with one rounding, not rounded, widened and rounded again.
+std::string stored_value(ExprPrinter& printer, const loop::ExprRef& value, DType t, std::vector<std::string>& lines, const std::string& indent);
+
 // Emits statements for expression DAGs, each distinct subexpression once.
 class ExprPrinter {
  public:

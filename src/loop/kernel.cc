@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <set>
 
 #include "support/check.h"
@@ -63,8 +64,19 @@ std::string extern_str(const ExternCall& e) {
   std::string view = e.output_view ? " strides=" + shape_str(e.output_view->strides) : "";
   if (e.output_view && e.output_view->offset != SymInt(0)) view += " offset=" + e.output_view->offset.str();
   for (int b : e.more_outputs) view += fmt::format(", buf{}", b);
-  return fmt::format("extern {} {}({}) -> buf{}{} params=[{}]{}  # from {}\n", e.name, extern_name(e.kind), fmt::join(ins, ", "),
-                     e.output, view, fmt::join(e.params, ", "), epilogue, fmt::join(e.origins, ", "));
+  if (e.gate) epilogue += fmt::format(" gate=buf{}{} strides={}", e.gate->buffer, shape_str(e.gate->sizes), shape_str(e.gate->strides));
+  std::string then;
+  if (e.epilogue) {
+    epilogue += fmt::format(" then({})", fmt::join(e.epilogue_inputs, ", "));
+    const std::string text = kernel_str(*e.epilogue);
+    for (size_t at = 0, end; at < text.size(); at = end + 1) {
+      end = text.find('\n', at);
+      if (end == std::string::npos) end = text.size();
+      then += "    " + text.substr(at, end - at) + "\n";
+    }
+  }
+  return fmt::format("extern {} {}({}) -> buf{}{} params=[{}]{}  # from {}\n{}", e.name, extern_name(e.kind), fmt::join(ins, ", "),
+                     e.output, view, fmt::join(e.params, ", "), epilogue, fmt::join(e.origins, ", "), then);
 }
 
 void check_vars(const SymInt& index, size_t outer, size_t inner, const std::string& where) {
@@ -105,8 +117,13 @@ Access access(const Kernel& k) {
   Access a;
   if (const auto* e = std::get_if<ExternCall>(&k)) {
     for (const auto& v : e->inputs) a.reads.insert(v.buffer);
-    for (const auto* v : {&e->residual, &e->scale, &e->shift, &e->residual_scale})
+    for (const auto* v : {&e->residual, &e->scale, &e->shift, &e->residual_scale, &e->gate})
       if (*v) a.reads.insert((*v)->buffer);
+    if (e->epilogue) {
+      const Access more = access(*e->epilogue);
+      for (int b : more.reads)
+        if (std::find(e->epilogue_inputs.begin(), e->epilogue_inputs.end(), b) == e->epilogue_inputs.end()) a.reads.insert(b);
+    }
     a.writes.insert(e->output);
     a.writes.insert(e->more_outputs.begin(), e->more_outputs.end());
     return a;
@@ -206,6 +223,10 @@ void verify(const Program& p) {
       for (const auto* v : {&e->residual, &e->scale, &e->shift, &e->residual_scale})
         COIL_CHECK(!*v || ((*v)->buffer >= 0 && static_cast<size_t>((*v)->buffer) < p.buffers.size())) << e->name << ": unknown epilogue buffer";
       COIL_CHECK((!e->scale && !e->shift && !e->residual_scale) || conv) << e->name << ": channel scales are a convolution's";
+      COIL_CHECK((!e->gate || e->epilogue) && (!e->epilogue || (e->kind != ExternKind::bmm && is_product(e->kind) && e->epilogue->stores.size() == 1 &&
+                                                              e->epilogue->stores[0].buffer == e->output && e->epilogue->reductions.empty() &&
+                                                              e->epilogue_inputs.size() == (e->gate ? 2u : 1u))))
+          << e->name << ": a gate needs an epilogue; an epilogue is a pointwise kernel of one store, the output, after an mm or addmm";
       continue;
     }
     const auto& k = std::get<LoopKernel>(kernel);

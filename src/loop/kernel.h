@@ -5,6 +5,7 @@
 // no inner loop is a pointwise kernel. Externs call libraries (GEMM, convolution).
 #pragma once
 #include <limits>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -102,6 +103,15 @@ struct ExternCall {
   // activation(conv * scale + residual * residual_scale + shift), with these f32 vectors over the
   // output channels (absent: 1, 1 and 0); activation relu or none.
   std::optional<View> scale, shift, residual_scale;
+  // mm, addmm as coil's few-row product kernel (schedule/fuse_gemv_epilogues.h): `gate`, the B
+  // operand of a second product of the same A (a plain mm), and `epilogue`, the pointwise kernel
+  // that consumed the results. Where it loads buffer epilogue_inputs[0] it reads the first
+  // product's value (after the call's alpha, bias, residual and activation, rounded to that
+  // buffer's dtype), where it loads epilogue_inputs[1] the second's (no step writes either buffer
+  // any more); its one store is the call's `output`.
+  std::optional<View> gate;
+  std::shared_ptr<const LoopKernel> epilogue;
+  std::vector<int> epilogue_inputs;
   std::vector<std::string> origins;
 };
 

@@ -62,3 +62,43 @@ def test_weights_along_n_and_transposed_rows_follow_eager(device):
         for g, e in zip(got, fn(x, w, wn)):
             torch.testing.assert_close(g, e, **tol)
     assert not coil_fallbacks(caught), coil_fallbacks(caught)
+
+
+def gated(x, w1, w3, w2, r):
+    """A Llama MLP (SiLU gate) and a GeGLU one (erf GELU) on one input, a residual added; the
+    gate's product is also returned where `expose` (then it stays a product of its own)."""
+    up = F.linear(x, w3)
+    swiglu = F.linear(F.silu(F.linear(x, w1)) * up, w2) + r
+    geglu = F.gelu(F.linear(x, w3)) * F.linear(x, w1)
+    return swiglu, geglu
+
+
+def gated_exposed(x, w1, w3, w2, r):
+    a = F.linear(x, w1)
+    return F.silu(a) * F.linear(x, w3), a
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("rows,dtype", [(1, torch.bfloat16), (5, torch.float16), (16, torch.bfloat16), (3, torch.float32)])
+@pytest.mark.parametrize("fn", [gated, gated_exposed])
+def test_gated_products_follow_eager(device, rows, dtype, fn):
+    """On CUDA the two products of a gate and the pointwise kernel after them are one kernel of
+    coil's (schedule/fuse_gemv_epilogues.h); its result is eager's, rounded as eager rounds."""
+    if device == "cpu" and dtype != torch.float32:
+        pytest.skip("the CPU slice runs f32")
+    torch.manual_seed(rows)
+    d, hidden = 512, 1000  # hidden: no multiple of a block's outputs
+    x = torch.randn(1, rows, d, device=device, dtype=dtype)
+    w1, w3 = ((torch.randn(hidden, d, device=device) * d**-0.5).to(dtype) for _ in range(2))
+    w2 = (torch.randn(d, hidden, device=device) * hidden**-0.5).to(dtype)
+    r = torch.randn(1, rows, d, device=device, dtype=dtype)
+    compiled = coil.compile(fn)
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
+    with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+        warnings.simplefilter("always")
+        for _ in range(2):
+            got, want = compiled(x, w1, w3, w2, r), fn(x, w1, w3, w2, r)
+            for g, w in zip(got, want):
+                torch.testing.assert_close(g, w, **tol)
+            x = torch.randn_like(x)
+    assert not coil_fallbacks(caught), coil_fallbacks(caught)

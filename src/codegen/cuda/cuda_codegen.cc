@@ -219,12 +219,8 @@ void CudaEmitter::store(const loop::StoreStep& s, const std::string& indent, std
   out("{}b{}[{}{}] = {};", indent, s.buffer, idx(s.offset), dynamic, v);
 }
 
-// The storage-format value of `value` for a buffer of dtype `t`. An f32 value rounded to f16 or
-// bf16 is stored with one rounding, not rounded, widened and rounded again.
 std::string CudaEmitter::stored(const loop::ExprRef& value, DType t, std::vector<std::string>& lines, const std::string& indent) {
-  const bool rounded = value->kind() == loop::Expr::Kind::cast && value->dtype() == t && (t == DType::f16 || t == DType::bf16) &&
-                       value->operands()[0]->dtype() == DType::f32;
-  return narrowed(printer_->emit(rounded ? value->operands()[0] : value, lines, indent), t);
+  return stored_value(*printer_, value, t, lines, indent);
 }
 
 std::string emit_cuda_kernel(const loop::Program& program, const loop::LoopKernel& original, const std::vector<std::string>& symbols,

@@ -43,8 +43,26 @@ namespace {
 
 constexpr int kThreads = 256, kWarps = kThreads / 32;
 
-// The static problem of a product call that the kernel can take, else nothing.
-std::optional<cuda::GemmProblem> gemv_problem(const loop::Program& program, const loop::ExternCall& call) {
+// A call's first product alone: a fused call's result as the buffer its epilogue reads it from.
+loop::ExternCall first_product(const loop::ExternCall& call) {
+  loop::ExternCall c = call;
+  if (c.epilogue) c.output = c.epilogue_inputs[0];
+  c.epilogue.reset(), c.gate.reset(), c.epilogue_inputs.clear();
+  return c;
+}
+
+// A fused call's second product: the first's A times the gate, a plain mm.
+loop::ExternCall second_product(const loop::ExternCall& call) {
+  loop::ExternCall c;
+  c.name = call.name;
+  c.kind = loop::ExternKind::mm;
+  c.inputs = {call.inputs[call.kind == loop::ExternKind::addmm ? 1 : 0], *call.gate};
+  c.output = call.epilogue_inputs[1];
+  return c;
+}
+
+// The static problem of a single product call that the kernel can take, else nothing.
+std::optional<cuda::GemmProblem> single_problem(const loop::Program& program, const loop::ExternCall& call) {
   if (call.kind != loop::ExternKind::mm && call.kind != loop::ExternKind::addmm) return std::nullopt;
   if (call.residual && call.activation != loop::Activation::none) return std::nullopt;
   const GemmViews views = gemm_views(call);
@@ -71,13 +89,53 @@ std::optional<cuda::GemmProblem> gemv_problem(const loop::Program& program, cons
   return g;
 }
 
+// The problem of a call the kernel can take (a fused pair: the first's, the second's the same
+// but for B's place), else nothing.
+std::optional<cuda::GemmProblem> gemv_problem(const loop::Program& program, const loop::ExternCall& call) {
+  auto g = single_problem(program, first_product(call));
+  if (!g || !call.gate) return g;
+  const auto h = single_problem(program, second_product(call));
+  if (!h || h->m != g->m || h->n != g->n || h->k != g->k || h->dtype != g->dtype || h->b_cs != g->b_cs || h->a_rs != g->a_rs || h->a_cs != g->a_cs)
+    return std::nullopt;
+  return g;
+}
+
+// A fused call's epilogue: the statements computing its value at the thread's element (m, n),
+// whose products' values are the floats `first` and `second`, and the store of it.
+std::string epilogue_code(const loop::Program& program, const loop::ExternCall& call, int64_t n_size) {
+  const loop::LoopKernel& e = *call.epilogue;
+  std::string s = fmt::format("    // then %{} on the element\n", fmt::join(e.origins, ", %"));
+  // its loop variables at the element's row-major index over its loop nest
+  s += fmt::format("    int64_t at = int64_t(m) * {} + n;\n", n_size);
+  for (size_t d = e.outer.size(); d-- > 0;) {
+    const int64_t extent = *e.outer[d].constant();
+    s += d == 0 ? fmt::format("    const int64_t {} = at;\n", loop::loop_var(0))
+                : fmt::format("    const int64_t {} = at % {};\n    at /= {};\n", loop::loop_var(static_cast<int>(d)), extent, extent);
+  }
+  s += fmt::format("    (void){};\n", "at");
+  std::vector<std::string> names;
+  for (size_t b = 0; b < program.buffers.size(); ++b) names.push_back(fmt::format("b{}", b));
+  ExprPrinter printer(names);
+  printer.load_hook = [&](const loop::ExprRef& load) -> std::string {
+    for (size_t i = 0; i < call.epilogue_inputs.size(); ++i)
+      if (load->buffer() == call.epilogue_inputs[i])
+        return narrowed(i == 0 ? "v" : "v2", program.buffers[static_cast<size_t>(load->buffer())].dtype);
+    return "";
+  };
+  std::vector<std::string> lines;
+  const loop::StoreStep& st = e.stores[0];
+  const std::string value = stored_value(printer, st.value, program.buffers[static_cast<size_t>(st.buffer)].dtype, lines, "    ");
+  for (const auto& line : lines) s += line + "\n";
+  return s + fmt::format("    b{}[{}] = {};\n", st.buffer, index_expr(st.offset), value);
+}
+
 // Elements of a 16-byte piece of every operand read in pieces (A, B), or 1 where an offset, a
 // stride or K does not allow pieces.
-int piece(const cuda::GemmProblem& g, const GemmViews& v) {
+int piece(const cuda::GemmProblem& g, const GemmViews& v, const loop::ExternCall& call) {
   const int vec = 16 / static_cast<int>(dtype_size(g.dtype));
   auto whole = [&](int64_t x) { return x % vec == 0; };
   const bool ok = g.a_cs == 1 && whole(g.k) && whole(g.b_cs) && (g.m == 1 || whole(g.a_rs)) &&
-                  whole(*v.a->offset.constant()) && whole(*v.b->offset.constant());
+                  whole(*v.a->offset.constant()) && whole(*v.b->offset.constant()) && (!call.gate || whole(*call.gate->offset.constant()));
   return ok ? vec : 1;
 }
 
@@ -88,7 +146,8 @@ bool in_dtype_half(DType t) { return t == DType::f16 || t == DType::bf16; }
 std::vector<CudaConfig> gemv_configs(const loop::Program& program, const loop::ExternCall& call, const cuda::DeviceInfo& device) {
   const auto g = gemv_problem(program, call);
   if (!g) return {};
-  const int vec = piece(*g, gemm_views(call));
+  const loop::ExternCall first = first_product(call);
+  const int vec = piece(*g, gemm_views(first), call), products = call.gate ? 2 : 1;
   const bool fma = g->m <= kGemvFmaRows, mma = in_dtype_half(g->dtype) && vec == 8 && device.cc_major >= 8;
   // Each form's candidates: R (tiles of 8 outputs a warp on tensor cores, outputs a warp with
   // FMAs: R * M sums, one a lane at most) and SPLIT, the heuristic's (at least two blocks an SM
@@ -101,7 +160,7 @@ std::vector<CudaConfig> gemv_configs(const loop::Program& program, const loop::E
     const int tile = tensor_cores ? 8 : 1;
     const int64_t step = tensor_cores ? 32 : 32 * vec, chunks = (g->k + step - 1) / step;
     for (int r : rs) {
-      if (!tensor_cores && r * g->m > 32) continue;
+      if (!tensor_cores && r * g->m * products > 32) continue;
       const int64_t per_block = int64_t{r} * tile;
       int split = 1;
       while (split < kWarps && split * 2 <= chunks && (g->n + (kWarps / split) * per_block - 1) / ((kWarps / split) * per_block) < want_blocks)
@@ -130,12 +189,14 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
   const auto problem = gemv_problem(program, call);
   COIL_CHECK(problem) << call.name << ": no product of a few rows";
   const cuda::GemmProblem& g = *problem;
-  const GemmViews views = gemm_views(call);
+  const loop::ExternCall first = first_product(call);
+  const GemmViews views = gemm_views(first);
+  const int products = call.gate ? 2 : 1;
   const int vec = config.vector, r = config.parts, split = config.splits, groups = kWarps / split;
   const bool mma = config.tile_a > 0;
   const int out_per_warp = mma ? 8 * r : r;
   const int64_t step = mma ? 32 : 32 * vec, chunks = (g.k + step - 1) / step, per = (chunks + split - 1) / split;
-  COIL_CHECK(vec == piece(g, views) && (mma ? vec == 8 && in_dtype_half(g.dtype) : r * g.m <= 32 && g.m <= kGemvFmaRows) && split >= 1 &&
+  COIL_CHECK(vec == piece(g, views, call) && (mma ? vec == 8 && in_dtype_half(g.dtype) : r * g.m * products <= 32 && g.m <= kGemvFmaRows) && split >= 1 &&
              kWarps % split == 0)
       << call.name << ": " << to_string(config);
   const loop::Buffer& ob = program.buffers[static_cast<size_t>(call.output)];
@@ -145,9 +206,7 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
 
   // Parameters: each buffer once, in id order; the output written (not restrict where it is
   // also read).
-  std::set<int> reads{views.a->buffer, views.b->buffer};
-  if (views.bias) reads.insert(views.bias->buffer);
-  if (views.c) reads.insert(views.c->buffer);
+  std::set<int> reads = loop::access(call).reads;
   std::set<int> buffers = reads;
   buffers.insert(call.output);
   std::vector<std::string> params;
@@ -170,20 +229,27 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
   std::string s = fmt::format("// computes %{} ({}, M={} N={} K={})\n", fmt::join(call.origins, ", %"), to_string(config), g.m, g.n, g.k);
   s += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", kThreads, call.name, fmt::join(params, ", "));
   s += "  (void)E;\n";
-  s += fmt::format("  constexpr int M = {}, N = {}, K = {}, VEC = {}, R = {}, OUT = {}, SPLIT = {}, GROUPS = {}, PER = {}, U = 4;\n", g.m, g.n,
-                   g.k, vec, r, out_per_warp, split, groups, per);
+  s += fmt::format("  constexpr int M = {}, N = {}, K = {}, VEC = {}, R = {}, P = {}, RP = R * P, OUT = {}, SPLIT = {}, GROUPS = {}, PER = {}, U = 4;\n",
+                   g.m, g.n, g.k, vec, r, products, out_per_warp, split, groups, per);
   s += fmt::format("  typedef coil_rt::Vec<{}, VEC> V;\n", t);
   s += "  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;\n";
   s += "  const int group = warp / SPLIT, slice = warp % SPLIT;\n";
   s += "  const int n0 = (static_cast<int>(blockIdx.x) * GROUPS + group) * OUT;\n";
-  s += "  __shared__ float part[SPLIT][GROUPS][OUT][M];\n";
+  s += "  __shared__ float part[SPLIT][GROUPS][OUT * P][M];\n";
+  // The weight row of product p (0: B, 1: the gate) at output n.
+  auto weight_row = [&](const std::string& p, const std::string& n) {
+    const std::string first_b = fmt::format("b{} + {}", views.b->buffer, offset_of(views.b));
+    const std::string base = call.gate ? fmt::format("({} == 0 ? {} : b{} + {})", p, first_b, call.gate->buffer, offset_of(&*call.gate)) : first_b;
+    return fmt::format("{} + int64_t({}) * {}", base, n, g.b_cs);
+  };
   // The warp's weight rows over its slice of K, asked of L2 before waiting for the kernel before
   // (the weight does not depend on it): the stream starts during that kernel's tail.
   if (vec * static_cast<int>(dtype_size(in)) == 16) {
     const int64_t slice_elems = per * step;
-    s += fmt::format("  if (lane < OUT && n0 + lane < N) {{\n    const int64_t k0 = int64_t(slice) * {0}, k1 = k0 + {0} < K ? k0 + {0} : K;\n", slice_elems);
-    s += fmt::format("    if (k0 < k1) coil_rt::prefetch_l2(b{} + {} + int64_t(n0 + lane) * {} + k0, static_cast<unsigned>((k1 - k0) * {}));\n  }}\n",
-                     views.b->buffer, offset_of(views.b), g.b_cs, dtype_size(in));
+    s += fmt::format("  if (lane < OUT * P && n0 + lane % OUT < N) {{\n    const int64_t k0 = int64_t(slice) * {0}, k1 = k0 + {0} < K ? k0 + {0} : K;\n",
+                     slice_elems);
+    s += fmt::format("    if (k0 < k1) coil_rt::prefetch_l2({} + k0, static_cast<unsigned>((k1 - k0) * {}));\n  }}\n",
+                     weight_row("lane / OUT", "n0 + lane % OUT"), dtype_size(in));
   }
   s += "  coil_rt::after_previous();\n";
   const std::string a_at = fmt::format("b{} + {}", views.a->buffer, offset_of(views.a));
@@ -197,19 +263,19 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
     // Lane (row, q): weight row n0 + 8r + row of each tile, A's rows row and row + 8, at 8q of
     // each 32 elements of K. Rows past N read the last row (their sums are dropped).
     s += "  const int q = lane % 4, row = lane / 4;\n";
-    s += fmt::format("  const {}* w[R];\n  #pragma unroll\n  for (int r = 0; r < R; ++r) w[r] = b{} + {} + int64_t(n0 + 8 * r + row < N ? n0 + 8 * r + row : N - 1) * {};\n",
-                     t, views.b->buffer, offset_of(views.b), g.b_cs);
-    s += fmt::format("  const {0}* x0 = {1} + int64_t(row) * {2};\n  const {0}* x1 = {1} + int64_t(row + 8) * {2};\n  (void)x1;\n", t, a_at, g.a_rs);
-    s += "  float acc[R][4];\n  #pragma unroll\n  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = 0.f;\n";
-    s += "  for (int i0 = 0; i0 < PER; i0 += U) {\n    V wv[U][R], xa[U], xb[U];\n";
+    s += fmt::format("  const {}* w[RP];\n  #pragma unroll\n  for (int r = 0; r < RP; ++r) w[r] = {};\n", t,
+                     weight_row("r / R", "n0 + 8 * (r % R) + row < N ? n0 + 8 * (r % R) + row : N - 1"));
+    s += fmt::format("  const {0}* xr0 = {1} + int64_t(row) * {2};\n  const {0}* xr1 = {1} + int64_t(row + 8) * {2};\n  (void)xr1;\n", t, a_at, g.a_rs);
+    s += "  float acc[RP][4];\n  #pragma unroll\n  for (int r = 0; r < RP; ++r) acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = 0.f;\n";
+    s += "  for (int i0 = 0; i0 < PER; i0 += U) {\n    V wv[U][RP], xa[U], xb[U];\n";
     s += "    #pragma unroll\n    for (int u = 0; u < U; ++u) {\n      const int c = slice * PER + i0 + u, k = c * 32 + q * 8;\n";
     s += fmt::format("      const bool in = {};\n      (void)c, (void)k;\n", in_k);
-    s += "      #pragma unroll\n      for (int r = 0; r < R; ++r) wv[u][r] = in ? coil_rt::load_once(reinterpret_cast<const V*>(w[r] + k)) : V{};\n";
-    s += "      xa[u] = in && row < M ? coil_rt::load_keep(reinterpret_cast<const V*>(x0 + k)) : V{};\n";
-    s += "      xb[u] = in && row + 8 < M ? coil_rt::load_keep(reinterpret_cast<const V*>(x1 + k)) : V{};\n    }\n";
+    s += "      #pragma unroll\n      for (int r = 0; r < RP; ++r) wv[u][r] = in ? coil_rt::load_once(reinterpret_cast<const V*>(w[r] + k)) : V{};\n";
+    s += "      xa[u] = in && row < M ? coil_rt::load_keep(reinterpret_cast<const V*>(xr0 + k)) : V{};\n";
+    s += "      xb[u] = in && row + 8 < M ? coil_rt::load_keep(reinterpret_cast<const V*>(xr1 + k)) : V{};\n    }\n";
     s += "    #pragma unroll\n    for (int u = 0; u < U; ++u) {\n";
     s += "      const uint32_t* a = reinterpret_cast<const uint32_t*>(&xa[u]);\n      const uint32_t* b = reinterpret_cast<const uint32_t*>(&xb[u]);\n";
-    s += "      #pragma unroll\n      for (int r = 0; r < R; ++r) {\n        const uint32_t* ww = reinterpret_cast<const uint32_t*>(&wv[u][r]);\n";
+    s += "      #pragma unroll\n      for (int r = 0; r < RP; ++r) {\n        const uint32_t* ww = reinterpret_cast<const uint32_t*>(&wv[u][r]);\n";
     s += "        #pragma unroll\n        for (int h = 0; h < 2; ++h)\n";
     s += fmt::format("          asm(\"mma.sync.aligned.m16n8k16.row.col.f32.{0}.{0}.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};\"\n"
                      "              : \"+f\"(acc[r][0]), \"+f\"(acc[r][1]), \"+f\"(acc[r][2]), \"+f\"(acc[r][3])\n"
@@ -217,14 +283,14 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
                      in == DType::f16 ? "f16" : "bf16");
     s += "      }\n    }\n  }\n";
     // acc[r]: rows row and row + 8 of outputs 2q and 2q + 1 of tile r.
-    s += "  #pragma unroll\n  for (int r = 0; r < R; ++r) {\n";
+    s += "  #pragma unroll\n  for (int r = 0; r < RP; ++r) {\n";
     s += "    if (row < M) part[slice][group][8 * r + 2 * q][row] = acc[r][0], part[slice][group][8 * r + 2 * q + 1][row] = acc[r][1];\n";
     s += "    if (row + 8 < M) part[slice][group][8 * r + 2 * q][row + 8] = acc[r][2], part[slice][group][8 * r + 2 * q + 1][row + 8] = acc[r][3];\n";
     s += "  }\n";
   } else {
-    s += fmt::format("  const {}* w[R];\n  #pragma unroll\n  for (int r = 0; r < R; ++r) w[r] = b{} + {} + int64_t(n0 + r < N ? n0 + r : N - 1) * {};\n",
-                     t, views.b->buffer, offset_of(views.b), g.b_cs);
-    s += "  float acc[R][M];\n  #pragma unroll\n  for (int r = 0; r < R; ++r)\n    #pragma unroll\n    for (int m = 0; m < M; ++m) acc[r][m] = 0.f;\n";
+    s += fmt::format("  const {}* w[RP];\n  #pragma unroll\n  for (int r = 0; r < RP; ++r) w[r] = {};\n", t,
+                     weight_row("r / R", "n0 + r % R < N ? n0 + r % R : N - 1"));
+    s += "  float acc[RP][M];\n  #pragma unroll\n  for (int r = 0; r < RP; ++r)\n    #pragma unroll\n    for (int m = 0; m < M; ++m) acc[r][m] = 0.f;\n";
     // (the loop as measured: the R weight pieces first, then A's rows one at a time; the
     // compiler keeps 4 steps' weight reads in flight)
     auto as_float = [&](const std::string& e) { return widened(e, in); };
@@ -235,22 +301,22 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
     if (tail) s += "    if (k < K) {\n";
     const std::string in2 = tail ? "      " : "    ";
     if (vec > 1) {
-      s += fmt::format("{0}V wv[R];\n{0}#pragma unroll\n{0}for (int r = 0; r < R; ++r) wv[r] = coil_rt::load_once(reinterpret_cast<const V*>(w[r] + k));\n", in2);
+      s += fmt::format("{0}V wv[RP];\n{0}#pragma unroll\n{0}for (int r = 0; r < RP; ++r) wv[r] = coil_rt::load_once(reinterpret_cast<const V*>(w[r] + k));\n", in2);
       s += fmt::format("{0}#pragma unroll\n{0}for (int m = 0; m < M; ++m) {{\n", in2);
       s += fmt::format("{}  const V xv = coil_rt::load_keep(reinterpret_cast<const V*>({} + m * {} + k));\n", in2, a_at, g.a_rs);
       s += fmt::format("{0}  #pragma unroll\n{0}  for (int v = 0; v < VEC; ++v) {{\n", in2);
       s += fmt::format("{}    const float x = {};\n", in2, as_float("xv.v[v]"));
-      s += fmt::format("{0}    #pragma unroll\n{0}    for (int r = 0; r < R; ++r) acc[r][m] += x * {1};\n", in2, as_float("wv[r].v[v]"));
+      s += fmt::format("{0}    #pragma unroll\n{0}    for (int r = 0; r < RP; ++r) acc[r][m] += x * {1};\n", in2, as_float("wv[r].v[v]"));
       s += fmt::format("{0}  }}\n{0}}}\n", in2);
     } else {
-      s += fmt::format("{0}float wf[R];\n{0}#pragma unroll\n{0}for (int r = 0; r < R; ++r) wf[r] = {1};\n", in2, as_float("w[r][k]"));
+      s += fmt::format("{0}float wf[RP];\n{0}#pragma unroll\n{0}for (int r = 0; r < RP; ++r) wf[r] = {1};\n", in2, as_float("w[r][k]"));
       s += fmt::format("{0}#pragma unroll\n{0}for (int m = 0; m < M; ++m) {{\n", in2);
       s += fmt::format("{}  const float x = {};\n", in2, as_float(fmt::format("({})[m * int64_t({}) + k * int64_t({})]", a_at, g.a_rs, g.a_cs)));
-      s += fmt::format("{0}  #pragma unroll\n{0}  for (int r = 0; r < R; ++r) acc[r][m] += x * wf[r];\n{0}}}\n", in2);
+      s += fmt::format("{0}  #pragma unroll\n{0}  for (int r = 0; r < RP; ++r) acc[r][m] += x * wf[r];\n{0}}}\n", in2);
     }
     if (tail) s += "    }\n";
     s += "  }\n";
-    s += "  #pragma unroll\n  for (int r = 0; r < R; ++r)\n    #pragma unroll\n    for (int m = 0; m < M; ++m) {\n";
+    s += "  #pragma unroll\n  for (int r = 0; r < RP; ++r)\n    #pragma unroll\n    for (int m = 0; m < M; ++m) {\n";
     s += "      float v = acc[r][m];\n      #pragma unroll\n      for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);\n";
     s += "      if (lane == 0) part[slice][group][r][m] = v;\n    }\n";
   }
@@ -260,6 +326,7 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
   s += "    const int og = t / (OUT * M), j = t / M % OUT, m = t % M, n = (static_cast<int>(blockIdx.x) * GROUPS + og) * OUT + j;\n";
   s += "    if (n >= N) continue;\n";
   s += "    float v = 0.f;\n    #pragma unroll\n    for (int sl = 0; sl < SPLIT; ++sl) v += part[sl][og][j][m];\n";
+  if (call.gate) s += "    float v2 = 0.f;\n    #pragma unroll\n    for (int sl = 0; sl < SPLIT; ++sl) v2 += part[sl][og][OUT + j][m];\n";
   if (g.alpha != 1) s += fmt::format("    v *= {:.9e}f;\n", g.alpha);
   auto element = [&](const loop::View& v, const std::string& at) {
     return widened(fmt::format("b{}[{} + {}]", v.buffer, offset_of(&v), at), program.buffers[static_cast<size_t>(v.buffer)].dtype);
@@ -273,6 +340,7 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
       s += "    v = 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));\n";
       break;
   }
+  if (call.epilogue) return s + epilogue_code(program, call, g.n) + "  }\n}\n";
   s += fmt::format("    b{}[{} + m * int64_t({}) + n * int64_t({})] = {};\n  }}\n}}\n", call.output, d_off, g.d_rs, g.d_cs, narrowed("v", out));
   return s;
 }
