@@ -102,3 +102,42 @@ def test_gated_products_follow_eager(device, rows, dtype, fn):
                 torch.testing.assert_close(g, w, **tol)
             x = torch.randn_like(x)
     assert not coil_fallbacks(caught), coil_fallbacks(caught)
+
+
+def rms_norm(x, weight, eps=1e-5):
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.square().mean(-1, keepdim=True) + eps)).type_as(x) * weight
+
+
+def normed_mlps(x, g, w1, w3, w2, b3):
+    """A Llama MLP after its RMSNorm, and a GPT-2 one after its LayerNorm (bias, tanh-GELU)."""
+    f = rms_norm(x, g)
+    llama = x + F.linear(F.silu(F.linear(f, w1)) * F.linear(f, w3), w2)
+    n = F.layer_norm(x, (x.shape[-1],), g, g * 0.5)
+    gpt2 = F.linear(F.gelu(F.linear(n, w3, b3), approximate="tanh"), w2)
+    return llama, gpt2
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("rows,dtype", [(1, torch.bfloat16), (4, torch.float16), (8, torch.bfloat16), (2, torch.float32)])
+def test_normed_products_follow_eager(device, rows, dtype):
+    """On CUDA each norm runs inside the product kernel after it (schedule/fuse_gemv_prologues.h)."""
+    if device == "cpu" and dtype != torch.float32:
+        pytest.skip("the CPU slice runs f32")
+    torch.manual_seed(10 + rows)
+    d, hidden = 640, 900
+    x = torch.randn(rows, 1, d, device=device, dtype=dtype)
+    g = (1 + 0.1 * torch.randn(d, device=device)).to(dtype)
+    w1, w3 = ((torch.randn(hidden, d, device=device) * d**-0.5).to(dtype) for _ in range(2))
+    w2 = (torch.randn(d, hidden, device=device) * hidden**-0.5).to(dtype)
+    b3 = torch.randn(hidden, device=device, dtype=dtype)
+    compiled = coil.compile(normed_mlps)
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else dict(rtol=2e-2, atol=3e-2)
+    with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+        warnings.simplefilter("always")
+        for _ in range(2):
+            got, want = compiled(x, g, w1, w3, w2, b3), normed_mlps(x, g, w1, w3, w2, b3)
+            for a, b in zip(got, want):
+                torch.testing.assert_close(a, b, **tol)
+            x = torch.randn_like(x)
+    assert not coil_fallbacks(caught), coil_fallbacks(caught)

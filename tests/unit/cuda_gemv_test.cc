@@ -79,6 +79,18 @@ const Case kCases[] = {
     {"  %x = input() : f16[12, 264]\n  %w1 = input() : f16[70, 264]\n  %w3 = input() : f16[70, 264]\n  %w1t = permute(%w1, [1, 0])\n"
      "  %w3t = permute(%w3, [1, 0])\n  %a = mm(%x, %w1t)\n  %b = mm(%x, %w3t)\n  %g = gelu(%b)\n  %y = mul.Tensor(%a, %g)\n  return %y\n",
      8},
+    // prologues (schedule/fuse_gemv_prologues.h): an RMSNorm computing A, then the gated pair (a
+    // Llama layer's MLP at one row); a LayerNorm over 4 rows before an addmm with tanh-GELU, f16
+    {"  %h = input() : bf16[1, 1, 512]\n  %nw = input() : bf16[512]\n  %w1 = input() : bf16[301, 512]\n  %w3 = input() : bf16[301, 512]\n"
+     "  %hf = _to_copy(%h, dtype=f32)\n  %sq = pow.Tensor_Scalar(%hf, 2)\n  %ms = mean.dim(%sq, [-1], true)\n  %e = add.Scalar(%ms, 1e-05)\n"
+     "  %rs = rsqrt(%e)\n  %n = mul.Tensor(%hf, %rs)\n  %nb = _to_copy(%n, dtype=bf16)\n  %x3 = mul.Tensor(%nb, %nw)\n  %x = view(%x3, [1, 512])\n"
+     "  %w1t = permute(%w1, [1, 0])\n  %w3t = permute(%w3, [1, 0])\n  %a = mm(%x, %w1t)\n  %b = mm(%x, %w3t)\n  %s = silu(%a)\n"
+     "  %y = mul.Tensor(%s, %b)\n  return %y\n",
+     8},
+    {"  %h = input() : f16[4, 320]\n  %g = input() : f16[320]\n  %c = input() : f16[320]\n  %w = input() : f16[200, 320]\n  %bias = input() : f16[200]\n"
+     "  %x, %mu, %rstd = native_layer_norm(%h, [320], %g, %c, 1e-05)\n  %wt = permute(%w, [1, 0])\n  %y0 = addmm(%bias, %x, %wt)\n"
+     "  %y = gelu(%y0, approximate=\"tanh\")\n  return %y\n",
+     8},
     // one product's erf-GELU with a bias row and a residual read by the epilogue, f32, 3 rows
     {"  %x = input() : f32[3, 200]\n  %w = input() : f32[90, 200]\n  %c = input() : f32[90]\n  %r = input() : f32[3, 90]\n"
      "  %wt = permute(%w, [1, 0])\n  %h = mm(%x, %wt)\n  %hc = add.Tensor(%h, %c)\n  %g = gelu(%hc)\n  %y = add.Tensor(%g, %r)\n  return %y\n",
