@@ -72,17 +72,14 @@ bool calls_special(const ExprRef& e, std::set<const Expr*>& seen) {
 
 bool uses_special_functions(const loop::Program& p) {
   std::set<const Expr*> seen;
-  auto calls = [&](const loop::LoopKernel* k) {
-    if (!k) return false;
+  for (const auto& kernel : p.kernels) {
+    const auto* call = std::get_if<loop::ExternCall>(&kernel);
+    const loop::LoopKernel* k = call ? call->epilogue.get() : &std::get<loop::LoopKernel>(kernel);
+    if (!k) continue;
     for (const auto& r : k->reductions)
       if (calls_special(r.value, seen)) return true;
     for (const auto& s : k->stores)
       if (calls_special(s.value, seen) || calls_special(s.dynamic, seen)) return true;
-    return false;
-  };
-  for (const auto& kernel : p.kernels) {
-    const auto* call = std::get_if<loop::ExternCall>(&kernel);
-    if (call ? calls(call->epilogue.get()) || calls(call->prologue.get()) : calls(&std::get<loop::LoopKernel>(kernel))) return true;
   }
   return false;
 }

@@ -66,18 +66,14 @@ std::string extern_str(const ExternCall& e) {
   for (int b : e.more_outputs) view += fmt::format(", buf{}", b);
   if (e.gate) epilogue += fmt::format(" gate=buf{}{} strides={}", e.gate->buffer, shape_str(e.gate->sizes), shape_str(e.gate->strides));
   std::string then;
-  auto indented = [&](const LoopKernel& k, const std::string& what) {
-    const std::string text = kernel_str(k);
+  if (e.epilogue) {
+    epilogue += fmt::format(" then({})", fmt::join(e.epilogue_inputs, ", "));
+    const std::string text = kernel_str(*e.epilogue);
     for (size_t at = 0, end; at < text.size(); at = end + 1) {
       end = text.find('\n', at);
       if (end == std::string::npos) end = text.size();
-      then += "    " + (at == 0 ? what + " " : std::string()) + text.substr(at, end - at) + "\n";
+      then += "    " + text.substr(at, end - at) + "\n";
     }
-  };
-  if (e.prologue) indented(*e.prologue, "first");
-  if (e.epilogue) {
-    epilogue += fmt::format(" then({})", fmt::join(e.epilogue_inputs, ", "));
-    indented(*e.epilogue, "then");
   }
   return fmt::format("extern {} {}({}) -> buf{}{} params=[{}]{}  # from {}\n{}", e.name, extern_name(e.kind), fmt::join(ins, ", "),
                      e.output, view, fmt::join(e.params, ", "), epilogue, fmt::join(e.origins, ", "), then);
@@ -128,11 +124,6 @@ Access access(const Kernel& k) {
       for (int b : more.reads)
         if (std::find(e->epilogue_inputs.begin(), e->epilogue_inputs.end(), b) == e->epilogue_inputs.end()) a.reads.insert(b);
     }
-    if (e->prologue) {
-      a.reads.erase(e->prologue->stores[0].buffer);
-      const Access more = access(*e->prologue);
-      a.reads.insert(more.reads.begin(), more.reads.end());
-    }
     a.writes.insert(e->output);
     a.writes.insert(e->more_outputs.begin(), e->more_outputs.end());
     return a;
@@ -145,12 +136,6 @@ Access access(const Kernel& k) {
     if (s.dynamic) collect_loads(s.dynamic, a.reads);
   }
   return a;
-}
-
-int welford_mean_of(const LoopKernel& k, size_t i) {
-  for (size_t j = 0; j < i; ++j)
-    if (k.reductions[j].kind == ReduceKind::welford_mean && same(k.reductions[j].value, k.reductions[i].value)) return static_cast<int>(j);
-  return -1;
 }
 
 bool is_scan(const LoopKernel& k) { return !k.reductions.empty() && k.reductions.front().scan; }
@@ -242,9 +227,6 @@ void verify(const Program& p) {
                                                               e->epilogue->stores[0].buffer == e->output && e->epilogue->reductions.empty() &&
                                                               e->epilogue_inputs.size() == (e->gate ? 2u : 1u))))
           << e->name << ": a gate needs an epilogue; an epilogue is a pointwise kernel of one store, the output, after an mm or addmm";
-      COIL_CHECK(!e->prologue || (e->kind != ExternKind::bmm && is_product(e->kind) && e->prologue->stores.size() == 1 &&
-                                  e->prologue->stores[0].buffer == e->inputs[e->kind == ExternKind::addmm ? 1 : 0].buffer))
-          << e->name << ": a prologue computes an mm's or addmm's A";
       continue;
     }
     const auto& k = std::get<LoopKernel>(kernel);

@@ -112,10 +112,6 @@ struct ExternCall {
   std::optional<View> gate;
   std::shared_ptr<const LoopKernel> epilogue;
   std::vector<int> epilogue_inputs;
-  // The same kernel's `prologue` (schedule/fuse_gemv_prologues.h): the row kernel that computed A
-  // (a norm: reductions over K, then A's row), run by every block of the call into shared memory.
-  // Its one store is A's buffer, which no step writes any more.
-  std::shared_ptr<const LoopKernel> prologue;
   std::vector<std::string> origins;
 };
 
@@ -166,8 +162,6 @@ bool has_dynamic_stores(const LoopKernel& k);
 // Whether the kernel can report an error through its status word: an index check, or an
 // integer division or remainder (by zero).
 bool may_fail(const LoopKernel& k);
-// The Welford mean step of k's reductions before step i (a Welford M2) over the same value, or -1.
-int welford_mean_of(const LoopKernel& k, size_t i);
 // Internal consistency: buffer ids, variables in range, reduced slots defined before use,
 // store dtypes matching their buffers. Throws coil::Error (an internal error) on violation.
 void verify(const Program& p);

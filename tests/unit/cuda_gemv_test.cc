@@ -79,8 +79,8 @@ const Case kCases[] = {
     {"  %x = input() : f16[12, 264]\n  %w1 = input() : f16[70, 264]\n  %w3 = input() : f16[70, 264]\n  %w1t = permute(%w1, [1, 0])\n"
      "  %w3t = permute(%w3, [1, 0])\n  %a = mm(%x, %w1t)\n  %b = mm(%x, %w3t)\n  %g = gelu(%b)\n  %y = mul.Tensor(%a, %g)\n  return %y\n",
      8},
-    // prologues (schedule/fuse_gemv_prologues.h): an RMSNorm computing A, then the gated pair (a
-    // Llama layer's MLP at one row); a LayerNorm over 4 rows before an addmm with tanh-GELU, f16
+    // a norm computing A: an RMSNorm, then the gated pair (a Llama layer's MLP at one row); a
+    // LayerNorm over 4 rows before an addmm with tanh-GELU, f16
     {"  %h = input() : bf16[1, 1, 512]\n  %nw = input() : bf16[512]\n  %w1 = input() : bf16[301, 512]\n  %w3 = input() : bf16[301, 512]\n"
      "  %hf = _to_copy(%h, dtype=f32)\n  %sq = pow.Tensor_Scalar(%hf, 2)\n  %ms = mean.dim(%sq, [-1], true)\n  %e = add.Scalar(%ms, 1e-05)\n"
      "  %rs = rsqrt(%e)\n  %n = mul.Tensor(%hf, %rs)\n  %nb = _to_copy(%n, dtype=bf16)\n  %x3 = mul.Tensor(%nb, %nw)\n  %x = view(%x3, [1, 512])\n"

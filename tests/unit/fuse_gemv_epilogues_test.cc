@@ -1,9 +1,7 @@
-// schedule/fuse_gemv_epilogues and fuse_gemv_prologues: which pointwise kernels join the few-row
-// products before them
+// schedule/fuse_gemv_epilogues: which pointwise kernels join the few-row products before them
 // (a gated pair, a single product) and which do not (a result read elsewhere, read at another
-// element, a reduction after it, products the kernel does not take), which norms computing A join
-// the product (not one read elsewhere, nor too many rows), on the program an sm_90a compile makes,
-// and the epilogue's and prologue's text. The results are checked on a GPU by
+// element, a reduction after it, products the kernel does not take), on the program an sm_90a
+// compile makes, and the epilogue's text. The results are checked on a GPU by
 // cuda_gemv_test.cc's cases and tests/python/test_few_row_products.py.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -95,73 +93,6 @@ TEST(GemvEpilogues, OnlySoleElementwiseReadersJoin) {
     EXPECT_EQ(got.loops, c.loops) << c.body << loop::to_string(gen.lowered.program);
     EXPECT_EQ(got.gated, c.gated) << c.body << loop::to_string(gen.lowered.program);
     EXPECT_EQ(got.with_epilogue, c.with_epilogue) << c.body << loop::to_string(gen.lowered.program);
-  }
-}
-
-// An RMSNorm of x (rows of 512) ahead of `tail`, whose products read the norm as %x.
-std::string normed(int rows, const std::string& tail) {
-  return fmt::format(
-      "  %h = input() : bf16[{0}, 512]\n  %nw = input() : bf16[512]\n  %w1 = input() : bf16[384, 512]\n  %w3 = input() : bf16[384, 512]\n"
-      "  %hf = _to_copy(%h, dtype=f32)\n  %sq = pow.Tensor_Scalar(%hf, 2)\n  %ms = mean.dim(%sq, [-1], true)\n  %e = add.Scalar(%ms, 1e-05)\n"
-      "  %rs = rsqrt(%e)\n  %n = mul.Tensor(%hf, %rs)\n  %nb = _to_copy(%n, dtype=bf16)\n  %x = mul.Tensor(%nb, %nw)\n"
-      "  %w1t = permute(%w1, [1, 0])\n  %w3t = permute(%w3, [1, 0])\n{1}",
-      rows, tail);
-}
-
-int prologues(const loop::Program& p) {
-  int n = 0;
-  for (const auto& k : p.kernels)
-    if (const auto* call = std::get_if<loop::ExternCall>(&k)) n += call->prologue != nullptr;
-  return n;
-}
-
-TEST(GemvPrologues, TheNormComputingAJoinsItsProducts) {
-  Generated gen = cuda_code(normed(1, "  %a = mm(%x, %w1t)\n  %b = mm(%x, %w3t)\n  %s = silu(%a)\n  %y = mul.Tensor(%s, %b)\n  return %y\n"));
-  const Calls c = count(gen.lowered.program);
-  EXPECT_EQ(c.loops, 0) << loop::to_string(gen.lowered.program);
-  EXPECT_EQ(prologues(gen.lowered.program), 1);
-  ASSERT_EQ(gen.cuda.kernels.size(), 1u);
-  const std::string& body = gen.cuda.bodies[0];
-  // A's row in shared memory, read from there; %h and the norm's weight read, not A's buffer
-  for (const char* part : {"__shared__ __align__(16) uint16_t as[512];", "red0 += other;", "as[row * 512 + r0] = ", "*reinterpret_cast<const V*>(as + m * 512 + k)"})
-    EXPECT_NE(body.find(part), std::string::npos) << part << "\n" << body;
-  EXPECT_EQ(gen.cuda.kernels[0].buffers.size(), 5u) << body;  // h, nw, w1, w3, y
-  const size_t wait = body.find("coil_rt::after_previous();"), first = body.find("// first %");
-  EXPECT_LT(wait, first) << body;
-}
-
-// A LayerNorm's Welford mean and M2 become two passes over the row: the sum, then the squared
-// deviations from the mean.
-TEST(GemvPrologues, ALayerNormsMomentsTakeTwoPasses) {
-  Generated gen = cuda_code(
-      "  %h = input() : f16[4, 320]\n  %g = input() : f16[320]\n  %c = input() : f16[320]\n  %w = input() : f16[200, 320]\n"
-      "  %bias = input() : f16[200]\n  %x, %mu, %rstd = native_layer_norm(%h, [320], %g, %c, 1e-05)\n  %wt = permute(%w, [1, 0])\n"
-      "  %y0 = addmm(%bias, %x, %wt)\n  %y = gelu(%y0, approximate=\"tanh\")\n  return %y\n");
-  EXPECT_EQ(prologues(gen.lowered.program), 1) << loop::to_string(gen.lowered.program);
-  ASSERT_EQ(gen.cuda.kernels.size(), 1u);
-  const std::string& body = gen.cuda.bodies[0];
-  for (const char* part : {"red0 /= float(320);", "const float dev = ", " - red0;", "red1 += dev * dev;"})
-    EXPECT_NE(body.find(part), std::string::npos) << part << "\n" << body;
-}
-
-TEST(GemvPrologues, OnlyANormReadByItsProductsAloneJoins) {
-  const std::string pair = "  %a = mm(%x, %w1t)\n  %b = mm(%x, %w3t)\n  %y = mul.Tensor(%a, %b)\n";
-  struct Case {
-    std::string body;
-    int prologues;
-  };
-  const Case cases[] = {
-      {normed(2, pair + "  return %y\n"), 1},
-      // the norm is returned too
-      {normed(1, pair + "  return %y, %x\n"), 0},
-      // two products of the norm that are no pair (a 17-row one is cuBLASLt's)
-      {normed(1, "  %a = mm(%x, %w1t)\n  %b = mm(%x, %w3t)\n  %s = sum.dim_IntList(%b, [1])\n  return %a, %s\n"), 0},
-      // 24 rows: beyond the shared memory a block keeps for A
-      {normed(24, pair + "  return %y\n"), 0},
-  };
-  for (const Case& c : cases) {
-    Generated gen = cuda_code(c.body);
-    EXPECT_EQ(prologues(gen.lowered.program), c.prologues) << c.body << loop::to_string(gen.lowered.program);
   }
 }
 

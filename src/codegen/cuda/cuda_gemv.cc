@@ -129,64 +129,6 @@ std::string epilogue_code(const loop::Program& program, const loop::ExternCall& 
   return s + fmt::format("    b{}[{}] = {};\n", st.buffer, index_expr(st.offset), value);
 }
 
-// A fused call's prologue: the block computes A's M rows into shared memory `as`, row after row:
-// each reduction a pass over K (threads in turn, then warps' shuffles and the warps' partials),
-// then the row's elements, stored as A's buffer would have held them.
-std::string prologue_code(const loop::Program& program, const loop::ExternCall& call, int64_t rows, int64_t k) {
-  const loop::LoopKernel& r = *call.prologue;
-  const loop::StoreStep& st = r.stores[0];
-  const DType a_type = program.buffers[static_cast<size_t>(st.buffer)].dtype;
-  std::string s = fmt::format("  // first %{}: A's rows into shared memory\n", fmt::join(r.origins, ", %"));
-  s += fmt::format("  __shared__ __align__(16) {} as[{}];\n", storage_type(a_type), rows * k);
-  for (size_t i = 0; i < r.reductions.size(); ++i) s += fmt::format("  __shared__ {} red{}_part[{}];\n", value_type(r.reductions[i].acc), i, kWarps);
-  s += fmt::format("  for (int64_t row = 0; row < {}; ++row) {{\n", rows);
-  s += "    int64_t at = row;\n";
-  for (size_t d = r.outer.size(); d-- > 0;) {
-    const int64_t extent = *r.outer[d].constant();
-    s += d == 0 ? fmt::format("    const int64_t {} = at;\n", loop::loop_var(0))
-                : fmt::format("    const int64_t {} = at % {};\n    at /= {};\n", loop::loop_var(static_cast<int>(d)), extent, extent);
-  }
-  s += "    (void)at;\n";
-  std::vector<std::string> names;
-  for (size_t b = 0; b < program.buffers.size(); ++b) names.push_back(fmt::format("b{}", b));
-  ExprPrinter printer(names);
-  const std::string r0 = loop::reduce_var(0);
-  auto pass = [&](const std::string& body_of) { return fmt::format("    for (int64_t {0} = threadIdx.x; {0} < {1}; {0} += {2}) {{\n{3}    }}\n", r0, k, kThreads, body_of); };
-  for (size_t i = 0; i < r.reductions.size(); ++i) {
-    const loop::ReduceStep& step = r.reductions[i];
-    const std::string acc = fmt::format("red{}", i), type = value_type(step.acc);
-    // Welford's mean and M2 in two passes: a sum over K divided by K; the squared deviations
-    // from that mean summed.
-    const bool mean = step.kind == loop::ReduceKind::welford_mean, m2 = step.kind == loop::ReduceKind::welford_m2;
-    const loop::ReduceKind kind = mean || m2 ? loop::ReduceKind::sum : step.kind;
-    s += fmt::format("    {} {} = {};\n", type, acc, reduce_init(kind, step.acc));
-    printer.reset();
-    std::vector<std::string> lines;
-    std::string v = printer.emit(step.value, lines, "      ");
-    if (m2) {
-      lines.push_back(fmt::format("      const {} dev = {} - red{};", type, v, loop::welford_mean_of(r, i)));
-      v = "dev * dev";
-    }
-    std::string body;
-    for (const auto& line : lines) body += line + "\n";
-    s += pass(body + "      " + fold_statement(kind, step.acc, acc, v) + "\n");
-    s += fmt::format("    #pragma unroll\n    for (int o = 16; o > 0; o /= 2) {{\n      const {} other = __shfl_xor_sync(0xffffffffu, {}, o);\n      {}\n    }}\n",
-                     type, acc, fold_statement(kind, step.acc, acc, "other"));
-    s += fmt::format("    if (lane == 0) {0}_part[warp] = {0};\n    __syncthreads();\n    {0} = {0}_part[0];\n", acc);
-    s += fmt::format("    for (int w = 1; w < {}; ++w) {{\n      {}\n    }}\n    __syncthreads();\n", kWarps,
-                     fold_statement(kind, step.acc, acc, fmt::format("{}_part[w]", acc)));
-    if (mean) s += fmt::format("    {} /= {}({});\n", acc, type, k);
-    printer.reduced[static_cast<int>(i)] = acc;
-  }
-  printer.reset();
-  std::vector<std::string> lines;
-  const std::string value = stored_value(printer, st.value, a_type, lines, "      ");
-  std::string body;
-  for (const auto& line : lines) body += line + "\n";
-  s += pass(body + fmt::format("      as[row * {} + {}] = {};\n", k, r0, value));
-  return s + "  }\n  __syncthreads();\n";
-}
-
 // Elements of a 16-byte piece of every operand read in pieces (A, B), or 1 where an offset, a
 // stride or K does not allow pieces.
 int piece(const cuda::GemmProblem& g, const GemmViews& v, const loop::ExternCall& call) {
@@ -310,12 +252,7 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
                      weight_row("lane / OUT", "n0 + lane % OUT"), dtype_size(in));
   }
   s += "  coil_rt::after_previous();\n";
-  if (call.prologue) s += prologue_code(program, call, g.m, g.k);
-  // A's rows: in global memory (kept in L2: every block reads them), or the prologue's in shared.
-  const std::string a_at = call.prologue ? "as" : fmt::format("b{} + {}", views.a->buffer, offset_of(views.a));
-  auto a_piece = [&](const std::string& at) {
-    return call.prologue ? fmt::format("*reinterpret_cast<const V*>({})", at) : fmt::format("coil_rt::load_keep(reinterpret_cast<const V*>({}))", at);
-  };
+  const std::string a_at = fmt::format("b{} + {}", views.a->buffer, offset_of(views.a));
   if (mma) {
     // Whether step u of the batch at i0 lies in K (parts that always hold left out).
     std::vector<std::string> inside;
@@ -334,8 +271,8 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
     s += "    #pragma unroll\n    for (int u = 0; u < U; ++u) {\n      const int c = slice * PER + i0 + u, k = c * 32 + q * 8;\n";
     s += fmt::format("      const bool in = {};\n      (void)c, (void)k;\n", in_k);
     s += "      #pragma unroll\n      for (int r = 0; r < RP; ++r) wv[u][r] = in ? coil_rt::load_once(reinterpret_cast<const V*>(w[r] + k)) : V{};\n";
-    s += fmt::format("      xa[u] = in && row < M ? {} : V{{}};\n", a_piece("xr0 + k"));
-    s += fmt::format("      xb[u] = in && row + 8 < M ? {} : V{{}};\n    }}\n", a_piece("xr1 + k"));
+    s += "      xa[u] = in && row < M ? coil_rt::load_keep(reinterpret_cast<const V*>(xr0 + k)) : V{};\n";
+    s += "      xb[u] = in && row + 8 < M ? coil_rt::load_keep(reinterpret_cast<const V*>(xr1 + k)) : V{};\n    }\n";
     s += "    #pragma unroll\n    for (int u = 0; u < U; ++u) {\n";
     s += "      const uint32_t* a = reinterpret_cast<const uint32_t*>(&xa[u]);\n      const uint32_t* b = reinterpret_cast<const uint32_t*>(&xb[u]);\n";
     s += "      #pragma unroll\n      for (int r = 0; r < RP; ++r) {\n        const uint32_t* ww = reinterpret_cast<const uint32_t*>(&wv[u][r]);\n";
@@ -366,7 +303,7 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
     if (vec > 1) {
       s += fmt::format("{0}V wv[RP];\n{0}#pragma unroll\n{0}for (int r = 0; r < RP; ++r) wv[r] = coil_rt::load_once(reinterpret_cast<const V*>(w[r] + k));\n", in2);
       s += fmt::format("{0}#pragma unroll\n{0}for (int m = 0; m < M; ++m) {{\n", in2);
-      s += fmt::format("{}  const V xv = {};\n", in2, a_piece(fmt::format("{} + m * {} + k", a_at, g.a_rs)));
+      s += fmt::format("{}  const V xv = coil_rt::load_keep(reinterpret_cast<const V*>({} + m * {} + k));\n", in2, a_at, g.a_rs);
       s += fmt::format("{0}  #pragma unroll\n{0}  for (int v = 0; v < VEC; ++v) {{\n", in2);
       s += fmt::format("{}    const float x = {};\n", in2, as_float("xv.v[v]"));
       s += fmt::format("{0}    #pragma unroll\n{0}    for (int r = 0; r < RP; ++r) acc[r][m] += x * {1};\n", in2, as_float("wv[r].v[v]"));
