@@ -23,8 +23,11 @@
 // SPLIT warps of a block share an output group, each over a slice of
 // K (more blocks where N is small), and combine through shared memory, where the epilogue
 // (alpha, bias, residual, relu or tanh-GELU) is applied in f32 and the result rounded once, as
-// cuBLASLt's epilogues do. The candidates (R, SPLIT) are timed by the autotuner, and against
-// cuBLASLt's call of the same product.
+// cuBLASLt's epilogues do, then a pointwise kernel fused after the product (its epilogue, with a
+// second product of the same A beside the first: schedule/fuse_gemv_epilogues.h). The candidates
+// (R, SPLIT) are timed by the autotuner, and against cuBLASLt's call of the same product where no
+// epilogue of coil's is fused. Each warp asks L2 for its weight rows before waiting for the
+// previous kernel (coil_rt::prefetch_l2, after_previous).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -101,7 +104,7 @@ std::optional<cuda::GemmProblem> gemv_problem(const loop::Program& program, cons
 }
 
 // A fused call's epilogue: the statements computing its value at the thread's element (m, n),
-// whose products' values are the floats `first` and `second`, and the store of it.
+// where the products' sums are the floats `v` and `v2`, and the store of it.
 std::string epilogue_code(const loop::Program& program, const loop::ExternCall& call, int64_t n_size) {
   const loop::LoopKernel& e = *call.epilogue;
   std::string s = fmt::format("    // then %{} on the element\n", fmt::join(e.origins, ", %"));
@@ -112,7 +115,7 @@ std::string epilogue_code(const loop::Program& program, const loop::ExternCall& 
     s += d == 0 ? fmt::format("    const int64_t {} = at;\n", loop::loop_var(0))
                 : fmt::format("    const int64_t {} = at % {};\n    at /= {};\n", loop::loop_var(static_cast<int>(d)), extent, extent);
   }
-  s += fmt::format("    (void){};\n", "at");
+  s += "    (void)at;\n";
   std::vector<std::string> names;
   for (size_t b = 0; b < program.buffers.size(); ++b) names.push_back(fmt::format("b{}", b));
   ExprPrinter printer(names);
