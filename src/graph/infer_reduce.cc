@@ -4,6 +4,7 @@
 #include "graph/infer_ops.h"
 #include "graph/pooling.h"
 #include "support/check.h"
+#include "support/checked.h"
 
 namespace coil {
 
@@ -366,8 +367,9 @@ std::vector<TensorMeta> linalg(const ArgReader& a) {
       SymShape sizes = {input.sizes[0], cout};
       for (size_t i = 0; i < static_cast<size_t>(k); ++i) {
         SymInt span = (weight.sizes[i + 2] - 1) * dilation[i];
-        SymInt o = transposed ? (input.sizes[i + 2] - 1) * stride[i] - 2 * padding[i] + span + output_padding[i] + 1
-                              : floordiv(input.sizes[i + 2] + 2 * padding[i] - span - 1, stride[i]) + 1;
+        const int64_t both_sides = checked_mul(2, padding[i], "a convolution's padding");
+        SymInt o = transposed ? (input.sizes[i + 2] - 1) * stride[i] - both_sides + span + output_padding[i] + 1
+                              : floordiv(input.sizes[i + 2] + both_sides - span - 1, stride[i]) + 1;
         if (o.is_constant() && *o.constant() <= 0)
           fail("{}: calculated output size {} is too small for input {} and kernel {}", op, o.str(), shape_str(input.sizes), shape_str(weight.sizes));
         sizes.push_back(o);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -143,6 +144,14 @@ TEST(Readers, Pt2DecomposedOpsCheckTheirDims) {
   expect_error(block_raw_error("torch.ops.aten.split.Tensor", "dim", 3), "split: dim 3 out of range for rank 3");
   expect_error(block_raw_error("torch.ops.aten.split.Tensor", "split_size", 1),
                "split: 48 pieces of 1 make 48 outputs, but the node has 3");
+}
+
+// A convolution's padding of 2^62 (regress-conv-padding-overflow.pt2, the pool_raw fixture as the
+// fuzzer changed it): shape inference doubled it in int64 (signed overflow, UBSan's report).
+TEST(Readers, Pt2HugeConvolutionPaddingIsAnError) {
+  const char* root = std::getenv("COIL_SOURCE_DIR");
+  const std::string path = std::string(root && *root ? root : COIL_SOURCE_DIR) + "/tests/fuzz/corpus/pt2/regress-conv-padding-overflow.pt2";
+  expect_error(message_of([&] { load_pt2_bytes(read_file(path), "c.pt2"); }), "a convolution's padding is too large");
 }
 
 }  // namespace
