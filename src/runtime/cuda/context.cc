@@ -117,10 +117,14 @@ std::shared_ptr<Context> Context::open(int ordinal) {
   resolve("cuModuleGetFunction", a.module_function);
   resolve("cuFuncSetAttribute", a.func_set_attribute);
   resolve("cuLaunchKernel", a.launch);
-  // COIL_LAUNCH_OVERLAP=0 turns overlapped launches off (a measurement's baseline, or a way round
-  // a driver that mishandles them).
+  // Overlapped launches need a driver of CUDA 12.3 on (graphs keep programmatic edges from 12.3);
+  // COIL_LAUNCH_OVERLAP=0 turns them off (a measurement's baseline, or a way round a driver that
+  // mishandles them).
+  auto driver_version = reinterpret_cast<int (*)(int*)>(c->driver_->entry("cuDriverGetVersion", false));
+  int version = 0;
+  if (driver_version && driver_version(&version) != 0) version = 0;
   const char* overlap = std::getenv("COIL_LAUNCH_OVERLAP");
-  if (!overlap || std::string(overlap) != "0")
+  if (version >= 12030 && (!overlap || std::string(overlap) != "0"))
     a.launch_ex = reinterpret_cast<decltype(a.launch_ex)>(c->driver_->entry("cuLaunchKernelEx", false));
   resolve("cuEventCreate", a.event_create);
   resolve("cuEventRecord", a.event_record);

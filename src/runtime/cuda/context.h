@@ -58,8 +58,8 @@ class Context : public std::enable_shared_from_this<Context> {
   // coil's generated kernels do (coil_rt::after_previous, first thing); a CUDA graph captured
   // from such launches keeps the overlap.
   void launch(void* function, Dim3 grid, Dim3 block, unsigned shared_bytes, Stream s, void** params, bool overlap = false) const;
-  // Whether launches can overlap: compute capability 9.0 on, a driver with cuLaunchKernelEx, and
-  // COIL_LAUNCH_OVERLAP not 0.
+  // Whether launches can overlap: compute capability 9.0 on, a CUDA 12.3 driver on (with
+  // cuLaunchKernelEx), and COIL_LAUNCH_OVERLAP not 0.
   bool overlaps() const;
 
   // Page-locked host memory (asynchronous copies to it overlap with the host).
