@@ -108,6 +108,11 @@ void check_expr(const Program& p, const ExprRef& e, size_t outer, size_t inner, 
 
 }  // namespace
 
+void loads_of(const ExprRef& e, int buffer, std::vector<ExprRef>& out) {
+  if (e->kind() == Expr::Kind::load && e->buffer() == buffer) out.push_back(e);
+  for (const auto& o : e->operands()) loads_of(o, buffer, out);
+}
+
 void collect_loads(const ExprRef& e, std::set<int>& out) {
   if (e->kind() == Expr::Kind::load) out.insert(e->buffer());
   for (const auto& o : e->operands()) collect_loads(o, out);

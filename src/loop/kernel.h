@@ -147,6 +147,8 @@ struct Access {
 };
 Access access(const Kernel& k);
 void collect_loads(const ExprRef& e, std::set<int>& out);
+// The loads of `buffer` in e, appended to out.
+void loads_of(const ExprRef& e, int buffer, std::vector<ExprRef>& out);
 
 bool is_scan(const LoopKernel& k);
 // Whether `e` reads the result of a reduction step of slot in [first, end).

@@ -35,11 +35,6 @@ int in_place_candidate(const loop::Program& program, size_t s, const MemoryPlan&
   return -1;
 }
 
-void loads_of(const loop::ExprRef& e, int buffer, std::vector<loop::ExprRef>& out) {
-  if (e->kind() == loop::Expr::Kind::load && e->buffer() == buffer) out.push_back(e);
-  for (const auto& o : e->operands()) loads_of(o, buffer, out);
-}
-
 // Whether `step` is a pointwise kernel that may store `out` over `in`: every element of `in` read
 // where its iteration writes `out`. The kernels compute and store the values of the stores in
 // order, each distinct load once (codegen's ExprPrinter): a store after `out`'s may read `in`
@@ -54,7 +49,7 @@ bool pointwise_over(const loop::Kernel& step, int out, int in) {
   for (auto st = k->stores.begin(); st != k->stores.end(); ++st) {
     if (st->dynamic || (st != at && st->buffer == out) || !loads_only_at(st->value, in, at->offset)) return false;
     std::vector<loop::ExprRef> loads;
-    loads_of(st->value, in, loads);
+    loop::loads_of(st->value, in, loads);
     if (st <= at) {
       made.insert(made.end(), loads.begin(), loads.end());
       continue;

@@ -18,11 +18,6 @@ bool same_view(const loop::View& a, const loop::View& b) {
 const loop::View& a_of(const loop::ExternCall& c) { return c.inputs[c.kind == loop::ExternKind::addmm ? 1 : 0]; }
 const loop::View& b_of(const loop::ExternCall& c) { return c.inputs[c.kind == loop::ExternKind::addmm ? 2 : 1]; }
 
-void loads_of(const loop::ExprRef& e, int buffer, std::vector<loop::ExprRef>& out) {
-  if (e->kind() == loop::Expr::Kind::load && e->buffer() == buffer) out.push_back(e);
-  for (const auto& o : e->operands()) loads_of(o, buffer, out);
-}
-
 void index_symbols(const loop::ExprRef& e, std::vector<std::string>& out) {
   if (e->kind() == loop::Expr::Kind::load || e->kind() == loop::Expr::Kind::index) e->offset().collect_symbols(out);
   for (const auto& o : e->operands()) index_symbols(o, out);
@@ -59,7 +54,7 @@ bool loads_elementwise(const loop::LoopKernel& p, int buffer) {
     env[var] = Range{0, *p.outer[d].constant() - 1};
   }
   std::vector<loop::ExprRef> loads;
-  loads_of(p.stores[0].value, buffer, loads);
+  loop::loads_of(p.stores[0].value, buffer, loads);
   if (loads.empty()) return false;
   return std::all_of(loads.begin(), loads.end(), [&](const loop::ExprRef& l) {
     return !l->dynamic() && simplify(l->offset() - linear, env) == SymInt(0);
@@ -128,13 +123,15 @@ loop::Program fuse_gemv_epilogues(const loop::Program& program, const GemvTakes&
     fused.epilogue = std::make_shared<const loop::LoopKernel>(*pk);
     fused.epilogue_inputs = {first.output};
     fused.output = pk->stores[0].buffer;
-    if (second) {
+    if (second) {  // the pair as one call, where the kernel takes it; else the first alone
       const auto& c = std::get<loop::ExternCall>(program.kernels[static_cast<size_t>(*second)]);
-      fused.gate = b_of(c);
-      fused.epilogue_inputs.push_back(c.output);
-      fused.origins.insert(fused.origins.end(), c.origins.begin(), c.origins.end());
-      out[static_cast<size_t>(*second)].reset();
+      loop::ExternCall pair = fused;
+      pair.gate = b_of(c);
+      pair.epilogue_inputs.push_back(c.output);
+      pair.origins.insert(pair.origins.end(), c.origins.begin(), c.origins.end());
+      if (takes(pair, program)) fused = std::move(pair), out[static_cast<size_t>(*second)].reset();
     }
+    if (!takes(fused, program)) continue;
     fused.origins.insert(fused.origins.end(), pk->origins.begin(), pk->origins.end());
     out[static_cast<size_t>(joined[0])].reset();
     out[p] = std::move(fused);

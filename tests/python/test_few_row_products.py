@@ -64,23 +64,26 @@ def test_weights_along_n_and_transposed_rows_follow_eager(device):
     assert not coil_fallbacks(caught), coil_fallbacks(caught)
 
 
-def gated(x, w1, w3, w2, r):
-    """A Llama MLP (SiLU gate) and a GeGLU one (erf GELU) on one input, a residual added; the
-    gate's product is also returned where `expose` (then it stays a product of its own)."""
-    up = F.linear(x, w3)
-    swiglu = F.linear(F.silu(F.linear(x, w1)) * up, w2) + r
-    geglu = F.gelu(F.linear(x, w3)) * F.linear(x, w1)
-    return swiglu, geglu
+def swiglu(x, w1, w3, w2, r):
+    """A Llama MLP (SiLU gate), a residual added."""
+    return (F.linear(F.silu(F.linear(x, w1)) * F.linear(x, w3), w2) + r,)
+
+
+def geglu(x, w1, w3, w2, r):
+    """A GeGLU gate (erf GELU). (Apart from swiglu: in one graph the two would share their
+    products, which would then have two readers and join neither kernel.)"""
+    return (F.gelu(F.linear(x, w3)) * F.linear(x, w1),)
 
 
 def gated_exposed(x, w1, w3, w2, r):
+    """The gate's first product also returned: it stays a product of its own, the second joins."""
     a = F.linear(x, w1)
     return F.silu(a) * F.linear(x, w3), a
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("rows,dtype", [(1, torch.bfloat16), (5, torch.float16), (16, torch.bfloat16), (3, torch.float32)])
-@pytest.mark.parametrize("fn", [gated, gated_exposed])
+@pytest.mark.parametrize("fn", [swiglu, geglu, gated_exposed])
 def test_gated_products_follow_eager(device, rows, dtype, fn):
     """On CUDA the two products of a gate and the pointwise kernel after them are one kernel of
     coil's (schedule/fuse_gemv_epilogues.h); its result is eager's, rounded as eager rounds."""

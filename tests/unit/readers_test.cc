@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -149,8 +148,7 @@ TEST(Readers, Pt2DecomposedOpsCheckTheirDims) {
 // A convolution's padding of 2^62 (regress-conv-padding-overflow.pt2, the pool_raw fixture as the
 // fuzzer changed it): shape inference doubled it in int64 (signed overflow, UBSan's report).
 TEST(Readers, Pt2HugeConvolutionPaddingIsAnError) {
-  const char* root = std::getenv("COIL_SOURCE_DIR");
-  const std::string path = std::string(root && *root ? root : COIL_SOURCE_DIR) + "/tests/fuzz/corpus/pt2/regress-conv-padding-overflow.pt2";
+  const std::string path = testing::source_file("tests/fuzz/corpus/pt2/regress-conv-padding-overflow.pt2");
   expect_error(message_of([&] { load_pt2_bytes(read_file(path), "c.pt2"); }), "a convolution's padding is too large");
 }
 

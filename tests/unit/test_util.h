@@ -22,12 +22,15 @@
 
 namespace coil::testing {
 
-// A file of tests/fixtures/pt2; $COIL_SOURCE_DIR at run time where the tests run from another
-// checkout (the GPU machine).
-inline std::string pt2_fixture(const std::string& name) {
+// A file of the source tree by its path there; $COIL_SOURCE_DIR at run time where the tests run
+// from another checkout (the GPU machine).
+inline std::string source_file(const std::string& path) {
   const char* root = std::getenv("COIL_SOURCE_DIR");
-  return std::string(root && *root ? root : COIL_SOURCE_DIR) + "/tests/fixtures/pt2/" + name;
+  return std::string(root && *root ? root : COIL_SOURCE_DIR) + "/" + path;
 }
+
+// A file of tests/fixtures/pt2.
+inline std::string pt2_fixture(const std::string& name) { return source_file("tests/fixtures/pt2/" + name); }
 
 // A folder of this test process under the system's temporary folder.
 inline std::string temp_dir(const std::string& stem) {

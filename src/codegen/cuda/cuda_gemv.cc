@@ -59,7 +59,7 @@ loop::ExternCall second_product(const loop::ExternCall& call) {
   loop::ExternCall c;
   c.name = call.name;
   c.kind = loop::ExternKind::mm;
-  c.inputs = {call.inputs[call.kind == loop::ExternKind::addmm ? 1 : 0], *call.gate};
+  c.inputs = {*gemm_views(call).a, *call.gate};
   c.output = call.epilogue_inputs[1];
   return c;
 }
