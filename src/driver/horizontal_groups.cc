@@ -10,11 +10,14 @@ namespace coil {
 
 namespace {
 
-bool small(const loop::Program& program, const codegen::CudaKernel& k) {
+bool small(const loop::Program& program, const loop::LoopKernel& lk, const codegen::CudaKernel& k) {
+  std::set<int> scattered;  // stored at dynamic places: only the elements stored count (a KV cache's one position)
+  for (const auto& s : lk.stores)
+    if (s.dynamic) scattered.insert(s.buffer);
   int64_t bytes = 0;
   for (int b : k.buffers) {
     const loop::Buffer& buf = program.buffers[static_cast<size_t>(b)];
-    auto n = static_buffer_elements(buf);
+    auto n = scattered.count(b) ? product(lk.outer).constant() : static_buffer_elements(buf);
     if (!n) return false;
     bytes += *n * static_cast<int64_t>(dtype_size(buf.dtype));
   }
@@ -55,7 +58,7 @@ std::vector<std::vector<size_t>> horizontal_groups(const loop::Program& program,
   for (size_t k = 0; k < program.kernels.size(); ++k) {
     const auto* lk = std::get_if<loop::LoopKernel>(&program.kernels[k]);
     const codegen::CudaKernel* info = plain[k];
-    if (!lk || !info || !codegen::horizontal_member(*lk, *info) || !small(program, *info)) {
+    if (!lk || !info || !codegen::horizontal_member(*lk, *info) || !small(program, *lk, *info)) {
       close();
       continue;
     }

@@ -9,7 +9,8 @@
 
 namespace coil {
 
-// Kernels reading and writing less than this together are small enough to group.
+// Kernels reading and writing less than this together are small enough to group (of a buffer a
+// scatter stores into, the elements it stores count).
 inline constexpr int64_t kHorizontalMemberBytes = int64_t{1} << 20;
 inline constexpr size_t kHorizontalMembers = 64;   // members a group, at most
 inline constexpr size_t kHorizontalBuffers = 384;  // parameters a group's kernel, at most

@@ -565,6 +565,9 @@ TEST(CudaCodegen, FusedAttentionWhereItAppliesAndBuildsWithNvrtc) {
       {"  %q = input() : bf16[2, 8, 1, 64]\n  %m = input() : bf16[1, 1, 1, 40]\n  %kc = input() : bf16[2, 2, 40, 64]\n"
        "  %u = unsqueeze(%kc, 2)\n  %e = expand(%u, [2, 2, 4, 40, 64])\n  %c = clone(%e, memory_format=contiguous_format)\n"
        "  %k = view(%c, [2, 8, 40, 64])\n  %a = scaled_dot_product_attention(%q, %k, %k, %m)\n  return %a\n", true},
+      {"  %q = input() : bf16[2, 8, 1, 64]\n  %m = input() : bool[1, 1, 1, 40]\n  %kc = input() : bf16[2, 2, 40, 64]\n"
+       "  %u = unsqueeze(%kc, 2)\n  %e = expand(%u, [2, 2, 4, 40, 64])\n  %c = clone(%e, memory_format=contiguous_format)\n"
+       "  %k = view(%c, [2, 8, 40, 64])\n  %a = scaled_dot_product_attention(%q, %k, %k, %m)\n  return %a\n", true},
       {"  %q = input() : bf16[1, 6, 50, 32]\n  %k = input() : bf16[1, 2, 50, 32]\n"
        "  %a = scaled_dot_product_attention(%q, %k, %k, is_causal=true, enable_gqa=true)\n  return %a\n", true},
       // symbolic sizes (dynamic shapes): the batch, the lengths, a mask over them, grouped heads

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "build/nvrtc.h"
+#include "cuda_test_util.h"
 #include "codegen/cuda/horizontal.h"
 #include "coil/coil.h"
 #include "driver/compile.h"
@@ -80,6 +81,64 @@ TEST(Horizontal, ShapesAndDtypesMix) {
   EXPECT_EQ(g.groups[0], (std::vector<size_t>{0, 1, 2}));
 }
 
+// A decoding step's attention inputs (gpt-fast's static KV cache): the key scaled by a table row
+// at the position and stored into the key cache there, the value stored into its cache, the
+// query scaled by the row at its own position. The two scatters (one position: a thread a point)
+// and the query's kernel, each of which may fail (an index checked), are one group; each member
+// writes its own status words.
+const char* kCacheUpdates =
+    "graph kv {\n"
+    "  %x = input() : bf16[1, 768]\n  %tab = input() : bf16[40, 64]\n"
+    "  %pos = input(low=0, high=40) : i64[1]\n  %qpos = input(low=0, high=40) : i64[1]\n"
+    "  %kc = input() : bf16[1, 2, 40, 64]\n  %vc = input() : bf16[1, 2, 40, 64]\n"
+    "  %q, %k, %v = split_with_sizes(%x, split_sizes=[512, 128, 128], dim=-1)\n"
+    "  %t = index.Tensor(%tab, [%pos])\n  %tq = index.Tensor(%tab, [%qpos])\n"
+    "  %k4 = view(%k, size=[1, 1, 2, 64])\n  %kt = mul.Tensor(%k4, %t)\n  %kp = permute(%kt, dims=[0, 2, 1, 3])\n"
+    "  %ku = index_put(%kc, [none, none, %pos], %kp)\n"
+    "  %v4 = view(%v, size=[1, 1, 2, 64])\n  %vp = permute(%v4, dims=[0, 2, 1, 3])\n"
+    "  %vu = index_put(%vc, [none, none, %pos], %vp)\n"
+    "  %q3 = view(%q, size=[1, 8, 64])\n  %qt = mul.Tensor(%q3, %tq)\n"
+    "  return %ku, %vu, %qt\n"
+    "}\n";
+
+TEST(Horizontal, CacheScattersAndTheQueryGroup) {
+  Grouped g = grouped(kCacheUpdates);
+  const auto& kernels = g.gen.lowered.program.kernels;
+  ASSERT_EQ(g.groups.size(), 1u);
+  ASSERT_EQ(g.groups[0].size(), 3u);  // (the caches' copy before them writes what they write)
+  int scatters = 0;
+  for (size_t k : g.groups[0]) {
+    const auto& lk = std::get<loop::LoopKernel>(kernels[k]);
+    EXPECT_TRUE(loop::may_fail(lk)) << lk.name;
+    if (loop::has_dynamic_stores(lk)) {
+      ++scatters;
+      EXPECT_EQ(g.plain[k]->config.form, codegen::CudaConfig::Form::scatter) << lk.name;
+      EXPECT_EQ(g.plain[k]->config.parts, 1) << lk.name;  // one position: no parts
+      EXPECT_EQ(codegen::static_grid(*g.plain[k]), 1) << lk.name;  // 128 points, a block of 128 threads
+    }
+  }
+  EXPECT_EQ(scatters, 2);
+  std::vector<std::string> bodies;
+  std::vector<codegen::CudaKernel> members;
+  std::vector<int64_t> grids;
+  for (size_t k : g.groups[0])
+    for (size_t i = 0; i < g.gen.cuda.kernels.size(); ++i)
+      if (g.gen.cuda.kernels[i].program_index == k) {
+        bodies.push_back(g.gen.cuda.bodies[i]);
+        members.push_back(g.gen.cuda.kernels[i]);
+        grids.push_back(codegen::static_grid(g.gen.cuda.kernels[i]));
+      }
+  codegen::CudaKernel info;
+  const std::string text = codegen::emit_horizontal_kernel("k1_horizontal", bodies, members, grids, info);
+  // Member m's status words are the group's first member's plus 3 m (the steps are consecutive).
+  const size_t first = g.groups[0][0];
+  EXPECT_EQ(g.groups[0], (std::vector<size_t>{first, first + 1, first + 2}));
+  EXPECT_NE(text.find("k1_horizontal_m0("), std::string::npos) << text;
+  EXPECT_NE(text.find(", E, block - 0u"), std::string::npos) << text;
+  EXPECT_NE(text.find(", E + 3, block - "), std::string::npos) << text;
+  EXPECT_NE(text.find(", E + 6, block - "), std::string::npos) << text;
+}
+
 // A chain (each kernel reads what the one before wrote) and a large kernel form no group.
 TEST(Horizontal, DependentOrLargeKernelsStayAlone) {
   EXPECT_TRUE(grouped("graph t {\n  %x = input() : f32[64]\n  %s = sum(%x)\n  %y = sub.Tensor(%x, %s)\n  %z = sum(%y)\n"
@@ -148,6 +207,47 @@ TEST(Horizontal, OutputsOverInputsTurnAGroupOffWhereMembersWouldRace) {
   plan.output_over_input = {4, -1, -1, -1, -1, -1, -1};  // q0 over p1, which the second member reads
   plan.enable_horizontals();
   EXPECT_FALSE(plan.horizontals[0].on);
+}
+
+// The cache updates' group on the device: against the interpreter, with the caches updated in
+// place (their outputs computed over the inputs), and a failing member reported as its own.
+TEST(CudaGpu, HorizontalCacheUpdatesMatchTheReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  Graph g = parse_graph(kCacheUpdates);
+  Executable exe = compile(g, {.cache_dir = fresh_cache("horizontal_cache"), .device = "cuda", .autotune = false});
+  ASSERT_EQ(exe.gpu_plan->horizontals.size(), 1u) << exe.source;
+  EXPECT_EQ(exe.gpu_plan->horizontals[0].steps.size(), 3u);
+  for (bool in_place : {false, true}) {
+    if (in_place) {
+      EXPECT_EQ(exe.compute_outputs_in_inputs({4, 5, -1}), (std::vector<int>{4, 5, -1}));
+    }
+    EXPECT_TRUE(exe.gpu_plan->horizontals[0].on);
+    for (uint64_t seed : {1, 2}) {
+      TensorMap inputs = random_inputs(g, seed);
+      TensorMap before;
+      for (const auto& [name, t] : inputs) before.emplace(name, t.contiguous_copy());
+      auto want = evaluate_reference(g, before);
+      auto got = exe.run(inputs);
+      ASSERT_EQ(got.size(), 3u);
+      const std::string what = fmt::format("in place {} seed {}", in_place, seed);
+      expect_close(in_place ? inputs.at("kc") : got[0], want[0], what + " keys");
+      expect_close(in_place ? inputs.at("vc") : got[1], want[1], what + " values");
+      expect_close(got[2], want[2], what + " query");
+    }
+  }
+  // The query's position out of bounds: the error names the query's kernel, not the group's first.
+  TensorMap inputs = random_inputs(g, 3);
+  inputs.at("qpos").store_int(0, 40);
+  try {
+    exe.run(inputs);
+    exe.synchronize();
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("index 40 is out of bounds for a dimension of size 40"), std::string::npos) << message;
+    EXPECT_NE(message.find("%qt"), std::string::npos) << message;
+    EXPECT_EQ(message.find("%ku"), std::string::npos) << message;
+  }
 }
 
 }  // namespace

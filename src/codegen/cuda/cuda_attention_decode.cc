@@ -16,8 +16,9 @@ namespace coil::codegen::attention {
 
 namespace {
 
-// 32 keys a block: at decoding's few heads, more blocks; 8 threads a key for its scores.
-constexpr int kKeys = 32, kThreads = 256;
+// 32 keys a block: at decoding's few heads, more blocks; 8 threads a key for its scores. The
+// merge reads up to kMergeGroup splits at once.
+constexpr int kKeys = 32, kThreads = 256, kMergeGroup = 16;
 
 }  // namespace
 
@@ -74,10 +75,22 @@ std::string emit_decode_attention(const Shape& a, const loop::ExternCall& call, 
     s += "      *reinterpret_cast<uint4*>(&vs[i / (HD / 8)][col]) = key_v < S ? *reinterpret_cast<const uint4*>(src) : make_uint4(0u, 0u, 0u, 0u);\n";
   else
     s += "      for (int j = 0; j < 8; ++j) vs[i / (HD / 8)][col + j] = key_v < S ? src[j] : uint16_t(0);\n";
-  s += "    }\n    __syncthreads();\n";
+  s += "    }\n";
   // Scores: THREADS / KC threads a key, each for every (THREADS / KC)-th row; masked, in base 2
-  // with the scale.
-  s += "    {\n      constexpr int PARTS = THREADS / KC, MINE = (L + PARTS - 1) / PARTS;\n";
+  // with the scale. The mask's values are requested with the key, before the block waits for
+  // its loads (after the scores, each was one more round trip).
+  s += "    constexpr int PARTS = THREADS / KC, MINE = (L + PARTS - 1) / PARTS;\n";
+  if (a.mask) {
+    const loop::View& m = *a.mask;
+    const char* mw = a.mask_dtype == DType::f16 ? "coil_rt::f16_to_f32" : a.mask_dtype == DType::bf16 ? "coil_rt::bf16_to_f32" : "";
+    const std::string value = fmt::format("b{}[mb + row * int64_t({}) + key * int64_t({})]", m.buffer, stride(m, 2), stride(m, 1));
+    s += fmt::format("    {} masked[MINE];\n    #pragma unroll\n    for (int r = 0; r < MINE; ++r) {{\n", a.mask_dtype == DType::b8 ? "bool" : "float");
+    s += "      const int row = PARTS * r + part;\n";
+    s += a.mask_dtype == DType::b8 ? fmt::format("      masked[r] = row < L && key < S ? {} : false;\n    }}\n", value)
+                                   : fmt::format("      masked[r] = row < L && key < S ? {}({}) * {:.9e}f : 0.f;\n    }}\n", mw, value, std::numbers::log2e);
+  }
+  s += "    __syncthreads();\n";
+  s += "    {\n";
   s += "      float acc[MINE];\n      #pragma unroll\n      for (int r = 0; r < MINE; ++r) acc[r] = 0.f;\n";
   s += "      #pragma unroll\n      for (int d0 = 0; d0 < HD; d0 += 8) {\n        float kv[8];\n";
   if (vec) {
@@ -94,16 +107,7 @@ std::string emit_decode_attention(const Shape& a, const loop::ExternCall& call, 
   s += "        const int row = PARTS * r + part;\n        if (row >= L) break;\n";
   s += fmt::format("        float sc = acc[r] * {:.9e}f;\n", a.scale_log2);
   s += fmt::format("        if (key >= S{}) sc = -coil_rt::inf<float>();\n", a.causal ? " || key > row" : "");
-  if (a.mask) {
-    const loop::View& m = *a.mask;
-    std::string value = fmt::format("b{}[mb + row * int64_t({}) + key * int64_t({})]", m.buffer, stride(m, 2), stride(m, 1));
-    if (a.mask_dtype == DType::b8) {
-      s += fmt::format("        else if (!{}) sc = -coil_rt::inf<float>();\n", value);
-    } else {
-      const char* mw = a.mask_dtype == DType::f16 ? "coil_rt::f16_to_f32" : a.mask_dtype == DType::bf16 ? "coil_rt::bf16_to_f32" : "";
-      s += fmt::format("        else sc += {}({}) * {:.9e}f;\n", mw, value, std::numbers::log2e);
-    }
-  }
+  if (a.mask) s += a.mask_dtype == DType::b8 ? "        else if (!masked[r]) sc = -coil_rt::inf<float>();\n" : "        else sc += masked[r];\n";
   s += "        ps[row][kk] = sc;\n      }\n    }\n    __syncthreads();\n";
   // The chunk's softmax per row, a warp a row: max (0 as the reference where nothing is
   // visible), probabilities in place, their sum.
@@ -129,14 +133,23 @@ std::string emit_decode_attention(const Shape& a, const loop::ExternCall& call, 
   s += "    __threadfence();\n    __syncthreads();\n";
   s += "    if (tid == 0) last = atomicAdd(ticket + bh, 1u) == SPLITS - 1u;\n    __syncthreads();\n";
   s += "    if (!last) continue;\n    __threadfence();\n";
-  // The merge: each split's rows rescaled to the rows' overall max.
+  // The merge: each split's rows rescaled to the rows' overall max, in groups of G splits whose
+  // max, sum and output are all requested at once (one round trip a group; before, the maxima
+  // were read in a pass of their own), each group's sums rescaling those before it.
   s += "    for (int i = tid; i < L * HD; i += THREADS) {\n      const int r = i / HD, d = i % HD;\n";
-  s += "      float mx = -coil_rt::inf<float>();\n";
-  s += "      for (int q = 0; q < SPLITS; ++q) mx = fmaxf(mx, coil_rt::load_l2(pmax + (bh * SPLITS + q) * L + r));\n";
-  s += "      const float ref = mx == -coil_rt::inf<float>() ? 0.f : mx;\n      float num = 0.f, den = 0.f;\n";
-  s += "      for (int q = 0; q < SPLITS; ++q) {\n        const int64_t at = (bh * SPLITS + q) * L + r;\n";
-  s += fmt::format("        const float w = {}_exp2(coil_rt::load_l2(pmax + at) - ref);\n", hp);
-  s += "        num = fmaf(w, coil_rt::load_l2(pout + at * HD + d), num);\n        den = fmaf(w, coil_rt::load_l2(psum + at), den);\n      }\n";
+  s += "      float mx = -coil_rt::inf<float>(), num = 0.f, den = 0.f;\n";
+  s += fmt::format("      constexpr int G = {};\n", std::min<int64_t>(splits, kMergeGroup));
+  s += "      for (int q0 = 0; q0 < SPLITS; q0 += G) {\n        float gm[G], go[G], gs[G];\n";
+  s += "        #pragma unroll\n        for (int j = 0; j < G; ++j) {\n          const int64_t at = (bh * SPLITS + (q0 + j < SPLITS ? q0 + j : 0)) * L + r;\n";
+  s += "          gm[j] = coil_rt::load_l2(pmax + at), go[j] = coil_rt::load_l2(pout + at * HD + d), gs[j] = coil_rt::load_l2(psum + at);\n";
+  s += "        }\n        float next = mx;\n";
+  s += "        #pragma unroll\n        for (int j = 0; j < G; ++j) next = q0 + j < SPLITS ? fmaxf(next, gm[j]) : next;\n";
+  s += "        const float ref = next == -coil_rt::inf<float>() ? 0.f : next;\n";
+  s += fmt::format("        const float old = mx == -coil_rt::inf<float>() ? 0.f : {}_exp2(mx - ref);\n", hp);
+  s += "        num *= old, den *= old, mx = next;\n";
+  s += "        #pragma unroll\n        for (int j = 0; j < G; ++j) {\n          if (q0 + j >= SPLITS) break;\n";
+  s += fmt::format("          const float w = {}_exp2(gm[j] - ref);\n", hp);
+  s += "          num = fmaf(w, go[j], num), den = fmaf(w, gs[j], den);\n        }\n      }\n";
   s += "      " + store("den > 0.f ? num / den : 0.f") + ";\n    }\n";
   s += "    if (tid == 0) ticket[bh] = 0u;\n    __syncthreads();\n  }\n}\n";
   return s;

@@ -40,9 +40,12 @@ std::vector<std::pair<std::string, std::string>> parameters(const std::string& b
 }  // namespace
 
 bool horizontal_member(const loop::LoopKernel& k, const CudaKernel& info) {
-  return info.config.form == CudaConfig::Form::pointwise && info.symbols.empty() && info.launch.scratch_bytes == 0 &&
-         info.launch.shared_bytes == 0 && info.launch.block_y == 1 && info.launch.units.constant() && !loop::may_fail(k) &&
-         !loop::has_dynamic_stores(k);
+  // (a scatter of one thread a point, each running its few positions in order, has the
+  // pointwise form's grid-stride loop and no shared memory)
+  const bool pointwise = info.config.form == CudaConfig::Form::pointwise && !loop::has_dynamic_stores(k);
+  const bool scatter = info.config.form == CudaConfig::Form::scatter && info.config.parts == 1 && !info.config.listed;
+  return (pointwise || scatter) && info.symbols.empty() && info.launch.scratch_bytes == 0 && info.launch.shared_bytes == 0 &&
+         info.launch.block_y == 1 && info.launch.units.constant();
 }
 
 int64_t static_grid(const CudaKernel& info) { return grid_blocks(info.launch, *info.launch.units.constant()); }
@@ -73,8 +76,12 @@ std::string emit_horizontal_kernel(const std::string& name, const std::vector<st
     out += body + "\n";
     std::vector<std::string> args;
     for (const auto& [pname, decl] : parameters(bodies[m], k.name)) {
+      if (pname == "E") {  // the member's own status words, three a kernel from the group's first
+        const size_t step = k.program_index - members.front().program_index;
+        args.push_back(step ? fmt::format("E + {}", 3 * step) : "E");
+        continue;
+      }
       args.push_back(pname);
-      if (pname == "E") continue;
       const int id = std::stoi(pname.substr(1));
       if (declared.emplace(id, decl).second) order.push_back(id);
     }

@@ -11,9 +11,10 @@
 
 namespace coil::codegen {
 
-// Whether a kernel in this configuration may be a member: the pointwise form with static sizes,
-// no scratch, no dynamic shared memory, one row of threads, and a body that never writes the
-// status word (the group passes its first member's).
+// Whether a kernel in this configuration may be a member: the pointwise form, or a scatter of
+// one thread a point (few positions in order: a KV cache's update), with static sizes, no
+// scratch, no dynamic shared memory and one row of threads. A member that may fail writes its
+// own status words (the group's, three a kernel on from its first member's).
 bool horizontal_member(const loop::LoopKernel& kernel, const CudaKernel& info);
 
 // The kernel running `members` (their bodies as emit_cuda_kernel printed them, each member's

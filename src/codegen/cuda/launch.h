@@ -53,6 +53,8 @@ SplitLayout split_layout(const loop::LoopKernel& kernel, const CudaConfig& confi
 
 // Threads a scatter's free point gets (CudaConfig::parts) when partitioned_scatter allows it.
 inline constexpr int kScatterParts = 32;
+// Positions in order (static) up to which a scatter is not partitioned.
+inline constexpr int64_t kFewScatterPositions = 16;
 // Whether a scatter's stores may be split among threads by the element they store: it has dims
 // that run in order, and reads what it stores only at the element it stores (an accumulation),
 // so no thread reads an element another one writes.
