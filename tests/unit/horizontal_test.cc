@@ -217,22 +217,27 @@ TEST(CudaGpu, HorizontalCacheUpdatesMatchTheReference) {
   Executable exe = compile(g, {.cache_dir = fresh_cache("horizontal_cache"), .device = "cuda", .autotune = false});
   ASSERT_EQ(exe.gpu_plan->horizontals.size(), 1u) << exe.source;
   EXPECT_EQ(exe.gpu_plan->horizontals[0].steps.size(), 3u);
+  // Host inputs, then device inputs with the caches updated in place (their outputs computed
+  // over the inputs: the run returns them undefined, the caches written).
+  OnDevice dev{*exe.gpu_plan->context, {}};
   for (bool in_place : {false, true}) {
     if (in_place) {
       EXPECT_EQ(exe.compute_outputs_in_inputs({4, 5, -1}), (std::vector<int>{4, 5, -1}));
     }
     EXPECT_TRUE(exe.gpu_plan->horizontals[0].on);
     for (uint64_t seed : {1, 2}) {
-      TensorMap inputs = random_inputs(g, seed);
-      TensorMap before;
-      for (const auto& [name, t] : inputs) before.emplace(name, t.contiguous_copy());
-      auto want = evaluate_reference(g, before);
+      const TensorMap host = random_inputs(g, seed);
+      auto want = evaluate_reference(g, host);
+      TensorMap inputs;
+      for (const auto& [name, t] : host) inputs.emplace(name, in_place ? dev.put(t) : t.contiguous_copy());
       auto got = exe.run(inputs);
       ASSERT_EQ(got.size(), 3u);
       const std::string what = fmt::format("in place {} seed {}", in_place, seed);
-      expect_close(in_place ? inputs.at("kc") : got[0], want[0], what + " keys");
-      expect_close(in_place ? inputs.at("vc") : got[1], want[1], what + " values");
-      expect_close(got[2], want[2], what + " query");
+      EXPECT_EQ(got[0].defined(), !in_place) << what;
+      EXPECT_EQ(got[1].defined(), !in_place) << what;
+      expect_close(in_place ? dev.get(inputs.at("kc")) : got[0], want[0], what + " keys");
+      expect_close(in_place ? dev.get(inputs.at("vc")) : got[1], want[1], what + " values");
+      expect_close(in_place ? dev.get(got[2]) : got[2], want[2], what + " query");
     }
   }
   // The query's position out of bounds: the error names the query's kernel, not the group's first.
