@@ -52,6 +52,11 @@ TEST(CudaCodegen, EveryKernelWaitsForThePreviousBeforeTouchingMemory) {
       "  %x = input() : f32[48, 70001]\n  %s = sum(%x)\n  %c = cumsum(%x, 1)\n  %g = input() : f32[40, 96]\n"
       "  %i = input(low=0, high=100) : i64[40]\n  %z = input() : f32[100, 96]\n  %y = index_put(%z, [%i], %g, accumulate=true)\n"
       "  return %s, %c, %y\n",
+      // a product of one row whose weight a kernel computes: nothing of it is read before the wait
+      "  %xb = input() : bf16[1, 512]\n  %wb = input() : bf16[384, 512]\n  %w2 = mul.Scalar(%wb, other=2)\n"
+      "  %w2t = permute(%w2, [1, 0])\n  %h2 = mm(%xb, %w2t)\n  return %h2\n",
+      // eight rows: the tensor-core form, its first batch of weight pieces early
+      "  %x8 = input() : bf16[8, 512]\n  %w8 = input() : bf16[384, 512]\n  %w8t = permute(%w8, [1, 0])\n  %h8 = mm(%x8, %w8t)\n  return %h8\n",
       // attention: the tiled kernel and the decoding one (one query row)
       "  %q = input() : bf16[2, 8, 128, 64]\n  %k = input() : bf16[2, 8, 128, 64]\n  %v = input() : bf16[2, 8, 128, 64]\n"
       "  %o = scaled_dot_product_attention(%q, %k, %v)\n  %q1 = input() : bf16[2, 8, 1, 64]\n"
@@ -63,7 +68,7 @@ TEST(CudaCodegen, EveryKernelWaitsForThePreviousBeforeTouchingMemory) {
     Target t;
     t.cuda = true;
     t.device = cuda::preset_device(arch);
-    int kernels = 0, prefetching = 0;
+    int kernels = 0, prefetching = 0, early = 0;
     for (const std::string& body : graphs) {
       Generated gen = generate(parse(body), t);
       ASSERT_EQ(gen.cuda.bodies.size(), gen.cuda.kernels.size());
@@ -73,10 +78,18 @@ TEST(CudaCodegen, EveryKernelWaitsForThePreviousBeforeTouchingMemory) {
         ASSERT_TRUE(prefix) << "no wait in\n" << text;
         ++kernels;
         if (gen.cuda.kernels[i].config.form == codegen::CudaConfig::Form::gemv) {
-          // only the weight's prefetch (rows of %w, buffer of the product's B) comes first
+          // Only the weight comes first: its prefetch, and where it is a graph input (%w, not
+          // %w2) the first steps' loads (load_once of its rows, w[r]).
           EXPECT_NE(prefix->find("coil_rt::prefetch_l2("), std::string::npos) << text;
           ++prefetching;
+          const auto& call = std::get<loop::ExternCall>(gen.lowered.program.kernels[gen.cuda.kernels[i].program_index]);
+          const int weight = call.inputs[1].buffer;
+          const bool input = gen.lowered.program.buffers[static_cast<size_t>(weight)].role == loop::Buffer::Role::input;
+          early += prefix->find("load_once(") != std::string::npos;
+          EXPECT_EQ(prefix->find("load_once(") != std::string::npos, input) << text;
           std::string rest = std::regex_replace(*prefix, std::regex(R"(coil_rt::prefetch_l2\([^;]*;)"), "");
+          rest = std::regex_replace(rest, std::regex(R"(coil_rt::load_once\(reinterpret_cast<const V\*>\(w\[r\] \+ k\)\))"), "");
+          rest = std::regex_replace(rest, std::regex(fmt::format(R"(\bb{}\s*\+)", weight)), "");
           EXPECT_FALSE(std::regex_search(rest, touches)) << text;
         } else {
           EXPECT_FALSE(std::regex_search(*prefix, touches)) << text;
@@ -85,7 +98,8 @@ TEST(CudaCodegen, EveryKernelWaitsForThePreviousBeforeTouchingMemory) {
       }
     }
     EXPECT_GT(kernels, 12) << arch;
-    EXPECT_EQ(prefetching, 1) << arch;
+    EXPECT_EQ(prefetching, 3) << arch;
+    EXPECT_EQ(early, 2) << arch;
   }
 }
 
@@ -117,6 +131,35 @@ TEST(CudaGpu, OverlappedLaunchesKeepEveryDependence) {
     if (graphs) {
       EXPECT_GT(exe.gpu_plan->graph_stats().replays, 0);
     }
+  }
+}
+
+// A product of one row loads its first weight pieces before waiting for the kernel before it. A
+// run's first launch therefore never overlaps the run before: here one plan negates a weight in
+// place (32 MiB, the longest kernel) and the next, on the same stream, multiplies by it first
+// thing. Each product must see the weight of the negation just before it.
+TEST(CudaGpu, EarlyWeightLoadsSeeTheRunBefore) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  Graph negate = parse("  %w = input() : bf16[4096, 4096]\n  %n = neg(%w)\n  return %n\n");
+  Graph product = parse("  %x = input() : bf16[1, 4096]\n  %w = input() : bf16[4096, 4096]\n  %wt = permute(%w, [1, 0])\n"
+                        "  %y = mm(%x, %wt)\n  return %y\n");
+  Executable update = compile(negate, {.cache_dir = fresh_cache("early_negate"), .device = "cuda", .autotune = false});
+  Executable multiply = compile(product, {.cache_dir = fresh_cache("early_product"), .device = "cuda", .autotune = false});
+  ASSERT_EQ(update.compute_outputs_in_inputs({0}), (std::vector<int>{0}));
+  bool gemv = false;
+  for (const auto& k : multiply.gpu_plan->kernels) gemv |= k.config.form == codegen::CudaConfig::Form::gemv;
+  EXPECT_TRUE(gemv && multiply.source.find("EARLY") != std::string::npos) << multiply.source;
+  TensorMap host = random_inputs(product, 5);
+  const std::vector<Tensor> plus = evaluate_reference(product, host);
+  OnDevice dev{*multiply.gpu_plan->context, {}};
+  Tensor x = dev.put(host.at("x")), w = dev.put(host.at("w"));
+  for (int round = 1; round <= 8; ++round) {
+    EXPECT_FALSE(update.run_on_stream(std::vector<Tensor>{w}, TensorMap{}, nullptr)[0].defined());  // negated in place
+    const Tensor y = dev.get(multiply.run_on_stream(std::vector<Tensor>{x, w}, TensorMap{}, nullptr)[0]).contiguous_copy();
+    const Tensor want = plus[0].contiguous_copy();
+    const double sign = round % 2 ? -1 : 1;
+    for (int64_t e = 0; e < want.numel(); ++e)
+      ASSERT_NEAR(y.load(e), sign * want.load(e), 2e-2 * (1 + std::fabs(want.load(e)))) << "round " << round << " element " << e;
   }
 }
 

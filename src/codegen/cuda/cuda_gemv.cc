@@ -144,6 +144,20 @@ int piece(const cuda::GemmProblem& g, const GemmViews& v, const loop::ExternCall
 
 bool in_dtype_half(DType t) { return t == DType::f16 || t == DType::bf16; }
 
+// Weight pieces (16 bytes) a lane loads before waiting for the kernel before: 64 registers.
+constexpr int64_t kEarlyPieces = 16;
+
+// Whether buffer b is never written while the plan runs: a graph input, weight or constant that
+// no kernel writes. (One computed over in place is another buffer, granted only where nothing
+// reads this one after its first writer: MemoryPlan's outputs_over_inputs.) So a kernel may
+// read it before the previous kernel ends; a run's first launch never overlaps the run before
+// (GpuPlan::run_steps), whose last kernel may have written it.
+bool never_written(const loop::Program& program, int b) {
+  const loop::Buffer::Role role = program.buffers[static_cast<size_t>(b)].role;
+  if (role != loop::Buffer::Role::input && role != loop::Buffer::Role::weight && role != loop::Buffer::Role::constant) return false;
+  return std::none_of(program.kernels.begin(), program.kernels.end(), [&](const loop::Kernel& k) { return loop::access(k).writes.count(b) > 0; });
+}
+
 }  // namespace
 
 std::vector<CudaConfig> gemv_configs(const loop::Program& program, const loop::ExternCall& call, const cuda::DeviceInfo& device) {
@@ -198,6 +212,7 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
   const int vec = config.vector, r = config.parts, split = config.splits, groups = kWarps / split;
   const bool mma = config.tile_a > 0;
   const int out_per_warp = mma ? 8 * r : r;
+  const bool weights_early = never_written(program, views.b->buffer) && (!call.gate || never_written(program, call.gate->buffer));
   const int64_t step = mma ? 32 : 32 * vec, chunks = (g.k + step - 1) / step, per = (chunks + split - 1) / split;
   COIL_CHECK(vec == piece(g, views, call) && (mma ? vec == 8 && in_dtype_half(g.dtype) : r * g.m * products <= 32 && g.m <= kGemvFmaRows) && split >= 1 &&
              kWarps % split == 0)
@@ -254,7 +269,6 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
     s += fmt::format("    if (k0 < k1) coil_rt::prefetch_l2({} + k0, static_cast<unsigned>((k1 - k0) * {}));\n  }}\n",
                      weight_row("lane / OUT", "n0 + lane % OUT"), dtype_size(in));
   }
-  s += "  coil_rt::after_previous();\n";
   const std::string a_at = fmt::format("b{} + {}", views.a->buffer, offset_of(views.a));
   if (mma) {
     // Whether step u of the batch at i0 lies in K (parts that always hold left out).
@@ -268,12 +282,23 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
     s += "  const int q = lane % 4, row = lane / 4;\n";
     s += fmt::format("  const {}* w[RP];\n  #pragma unroll\n  for (int r = 0; r < RP; ++r) w[r] = {};\n", t,
                      weight_row("r / R", "n0 + 8 * (r % R) + row < N ? n0 + 8 * (r % R) + row : N - 1"));
+    // The first batch's weight pieces before the wait, as the FMA form's first steps (below).
+    const bool early = weights_early && 4 * r * products <= kEarlyPieces;
+    if (early) {
+      s += "  V held[U][RP];\n  {\n    const int i0 = 0;\n    (void)i0;\n";
+      s += "    #pragma unroll\n    for (int u = 0; u < U; ++u) {\n      const int c = slice * PER + u, k = c * 32 + q * 8;\n";
+      s += fmt::format("      const bool in = {};\n      (void)c, (void)k;\n", in_k);
+      s += "      #pragma unroll\n      for (int r = 0; r < RP; ++r) held[u][r] = in ? coil_rt::load_once(reinterpret_cast<const V*>(w[r] + k)) : V{};\n";
+      s += "    }\n  }\n";
+    }
+    s += "  coil_rt::after_previous();\n";
     s += fmt::format("  const {0}* xr0 = {1} + int64_t(row) * {2};\n  const {0}* xr1 = {1} + int64_t(row + 8) * {2};\n  (void)xr1;\n", t, a_at, g.a_rs);
     s += "  float acc[RP][4];\n  #pragma unroll\n  for (int r = 0; r < RP; ++r) acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = 0.f;\n";
     s += "  for (int i0 = 0; i0 < PER; i0 += U) {\n    V wv[U][RP], xa[U], xb[U];\n";
     s += "    #pragma unroll\n    for (int u = 0; u < U; ++u) {\n      const int c = slice * PER + i0 + u, k = c * 32 + q * 8;\n";
     s += fmt::format("      const bool in = {};\n      (void)c, (void)k;\n", in_k);
-    s += "      #pragma unroll\n      for (int r = 0; r < RP; ++r) wv[u][r] = in ? coil_rt::load_once(reinterpret_cast<const V*>(w[r] + k)) : V{};\n";
+    s += fmt::format("      #pragma unroll\n      for (int r = 0; r < RP; ++r) wv[u][r] = in ? {}coil_rt::load_once(reinterpret_cast<const V*>(w[r] + k)) : V{{}};\n",
+                     early ? "i0 == 0 ? held[u][r] : " : "");
     s += "      xa[u] = in && row < M ? coil_rt::load_keep(reinterpret_cast<const V*>(xr0 + k)) : V{};\n";
     s += "      xb[u] = in && row + 8 < M ? coil_rt::load_keep(reinterpret_cast<const V*>(xr1 + k)) : V{};\n    }\n";
     s += "    #pragma unroll\n    for (int u = 0; u < U; ++u) {\n";
@@ -293,32 +318,52 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
   } else {
     s += fmt::format("  const {}* w[RP];\n  #pragma unroll\n  for (int r = 0; r < RP; ++r) w[r] = {};\n", t,
                      weight_row("r / R", "n0 + r % R < N ? n0 + r % R : N - 1"));
-    s += "  float acc[RP][M];\n  #pragma unroll\n  for (int r = 0; r < RP; ++r)\n    #pragma unroll\n    for (int m = 0; m < M; ++m) acc[r][m] = 0.f;\n";
-    // (the loop as measured: the R weight pieces first, then A's rows one at a time; the
-    // compiler keeps 4 steps' weight reads in flight)
-    auto as_float = [&](const std::string& e) { return widened(e, in); };
-    s += "  #pragma unroll 4\n  for (int i = 0; i < PER; ++i) {\n    const int c = slice * PER + i;\n";
-    if (chunks % split != 0) s += fmt::format("    if (c >= {}) break;\n", chunks);
-    s += "    const int k = c * 32 * VEC + lane * VEC;\n";
-    const bool tail = g.k % step != 0;
-    if (tail) s += "    if (k < K) {\n";
-    const std::string in2 = tail ? "      " : "    ";
-    if (vec > 1) {
-      s += fmt::format("{0}V wv[RP];\n{0}#pragma unroll\n{0}for (int r = 0; r < RP; ++r) wv[r] = coil_rt::load_once(reinterpret_cast<const V*>(w[r] + k));\n", in2);
-      s += fmt::format("{0}#pragma unroll\n{0}for (int m = 0; m < M; ++m) {{\n", in2);
-      s += fmt::format("{}  const V xv = coil_rt::load_keep(reinterpret_cast<const V*>({} + m * {} + k));\n", in2, a_at, g.a_rs);
-      s += fmt::format("{0}  #pragma unroll\n{0}  for (int v = 0; v < VEC; ++v) {{\n", in2);
-      s += fmt::format("{}    const float x = {};\n", in2, as_float("xv.v[v]"));
-      s += fmt::format("{0}    #pragma unroll\n{0}    for (int r = 0; r < RP; ++r) acc[r][m] += x * {1};\n", in2, as_float("wv[r].v[v]"));
-      s += fmt::format("{0}  }}\n{0}}}\n", in2);
-    } else {
-      s += fmt::format("{0}float wf[RP];\n{0}#pragma unroll\n{0}for (int r = 0; r < RP; ++r) wf[r] = {1};\n", in2, as_float("w[r][k]"));
-      s += fmt::format("{0}#pragma unroll\n{0}for (int m = 0; m < M; ++m) {{\n", in2);
-      s += fmt::format("{}  const float x = {};\n", in2, as_float(fmt::format("({})[m * int64_t({}) + k * int64_t({})]", a_at, g.a_rs, g.a_cs)));
-      s += fmt::format("{0}  #pragma unroll\n{0}  for (int r = 0; r < RP; ++r) acc[r][m] += x * wf[r];\n{0}}}\n", in2);
+    // The first EARLY steps' weight pieces are loaded before waiting for the kernel before, where
+    // no kernel writes the weights: their loads then run during that kernel (a chain of [2048,
+    // 2048] products on an H200: 3.6 against 5.2 us each, bench/pdl_stream.cu).
+    const int64_t early = vec > 1 && weights_early ? std::min<int64_t>(per, std::max<int64_t>(1, kEarlyPieces / (int64_t{r} * products))) : 0;
+    // Whether step c's piece at k lies in K (parts that always hold left out).
+    std::vector<std::string> inside;
+    if (chunks % split != 0) inside.push_back(fmt::format("c < {}", chunks));
+    if (g.k % step != 0) inside.push_back("k < K");
+    const std::string in_k = inside.empty() ? "" : fmt::format("{}", fmt::join(inside, " && "));
+    if (early > 0) {
+      s += fmt::format("  constexpr int EARLY = {};\n  V held[EARLY][RP];\n", early);
+      s += "  #pragma unroll\n  for (int i = 0; i < EARLY; ++i) {\n    const int c = slice * PER + i, k = c * 32 * VEC + lane * VEC;\n";
+      s += fmt::format("    const bool in = {};\n    (void)c, (void)k;\n", in_k.empty() ? "true" : in_k);
+      s += "    #pragma unroll\n    for (int r = 0; r < RP; ++r) held[i][r] = in ? coil_rt::load_once(reinterpret_cast<const V*>(w[r] + k)) : V{};\n  }\n";
     }
-    if (tail) s += "    }\n";
-    s += "  }\n";
+    s += "  coil_rt::after_previous();\n";
+    s += "  float acc[RP][M];\n  #pragma unroll\n  for (int r = 0; r < RP; ++r)\n    #pragma unroll\n    for (int m = 0; m < M; ++m) acc[r][m] = 0.f;\n";
+    // A step over K: its weight pieces (held, or loaded), then A's rows one at a time (the loop as
+    // measured; the compiler keeps 4 steps' weight reads in flight).
+    auto as_float = [&](const std::string& e) { return widened(e, in); };
+    auto steps = [&](const std::string& from, const std::string& to, const char* unroll, bool held) {
+      s += fmt::format("  #pragma unroll{}\n  for (int i = {}; i < {}; ++i) {{\n    const int c = slice * PER + i, k = c * 32 * VEC + lane * VEC;\n",
+                       unroll, from, to);
+      const std::string in2 = in_k.empty() ? "    " : "      ";
+      if (!in_k.empty()) s += fmt::format("    if ({}) {{\n", in_k);
+      if (vec > 1) {
+        if (!held)
+          s += fmt::format("{0}V wv[RP];\n{0}#pragma unroll\n{0}for (int r = 0; r < RP; ++r) wv[r] = coil_rt::load_once(reinterpret_cast<const V*>(w[r] + k));\n", in2);
+        s += fmt::format("{0}#pragma unroll\n{0}for (int m = 0; m < M; ++m) {{\n", in2);
+        s += fmt::format("{}  const V xv = coil_rt::load_keep(reinterpret_cast<const V*>({} + m * {} + k));\n", in2, a_at, g.a_rs);
+        s += fmt::format("{0}  #pragma unroll\n{0}  for (int v = 0; v < VEC; ++v) {{\n", in2);
+        s += fmt::format("{}    const float x = {};\n", in2, as_float("xv.v[v]"));
+        s += fmt::format("{0}    #pragma unroll\n{0}    for (int r = 0; r < RP; ++r) acc[r][m] += x * {1};\n", in2,
+                         as_float(held ? "held[i][r].v[v]" : "wv[r].v[v]"));
+        s += fmt::format("{0}  }}\n{0}}}\n", in2);
+      } else {
+        s += fmt::format("{0}float wf[RP];\n{0}#pragma unroll\n{0}for (int r = 0; r < RP; ++r) wf[r] = {1};\n", in2, as_float("w[r][k]"));
+        s += fmt::format("{0}#pragma unroll\n{0}for (int m = 0; m < M; ++m) {{\n", in2);
+        s += fmt::format("{}  const float x = {};\n", in2, as_float(fmt::format("({})[m * int64_t({}) + k * int64_t({})]", a_at, g.a_rs, g.a_cs)));
+        s += fmt::format("{0}  #pragma unroll\n{0}  for (int r = 0; r < RP; ++r) acc[r][m] += x * wf[r];\n{0}}}\n", in2);
+      }
+      if (!in_k.empty()) s += "    }\n";
+      s += "  }\n";
+    };
+    if (early > 0) steps("0", "EARLY", "", true);
+    if (early < per) steps(early > 0 ? "EARLY" : "0", "PER", " 4", false);
     s += "  #pragma unroll\n  for (int r = 0; r < RP; ++r)\n    #pragma unroll\n    for (int m = 0; m < M; ++m) {\n";
     s += "      float v = acc[r][m];\n      #pragma unroll\n      for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);\n";
     s += "      if (lane == 0) part[slice][group][r][m] = v;\n    }\n";

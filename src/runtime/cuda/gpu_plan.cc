@@ -430,6 +430,10 @@ std::vector<Tensor> GpuPlan::run_steps(std::vector<Tensor> inputs, const TensorM
     std::vector<int> group_at(nk, -1);  // the group starting at a step, where on
     for (size_t g = 0; g < horizontals.size(); ++g)
       if (horizontals[g].on) group_at[horizontals[g].steps.front()] = static_cast<int>(g);
+    // A run's first launch does not overlap what came before it on the stream (the run before,
+    // whose last kernel may write a weight this one reads before its wait: cuda_gemv.cc); the
+    // rest overlap the kernel before them.
+    bool overlap = false;
     for (size_t k = 0; k < nk; ++k) {
       const auto kernel_start = Clock::now();
       const int64_t memory_before = spent.memory_ns;
@@ -439,7 +443,8 @@ std::vector<Tensor> GpuPlan::run_steps(std::vector<Tensor> inputs, const TensorM
         const Horizontal& h = horizontals[static_cast<size_t>(group_at[k])];
         for (size_t s : h.steps) allocate(s);
         launch_loop_kernel(ctx, h.function, h.info, ptrs, symbol_values, h.info.launch.units.eval(symbols),
-                           status ? status + k * 3 * sizeof(int64_t) : 0, 0, stream, true);
+                           status ? status + k * 3 * sizeof(int64_t) : 0, 0, stream, overlap);
+        overlap = true;
         for (size_t s : h.steps) release_dead(s);
         spent.loop_ns += step_ns(), spent.loops += 1;
         k = h.steps.back();
@@ -455,7 +460,8 @@ std::vector<Tensor> GpuPlan::run_steps(std::vector<Tensor> inputs, const TensorM
         const codegen::CudaKernel& info = *launch.info;
         cuda::DevicePtr scratch = info.launch.scratch_bytes > 0 ? scratch_base + static_cast<cuda::DevicePtr>(scratch_layout.offsets[k]) : 0;
         launch_loop_kernel(ctx, launch.function, info, ptrs, symbol_values, launch.units, status ? status + k * 3 * sizeof(int64_t) : 0,
-                           scratch, stream, true);
+                           scratch, stream, overlap);
+        overlap = true;
         spent.loop_ns += step_ns(), spent.loops += 1;
       } else {
         const auto& call = std::get<loop::ExternCall>(lowered.program.kernels[k]);
