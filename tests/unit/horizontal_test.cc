@@ -51,6 +51,27 @@ Grouped grouped(const std::string& text) {
   return g;
 }
 
+// The kernel of a graph's first group, with its members and their grids.
+struct GroupKernel {
+  std::vector<codegen::CudaKernel> members;
+  std::vector<int64_t> grids;
+  std::string text;
+};
+
+GroupKernel group_kernel(const Grouped& g, const std::string& name, codegen::CudaKernel& info) {
+  GroupKernel out;
+  std::vector<std::string> bodies;
+  for (size_t k : g.groups.at(0))
+    for (size_t i = 0; i < g.gen.cuda.kernels.size(); ++i)
+      if (g.gen.cuda.kernels[i].program_index == k) {
+        bodies.push_back(g.gen.cuda.bodies[i]);
+        out.members.push_back(g.gen.cuda.kernels[i]);
+        out.grids.push_back(codegen::static_grid(g.gen.cuda.kernels[i]));
+      }
+  out.text = codegen::emit_horizontal_kernel(name, bodies, out.members, out.grids, info);
+  return out;
+}
+
 // The step of each parameter's update groups with the others'; the step count's update, which
 // they read and the adapter computes over its input, does not join them.
 TEST(Horizontal, ParameterUpdatesGroupWithoutTheStepCount) {
@@ -118,18 +139,8 @@ TEST(Horizontal, CacheScattersAndTheQueryGroup) {
     }
   }
   EXPECT_EQ(scatters, 2);
-  std::vector<std::string> bodies;
-  std::vector<codegen::CudaKernel> members;
-  std::vector<int64_t> grids;
-  for (size_t k : g.groups[0])
-    for (size_t i = 0; i < g.gen.cuda.kernels.size(); ++i)
-      if (g.gen.cuda.kernels[i].program_index == k) {
-        bodies.push_back(g.gen.cuda.bodies[i]);
-        members.push_back(g.gen.cuda.kernels[i]);
-        grids.push_back(codegen::static_grid(g.gen.cuda.kernels[i]));
-      }
   codegen::CudaKernel info;
-  const std::string text = codegen::emit_horizontal_kernel("k1_horizontal", bodies, members, grids, info);
+  const std::string text = group_kernel(g, "k1_horizontal", info).text;
   // Member m's status words are the group's first member's plus 3 m (the steps are consecutive).
   const size_t first = g.groups[0][0];
   EXPECT_EQ(g.groups[0], (std::vector<size_t>{first, first + 1, first + 2}));
@@ -153,18 +164,11 @@ TEST(Horizontal, DependentOrLargeKernelsStayAlone) {
 TEST(Horizontal, TheGroupKernelBuildsWithNvrtc) {
   Grouped g = grouped(kUpdates);
   ASSERT_EQ(g.groups.size(), 1u);
-  std::vector<std::string> bodies;
-  std::vector<codegen::CudaKernel> members;
-  std::vector<int64_t> grids;
-  for (size_t k : g.groups[0])
-    for (size_t i = 0; i < g.gen.cuda.kernels.size(); ++i)
-      if (g.gen.cuda.kernels[i].program_index == k) {
-        bodies.push_back(g.gen.cuda.bodies[i]);
-        members.push_back(g.gen.cuda.kernels[i]);
-        grids.push_back(codegen::static_grid(g.gen.cuda.kernels[i]));
-      }
   codegen::CudaKernel info;
-  std::string text = codegen::emit_horizontal_kernel("k0_horizontal", bodies, members, grids, info);
+  const GroupKernel group = group_kernel(g, "k0_horizontal", info);
+  const std::string& text = group.text;
+  const std::vector<codegen::CudaKernel>& members = group.members;
+  const std::vector<int64_t>& grids = group.grids;
   int64_t blocks = 0;
   for (int64_t b : grids) blocks += b;
   EXPECT_EQ(*info.launch.units.constant(), blocks);
