@@ -27,7 +27,8 @@
 // second product of the same A beside the first: schedule/fuse_gemv_epilogues.h). The candidates
 // (R, SPLIT) are timed by the autotuner, and against cuBLASLt's call of the same product where no
 // epilogue of coil's is fused. Each warp asks L2 for its weight rows before waiting for the
-// previous kernel (coil_rt::prefetch_l2, after_previous).
+// previous kernel (coil_rt::prefetch_l2, after_previous) and, where no kernel writes the weight,
+// loads its first steps' pieces then too (never_written).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
