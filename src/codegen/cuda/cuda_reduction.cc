@@ -38,17 +38,14 @@ void CudaEmitter::find_row_vectors() {
   const size_t in_reductions = loads.size();
   for (const auto& s : k_.stores)
     if (s.inner) collect_loads(s.value, loads);
-  // Persistent rows keep what the reductions read in registers; what only the stores read is
-  // loaded in the store pass, except where rows are too few to fill the device: such a kernel
-  // is latency-bound (a decoding step's RMSNorm of one row), and those loads are issued with
-  // the others, before the reduction, not one memory round trip after it.
+  // What only the stores read is loaded in the store pass, but with the rest (kept) where rows
+  // are fewer than the SMs: latency-bound (decoding's RMSNorm), one round trip fewer.
   const auto rows = product(k_.outer).constant();
-  const bool few_rows = config_.persistent && rows && *rows < device_.sm_count;
+  const bool few = config_.persistent && rows && *rows < device_.sm_count;
   for (size_t i = 0; i < loads.size(); ++i) {
     const auto& l = loads[i];
     if (l->dynamic() || !reads_row(l)) continue;
-    if (!staged(l))
-      row_vec_loads_.push_back({l->buffer(), l->offset(), "L" + std::to_string(row_vec_loads_.size()), i < in_reductions || few_rows});
+    if (!staged(l)) row_vec_loads_.push_back({l->buffer(), l->offset(), "L" + std::to_string(row_vec_loads_.size()), i < in_reductions || few});
   }
   for (const auto& s : k_.stores)
     if (s.inner) row_vec_stores_.push_back({s.buffer, s.offset, "S" + std::to_string(row_vec_stores_.size())});
