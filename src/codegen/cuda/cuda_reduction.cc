@@ -38,8 +38,7 @@ void CudaEmitter::find_row_vectors() {
   const size_t in_reductions = loads.size();
   for (const auto& s : k_.stores)
     if (s.inner) collect_loads(s.value, loads);
-  // What only the stores read is loaded in the store pass, but with the rest (kept) where rows
-  // are fewer than the SMs: latency-bound (decoding's RMSNorm), one round trip fewer.
+  // Store-only loads wait for the store pass, but not with fewer rows than SMs (latency-bound).
   const auto rows = product(k_.outer).constant();
   const bool few = config_.persistent && rows && *rows < device_.sm_count;
   for (size_t i = 0; i < loads.size(); ++i) {
