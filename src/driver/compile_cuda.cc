@@ -194,10 +194,10 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
   std::set<size_t> tuned;
   for (const auto& t : tuning) tuned.insert(t.kernel);
   std::vector<std::string> bodies, names;
-  std::vector<int> shared;    // dynamic shared memory per body
+  std::vector<int> shared, cluster;  // dynamic shared memory and cluster blocks per body
   std::vector<size_t> plain;  // CudaSource::kernels index per untuned body
   auto add = [&](const std::string& body, const codegen::CudaKernel& k) {
-    bodies.push_back(body), names.push_back(k.name), shared.push_back(k.launch.shared_bytes);
+    bodies.push_back(body), names.push_back(k.name), shared.push_back(k.launch.shared_bytes), cluster.push_back(k.launch.cluster);
   };
   for (size_t i = 0; i < gen.cuda.kernels.size(); ++i)
     if (!tuned.count(i)) plain.push_back(i), add(gen.cuda.bodies[i], gen.cuda.kernels[i]);
@@ -296,6 +296,7 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
     for (size_t b : units[u]) {
       function_of[b] = context->function(*module, built_names[b]);
       if (shared[b] > 0) context->allow_shared(function_of[b], shared[b]);
+      if (cluster[b] > 0) context->allow_cluster(function_of[b], cluster[b]);
       report.kernels.push_back(names[b]);
     }
     gpu->modules.push_back(std::move(module));

@@ -570,6 +570,14 @@ TEST(CudaCodegen, FusedAttentionWhereItAppliesAndBuildsWithNvrtc) {
        "  %k = view(%c, [2, 8, 40, 64])\n  %a = scaled_dot_product_attention(%q, %k, %k, %m)\n  return %a\n", true},
       {"  %q = input() : bf16[1, 6, 50, 32]\n  %k = input() : bf16[1, 2, 50, 32]\n"
        "  %a = scaled_dot_product_attention(%q, %k, %k, is_causal=true, enable_gqa=true)\n  return %a\n", true},
+      // decoding: 128 keys a block in clusters of 3; 256 keys a block merged by a ticket; 16 rows
+      // of 128-wide heads (key groups over half the warps)
+      {"  %q = input() : bf16[16, 8, 1, 64]\n  %k = input() : bf16[16, 2, 384, 64]\n"
+       "  %a = scaled_dot_product_attention(%q, %k, %k, enable_gqa=true)\n  return %a\n", true},
+      {"  %q = input() : f16[2, 8, 1, 64]\n  %k = input() : f16[2, 2, 5000, 64]\n"
+       "  %a = scaled_dot_product_attention(%q, %k, %k, enable_gqa=true)\n  return %a\n", true},
+      {"  %q = input() : bf16[1, 32, 1, 128]\n  %k = input() : bf16[1, 2, 100, 128]\n  %m = input() : bool[1, 1, 1, 100]\n"
+       "  %a = scaled_dot_product_attention(%q, %k, %k, %m, enable_gqa=true)\n  return %a\n", true},
       // symbolic sizes (dynamic shapes): the batch, the lengths, a mask over them, grouped heads
       {"  %q = input() : bf16[N, 70, 64]\n  %a = scaled_dot_product_attention(%q, %q, %q)\n  return %a\n", true},
       {"  sym B = 2\n  sym T = 100\n  %p = input() : bf16[B, T, 192]\n  %q, %k, %v = split_with_sizes(%p, [64, 64, 64], 2)\n  %q4 = view(%q, [B, T, 2, 32])\n"
@@ -612,30 +620,61 @@ TEST(CudaCodegen, FusedAttentionWhereItAppliesAndBuildsWithNvrtc) {
 }
 
 // Decoding over a repeated cache: the query heads of a key/value head are the rows of one
-// attention, which a kernel split over the keys computes (7 chunks of 32 keys a head, merged by
-// the last block through a ticket in scratch) and writes into the result itself (the view back to
-// [B, H, 1, E] has the same bytes: no copy).
+// attention, which a kernel split over the keys computes and writes into the result itself (the
+// view back to [B, H, 1, E] has the same bytes: no copy). The split: the fewest keys a block (32
+// up) that leave no more blocks than SMs. A head's splits merge in a thread-block cluster through
+// distributed shared memory where the device has clusters (sm_90a: up to 16 blocks), else
+// through a ticket in scratch (sm_80, or more splits than a cluster takes).
 TEST(CudaCodegen, DecodingAttentionSplitsTheKeysAndWritesTheResult) {
-  auto gen = cuda_code(
-      "  %q = input() : bf16[2, 8, 1, 64]\n  %m = input() : bool[1, 1, 1, 200]\n  %kc = input() : bf16[2, 2, 200, 64]\n"
-      "  %u = unsqueeze(%kc, 2)\n  %e = expand(%u, [2, 2, 4, 200, 64])\n  %c = clone(%e, memory_format=contiguous_format)\n"
-      "  %k = view(%c, [2, 8, 200, 64])\n  %a = scaled_dot_product_attention(%q, %k, %k, %m)\n  return %a\n",
-      cuda::preset_device("sm_90a"));
-  const auto& kernels = gen.lowered.program.kernels;
-  ASSERT_EQ(kernels.size(), 1u) << loop::to_string(gen.lowered.program);
-  const auto& call = std::get<loop::ExternCall>(kernels[0]);
-  EXPECT_EQ(call.kind, loop::ExternKind::attention);
-  EXPECT_EQ(call.inputs[0].sizes, (SymShape{2, 2, 4, 64}));      // rows: the 4 query heads of a key/value head
-  EXPECT_EQ(call.inputs[1].sizes, (SymShape{2, 2, 200, 64}));    // the cache itself
-  EXPECT_EQ(call.inputs[3].strides, (SymShape{0, 0, 0, 1}));     // the mask, broadcast
-  EXPECT_EQ(call.output, gen.lowered.output_buffers[0]);         // the graph's output, written in place
-  const auto& k = gen.cuda.kernels[0];
-  EXPECT_EQ(k.launch.units, SymInt(4 * 7));  // (batch, key/value head) x 7 chunks of 32 keys
-  EXPECT_GT(k.launch.scratch_bytes, 0);
-  const std::string& code = gen.cuda.bodies[0];
-  EXPECT_NE(code.find("atomicAdd(ticket + bh, 1u)"), std::string::npos) << code;
-  EXPECT_NE(code.find("const bool* __restrict__"), std::string::npos) << code;  // the mask in its own type
-  EXPECT_EQ(code.find("wgmma"), std::string::npos);
+  auto decoding = [](int64_t batch, int64_t length, const char* arch) {
+    return cuda_code(fmt::format("  %q = input() : bf16[{0}, 8, 1, 64]\n  %m = input() : bool[1, 1, 1, {1}]\n  %kc = input() : bf16[{0}, 2, {1}, 64]\n"
+                                 "  %u = unsqueeze(%kc, 2)\n  %e = expand(%u, [{0}, 2, 4, {1}, 64])\n  %c = clone(%e, memory_format=contiguous_format)\n"
+                                 "  %k = view(%c, [{0}, 8, {1}, 64])\n  %a = scaled_dot_product_attention(%q, %k, %k, %m)\n  return %a\n",
+                                 batch, length),
+                     cuda::preset_device(arch));
+  };
+  {
+    auto gen = decoding(2, 200, "sm_90a");
+    const auto& kernels = gen.lowered.program.kernels;
+    ASSERT_EQ(kernels.size(), 1u) << loop::to_string(gen.lowered.program);
+    const auto& call = std::get<loop::ExternCall>(kernels[0]);
+    EXPECT_EQ(call.kind, loop::ExternKind::attention);
+    EXPECT_EQ(call.inputs[0].sizes, (SymShape{2, 2, 4, 64}));      // rows: the 4 query heads of a key/value head
+    EXPECT_EQ(call.inputs[1].sizes, (SymShape{2, 2, 200, 64}));    // the cache itself
+    EXPECT_EQ(call.inputs[3].strides, (SymShape{0, 0, 0, 1}));     // the mask, broadcast
+    EXPECT_EQ(call.output, gen.lowered.output_buffers[0]);         // the graph's output, written in place
+    const auto& k = gen.cuda.kernels[0];
+    EXPECT_EQ(k.launch.units, SymInt(4 * 7));  // (batch, key/value head) x 7 chunks of 32 keys
+    EXPECT_EQ(k.launch.cluster, 7);            // a head's chunks one cluster
+    EXPECT_EQ(k.launch.scratch_bytes, 0);
+    const std::string& code = gen.cuda.bodies[0];
+    EXPECT_NE(code.find("KC = 32, SPLITS = 7"), std::string::npos) << code;
+    EXPECT_NE(code.find("ld.shared::cluster.f32"), std::string::npos) << code;
+    EXPECT_EQ(code.find("atomicAdd"), std::string::npos) << code;
+    EXPECT_NE(code.find("const bool* __restrict__"), std::string::npos) << code;  // the mask in its own type
+    EXPECT_EQ(code.find("wgmma"), std::string::npos);
+  }
+  {  // no clusters before Hopper: the ticket
+    auto gen = decoding(2, 200, "sm_80");
+    const auto& k = gen.cuda.kernels[0];
+    EXPECT_EQ(k.launch.cluster, 0);
+    EXPECT_GT(k.launch.scratch_bytes, 0);
+    EXPECT_NE(gen.cuda.bodies[0].find("atomicAdd(ticket + bh, 1u)"), std::string::npos) << gen.cuda.bodies[0];
+    EXPECT_EQ(gen.cuda.bodies[0].find("cluster"), std::string::npos);
+  }
+  {  // batch 8 over 384 keys: 32 heads, 128 keys a block (96 blocks), clusters of 3
+    auto gen = decoding(16, 384, "sm_90a");
+    const auto& k = gen.cuda.kernels[0];
+    EXPECT_EQ(k.launch.units, SymInt(32 * 3));
+    EXPECT_EQ(k.launch.cluster, 3);
+  }
+  {  // a long cache: more splits than a cluster takes (4 heads, 256 keys a block, 20 splits)
+    auto gen = decoding(2, 5000, "sm_90a");
+    const auto& k = gen.cuda.kernels[0];
+    EXPECT_EQ(k.launch.units, SymInt(4 * 20));
+    EXPECT_EQ(k.launch.cluster, 0);
+    EXPECT_NE(gen.cuda.bodies[0].find("atomicAdd(ticket + bh, 1u)"), std::string::npos);
+  }
 }
 
 // On sm_90a, 64-wide heads take the wgmma kernel: its three key/value stages and the query tile

@@ -189,6 +189,17 @@ TEST(CudaGpu, FusedAttentionMatchesTheReference) {
       "  %m = input() : f16[3, 1, 3, 300]\n  %a = scaled_dot_product_attention(%q, %k, %v, %m)\n  return %a\n",
       "  %q = input() : bf16[2, 5, 32]\n  %k = input() : bf16[2, 130, 32]\n  %a = scaled_dot_product_attention(%q, %k, %k, is_causal=true)\n  return %a\n",
       "  %q = input() : bf16[4, 16, 48]\n  %k = input() : bf16[4, 30, 48]\n  %a = scaled_dot_product_attention(%q, %k, %k, scale=-0.5)\n  return %a\n",
+      // decoding's splits merged in clusters of 16 (4 heads over 512 keys), of 3 (32 heads over
+      // 384 keys, 128 a block); by a ticket past a cluster (20 splits of 256 keys); 16 rows of
+      // 128-wide heads with a bool mask
+      "  %q = input() : bf16[1, 16, 1, 64]\n  %k = input() : bf16[1, 4, 512, 64]\n  %m = input() : bool[1, 1, 1, 512]\n"
+      "  %a = scaled_dot_product_attention(%q, %k, %k, %m, enable_gqa=true)\n  return %a\n",
+      "  %q = input() : bf16[16, 8, 1, 64]\n  %k = input() : bf16[16, 2, 384, 64]\n  %v = input() : bf16[16, 2, 384, 64]\n"
+      "  %a = scaled_dot_product_attention(%q, %k, %v, enable_gqa=true)\n  return %a\n",
+      "  %q = input() : f16[2, 8, 1, 64]\n  %k = input() : f16[2, 2, 5000, 64]\n  %v = input() : f16[2, 2, 5000, 64]\n"
+      "  %a = scaled_dot_product_attention(%q, %k, %v, enable_gqa=true)\n  return %a\n",
+      "  %q = input() : bf16[1, 32, 1, 128]\n  %k = input() : bf16[1, 2, 100, 128]\n  %m = input() : bool[1, 1, 1, 100]\n"
+      "  %a = scaled_dot_product_attention(%q, %k, %k, %m, enable_gqa=true)\n  return %a\n",
   };
   std::string cache = fresh_cache("attention");
   for (const char* body : cases) {

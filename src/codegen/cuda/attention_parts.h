@@ -81,11 +81,13 @@ std::string mask_scores(const Shape& a, const std::string& in, const std::string
 bool vectorizable(const loop::View& v);
 
 // A few query rows (decoding) take cuda_attention_decode.cc's kernel, split over the keys (static
-// sizes: the split's scratch is sized at compile time).
+// sizes: the split is chosen, and its scratch sized, at compile time), where its working set fits
+// a block's static shared memory.
 constexpr int64_t kDecodeRows = 16;
+bool decode_attention_fits(const Shape& a, const cuda::DeviceInfo& device);
 // `params` are the kernel's buffer and size parameters and the status word's, the scratch's to come.
 std::string emit_decode_attention(const Shape& a, const loop::ExternCall& call, const std::string& hp, std::vector<std::string> params,
-                                  CudaKernel& info);
+                                  const cuda::DeviceInfo& device, CudaKernel& info);
 
 // The Hopper kernel (sm_90a, 64-wide heads whose rows move in 16-byte pieces): after the shared
 // helpers `hp`_* that cuda_attention.cc emits; `params` its parameters.

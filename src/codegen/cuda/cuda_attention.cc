@@ -275,7 +275,7 @@ std::string emit_cuda_attention(const loop::Program& p, const loop::ExternCall& 
   for (int b : info.buffers) params.push_back(buffer_param(a, b));
   for (auto& sp : size_params(a, symbols, info)) params.push_back(std::move(sp));
   params.push_back("int64_t* __restrict__ E");
-  if (a.fixed() && *a.L.constant() <= kDecodeRows) return s + emit_decode_attention(a, call, hp, params, info);
+  if (decode_attention_fits(a, device)) return s + emit_decode_attention(a, call, hp, params, device, info);
   if (wg) return s + emit_wgmma_attention(a, call, hp, params, info);
 
   const int mt = row_tiles(E, a.L), rows = 16 * kWarps * mt, bn = E <= 64 ? 64 : 32;

@@ -63,6 +63,9 @@ struct CudaLaunch {
   int64_t max_blocks = 1;
   int64_t scratch_bytes = 0;  // split partials and tickets, after the status word; tickets start and end at zero
   int shared_bytes = 0;       // dynamic shared memory a block (the attention's tile ring)
+  // Blocks a thread-block cluster (consecutive blocks along x; the grid is a whole number of
+  // clusters), 0 for none; over 8 the function must allow a non-portable size.
+  int cluster = 0;
 };
 int64_t grid_blocks(const CudaLaunch& launch, int64_t units);  // ceil(units / per_block), 1 to max_blocks
 

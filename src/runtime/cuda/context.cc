@@ -22,12 +22,16 @@ constexpr int kCaptureNone = 0;         // CU_STREAM_CAPTURE_STATUS_NONE
 
 // cuLaunchKernelEx's CUlaunchConfig and CUlaunchAttribute, written out from CUDA 13's cuda.h (the
 // attribute's value is a union padded to 64 bytes, after an int id padded to 8).
+constexpr int kClusterDimension = 4;                 // CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
 constexpr int kProgrammaticStreamSerialization = 6;  // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
 struct LaunchAttribute {
   int id = 0;
   char pad[4] = {};
   union {
     char bytes[64];
+    struct {
+      unsigned x, y, z;
+    } cluster_dim;
     int programmatic_stream_serialization_allowed;
   } value = {};
 };
@@ -233,14 +237,29 @@ void Context::allow_shared(void* function, int bytes) const {
   driver_->check(api_->func_set_attribute(function, kMaxDynamicSharedSizeBytes, bytes), "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
 }
 
+void Context::allow_cluster(void* function, int blocks) const {
+  constexpr int kNonPortableClusterSizeAllowed = 14;  // CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
+  if (blocks > 8)
+    driver_->check(api_->func_set_attribute(function, kNonPortableClusterSizeAllowed, 1), "cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED)");
+}
+
 bool Context::overlaps() const { return info_.cc_major >= 9 && api_->launch_ex; }
 
-void Context::launch(void* function, Dim3 grid, Dim3 block, unsigned shared_bytes, Stream s, void** params, bool overlap) const {
-  if (overlap && overlaps()) {
-    LaunchAttribute attribute;
-    attribute.id = kProgrammaticStreamSerialization;
-    attribute.value.programmatic_stream_serialization_allowed = 1;
-    const LaunchConfig config{grid.x, grid.y, grid.z, block.x, block.y, block.z, shared_bytes, s, &attribute, 1};
+void Context::launch(void* function, Dim3 grid, Dim3 block, unsigned shared_bytes, Stream s, void** params, bool overlap, unsigned cluster) const {
+  const bool programmatic = overlap && overlaps();
+  if (programmatic || cluster > 0) {
+    COIL_CHECK(api_->launch_ex) << "a thread-block cluster launch needs cuLaunchKernelEx (a CUDA 12 driver)";
+    LaunchAttribute attributes[2];
+    unsigned count = 0;
+    if (programmatic) {
+      attributes[count].id = kProgrammaticStreamSerialization;
+      attributes[count++].value.programmatic_stream_serialization_allowed = 1;
+    }
+    if (cluster > 0) {
+      attributes[count].id = kClusterDimension;
+      attributes[count++].value.cluster_dim = {cluster, 1, 1};
+    }
+    const LaunchConfig config{grid.x, grid.y, grid.z, block.x, block.y, block.z, shared_bytes, s, attributes, count};
     driver_->check(api_->launch_ex(&config, function, params, nullptr), "cuLaunchKernelEx");
     return;
   }

@@ -51,13 +51,18 @@ class Context : public std::enable_shared_from_this<Context> {
   // Lets `function` launch with `bytes` of dynamic shared memory (past the default 48 KiB, up to
   // the device's opt-in maximum).
   void allow_shared(void* function, int bytes) const;
+  // Lets `function` launch in thread-block clusters of `blocks` (past the portable 8 where the
+  // device allows: 16 on sm_90).
+  void allow_cluster(void* function, int blocks) const;
   // With `overlap` (where overlaps()), the launch is programmatic (PDL): the kernel may begin
   // while the previous kernel on `s` still runs, once that kernel's blocks all started or ended
   // (griddepcontrol.launch_dependents), and must wait for it (griddepcontrol.wait, which waits
   // for its completion and its memory) before touching memory another kernel writes or reads.
   // coil's generated kernels do (coil_rt::after_previous, first thing); a CUDA graph captured
-  // from such launches keeps the overlap.
-  void launch(void* function, Dim3 grid, Dim3 block, unsigned shared_bytes, Stream s, void** params, bool overlap = false) const;
+  // from such launches keeps the overlap. With `cluster` > 0, consecutive blocks along x form
+  // thread-block clusters of that many (grid.x a multiple of it).
+  void launch(void* function, Dim3 grid, Dim3 block, unsigned shared_bytes, Stream s, void** params, bool overlap = false,
+              unsigned cluster = 0) const;
   // Whether launches can overlap: compute capability 9.0 on, a CUDA 12.3 driver on (with
   // cuLaunchKernelEx), and COIL_LAUNCH_OVERLAP not 0.
   bool overlaps() const;

@@ -37,6 +37,7 @@ void launch_loop_kernel(const cuda::Context& ctx, void* function, const codegen:
   if (units <= 0) return;
   int64_t grid = codegen::grid_blocks(info.launch, units);
   COIL_CHECK((scratch != 0) == (info.launch.scratch_bytes > 0)) << "scratch for " << info.name;
+  COIL_CHECK(info.launch.cluster == 0 || grid % info.launch.cluster == 0) << info.name << ": " << grid << " blocks in clusters of " << info.launch.cluster;
   // Reused by the thread (a launch is a few microseconds of host time, and a backward step makes
   // hundreds); cuLaunchKernel copies the arguments before it returns.
   thread_local std::vector<cuda::DevicePtr> param_ptrs;
@@ -51,7 +52,7 @@ void launch_loop_kernel(const cuda::Context& ctx, void* function, const codegen:
   for (auto& v : values) params.push_back(&v);
   for (size_t i = info.buffers.size(); i < param_ptrs.size(); ++i) params.push_back(&param_ptrs[i]);
   ctx.launch(function, {static_cast<unsigned>(grid)}, {static_cast<unsigned>(info.launch.block_x), static_cast<unsigned>(info.launch.block_y)},
-             static_cast<unsigned>(info.launch.shared_bytes), stream, params.data(), overlap);
+             static_cast<unsigned>(info.launch.shared_bytes), stream, params.data(), overlap, static_cast<unsigned>(info.launch.cluster));
 }
 
 void GpuPlan::enable_horizontals() {
