@@ -168,6 +168,21 @@ def profile(step, model, prompt, steps=32):
     kernels = sum(e.count for e in events if e.device_time_total > 0)
     busy = sum(e.device_time_total for e in events) / 1e3
     print(f"@profile {kernels / (steps - 1):.0f} device activities a step, busy {busy / (steps - 1):.3f} ms a step", flush=True)
+    # What each kernel adds to the timeline: its end past the latest end before it, the kernels
+    # in order of their starts. With overlapped launches a kernel's own time overstates its cost
+    # (its start hides under the one before); these add up to the time the device was busy.
+    activities = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA and e.time_range.end > e.time_range.start),
+                        key=lambda e: e.time_range.start)
+    exposed, calls, latest = {}, {}, None
+    for e in activities:
+        start, end = e.time_range.start, e.time_range.end
+        gain = end - (start if latest is None else max(start, latest))
+        latest = end if latest is None else max(latest, end)
+        exposed[e.name] = exposed.get(e.name, 0.0) + max(gain, 0.0)
+        calls[e.name] = calls.get(e.name, 0) + 1
+    for name, us in sorted(exposed.items(), key=lambda kv: -kv[1])[:16]:
+        print(f"@exposed {us / (steps - 1):8.1f} us a step, {calls[name] / (steps - 1):5.1f} calls, {us / calls[name]:6.2f} us a call: {name[:90]}",
+              flush=True)
 
 
 def copy_bandwidth():

@@ -214,6 +214,31 @@ TEST(CudaGpu, FusedAttentionMatchesTheReference) {
   }
 }
 
+// Cluster launches do not depend on overlapped ones: with COIL_LAUNCH_OVERLAP=0 (read when a
+// compile opens its context) a decoding attention merged in a cluster still runs, and right.
+// (Session 18's first version resolved cuLaunchKernelEx only for overlapped launches.)
+TEST(CudaGpu, ClustersLaunchWithOverlapOff) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const char* body = "  %q = input() : bf16[2, 8, 1, 64]\n  %k = input() : bf16[2, 2, 200, 64]\n  %m = input() : bool[1, 1, 1, 200]\n"
+                     "  %a = scaled_dot_product_attention(%q, %k, %k, %m, enable_gqa=true)\n  return %a\n";
+  Graph g = parse(body);
+  TensorMap inputs = random_inputs(g, 5);
+  auto want = evaluate_reference(g, inputs);
+  ::setenv("COIL_LAUNCH_OVERLAP", "0", 1);
+  std::optional<Executable> exe;
+  try {
+    exe.emplace(compile(g, {.cache_dir = fresh_cache("clusters_no_overlap"), .device = "cuda"}));
+  } catch (...) {
+    ::unsetenv("COIL_LAUNCH_OVERLAP");
+    throw;
+  }
+  ::unsetenv("COIL_LAUNCH_OVERLAP");
+  EXPECT_NE(exe->source.find("barrier.cluster.arrive"), std::string::npos);
+  auto got = exe->run(inputs);
+  ASSERT_EQ(got.size(), 1u);
+  expect_close(got[0], want[0], "attention with overlap off");
+}
+
 // Attention over symbolic sizes, compiled once and run at every size against the interpreter:
 // packed-projection head views (batch and length symbolic, causal; 32-wide heads, two row tiles
 // a warp), 64-wide heads (wgmma on sm_90a) causal, cross-attention with a bool mask over both

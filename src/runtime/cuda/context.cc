@@ -64,6 +64,7 @@ struct Context::Api {
   int (*func_set_attribute)(void*, int, int) = nullptr;
   int (*launch)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, Stream, void**, void**) = nullptr;
   int (*launch_ex)(const LaunchConfig*, void*, void**, void**) = nullptr;  // CUDA 12 drivers on
+  bool programmatic = false;  // overlapped launches allowed
   int (*event_create)(void**, unsigned) = nullptr;
   int (*event_record)(void*, Stream) = nullptr;
   int (*event_sync)(void*) = nullptr;
@@ -121,15 +122,15 @@ std::shared_ptr<Context> Context::open(int ordinal) {
   resolve("cuModuleGetFunction", a.module_function);
   resolve("cuFuncSetAttribute", a.func_set_attribute);
   resolve("cuLaunchKernel", a.launch);
-  // Overlapped launches need a driver of CUDA 12.3 on (graphs keep programmatic edges from 12.3);
-  // COIL_LAUNCH_OVERLAP=0 turns them off (a measurement's baseline, or a way round a driver that
-  // mishandles them).
+  // cuLaunchKernelEx launches thread-block clusters, and overlapped launches. Those need a driver
+  // of CUDA 12.3 on (graphs keep programmatic edges from 12.3); COIL_LAUNCH_OVERLAP=0 turns them
+  // off (a measurement's baseline, or a way round a driver that mishandles them), not clusters.
+  a.launch_ex = reinterpret_cast<decltype(a.launch_ex)>(c->driver_->entry("cuLaunchKernelEx", false));
   auto driver_version = reinterpret_cast<int (*)(int*)>(c->driver_->entry("cuDriverGetVersion", false));
   int version = 0;
   if (driver_version && driver_version(&version) != 0) version = 0;
   const char* overlap = std::getenv("COIL_LAUNCH_OVERLAP");
-  if (version >= 12030 && (!overlap || std::string(overlap) != "0"))
-    a.launch_ex = reinterpret_cast<decltype(a.launch_ex)>(c->driver_->entry("cuLaunchKernelEx", false));
+  a.programmatic = a.launch_ex && version >= 12030 && (!overlap || std::string(overlap) != "0");
   resolve("cuEventCreate", a.event_create);
   resolve("cuEventRecord", a.event_record);
   resolve("cuEventSynchronize", a.event_sync);
@@ -243,7 +244,7 @@ void Context::allow_cluster(void* function, int blocks) const {
     driver_->check(api_->func_set_attribute(function, kNonPortableClusterSizeAllowed, 1), "cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED)");
 }
 
-bool Context::overlaps() const { return info_.cc_major >= 9 && api_->launch_ex; }
+bool Context::overlaps() const { return info_.cc_major >= 9 && api_->programmatic; }
 
 void Context::launch(void* function, Dim3 grid, Dim3 block, unsigned shared_bytes, Stream s, void** params, bool overlap, unsigned cluster) const {
   const bool programmatic = overlap && overlaps();
