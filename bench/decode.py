@@ -157,7 +157,8 @@ def generate(step, model, prompt, new_tokens):
 
 
 def profile(step, model, prompt, steps=32):
-    """Prints the kernels taking the most GPU time over `steps` decode calls."""
+    """Prints the kernels taking the most GPU time over `steps` decode calls (from the prompt on:
+    its prefill's kernels count a share of each step) and returns what each adds to the timeline."""
     from torch.profiler import ProfilerActivity, profile as torch_profile
 
     with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -180,9 +181,12 @@ def profile(step, model, prompt, steps=32):
         latest = end if latest is None else max(latest, end)
         exposed[e.name] = exposed.get(e.name, 0.0) + max(gain, 0.0)
         calls[e.name] = calls.get(e.name, 0) + 1
+    top = []
     for name, us in sorted(exposed.items(), key=lambda kv: -kv[1])[:16]:
         print(f"@exposed {us / (steps - 1):8.1f} us a step, {calls[name] / (steps - 1):5.1f} calls, {us / calls[name]:6.2f} us a call: {name[:90]}",
               flush=True)
+        top.append(dict(kernel=name, us_a_step=us / (steps - 1), calls_a_step=calls[name] / (steps - 1), us_a_call=us / calls[name]))
+    return dict(activities_a_step=kernels / (steps - 1), busy_ms_a_step=busy / (steps - 1), exposed=top)
 
 
 def copy_bandwidth():
@@ -259,7 +263,7 @@ def main():
                   f"{row['bandwidth_pct']:.1f}% of the bandwidth limit ({limit_s * 1e3:.3f} ms), first calls {compile_s:.1f} s, "
                   f"first logits vs the first backend's: {error:.2e} of the largest", flush=True)
             if args.profile and name != "eager":
-                profile(step, model, prompt)
+                row["profile"] = profile(step, model, prompt)
         del model
     meta = dict(date=str(date.today()), device=torch.cuda.get_device_name(), torch=torch.__version__, python=platform.python_version(),
                 commit=subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip(),
