@@ -74,13 +74,12 @@ bool uses_special_functions(const loop::Program& p) {
   std::set<const Expr*> seen;
   for (const auto& kernel : p.kernels) {
     const auto* call = std::get_if<loop::ExternCall>(&kernel);
-    for (const loop::LoopKernel* k : {call ? call->epilogue.get() : &std::get<loop::LoopKernel>(kernel), call ? call->prologue.get() : nullptr}) {
-      if (!k) continue;
-      for (const auto& r : k->reductions)
-        if (calls_special(r.value, seen)) return true;
-      for (const auto& s : k->stores)
-        if (calls_special(s.value, seen) || calls_special(s.dynamic, seen)) return true;
-    }
+    const loop::LoopKernel* k = call ? call->epilogue.get() : &std::get<loop::LoopKernel>(kernel);
+    if (!k) continue;
+    for (const auto& r : k->reductions)
+      if (calls_special(r.value, seen)) return true;
+    for (const auto& s : k->stores)
+      if (calls_special(s.value, seen) || calls_special(s.dynamic, seen)) return true;
   }
   return false;
 }

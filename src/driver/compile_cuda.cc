@@ -67,7 +67,7 @@ template <typename Workspace>
 LibraryRival library_rival(const loop::Program& program, const TuningUnit& unit, bool tf32, const cuda::CublasLt* library,
                            Workspace&& workspace) {
   const auto* call = std::get_if<loop::ExternCall>(&program.kernels[unit.candidates.front().program_index]);
-  if (!call || !library || call->epilogue || call->prologue) return {};  // (cuBLASLt has no such epilogue or prologue)
+  if (!call || !library || call->epilogue) return {};  // (cuBLASLt has no such epilogue)
   const cuda::DevicePtr w = workspace();
   if (!w) return {};
   const cuda::GemmProblem g = gemm_problem(*call, program, {}, tf32);

@@ -66,17 +66,15 @@ std::string extern_str(const ExternCall& e) {
   for (int b : e.more_outputs) view += fmt::format(", buf{}", b);
   if (e.gate) epilogue += fmt::format(" gate=buf{}{} strides={}", e.gate->buffer, shape_str(e.gate->sizes), shape_str(e.gate->strides));
   std::string then;
-  // a fused kernel's lines, indented under the call
-  auto nested = [&](const LoopKernel& k) {
-    const std::string text = kernel_str(k);
+  if (e.epilogue) {
+    epilogue += fmt::format(" then({})", fmt::join(e.epilogue_inputs, ", "));
+    const std::string text = kernel_str(*e.epilogue);
     for (size_t at = 0, end; at < text.size(); at = end + 1) {
       end = text.find('\n', at);
       if (end == std::string::npos) end = text.size();
       then += "    " + text.substr(at, end - at) + "\n";
     }
-  };
-  if (e.prologue) epilogue += " prologue", nested(*e.prologue);
-  if (e.epilogue) epilogue += fmt::format(" then({})", fmt::join(e.epilogue_inputs, ", ")), nested(*e.epilogue);
+  }
   return fmt::format("extern {} {}({}) -> buf{}{} params=[{}]{}  # from {}\n{}", e.name, extern_name(e.kind), fmt::join(ins, ", "),
                      e.output, view, fmt::join(e.params, ", "), epilogue, fmt::join(e.origins, ", "), then);
 }
@@ -130,11 +128,6 @@ Access access(const Kernel& k) {
       const Access more = access(*e->epilogue);
       for (int b : more.reads)
         if (std::find(e->epilogue_inputs.begin(), e->epilogue_inputs.end(), b) == e->epilogue_inputs.end()) a.reads.insert(b);
-    }
-    if (e->prologue) {  // A computed in the call: its buffer read by none
-      a.reads.erase(e->inputs[e->kind == ExternKind::addmm ? 1 : 0].buffer);
-      const Access more = access(*e->prologue);
-      a.reads.insert(more.reads.begin(), more.reads.end());
     }
     a.writes.insert(e->output);
     a.writes.insert(e->more_outputs.begin(), e->more_outputs.end());
@@ -239,10 +232,6 @@ void verify(const Program& p) {
                                                               e->epilogue->stores[0].buffer == e->output && e->epilogue->reductions.empty() &&
                                                               e->epilogue_inputs.size() == (e->gate ? 2u : 1u))))
           << e->name << ": a gate needs an epilogue; an epilogue is a pointwise kernel of one store, the output, after an mm or addmm";
-      COIL_CHECK(!e->prologue || ((e->kind == ExternKind::mm || e->kind == ExternKind::addmm) && e->prologue->reductions.size() == 1 &&
-                                  e->prologue->stores.size() == 1 && e->prologue->stores[0].inner &&
-                                  e->prologue->stores[0].buffer == e->inputs[e->kind == ExternKind::addmm ? 1 : 0].buffer))
-          << e->name << ": a prologue is a row kernel of one reduction and one store, A, before an mm or addmm";
       continue;
     }
     const auto& k = std::get<LoopKernel>(kernel);

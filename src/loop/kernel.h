@@ -112,12 +112,6 @@ struct ExternCall {
   std::optional<View> gate;
   std::shared_ptr<const LoopKernel> epilogue;
   std::vector<int> epilogue_inputs;
-  // mm, addmm as coil's few-row product kernel (schedule/fuse_gemv_prologues.h): the row kernel
-  // that computed A (a norm), which no longer runs and whose buffer no step reads. A's element
-  // (m, k) is its store's value at row m and r0 = k, whose factors that use its one reduction (a
-  // sum over the row, which the product's pass over K takes too) scale the product's sum at the
-  // end instead: sum_k (x_k s) w_k = s sum_k x_k w_k, the roundings between them dropped.
-  std::shared_ptr<const LoopKernel> prologue;
   std::vector<std::string> origins;
 };
 

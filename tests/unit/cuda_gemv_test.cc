@@ -91,13 +91,6 @@ const Case kCases[] = {
      "  %x, %mu, %rstd = native_layer_norm(%h, [320], %g, %c, 1e-05)\n  %wt = permute(%w, [1, 0])\n  %y0 = addmm(%bias, %x, %wt)\n"
      "  %y = gelu(%y0, approximate=\"tanh\")\n  return %y\n",
      8},
-    // an RMSNorm as gpt-fast spells it (x * rsqrt(mean(x * x) + eps), in f32, type_as, times
-    // the weight) over a residual sum, 3 rows of f16, before an addmm: run in the product
-    {"  %h = input() : f16[3, 264]\n  %d = input() : f16[3, 264]\n  %nw = input() : f16[264]\n  %w = input() : f16[70, 264]\n"
-     "  %b = input() : f16[70]\n  %r = add.Tensor(%h, %d)\n  %rf = _to_copy(%r, dtype=f32)\n  %sq = mul.Tensor(%rf, %rf)\n"
-     "  %ms = mean.dim(%sq, [-1], true)\n  %e = add.Scalar(%ms, 1e-06)\n  %rs = rsqrt(%e)\n  %n = mul.Tensor(%rf, %rs)\n"
-     "  %nh = _to_copy(%n, dtype=f16)\n  %x = mul.Tensor(%nh, %nw)\n  %wt = permute(%w, [1, 0])\n  %y = addmm(%b, %x, %wt)\n  return %y\n",
-     8},
     // one product's erf-GELU with a bias row and a residual read by the epilogue, f32, 3 rows
     {"  %x = input() : f32[3, 200]\n  %w = input() : f32[90, 200]\n  %c = input() : f32[90]\n  %r = input() : f32[3, 90]\n"
      "  %wt = permute(%w, [1, 0])\n  %h = mm(%x, %wt)\n  %hc = add.Tensor(%h, %c)\n  %g = gelu(%hc)\n  %y = add.Tensor(%g, %r)\n  return %y\n",
@@ -151,55 +144,6 @@ TEST(CudaGemv, FewRowsTakeTheKernelAndEveryCandidateBuilds) {
     EXPECT_EQ(products, 1u) << c.body;
   }
   if (!nvrtc) GTEST_SKIP() << "NVRTC is not available here: which products take the kernel was checked, the builds were not";
-}
-
-// The norm computing a product's A runs inside the product's kernel (ExternCall::prologue,
-// schedule/fuse_gemv_prologues.h): an RMSNorm before a Llama MLP's gated pair and before a plain
-// product leaves no kernel of its own; the kernel sums the row's squares in its pass over K and
-// scales its sums by the row's factor. A LayerNorm (its mean subtracted), a norm whose result is
-// also returned, and one before a product of 9 rows (tensor cores only) keep their kernel.
-TEST(CudaGemv, NormsBeforeTheProductRunInIt) {
-  auto norm_then = [](const char* rows, const char* tail) {
-    return fmt::format("  %h = input() : bf16[{0}, 512]\n  %nw = input() : bf16[512]\n  %w = input() : bf16[301, 512]\n"
-                       "  %hf = _to_copy(%h, dtype=f32)\n  %sq = pow.Tensor_Scalar(%hf, 2)\n  %ms = mean.dim(%sq, [-1], true)\n"
-                       "  %e = add.Scalar(%ms, 1e-05)\n  %rs = rsqrt(%e)\n  %n = mul.Tensor(%hf, %rs)\n  %nb = _to_copy(%n, dtype=bf16)\n"
-                       "  %x = mul.Tensor(%nb, %nw)\n  %wt = permute(%w, [1, 0])\n  %y = mm(%x, %wt)\n{1}",
-                       rows, tail);
-  };
-  auto loop_kernels = [](const loop::Program& p) {
-    return std::count_if(p.kernels.begin(), p.kernels.end(), [](const loop::Kernel& k) { return std::holds_alternative<loop::LoopKernel>(k); });
-  };
-  for (const char* rows : {"1", "5"}) {
-    Generated gen = cuda_code(norm_then(rows, "  return %y\n"));
-    const auto& program = gen.lowered.program;
-    ASSERT_EQ(program.kernels.size(), 1u) << loop::to_string(program);
-    const auto& call = std::get<loop::ExternCall>(program.kernels[0]);
-    ASSERT_TRUE(call.prologue) << loop::to_string(program);
-    EXPECT_EQ(loop::access(program.kernels[0]).reads.count(call.inputs[0].buffer), 0u);  // A itself is read by none
-    const std::string& code = gen.cuda.bodies[0];
-    EXPECT_NE(code.find("ss[m] += "), std::string::npos) << code;
-    EXPECT_NE(code.find("v *= scale;"), std::string::npos) << code;
-    EXPECT_EQ(code.find("mma.sync"), std::string::npos) << code;  // the FMA form
-    EXPECT_NE(loop::to_string(program).find(" prologue"), std::string::npos);
-  }
-  {  // the norm's result returned too: it stays
-    Generated gen = cuda_code(norm_then("1", "  return %y, %x\n"));
-    EXPECT_EQ(loop_kernels(gen.lowered.program), 1) << loop::to_string(gen.lowered.program);
-  }
-  {  // 9 rows: the FMA form takes up to 8
-    Generated gen = cuda_code(norm_then("9", "  return %y\n"));
-    EXPECT_EQ(loop_kernels(gen.lowered.program), 1) << loop::to_string(gen.lowered.program);
-  }
-  {  // a LayerNorm subtracts its mean: no row scale factors out
-    Generated gen = cuda_code(
-        "  %h = input() : f16[4, 320]\n  %g = input() : f16[320]\n  %c = input() : f16[320]\n  %w = input() : f16[200, 320]\n"
-        "  %x, %mu, %rstd = native_layer_norm(%h, [320], %g, %c, 1e-05)\n  %wt = permute(%w, [1, 0])\n  %y = mm(%x, %wt)\n  return %y\n");
-    EXPECT_GE(loop_kernels(gen.lowered.program), 1) << loop::to_string(gen.lowered.program);
-    for (const auto& k : gen.lowered.program.kernels) {
-      const auto* call = std::get_if<loop::ExternCall>(&k);
-      EXPECT_TRUE(!call || !call->prologue);
-    }
-  }
 }
 
 // cuBLASLt keeps: more rows (17 on tensor cores, 9 in f32), B laid out along N (rows of the weight across memory), a batch,

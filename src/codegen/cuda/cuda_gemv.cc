@@ -39,7 +39,6 @@
 #include "codegen/c_printer.h"
 #include "codegen/cuda/cuda_codegen.h"
 #include "runtime/cuda/gemm_problem.h"
-#include "schedule/fuse_gemv_prologues.h"
 #include "support/check.h"
 
 namespace coil::codegen {
@@ -105,13 +104,6 @@ std::optional<cuda::GemmProblem> gemv_problem(const loop::Program& program, cons
   return g;
 }
 
-// Buffer names as kernels take them ("b3").
-std::vector<std::string> buffer_names(const loop::Program& program) {
-  std::vector<std::string> names;
-  for (size_t b = 0; b < program.buffers.size(); ++b) names.push_back(fmt::format("b{}", b));
-  return names;
-}
-
 // A fused call's epilogue: the statements computing its value at the thread's element (m, n),
 // where the products' sums are the floats `v` and `v2`, and the store of it.
 std::string epilogue_code(const loop::Program& program, const loop::ExternCall& call, int64_t n_size) {
@@ -125,7 +117,9 @@ std::string epilogue_code(const loop::Program& program, const loop::ExternCall& 
                 : fmt::format("    const int64_t {} = at % {};\n    at /= {};\n", loop::loop_var(static_cast<int>(d)), extent, extent);
   }
   s += "    (void)at;\n";
-  ExprPrinter printer(buffer_names(program));
+  std::vector<std::string> names;
+  for (size_t b = 0; b < program.buffers.size(); ++b) names.push_back(fmt::format("b{}", b));
+  ExprPrinter printer(names);
   printer.load_hook = [&](const loop::ExprRef& load) -> std::string {
     for (size_t i = 0; i < call.epilogue_inputs.size(); ++i)
       if (load->buffer() == call.epilogue_inputs[i])
@@ -137,24 +131,6 @@ std::string epilogue_code(const loop::Program& program, const loop::ExternCall& 
   const std::string value = stored_value(printer, st.value, program.buffers[static_cast<size_t>(st.buffer)].dtype, lines, "    ");
   for (const auto& line : lines) s += line + "\n";
   return s + fmt::format("    b{}[{}] = {};\n", st.buffer, index_expr(st.offset), value);
-}
-
-// A fused prologue's loop variables (its outer ones) at row `m`, as int64_t constants.
-std::string row_vars(const loop::LoopKernel& k, const std::string& indent) {
-  std::string s = indent + "int64_t at = m;\n";
-  for (size_t d = k.outer.size(); d-- > 0;) {
-    const int64_t extent = *k.outer[d].constant();
-    s += d == 0 ? fmt::format("{}const int64_t {} = at;\n", indent, loop::loop_var(0))
-                : fmt::format("{0}const int64_t {1} = at % {2};\n{0}at /= {2};\n", indent, loop::loop_var(static_cast<int>(d)), extent);
-  }
-  return s + indent + "(void)at;\n";
-}
-
-// The product of `factors` as a float expression, their statements appended to `lines`.
-std::string product_of(ExprPrinter& printer, const std::vector<loop::ExprRef>& factors, std::vector<std::string>& lines, const std::string& indent) {
-  std::vector<std::string> terms;
-  for (const auto& f : factors) terms.push_back(fmt::format("static_cast<float>({})", printer.emit(f, lines, indent)));
-  return terms.empty() ? "1.f" : fmt::format("{}", fmt::join(terms, " * "));
 }
 
 // Elements of a 16-byte piece of every operand read in pieces (A, B), or 1 where an offset, a
@@ -192,9 +168,7 @@ std::vector<CudaConfig> gemv_configs(const loop::Program& program, const loop::E
   if (!g) return {};
   const loop::ExternCall first = first_product(call);
   const int vec = piece(*g, gemm_views(first), call), products = call.gate ? 2 : 1;
-  // (a fused prologue: the FMA form, which computes A's elements from it)
-  if (call.prologue && (g->m > kGemvFmaRows || !schedule::row_factors(*call.prologue))) return {};
-  const bool fma = g->m <= kGemvFmaRows, mma = !call.prologue && in_dtype_half(g->dtype) && vec == 8 && device.cc_major >= 8;
+  const bool fma = g->m <= kGemvFmaRows, mma = in_dtype_half(g->dtype) && vec == 8 && device.cc_major >= 8;
   // Each form's candidates: R (tiles of 8 outputs a warp on tensor cores, outputs a warp with
   // FMAs: R * M sums, one a lane at most) and SPLIT, the heuristic's (at least two blocks an SM
   // where K allows), half and twice that. A K step is 32 pieces (FMAs) or 32 elements (tensor
@@ -242,9 +216,6 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
   const bool mma = config.tile_a > 0;
   const int out_per_warp = mma ? 8 * r : r;
   const bool weights_early = never_written(program, views.b->buffer) && (!call.gate || never_written(program, call.gate->buffer));
-  const loop::LoopKernel* prologue = call.prologue.get();
-  const auto factors = prologue ? schedule::row_factors(*prologue) : std::nullopt;
-  COIL_CHECK(!prologue || (factors && !mma)) << call.name << ": a prologue the FMA form computes";
   const int64_t step = mma ? 32 : 32 * vec, chunks = (g.k + step - 1) / step, per = (chunks + split - 1) / split;
   COIL_CHECK(vec == piece(g, views, call) && (mma ? vec == 8 && in_dtype_half(g.dtype) : r * g.m * products <= 32 && g.m <= kGemvFmaRows) && split >= 1 &&
              kWarps % split == 0)
@@ -286,7 +257,6 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
   s += "  const int group = warp / SPLIT, slice = warp % SPLIT;\n";
   s += "  const int n0 = (static_cast<int>(blockIdx.x) * GROUPS + group) * OUT;\n";
   s += "  __shared__ float part[SPLIT][GROUPS][OUT * P][M];\n";
-  if (prologue) s += "  __shared__ float row_sums[SPLIT][GROUPS][M];  // the prologue's sum over each row (its slices')\n";
   // The weight row of product p (0: B, 1: the gate) at output n.
   auto weight_row = [&](const std::string& p, const std::string& n) {
     const std::string first_b = fmt::format("b{} + {}", views.b->buffer, offset_of(views.b));
@@ -368,18 +338,6 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
     }
     s += "  coil_rt::after_previous();\n";
     s += "  float acc[RP][M];\n  #pragma unroll\n  for (int r = 0; r < RP; ++r)\n    #pragma unroll\n    for (int m = 0; m < M; ++m) acc[r][m] = 0.f;\n";
-    if (prologue) s += "  float ss[M];\n  #pragma unroll\n  for (int m = 0; m < M; ++m) ss[m] = 0.f;\n";
-    // A's element (m, r0) from the prologue: the product of its per-element factors (x), its
-    // reduction's value folded into the row's sum (ss).
-    auto prologue_element = [&](const std::string& indent) {
-      ExprPrinter printer(buffer_names(program));
-      std::vector<std::string> lines;
-      const std::string x = product_of(printer, factors->element, lines, indent);
-      const std::string term = printer.emit(prologue->reductions[0].value, lines, indent);
-      std::string text;
-      for (const auto& line : lines) text += line + "\n";
-      return text + fmt::format("{0}const float x = {1};\n{0}ss[m] += static_cast<float>({2});\n", indent, x, term);
-    };
     // A step over K: its weight pieces (held, or loaded), then A's rows one at a time (the loop as
     // measured; the compiler keeps 4 steps' weight reads in flight).
     auto as_float = [&](const std::string& e) { return widened(e, in); };
@@ -392,26 +350,16 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
         if (!held)
           s += fmt::format("{0}V wv[RP];\n{0}#pragma unroll\n{0}for (int r = 0; r < RP; ++r) wv[r] = coil_rt::load_once(reinterpret_cast<const V*>(w[r] + k));\n", in2);
         s += fmt::format("{0}#pragma unroll\n{0}for (int m = 0; m < M; ++m) {{\n", in2);
-        if (prologue) {
-          s += row_vars(*prologue, in2 + "  ");
-        } else {
-          s += fmt::format("{}  const V xv = coil_rt::load_keep(reinterpret_cast<const V*>({} + m * {} + k));\n", in2, a_at, g.a_rs);
-        }
+        s += fmt::format("{}  const V xv = coil_rt::load_keep(reinterpret_cast<const V*>({} + m * {} + k));\n", in2, a_at, g.a_rs);
         s += fmt::format("{0}  #pragma unroll\n{0}  for (int v = 0; v < VEC; ++v) {{\n", in2);
-        if (prologue)
-          s += fmt::format("{}    const int64_t {} = k + v;\n", in2, loop::reduce_var(0)) + prologue_element(in2 + "    ");
-        else
-          s += fmt::format("{}    const float x = {};\n", in2, as_float("xv.v[v]"));
+        s += fmt::format("{}    const float x = {};\n", in2, as_float("xv.v[v]"));
         s += fmt::format("{0}    #pragma unroll\n{0}    for (int r = 0; r < RP; ++r) acc[r][m] += x * {1};\n", in2,
                          as_float(held ? "held[i][r].v[v]" : "wv[r].v[v]"));
         s += fmt::format("{0}  }}\n{0}}}\n", in2);
       } else {
         s += fmt::format("{0}float wf[RP];\n{0}#pragma unroll\n{0}for (int r = 0; r < RP; ++r) wf[r] = {1};\n", in2, as_float("w[r][k]"));
         s += fmt::format("{0}#pragma unroll\n{0}for (int m = 0; m < M; ++m) {{\n", in2);
-        if (prologue)
-          s += row_vars(*prologue, in2 + "  ") + fmt::format("{}  const int64_t {} = k;\n", in2, loop::reduce_var(0)) + prologue_element(in2 + "  ");
-        else
-          s += fmt::format("{}  const float x = {};\n", in2, as_float(fmt::format("({})[m * int64_t({}) + k * int64_t({})]", a_at, g.a_rs, g.a_cs)));
+        s += fmt::format("{}  const float x = {};\n", in2, as_float(fmt::format("({})[m * int64_t({}) + k * int64_t({})]", a_at, g.a_rs, g.a_cs)));
         s += fmt::format("{0}  #pragma unroll\n{0}  for (int r = 0; r < RP; ++r) acc[r][m] += x * wf[r];\n{0}}}\n", in2);
       }
       if (!in_k.empty()) s += "    }\n";
@@ -422,11 +370,6 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
     s += "  #pragma unroll\n  for (int r = 0; r < RP; ++r)\n    #pragma unroll\n    for (int m = 0; m < M; ++m) {\n";
     s += "      float v = acc[r][m];\n      #pragma unroll\n      for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);\n";
     s += "      if (lane == 0) part[slice][group][r][m] = v;\n    }\n";
-    if (prologue) {
-      s += "  #pragma unroll\n  for (int m = 0; m < M; ++m) {\n    float v = ss[m];\n";
-      s += "    #pragma unroll\n    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);\n";
-      s += "    if (lane == 0) row_sums[slice][group][m] = v;\n  }\n";
-    }
   }
   // The slices' sums; threads in turn over the block's (group, output, row).
   s += "  __syncthreads();\n";
@@ -435,16 +378,6 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
   s += "    if (n >= N) continue;\n";
   s += "    float v = 0.f;\n    #pragma unroll\n    for (int sl = 0; sl < SPLIT; ++sl) v += part[sl][og][j][m];\n";
   if (call.gate) s += "    float v2 = 0.f;\n    #pragma unroll\n    for (int sl = 0; sl < SPLIT; ++sl) v2 += part[sl][og][OUT + j][m];\n";
-  if (prologue) {  // the row's scale from its sum
-    ExprPrinter printer(buffer_names(program));
-    printer.reduced[0] = "row_sum";
-    std::vector<std::string> lines;
-    s += "    {\n      float row_sum = 0.f;\n      #pragma unroll\n      for (int sl = 0; sl < SPLIT; ++sl) row_sum += row_sums[sl][og][m];\n";
-    s += row_vars(*prologue, "      ");
-    const std::string scale = product_of(printer, factors->scale, lines, "      ");
-    for (const auto& line : lines) s += line + "\n";
-    s += fmt::format("      const float scale = {};\n      v *= scale;\n{}    }}\n", scale, call.gate ? "      v2 *= scale;\n" : "");
-  }
   if (g.alpha != 1) s += fmt::format("    v *= {:.9e}f;\n", g.alpha);
   auto element = [&](const loop::View& v, const std::string& at) {
     return widened(fmt::format("b{}[{} + {}]", v.buffer, offset_of(&v), at), program.buffers[static_cast<size_t>(v.buffer)].dtype);
