@@ -21,27 +21,15 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
-#define CHECK(x)                                                                         \
-  do {                                                                                   \
-    cudaError_t err_ = (x);                                                              \
-    if (err_ != cudaSuccess) {                                                           \
-      std::printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                      \
-    }                                                                                    \
-  } while (0)
+#include "chain_timing.cuh"
 
 constexpr int L = 8, HD = 64, S = 384, HEADS = 4;
 constexpr float kScaleLog2 = 0.125f * 1.44269504f;
 using bf16 = __nv_bfloat16;
 
-__device__ __forceinline__ void wait_previous() {
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-}
 __device__ __forceinline__ float exp2_approx(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
@@ -66,6 +54,41 @@ __device__ __forceinline__ float load_remote(unsigned addr) {
   float v;
   asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
   return v;
+}
+
+// One row of a chunk's scores (base 2) into probabilities in place, by a warp: the max (0 as the
+// reference where nothing is visible) and the probabilities' sum to row_max / row_sum.
+template <int KC>
+__device__ __forceinline__ void row_softmax(float* scores, float* row_max, float* row_sum, int lane) {
+  float mx = -INFINITY;
+  for (int k = lane; k < KC; k += 32) mx = fmaxf(mx, scores[k]);
+  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, o));
+  const float ref = mx == -INFINITY ? 0.f : mx;
+  float sum = 0.f;
+  for (int k = lane; k < KC; k += 32) {
+    const float p = exp2_approx(scores[k] - ref);
+    scores[k] = p;
+    sum += p;
+  }
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(~0u, sum, o);
+  if (lane == 0) *row_max = mx, *row_sum = sum;
+}
+
+// The merge of SPLITS chunks' rows: each chunk's max gm, output go and sum gs, rescaled to the
+// overall max; the normalized output.
+template <int SPLITS>
+__device__ __forceinline__ float merged(const float* gm, const float* go, const float* gs) {
+  float mx = -INFINITY;
+#pragma unroll
+  for (int j = 0; j < SPLITS; ++j) mx = fmaxf(mx, gm[j]);
+  const float ref = mx == -INFINITY ? 0.f : mx;
+  float num = 0.f, den = 0.f;
+#pragma unroll
+  for (int j = 0; j < SPLITS; ++j) {
+    const float w = exp2_approx(gm[j] - ref);
+    num = fmaf(w, go[j], num), den = fmaf(w, gs[j], den);
+  }
+  return den > 0.f ? num / den : 0.f;
 }
 
 struct Args {
@@ -114,20 +137,7 @@ __global__ void __launch_bounds__(256) current(Args a) {
 #pragma unroll
   for (int r = 0; r < MINE; ++r) ps[PARTS * r + part][kk] = masked[r] ? acc[r] * kScaleLog2 : -INFINITY;
   __syncthreads();
-  for (int row = warp; row < L; row += THREADS / 32) {
-    float mx = -INFINITY;
-    for (int k = lane; k < KC; k += 32) mx = fmaxf(mx, ps[row][k]);
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, o));
-    const float ref = mx == -INFINITY ? 0.f : mx;
-    float sum = 0.f;
-    for (int k = lane; k < KC; k += 32) {
-      const float p = exp2_approx(ps[row][k] - ref);
-      ps[row][k] = p;
-      sum += p;
-    }
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(~0u, sum, o);
-    if (lane == 0) row_max[row] = mx, row_sum[row] = sum;
-  }
+  for (int row = warp; row < L; row += THREADS / 32) row_softmax<KC>(ps[row], &row_max[row], &row_sum[row], lane);
   __syncthreads();
   for (int i = tid; i < L * HD; i += THREADS) {
     const int r = i / HD, d = i % HD;
@@ -145,21 +155,13 @@ __global__ void __launch_bounds__(256) current(Args a) {
   __threadfence();
   for (int i = tid; i < L * HD; i += THREADS) {
     const int r = i / HD, d = i % HD;
-    float gm[SPLITS], go[SPLITS], gs[SPLITS], mx = -INFINITY;
+    float gm[SPLITS], go[SPLITS], gs[SPLITS];
 #pragma unroll
     for (int j = 0; j < SPLITS; ++j) {
       const int at = (bh * SPLITS + j) * L + r;
       gm[j] = __ldcg(pmax + at), go[j] = __ldcg(pout + at * HD + d), gs[j] = __ldcg(psum + at);
-      mx = fmaxf(mx, gm[j]);
     }
-    const float ref = mx == -INFINITY ? 0.f : mx;
-    float num = 0.f, den = 0.f;
-#pragma unroll
-    for (int j = 0; j < SPLITS; ++j) {
-      const float w = exp2_approx(gm[j] - ref);
-      num = fmaf(w, go[j], num), den = fmaf(w, gs[j], den);
-    }
-    a.o[qb + i] = __bfloat16_as_ushort(__float2bfloat16(den > 0.f ? num / den : 0.f));
+    a.o[qb + i] = __bfloat16_as_ushort(__float2bfloat16(merged<SPLITS>(gm, go, gs)));
   }
   if (tid == 0) ticket[bh] = 0u;
 }
@@ -212,21 +214,7 @@ __global__ void __launch_bounds__(THREADS) split(Args a) {
 #pragma unroll
   for (int r = 0; r < MINE; ++r) ps[PARTS * r + part][kk] = visible ? acc[r] * kScaleLog2 : -INFINITY;
   __syncthreads();
-  if (warp < L) {
-    const int row = warp;
-    float mx = -INFINITY;
-    for (int k = lane; k < KC; k += 32) mx = fmaxf(mx, ps[row][k]);
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, o));
-    const float ref = mx == -INFINITY ? 0.f : mx;
-    float sum = 0.f;
-    for (int k = lane; k < KC; k += 32) {
-      const float p = exp2_approx(ps[row][k] - ref);
-      ps[row][k] = p;
-      sum += p;
-    }
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(~0u, sum, o);
-    if (lane == 0) row_max[row] = mx, row_sum[row] = sum;
-  }
+  if (warp < L) row_softmax<KC>(ps[warp], &row_max[warp], &row_sum[warp], lane);
   __syncthreads();
   float a0[L] = {}, a1[L] = {};
 #pragma unroll 4
@@ -259,22 +247,13 @@ __global__ void __launch_bounds__(THREADS) split(Args a) {
     const int i = int(cluster_rank()) * PER + tid;
     if (tid < PER && i < L * HD) {
       const int r = i / HD;
-      float gm[SPLITS], go[SPLITS], gs[SPLITS], mx = -INFINITY;
+      float gm[SPLITS], go[SPLITS], gs[SPLITS];
 #pragma unroll
       for (int j = 0; j < SPLITS; ++j) {
         gm[j] = load_remote(remote(&row_max[r], j)), gs[j] = load_remote(remote(&row_sum[r], j));
         go[j] = load_remote(remote(&red[0][0][i], j));
       }
-#pragma unroll
-      for (int j = 0; j < SPLITS; ++j) mx = fmaxf(mx, gm[j]);
-      const float ref = mx == -INFINITY ? 0.f : mx;
-      float num = 0.f, den = 0.f;
-#pragma unroll
-      for (int j = 0; j < SPLITS; ++j) {
-        const float w = exp2_approx(gm[j] - ref);
-        num = fmaf(w, go[j], num), den = fmaf(w, gs[j], den);
-      }
-      a.o[qb + i] = __bfloat16_as_ushort(__float2bfloat16(den > 0.f ? num / den : 0.f));
+      a.o[qb + i] = __bfloat16_as_ushort(__float2bfloat16(merged<SPLITS>(gm, go, gs)));
     }
     cluster_sync();  // no block leaves while another reads its shared memory
   } else if constexpr (MERGE == kTicket) {
@@ -293,21 +272,13 @@ __global__ void __launch_bounds__(THREADS) split(Args a) {
   __threadfence();
   for (int i = tid; i < L * HD; i += THREADS) {
     const int r = i / HD;
-    float gm[SPLITS], go[SPLITS], gs[SPLITS], mx = -INFINITY;
+    float gm[SPLITS], go[SPLITS], gs[SPLITS];
 #pragma unroll
     for (int j = 0; j < SPLITS; ++j) {
       const int at = (bh * SPLITS + j) * L + r;
       gm[j] = __ldcg(pmax + at), go[j] = __ldcg(pout + (bh * SPLITS + j) * L * HD + i), gs[j] = __ldcg(psum + at);
-      mx = fmaxf(mx, gm[j]);
     }
-    const float ref = mx == -INFINITY ? 0.f : mx;
-    float num = 0.f, den = 0.f;
-#pragma unroll
-    for (int j = 0; j < SPLITS; ++j) {
-      const float w = exp2_approx(gm[j] - ref);
-      num = fmaf(w, go[j], num), den = fmaf(w, gs[j], den);
-    }
-    a.o[qb + i] = __bfloat16_as_ushort(__float2bfloat16(den > 0.f ? num / den : 0.f));
+    a.o[qb + i] = __bfloat16_as_ushort(__float2bfloat16(merged<SPLITS>(gm, go, gs)));
   }
   if (tid == 0) ticket[bh] = 0u;
   }
@@ -407,39 +378,15 @@ int main() {
     std::printf("batch %d (%d heads a layer, %zu KiB of cache a layer)\n", batch, bhs, 2 * kn * 2 / 1024);
     for (const Variant& var : variants) {
       const int blocks = bhs * (S / var.keys);
-      auto launch = [&](int layer) {
-        Args args{q + layer * qn, k + layer * kn, v + layer * kn, mask, o + layer * qn, scratch};
-        cudaLaunchConfig_t c = {};
-        c.gridDim = dim3(blocks), c.blockDim = dim3(var.threads), c.dynamicSmemBytes = var.smem, c.stream = s;
-        cudaLaunchAttribute at[2];
-        at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        at[0].val.programmaticStreamSerializationAllowed = 1;
-        at[1].id = cudaLaunchAttributeClusterDimension;
-        at[1].val.clusterDim.x = var.cluster, at[1].val.clusterDim.y = 1, at[1].val.clusterDim.z = 1;
-        c.attrs = at, c.numAttrs = var.cluster ? 2 : 1;
-        CHECK(cudaLaunchKernelEx(&c, var.kernel, args));
-      };
       CHECK(cudaMemset(o, 0, qn * LAYERS * 2));
-      cudaGraph_t g;
-      CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
-      for (int l = 0; l < LAYERS; ++l) launch(l);
-      CHECK(cudaStreamEndCapture(s, &g));
-      cudaGraphExec_t e;
-      CHECK(cudaGraphInstantiate(&e, g, 0));
-      cudaEvent_t t0, t1;
-      CHECK(cudaEventCreate(&t0));
-      CHECK(cudaEventCreate(&t1));
-      std::vector<float> us;
-      for (int i = 0; i < 23; ++i) {
-        CHECK(cudaEventRecord(t0, s));
-        CHECK(cudaGraphLaunch(e, s));
-        CHECK(cudaEventRecord(t1, s));
-        CHECK(cudaEventSynchronize(t1));
-        float ms;
-        CHECK(cudaEventElapsedTime(&ms, t0, t1));
-        if (i >= 3) us.push_back(ms * 1000.f / LAYERS);
-      }
-      std::sort(us.begin(), us.end());
+      const ChainTime us = time_chain(
+          s,
+          [&] {
+            for (int l = 0; l < LAYERS; ++l)
+              launch(var.kernel, dim3(blocks), dim3(var.threads), var.smem, s, var.cluster,
+                     Args{q + l * qn, k + l * kn, v + l * kn, mask, o + l * qn, scratch});
+          },
+          LAYERS);
       std::vector<uint16_t> got(qn * LAYERS);
       CHECK(cudaMemcpy(got.data(), o, got.size() * 2, cudaMemcpyDeviceToHost));
       float worst = 0.f;
@@ -447,9 +394,7 @@ int main() {
         for (size_t i = 0; i < qn; ++i)
           worst = std::max(worst, std::fabs(bf(got[(which ? LAYERS - 1 : 0) * qn + i]) - ref[which * qn + i]));
       std::printf("  %-28s %4d blocks of %3d: %6.2f us a layer (quartiles %.2f-%.2f), max error %.2e%s\n", var.name, blocks, var.threads,
-                  us[us.size() / 2], us[us.size() / 4], us[us.size() * 3 / 4], worst, worst < 2e-2f ? "" : "  WRONG");
-      CHECK(cudaGraphExecDestroy(e));
-      CHECK(cudaGraphDestroy(g));
+                  us.median, us.low, us.high, worst, worst < 2e-2f ? "" : "  WRONG");
     }
     for (void* p : {(void*)q, (void*)k, (void*)v, (void*)o, (void*)mask, (void*)scratch}) CHECK(cudaFree(p));
   }

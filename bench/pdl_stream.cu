@@ -14,40 +14,14 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <vector>
 
-#define CHECK(x)                                                                      \
-  do {                                                                                \
-    cudaError_t err_ = (x);                                                              \
-    if (err_ != cudaSuccess) {                                                           \
-      std::printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
+#include "chain_timing.cuh"
 
 constexpr int K = 2048, N = 2048, LAYERS = 22, THREADS = 256, ROWS = 16;  // rows a block
 constexpr int BLOCKS = N / ROWS;                                          // 128 blocks
 constexpr int PIECES = K * 2 / 16;                                        // 16-byte pieces a row
-
-__device__ __forceinline__ void wait_previous() {
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-}
-
-__device__ __forceinline__ float dot8(uint4 w, uint4 x) {
-  const __nv_bfloat162* a = reinterpret_cast<const __nv_bfloat162*>(&w);
-  const __nv_bfloat162* b = reinterpret_cast<const __nv_bfloat162*>(&x);
-  float s = 0.f;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float2 p = __bfloat1622float2(a[i]), q = __bfloat1622float2(b[i]);
-    s = fmaf(p.x, q.x, fmaf(p.y, q.y, s));
-  }
-  return s;
-}
 
 // One row of K elements: y = x * rsqrt(mean(x^2) + eps), one block.
 __global__ void __launch_bounds__(1024) norm(const __nv_bfloat16* x, __nv_bfloat16* y) {
@@ -127,17 +101,6 @@ __global__ void __launch_bounds__(THREADS) product(const __nv_bfloat16* w, const
   }
 }
 
-template <typename... P, typename... A>
-void launch(void (*f)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A... args) {
-  cudaLaunchConfig_t c = {};
-  c.gridDim = grid, c.blockDim = block, c.dynamicSmemBytes = smem, c.stream = s;
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  c.attrs = at, c.numAttrs = 1;
-  CHECK(cudaLaunchKernelEx(&c, f, args...));
-}
-
 int main() {
   __nv_bfloat16 *w, *x, *h;
   const size_t wbytes = size_t(N) * K * 2;
@@ -152,59 +115,43 @@ int main() {
   CHECK(cudaFuncSetAttribute(product<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem2));
   cudaStream_t s;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  auto time_chain = [&](int mode, bool norms, bool products) {
-    cudaGraph_t g;
-    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
-    for (int l = 0; l < LAYERS; ++l) {
-      if (norms) launch(&norm, dim3(1), dim3(1024), 0, s, (const __nv_bfloat16*)(x + l * K), h + l * K);
-      if (!products) continue;
-      const __nv_bfloat16* wl = w + size_t(l) * N * K;
-      const __nv_bfloat16* in = h + l * K;
-      __nv_bfloat16* out = x + (l + 1) * K;
-      switch (mode) {
-        case 0: launch(&product<0>, dim3(BLOCKS), dim3(THREADS), 0, s, wl, in, out); break;
-        case 1: launch(&product<1>, dim3(BLOCKS), dim3(THREADS), 0, s, wl, in, out); break;
-        case 2: launch(&product<2>, dim3(BLOCKS), dim3(THREADS), smem2, s, wl, in, out); break;
-        case 3: launch(&product<3>, dim3(BLOCKS), dim3(THREADS), 0, s, wl, in, out); break;
-        default: launch(&product<4>, dim3(BLOCKS), dim3(THREADS), 0, s, wl, in, out); break;
-      }
-    }
-    CHECK(cudaStreamEndCapture(s, &g));
-    cudaGraphExec_t e;
-    CHECK(cudaGraphInstantiate(&e, g, 0));
-    cudaEvent_t a, b;
-    CHECK(cudaEventCreate(&a));
-    CHECK(cudaEventCreate(&b));
-    std::vector<float> ms;
-    for (int i = 0; i < 23; ++i) {
-      CHECK(cudaEventRecord(a, s));
-      CHECK(cudaGraphLaunch(e, s));
-      CHECK(cudaEventRecord(b, s));
-      CHECK(cudaEventSynchronize(b));
-      float t;
-      CHECK(cudaEventElapsedTime(&t, a, b));
-      if (i >= 3) ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
-    CHECK(cudaGraphExecDestroy(e));
-    CHECK(cudaGraphDestroy(g));
-    return ms[ms.size() / 2] * 1000.f / LAYERS;  // us a layer
+  auto chain = [&](int mode, bool norms, bool products) {  // µs a layer
+    return time_chain(
+        s,
+        [&] {
+          for (int l = 0; l < LAYERS; ++l) {
+            if (norms) launch(&norm, dim3(1), dim3(1024), 0, s, 0, (const __nv_bfloat16*)(x + l * K), h + l * K);
+            if (!products) continue;
+            const __nv_bfloat16* wl = w + size_t(l) * N * K;
+            const __nv_bfloat16* in = h + l * K;
+            __nv_bfloat16* out = x + (l + 1) * K;
+            switch (mode) {
+              case 0: launch(&product<0>, dim3(BLOCKS), dim3(THREADS), 0, s, 0, wl, in, out); break;
+              case 1: launch(&product<1>, dim3(BLOCKS), dim3(THREADS), 0, s, 0, wl, in, out); break;
+              case 2: launch(&product<2>, dim3(BLOCKS), dim3(THREADS), smem2, s, 0, wl, in, out); break;
+              case 3: launch(&product<3>, dim3(BLOCKS), dim3(THREADS), 0, s, 0, wl, in, out); break;
+              default: launch(&product<4>, dim3(BLOCKS), dim3(THREADS), 0, s, 0, wl, in, out); break;
+            }
+          }
+        },
+        LAYERS)
+        .median;
   };
-  const float norms = time_chain(0, true, false);
+  const float norms = chain(0, true, false);
   std::printf("norm alone: %.2f us a layer\n", norms);
   const char* what[] = {"loads after the wait", "L2 prefetch before", "shared memory before", "registers before", "registers after"};
   for (int mode = 0; mode < 5; ++mode) {
-    const float p = time_chain(mode, false, true), both = time_chain(mode, true, true);
+    const float p = chain(mode, false, true), both = chain(mode, true, true);
     std::printf("mode %d (%s): product alone %.2f us (%.2f TB/s), norm + product %.2f us, overlap %.2f us\n", mode, what[mode], p,
                 wbytes / (p * 1e-6) / 1e12, both, norms + p - both);
   }
   // results checked against mode 0's
   std::vector<__nv_bfloat16> ref(K * (LAYERS + 1)), got(K * (LAYERS + 1));
-  time_chain(0, true, true);
+  chain(0, true, true);
   CHECK(cudaMemcpy(ref.data(), x, ref.size() * 2, cudaMemcpyDeviceToHost));
   for (int mode = 1; mode < 5; ++mode) {
     CHECK(cudaMemcpy(x, host.data(), host.size() * 2, cudaMemcpyHostToDevice));
-    time_chain(mode, true, true);
+    chain(mode, true, true);
     CHECK(cudaMemcpy(got.data(), x, got.size() * 2, cudaMemcpyDeviceToHost));
     int bad = 0;
     for (size_t i = 0; i < got.size(); ++i) bad += __bfloat162float(got[i]) != __bfloat162float(ref[i]);

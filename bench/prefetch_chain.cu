@@ -17,40 +17,14 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <vector>
 
-#define CHECK(x)                                                                         \
-  do {                                                                                   \
-    cudaError_t err_ = (x);                                                              \
-    if (err_ != cudaSuccess) {                                                           \
-      std::printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                      \
-    }                                                                                    \
-  } while (0)
+#include "chain_timing.cuh"
 
 constexpr int K = 2048, N_O = 2048, N_UP = 11264, LAYERS = 22, THREADS = 256, ROWS = 16, PIECES = K * 2 / 16;
 constexpr int WAITER_BLOCKS = 48, CHAIN = 6;
-
-__device__ __forceinline__ void wait_previous() {
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-}
-
-__device__ __forceinline__ float dot8(uint4 w, uint4 x) {
-  const __nv_bfloat162* a = reinterpret_cast<const __nv_bfloat162*>(&w);
-  const __nv_bfloat162* b = reinterpret_cast<const __nv_bfloat162*>(&x);
-  float s = 0.f;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float2 p = __bfloat1622float2(a[i]), q = __bfloat1622float2(b[i]);
-    s = fmaf(p.x, q.x, fmaf(p.y, q.y, s));
-  }
-  return s;
-}
 
 struct Prefetch {
   const unsigned char* at[2];
@@ -106,17 +80,6 @@ __global__ void __launch_bounds__(THREADS) product(const __nv_bfloat16* w, const
   }
 }
 
-template <typename... P, typename... A>
-void launch(void (*f)(P...), dim3 grid, dim3 block, cudaStream_t s, A... args) {
-  cudaLaunchConfig_t c = {};
-  c.gridDim = grid, c.blockDim = block, c.stream = s;
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  c.attrs = at, c.numAttrs = 1;
-  CHECK(cudaLaunchKernelEx(&c, f, args...));
-}
-
 int main() {
   const size_t wo_bytes = size_t(N_O) * K * 2, up_bytes = size_t(N_UP) * K * 2;
   __nv_bfloat16 *wo, *wup, *x, *y, *z;
@@ -146,49 +109,33 @@ int main() {
   cudaStream_t s;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   const size_t up_part[5] = {0, 0, size_t(16) << 20, size_t(32) << 20, up_bytes};
-  auto time_chain = [&](int variant, bool waiters, bool products) {
-    cudaGraph_t g;
-    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
-    for (int l = 0; l < LAYERS; ++l) {
-      const unsigned char* wol = reinterpret_cast<const unsigned char*>(wo) + l * wo_bytes;
-      const unsigned char* wupl = reinterpret_cast<const unsigned char*>(wup) + l * up_bytes;
-      Prefetch p{{wol, wupl}, {variant >= 1 ? wo_bytes : 0, up_part[variant]}};
-      if (waiters) launch(&waiter, dim3(WAITER_BLOCKS), dim3(256), s, (const float*)(in + l * 4096), out + l * WAITER_BLOCKS * 256, p);
-      if (!products) continue;
-      launch(&product, dim3(N_O / ROWS), dim3(THREADS), s, (const __nv_bfloat16*)(wo + size_t(l) * N_O * K), (const __nv_bfloat16*)(x + l * K),
-             y + l * N_O);
-      launch(&product, dim3(N_UP / ROWS), dim3(THREADS), s, (const __nv_bfloat16*)(wup + size_t(l) * N_UP * K),
-             (const __nv_bfloat16*)(x + l * K), z + l * N_UP);
-    }
-    CHECK(cudaStreamEndCapture(s, &g));
-    cudaGraphExec_t e;
-    CHECK(cudaGraphInstantiate(&e, g, 0));
-    cudaEvent_t a, b;
-    CHECK(cudaEventCreate(&a));
-    CHECK(cudaEventCreate(&b));
-    std::vector<float> ms;
-    for (int i = 0; i < 23; ++i) {
-      CHECK(cudaEventRecord(a, s));
-      CHECK(cudaGraphLaunch(e, s));
-      CHECK(cudaEventRecord(b, s));
-      CHECK(cudaEventSynchronize(b));
-      float t;
-      CHECK(cudaEventElapsedTime(&t, a, b));
-      if (i >= 3) ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
-    CHECK(cudaGraphExecDestroy(e));
-    CHECK(cudaGraphDestroy(g));
-    return ms[ms.size() / 2] * 1000.f / LAYERS;  // µs a layer
+  auto chain = [&](int variant, bool waiters, bool products) {  // µs a layer
+    return time_chain(
+        s,
+        [&] {
+          for (int l = 0; l < LAYERS; ++l) {
+            const unsigned char* wol = reinterpret_cast<const unsigned char*>(wo) + l * wo_bytes;
+            const unsigned char* wupl = reinterpret_cast<const unsigned char*>(wup) + l * up_bytes;
+            Prefetch p{{wol, wupl}, {variant >= 1 ? wo_bytes : 0, up_part[variant]}};
+            if (waiters) launch(&waiter, dim3(WAITER_BLOCKS), dim3(256), 0, s, 0, (const float*)(in + l * 4096), out + l * WAITER_BLOCKS * 256, p);
+            if (!products) continue;
+            launch(&product, dim3(N_O / ROWS), dim3(THREADS), 0, s, 0, (const __nv_bfloat16*)(wo + size_t(l) * N_O * K),
+                   (const __nv_bfloat16*)(x + l * K), y + l * N_O);
+            launch(&product, dim3(N_UP / ROWS), dim3(THREADS), 0, s, 0, (const __nv_bfloat16*)(wup + size_t(l) * N_UP * K),
+                   (const __nv_bfloat16*)(x + l * K), z + l * N_UP);
+          }
+        },
+        LAYERS)
+        .median;
   };
-  const float w0 = time_chain(0, true, false), p0 = time_chain(0, false, true);
+  const float w0 = chain(0, true, false), p0 = chain(0, false, true);
   std::printf("waiter alone %.2f us a layer; products alone %.2f us (%.2f TB/s over %.1f MiB)\n", w0, p0,
               (wo_bytes + up_bytes) / (p0 * 1e-6) / 1e12, (wo_bytes + up_bytes) / 1048576.0);
   const char* what[] = {"nothing", "the output projection's weights", "+ 16 MiB of gate and up", "+ 32 MiB of gate and up",
                         "+ all of gate and up"};
   std::vector<__nv_bfloat16> ref(size_t(N_UP) * LAYERS), got(ref.size());
   for (int v = 0; v < 5; ++v) {
-    const float w = time_chain(v, true, false), both = time_chain(v, true, true);
+    const float w = chain(v, true, false), both = chain(v, true, true);
     CHECK(cudaMemcpy(got.data(), z, got.size() * 2, cudaMemcpyDeviceToHost));
     if (v == 0) ref = got;
     int bad = 0;
