@@ -51,30 +51,5 @@ TEST(CudaCodegen, FewRowsLoadWhatTheStoresReadBeforeTheirReduction) {
   EXPECT_GT(many.weight_load, many.reduction);
 }
 
-// A few rows' reduction waits for the kernel before it first, as every kernel does, but lets the
-// next kernel's blocks in only once its reduction is done (their early weight loads would crowd
-// its loads); many rows let them in at once.
-TEST(CudaCodegen, FewRowsLetTheNextKernelInAfterTheirReduction) {
-  Target t;
-  t.cuda = true;
-  t.device = cuda::preset_device("sm_90a");
-  for (int rows : {1, 8, 4096}) {
-    Generated gen = generate(parse_graph(rms_norm(rows)), t);
-    const std::string& text = gen.cuda.bodies.at(0);
-    const size_t wait = text.find("coil_rt::wait_previous();"), release = text.find("coil_rt::release_next();");
-    const size_t reduction = text.find("group_allreduce"), store = text.find("] = ", reduction);
-    if (rows < t.device.sm_count && gen.cuda.kernels.at(0).config.persistent > 0) {
-      ASSERT_NE(wait, std::string::npos) << text;
-      EXPECT_EQ(text.find("after_previous"), std::string::npos) << text;
-      EXPECT_LT(wait, text.find("const idx_t rows")) << text;
-      EXPECT_GT(release, reduction) << text;
-      EXPECT_LT(release, store) << text;
-    } else {
-      EXPECT_NE(text.find("coil_rt::after_previous();"), std::string::npos) << text;
-      EXPECT_EQ(release, std::string::npos) << text;
-    }
-  }
-}
-
 }  // namespace
 }  // namespace coil

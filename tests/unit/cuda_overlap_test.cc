@@ -40,8 +40,7 @@ std::string chain(int rounds) {
 // The text of a kernel from its signature's brace up to its wait, else nothing.
 std::optional<std::string> before_wait(const std::string& body) {
   const size_t open = body.find(") {\n", body.find("__global__"));
-  size_t wait = body.find("coil_rt::after_previous();");
-  if (wait == std::string::npos) wait = body.find("coil_rt::wait_previous();");  // (a few rows' reduction: it lets the next in later)
+  const size_t wait = body.find("coil_rt::after_previous();");
   if (open == std::string::npos || wait == std::string::npos || wait < open) return std::nullopt;
   return body.substr(open + 4, wait - open - 4);
 }

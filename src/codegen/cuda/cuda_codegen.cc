@@ -165,7 +165,7 @@ std::string CudaEmitter::emit(CudaKernel& info) {
   int threads = config_.block * config_.block_y;
   out("// computes %{} ({})", fmt::join(k_.origins, ", %"), to_string(config_));
   out("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{", threads, k_.name, fmt::join(params, ", "));
-  out("  {}", few_rows() ? "coil_rt::wait_previous();" : "coil_rt::after_previous();");
+  out("  coil_rt::after_previous();");
   out("  typedef {} idx_t;", narrow_ ? "int" : "int64_t");
   out("  (void)E;");
   switch (config_.form) {

@@ -30,11 +30,6 @@ const char* combiner(ReduceKind k) {
 
 }  // namespace
 
-bool CudaEmitter::few_rows() const {
-  const auto rows = product(k_.outer).constant();
-  return config_.form == CudaConfig::Form::row && config_.persistent && config_.splits <= 1 && rows && *rows < device_.sm_count;
-}
-
 // Vectorized rows: the loads of unit stride along the row and the inner stores, which move
 // `vector` elements at a time.
 void CudaEmitter::find_row_vectors() {
@@ -44,7 +39,8 @@ void CudaEmitter::find_row_vectors() {
   for (const auto& s : k_.stores)
     if (s.inner) collect_loads(s.value, loads);
   // Store-only loads wait for the store pass, but not with fewer rows than SMs (latency-bound).
-  const bool few = few_rows();
+  const auto rows = product(k_.outer).constant();
+  const bool few = config_.persistent && rows && *rows < device_.sm_count;
   for (size_t i = 0; i < loads.size(); ++i) {
     const auto& l = loads[i];
     if (l->dynamic() || !reads_row(l)) continue;
@@ -501,9 +497,6 @@ void CudaEmitter::reduction_passes(const std::string& indent, const std::string&
     if (!column_form) emit_reciprocals(first, end, indent);
     first = end;
   }
-  // A few rows' reductions done, the next kernel's blocks may start (their early loads no longer
-  // in the way of this kernel's: coil_rt::wait_previous at its start).
-  if (few_rows()) out("{}coil_rt::release_next();", indent);
   // Per-row results: one thread of the row writes them.
   printer_->reset();
   std::string writer = column_form ? "threadIdx.y == 0" : "lane == 0";

@@ -79,8 +79,6 @@ class CudaEmitter {
                     const std::string& end, int64_t step, std::optional<int64_t> end_value);
   void row_loop_close(const std::string& indent);
   bool nested_row_loops() const;
-  // A persistent row reduction of fewer rows than SMs (latency-bound: a decoding step's norm).
-  bool few_rows() const;
   void cache_row_loads(const std::string& indent, const std::string& active);
   // Persistent rows: per-element values carried from one pass to later ones (row_values.h).
   void declare_carried(const std::string& indent);

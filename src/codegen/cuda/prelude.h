@@ -214,20 +214,6 @@ __forceinline__ void after_previous() {
 #endif
 }
 
-// after_previous() in two: the wait first, and the next kernel's blocks let in later, where this
-// kernel's first loads are its critical path (a row reduction of fewer rows than SMs: the next
-// product's early weight loads, let in at once, crowded its round trips).
-__forceinline__ void wait_previous() {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-__forceinline__ void release_next() {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
 // Asks L2 to fetch `bytes` (a multiple of 16) from p (16-byte aligned) and returns at once. L2 is
 // where every SM's reads and writes meet, so a prefetch reads no stale data whenever it runs: a
 // kernel issues it before after_previous(), and the previous kernel's time then streams it.
