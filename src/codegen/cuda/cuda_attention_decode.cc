@@ -40,7 +40,6 @@ struct Split {
   int64_t splits = 0;
   int key_groups = 0;  // warps over keys in the output (the rest over columns)
   int cluster = 0;     // blocks a cluster (the splits), 0 for the ticket merge or a single split
-  int64_t shared = 0;  // static shared memory a block
 };
 
 int64_t shared_bytes(const Shape& a, int64_t keys, int key_groups) {
@@ -54,13 +53,12 @@ int64_t shared_bytes(const Shape& a, int64_t keys, int key_groups) {
 // TinyLlama's shape: 32 keys at batch 1 (48 blocks), 128 at batch 8 (96 blocks).
 std::optional<Split> choose_split(const Shape& a, const cuda::DeviceInfo& device) {
   const int64_t L = *a.L.constant(), S = *a.S.constant(), heads = *a.batch.constant(), E = a.E;
+  int groups = kWarps;
+  while (groups > 1 && groups * L * E * 4 > kReduceBytes) groups /= 2;
   std::optional<Split> best;
   for (int64_t keys = 32; keys <= kThreads; keys *= 2) {
-    int groups = kWarps;
-    while (groups > 1 && groups * L * E * 4 > kReduceBytes) groups /= 2;
-    const int64_t shared = shared_bytes(a, keys, groups);
-    if (shared > device.shared_per_block) break;
-    best = Split{keys, (S + keys - 1) / keys, groups, 0, shared};
+    if (shared_bytes(a, keys, groups) > device.shared_per_block) break;
+    best = Split{keys, (S + keys - 1) / keys, groups, 0};
     if (heads * best->splits <= device.sm_count) break;
   }
   if (!best) return best;

@@ -220,6 +220,7 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
   const int out_per_warp = mma ? 8 * r : r;
   const bool weights_early = never_written(program, views.b->buffer) && (!call.gate || never_written(program, call.gate->buffer));
   const int64_t step = mma ? 32 : 32 * vec, chunks = (g.k + step - 1) / step, per = (chunks + split - 1) / split;
+  const int batch = mma_batch(r * products);
   COIL_CHECK(vec == piece(g, views, call) && (mma ? vec == 8 && in_dtype_half(g.dtype) : r * g.m * products <= 32 && g.m <= kGemvFmaRows) && split >= 1 &&
              kWarps % split == 0)
       << call.name << ": " << to_string(config);
@@ -254,7 +255,7 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
   s += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", kThreads, call.name, fmt::join(params, ", "));
   s += "  (void)E;\n";
   s += fmt::format("  constexpr int M = {}, N = {}, K = {}, VEC = {}, R = {}, P = {}, RP = R * P, OUT = {}, SPLIT = {}, GROUPS = {}, PER = {}, U = {};\n",
-                   g.m, g.n, g.k, vec, r, products, out_per_warp, split, groups, per, mma_batch(r * products));
+                   g.m, g.n, g.k, vec, r, products, out_per_warp, split, groups, per, batch);
   s += fmt::format("  typedef coil_rt::Vec<{}, VEC> V;\n", t);
   s += "  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;\n";
   s += "  const int group = warp / SPLIT, slice = warp % SPLIT;\n";
@@ -279,7 +280,6 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
   if (mma) {
     // Whether step u of the batch at i0 lies in K (parts that always hold left out).
     std::vector<std::string> inside;
-    const int batch = mma_batch(r * products);
     if (per % batch != 0) inside.push_back("i0 + u < PER");
     if (chunks % split != 0) inside.push_back(fmt::format("c < {}", chunks));
     if (g.k % step != 0) inside.push_back("k < K");
