@@ -85,9 +85,6 @@ std::vector<TuningUnit> tuning_units(const loop::Program& program, const codegen
     if (!lk && !gemv) continue;  // fused attention: one configuration
     auto configs = gemv ? codegen::gemv_configs(program, *call, device) : codegen::candidate_configs(program, *lk, device);
     if (configs.size() < 2) continue;
-    // (the staged few-row form: what it gains, streaming during the kernel before, a kernel timed
-    // alone cannot show; codegen/cuda/cuda_gemv.cc)
-    if (gemv && configs.front().persistent > 0) continue;
     // (a buffer of symbolic size, read at data-dependent places, and no hints: no sizes to time on)
     int64_t traffic = 0;
     bool sized = true;

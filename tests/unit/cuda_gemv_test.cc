@@ -95,19 +95,6 @@ const Case kCases[] = {
     {"  %x = input() : f32[3, 200]\n  %w = input() : f32[90, 200]\n  %c = input() : f32[90]\n  %r = input() : f32[3, 90]\n"
      "  %wt = permute(%w, [1, 0])\n  %h = mm(%x, %wt)\n  %hc = add.Tensor(%h, %c)\n  %g = gelu(%hc)\n  %y = add.Tensor(%g, %r)\n  return %y\n",
      4},
-    // the staged form (sm_90, a graph input's weight): a ring of 8 slots of one 11 KiB row for a
-    // block's 10 outputs (wrapping around), 3 rows, a residual
-    {"  %x = input() : bf16[3, 5632]\n  %w = input() : bf16[1200, 5632]\n  %r = input() : bf16[3, 1200]\n  %wt = permute(%w, [1, 0])\n"
-     "  %h = mm(%x, %wt)\n  %y = add.Tensor(%h, %r)\n  return %y\n",
-     8},
-    // a gated pair's two weights in each slot, 8 chunks over 6 slots
-    {"  %x = input() : bf16[1, 2048]\n  %w1 = input() : bf16[2000, 2048]\n  %w3 = input() : bf16[2000, 2048]\n  %w1t = permute(%w1, [1, 0])\n"
-     "  %w3t = permute(%w3, [1, 0])\n  %a = mm(%x, %w1t)\n  %b = mm(%x, %w3t)\n  %s = silu(%a)\n  %y = mul.Tensor(%s, %b)\n  return %y\n",
-     8},
-    // weight rows apart by more than K (a slice): a copy a row; 4 rows, f16, bias and relu
-    {"  %x = input() : f16[4, 256]\n  %w0 = input() : f16[400, 264]\n  %w = slice.Tensor(%w0, 1, 0, 256)\n  %b = input() : f16[400]\n"
-     "  %wt = permute(%w, [1, 0])\n  %h = addmm(%b, %x, %wt)\n  %y = relu(%h)\n  return %y\n",
-     8},
 };
 
 TEST(CudaGemv, FewRowsTakeTheKernelAndEveryCandidateBuilds) {
@@ -140,7 +127,7 @@ TEST(CudaGemv, FewRowsTakeTheKernelAndEveryCandidateBuilds) {
         codegen::CudaKernel info;
         loop::ExternCall named = *call;
         named.name = fmt::format("gemv_c{}", n);
-        unit += codegen::emit_cuda_gemv(program, named, configs[n], cuda::preset_device("sm_90a"), info) + "\n";
+        unit += codegen::emit_cuda_gemv(program, named, configs[n], info) + "\n";
         EXPECT_EQ(info.launch.block_x, 256);
         const loop::Access access = loop::access(*call);
         std::set<int> buffers = access.reads;
@@ -182,47 +169,6 @@ TEST(CudaGemv, OtherProductsStayWithTheLibrary) {
   }
 }
 
-// The staged form: first (and untimed) where the device has bulk copies (sm_90), the weight is a
-// graph input no kernel writes and A has at most 4 rows; its weight copies are issued before the
-// wait for the kernel before, into the dynamic shared memory the launch asks for.
-TEST(CudaGemv, StagedFormStreamsWeightsNoKernelWrites) {
-  const char* staged = "  %x = input() : bf16[1, 2048]\n  %w = input() : bf16[2000, 2048]\n  %wt = permute(%w, [1, 0])\n  %y = mm(%x, %wt)\n  return %y\n";
-  const char* computed =
-      "  %x = input() : bf16[1, 2048]\n  %w0 = input() : bf16[2000, 2048]\n  %w = neg(%w0)\n  %wt = permute(%w, [1, 0])\n  %y = mm(%x, %wt)\n  return %y\n";
-  const char* eight =
-      "  %x = input() : bf16[8, 2048]\n  %w = input() : bf16[2000, 2048]\n  %wt = permute(%w, [1, 0])\n  %y = mm(%x, %wt)\n  return %y\n";
-  auto first_config = [](const char* body, const char* arch) {
-    Generated gen = cuda_code(body);
-    for (const auto& k : gen.lowered.program.kernels)
-      if (const auto* call = std::get_if<loop::ExternCall>(&k); call && loop::is_product(call->kind))
-        return codegen::gemv_configs(gen.lowered.program, *call, cuda::preset_device(arch)).front();
-    ADD_FAILURE() << "no product in " << body;
-    return codegen::CudaConfig{};
-  };
-  EXPECT_EQ(first_config(staged, "sm_90a").persistent, 96);
-  EXPECT_EQ(first_config(staged, "sm_80").persistent, 0);
-  EXPECT_EQ(first_config(computed, "sm_90a").persistent, 0);
-  EXPECT_EQ(first_config(eight, "sm_90a").persistent, 0);
-
-  Generated gen = cuda_code(staged);
-  const codegen::CudaKernel* product = nullptr;
-  size_t at = 0;
-  for (size_t i = 0; i < gen.cuda.kernels.size(); ++i)
-    if (gen.cuda.kernels[i].config.form == codegen::CudaConfig::Form::gemv) product = &gen.cuda.kernels[i], at = i;
-  ASSERT_NE(product, nullptr);
-  // 16 outputs a block (2000 over 132 SMs: 125 blocks), in chunks of 4 rows of 4 KiB: 4 slots.
-  EXPECT_EQ(product->launch.units.constant(), 125);
-  EXPECT_EQ(product->launch.max_blocks, 125);
-  EXPECT_EQ(product->launch.shared_bytes, 4 * 16384);
-  const std::string& body = gen.cuda.bodies[at];
-  const size_t issued = body.find("issue(c);"), waited = body.find("coil_rt::after_previous();"), refilled = body.find("issue(c + S);");
-  ASSERT_NE(issued, std::string::npos) << body;
-  ASSERT_NE(waited, std::string::npos) << body;
-  EXPECT_LT(issued, waited) << body;
-  EXPECT_LT(waited, refilled) << body;
-  EXPECT_NE(body.find("coil_rt::before_bulk_writes();\n      issue(c + S);"), std::string::npos) << body;
-}
-
 TEST(CudaGemvGpu, EveryCandidateMatchesTheReference) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   std::string cache = fresh_cache("gemv");
@@ -254,8 +200,7 @@ TEST(CudaGemvGpu, TunedAgainstTheLibraryThenReadFromTheCache) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   std::string cache = fresh_cache("gemv_rival");
   for (int rows : {1, 8}) {
-    // (the weight computed: a graph input's would take the staged form at one row, which is not timed)
-    Graph g = parse(fmt::format("  %x = input() : bf16[{}, 4096]\n  %w0 = input() : bf16[4096, 4096]\n  %w = neg(%w0)\n  %wt = permute(%w, [1, 0])\n"
+    Graph g = parse(fmt::format("  %x = input() : bf16[{}, 4096]\n  %w = input() : bf16[4096, 4096]\n  %wt = permute(%w, [1, 0])\n"
                                 "  %y = mm(%x, %wt)\n  return %y\n",
                                 rows));
     TensorMap inputs = random_inputs(g, 5);

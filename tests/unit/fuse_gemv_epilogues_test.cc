@@ -61,7 +61,7 @@ TEST(GemvEpilogues, AGatedPairAndItsKernelBecomeOneCall) {
   EXPECT_EQ(gen.cuda.kernels[0].config.form, codegen::CudaConfig::Form::gemv);
   const std::string& body = gen.cuda.bodies[0];
   // both products' sums, each rounded to bf16 as its buffer held it, then the kernel's value
-  for (const char* part : {"float v2 = 0.f;", "coil_rt::f32_to_bf16(v)", "coil_rt::f32_to_bf16(v2)", "coil_rt::sigmoid("})
+  for (const char* part : {"v2 += part[sl][og][OUT + j][m]", "coil_rt::f32_to_bf16(v)", "coil_rt::f32_to_bf16(v2)", "coil_rt::sigmoid("})
     EXPECT_NE(body.find(part), std::string::npos) << part << "\n" << body;
   // the kernel reads x and both weights, and writes %y only
   EXPECT_EQ(gen.cuda.kernels[0].buffers.size(), 4u) << body;

@@ -244,7 +244,7 @@ std::string emit_tunable_kernel(const loop::Program& program, size_t index, cons
   if (const auto* call = std::get_if<loop::ExternCall>(&program.kernels[index])) {
     loop::ExternCall named = *call;
     named.name = name;
-    return emit_cuda_gemv(program, named, config, device, info);
+    return emit_cuda_gemv(program, named, config, info);
   }
   loop::LoopKernel named = std::get<loop::LoopKernel>(program.kernels[index]);
   named.name = name;
@@ -278,7 +278,7 @@ CudaSource generate_cuda(const loop::Program& program, const std::vector<std::st
       // (cuBLASLt runs it; a call with an epilogue of coil's has only this kernel)
       COIL_CHECK(!configs.empty() || !call->epilogue) << call->name << ": a fused epilogue the few-row kernel cannot run";
       if (configs.empty()) continue;
-      src.bodies.push_back(emit_cuda_gemv(program, *call, pick(configs), device, info));
+      src.bodies.push_back(emit_cuda_gemv(program, *call, pick(configs), info));
       src.kernels.push_back(std::move(info));
       continue;
     }

@@ -114,8 +114,7 @@ std::string emit_cuda_attention(const loop::Program& program, const loop::Extern
 // in 16-byte pieces, sm_80 on), kGemvFmaRows otherwise.
 inline constexpr int64_t kGemvRows = 16, kGemvFmaRows = 8;
 std::vector<CudaConfig> gemv_configs(const loop::Program& program, const loop::ExternCall& call, const cuda::DeviceInfo& device);
-std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall& call, const CudaConfig& config, const cuda::DeviceInfo& device,
-                           CudaKernel& info);
+std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall& call, const CudaConfig& config, CudaKernel& info);
 
 // Every loop kernel (and fused attention) of `program` with its heuristic configuration, or with its `candidate`-th
 // candidate (the last when it has fewer) when that is >= 0.

@@ -133,30 +133,6 @@ std::string epilogue_code(const loop::Program& program, const loop::ExternCall& 
   return s + fmt::format("    b{}[{}] = {};\n", st.buffer, index_expr(st.offset), value);
 }
 
-// The statements finishing output (m, n) of a thread from the products' sums `v` (and `v2`,
-// the gate's): alpha, bias, residual, activation, then the fused epilogue or the store.
-std::string element_tail(const loop::Program& program, const loop::ExternCall& call, const cuda::GemmProblem& g, const GemmViews& views,
-                         int64_t d_off) {
-  std::string s;
-  auto offset_of = [](const loop::View* v) { return v ? *v->offset.constant() : int64_t{0}; };
-  if (g.alpha != 1) s += fmt::format("    v *= {:.9e}f;\n", g.alpha);
-  auto element = [&](const loop::View& v, const std::string& at) {
-    return widened(fmt::format("b{}[{} + {}]", v.buffer, offset_of(&v), at), program.buffers[static_cast<size_t>(v.buffer)].dtype);
-  };
-  if (views.bias) s += fmt::format("    v += {};\n", element(*views.bias, fmt::format("n * int64_t({})", *views.bias->strides.back().constant())));
-  if (views.c) s += fmt::format("    v += {};\n", element(*views.c, fmt::format("m * int64_t({}) + n * int64_t({})", g.c_rs, g.c_cs)));
-  switch (call.activation) {
-    case loop::Activation::none: break;
-    case loop::Activation::relu: s += "    v = coil_rt::maximum(v, 0.f);\n"; break;
-    case loop::Activation::gelu_tanh:
-      s += "    v = 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));\n";
-      break;
-  }
-  if (call.epilogue) return s + epilogue_code(program, call, g.n);
-  const DType out = program.buffers[static_cast<size_t>(call.output)].dtype;
-  return s + fmt::format("    b{}[{} + m * int64_t({}) + n * int64_t({})] = {};\n", call.output, d_off, g.d_rs, g.d_cs, narrowed("v", out));
-}
-
 // Elements of a 16-byte piece of every operand read in pieces (A, B), or 1 where an offset, a
 // stride or K does not allow pieces.
 int piece(const cuda::GemmProblem& g, const GemmViews& v, const loop::ExternCall& call) {
@@ -188,34 +164,6 @@ bool never_written(const loop::Program& program, int b) {
   return std::none_of(program.kernels.begin(), program.kernels.end(), [&](const loop::Kernel& k) { return loop::access(k).writes.count(b) > 0; });
 }
 
-// The staged form (sm_90; config.persistent: KiB of shared memory a block stages in): one block
-// an SM, each over NB adjacent outputs, whose weight rows (both products' for a gated pair)
-// stream through a ring of S slots of RC outputs by bulk copies (the TMA unit, counted by a
-// barrier a slot), the first S slots issued before the wait for the kernel before. Where no
-// kernel writes the weight, that is what the kernel before leaves the memory for: its time,
-// when its blocks are latency-bound (a norm, the decoding attention), streams this product's
-// weight instead of leaving the bandwidth idle. 96 KiB leaves a second block (the next product)
-// and the decoding attention's 48 KiB room beside it on an SM. Threads read the slot in 16-byte
-// pieces (lane-adjacent: no bank conflicts), A's pieces held in registers for the whole K.
-constexpr int kStagedKiB = 96;
-// (A's pieces a thread holds: at most 16, 64 registers.)
-constexpr int64_t kStagedSlotBytes = 16 * 1024, kStagedRows = 4, kStagedChunkOutputs = 16, kStagedPieces = 16;
-
-struct Staged {
-  int64_t nb = 0, rc = 0, slots = 0, slot_bytes = 0, blocks = 0;
-};
-
-Staged staged_shape(const cuda::GemmProblem& g, int products, int kib, int sm_count) {
-  Staged st;
-  const int64_t row_bytes = g.k * static_cast<int64_t>(dtype_size(g.dtype));
-  st.nb = (g.n + sm_count - 1) / sm_count;
-  st.rc = std::clamp<int64_t>(kStagedSlotBytes / (row_bytes * products), 1, std::min(st.nb, kStagedChunkOutputs));
-  st.slot_bytes = st.rc * products * row_bytes;
-  st.slots = std::min(int64_t{kib} * 1024 / st.slot_bytes, (st.nb + st.rc - 1) / st.rc);
-  st.blocks = (g.n + st.nb - 1) / st.nb;
-  return st;
-}
-
 }  // namespace
 
 std::vector<CudaConfig> gemv_configs(const loop::Program& program, const loop::ExternCall& call, const cuda::DeviceInfo& device) {
@@ -230,19 +178,6 @@ std::vector<CudaConfig> gemv_configs(const loop::Program& program, const loop::E
   // cores, 4 lanes a row). The first is the heuristic's: FMAs up to 4 rows (on an H200, one
   // row: 1.1-1.6x cuBLASLt where the tensor-core form was 0.7-1.2x), tensor cores past that.
   std::vector<CudaConfig> out;
-  // The staged form first, untimed (driver/autotune.cc): timed alone it only streams as the
-  // others do; what it is for, streaming during the kernel before, shows in the chain only.
-  const bool staged = device.cc_major >= 9 && in_dtype_half(g->dtype) && vec == 8 && g->m <= kStagedRows && g->n >= device.sm_count &&
-                      never_written(program, gemm_views(first).b->buffer) && (!call.gate || never_written(program, call.gate->buffer)) &&
-                      staged_shape(*g, products, kStagedKiB, device.sm_count).slots >= 1 && g->m * ((g->k / 8 + kThreads - 1) / kThreads) <= kStagedPieces;
-  if (staged) {
-    CudaConfig c;
-    c.form = CudaConfig::Form::gemv;
-    c.block = kThreads;
-    c.vector = vec;
-    c.persistent = kStagedKiB;
-    out.push_back(c);
-  }
   const int64_t want_blocks = 2 * std::max(device.sm_count, 1);
   auto add = [&](bool tensor_cores, const std::vector<int>& rs) {
     const int tile = tensor_cores ? 8 : 1;
@@ -273,8 +208,7 @@ std::vector<CudaConfig> gemv_configs(const loop::Program& program, const loop::E
   return out;
 }
 
-std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall& call, const CudaConfig& config, const cuda::DeviceInfo& device,
-                           CudaKernel& info) {
+std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall& call, const CudaConfig& config, CudaKernel& info) {
   const auto problem = gemv_problem(program, call);
   COIL_CHECK(problem) << call.name << ": no product of a few rows";
   const cuda::GemmProblem& g = *problem;
@@ -291,7 +225,7 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
              kWarps % split == 0)
       << call.name << ": " << to_string(config);
   const loop::Buffer& ob = program.buffers[static_cast<size_t>(call.output)];
-  const DType in = g.dtype;
+  const DType in = g.dtype, out = ob.dtype;
   auto offset_of = [](const loop::View* v) { return v ? *v->offset.constant() : int64_t{0}; };
   const int64_t d_off = *(call.output_view ? call.output_view->offset : ob.offset).constant();
 
@@ -311,88 +245,12 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
   info.name = call.name;
   info.config = config;
   info.launch.block_x = kThreads;
-  const char* t = storage_type(in);
-  // The weight row of product p (0: B, 1: the gate) at output n.
-  auto weight_row = [&](const std::string& p, const std::string& n) {
-    const std::string first_b = fmt::format("b{} + {}", views.b->buffer, offset_of(views.b));
-    const std::string base = call.gate ? fmt::format("({} == 0 ? {} : b{} + {})", p, first_b, call.gate->buffer, offset_of(&*call.gate)) : first_b;
-    return fmt::format("{} + int64_t({}) * {}", base, n, g.b_cs);
-  };
-  const std::string a_at = fmt::format("b{} + {}", views.a->buffer, offset_of(views.a));
-  if (config.persistent > 0) {
-    COIL_CHECK(device.cc_major >= 9 && vec == 8 && g.m <= kStagedRows && in_dtype_half(in) && weights_early) << call.name << ": " << to_string(config);
-    const Staged st = staged_shape(g, products, config.persistent, device.sm_count);
-    COIL_CHECK(st.slots >= 1) << call.name << ": " << to_string(config);
-    info.launch.units = st.blocks;
-    info.launch.per_block = 1;
-    info.launch.max_blocks = st.blocks;
-    info.launch.shared_bytes = static_cast<int>(st.slots * st.slot_bytes);
-    const int64_t esize = static_cast<int64_t>(dtype_size(in));
-    std::string s = fmt::format("// computes %{} ({}, M={} N={} K={}, {} outputs a block in chunks of {}, {} slots)\n", fmt::join(call.origins, ", %"),
-                                to_string(config), g.m, g.n, g.k, st.nb, st.rc, st.slots);
-    s += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", kThreads, call.name, fmt::join(params, ", "));
-    s += "  (void)E;\n";
-    s += fmt::format("  constexpr int M = {}, N = {}, K = {}, P = {}, NB = {}, RC = {}, S = {}, KP = K / 8, J = (KP + {} - 1) / {};\n", g.m, g.n, g.k,
-                     products, st.nb, st.rc, st.slots, kThreads, kThreads);
-    s += fmt::format("  typedef coil_rt::Vec<{}, 8> V;\n", t);
-    s += "  extern __shared__ __align__(128) unsigned char ring[];\n";
-    s += "  __shared__ __align__(8) unsigned long long full[S];\n";
-    s += fmt::format("  __shared__ float red[2][{}][RC * P][M];\n", kWarps);
-    s += "  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;\n";
-    s += "  const int n_lo = static_cast<int>(blockIdx.x) * NB, outs = N - n_lo < NB ? N - n_lo : NB, chunks = (outs + RC - 1) / RC;\n";
-    // Chunk c's weight rows into slot c % S: one copy a product where its rows are adjacent.
-    s += "  auto issue = [&](int c) {\n";
-    s += "    const int first = n_lo + c * RC, rows = outs - c * RC < RC ? outs - c * RC : RC;\n";
-    s += fmt::format("    {0}* slot = reinterpret_cast<{0}*>(ring + (c % S) * {1});\n", t, st.slot_bytes);
-    s += fmt::format("    coil_rt::expect_bytes(&full[c % S], static_cast<unsigned>(rows) * {}u);\n", products * g.k * esize);
-    for (int p = 0; p < products; ++p) {
-      const std::string row = weight_row(std::to_string(p), "first");
-      if (g.b_cs == g.k)
-        s += fmt::format("    coil_rt::bulk_load(slot + {} * RC * K, {}, static_cast<unsigned>(rows) * {}u, &full[c % S]);\n", p, row, g.k * esize);
-      else
-        s += fmt::format("    for (int i = 0; i < rows; ++i) coil_rt::bulk_load(slot + ({} * RC + i) * K, {} + int64_t(i) * {}, {}u, &full[c % S]);\n", p, row,
-                         g.b_cs, g.k * esize);
-    }
-    s += "  };\n";
-    // (the barriers' initialization ordered before the bulk copies that count on them)
-    s += "  if (tid == 0) {\n    for (int i = 0; i < S; ++i) coil_rt::barrier_init(&full[i], 1);\n    coil_rt::before_bulk_writes();\n";
-    s += "    for (int c = 0; c < S && c < chunks; ++c) issue(c);\n  }\n";
-    s += "  coil_rt::after_previous();\n  __syncthreads();\n";
-    // A's pieces of the thread: tid + 256 j of each row.
-    s += "  V a[M][J];\n  #pragma unroll\n  for (int m = 0; m < M; ++m)\n    #pragma unroll\n    for (int j = 0; j < J; ++j) {\n";
-    s += fmt::format("      const int kp = tid + {} * j;\n", kThreads);
-    s += fmt::format("      a[m][j] = kp < KP ? coil_rt::load_keep(reinterpret_cast<const V*>({} + int64_t(m) * {} + kp * 8)) : V{{}};\n    }}\n", a_at, g.a_rs);
-    s += "  for (int c = 0; c < chunks; ++c) {\n";
-    s += "    coil_rt::barrier_wait(&full[c % S], (c / S) & 1);\n";
-    s += fmt::format("    const {0}* slot = reinterpret_cast<const {0}*>(ring + (c % S) * {1});\n", t, st.slot_bytes);
-    s += "    const int rows = outs - c * RC < RC ? outs - c * RC : RC;\n";
-    s += "    #pragma unroll\n    for (int r = 0; r < RC * P; ++r) {\n      if (r % RC >= rows) continue;\n";
-    s += "      float acc[M];\n      #pragma unroll\n      for (int m = 0; m < M; ++m) acc[m] = 0.f;\n";
-    s += "      #pragma unroll\n      for (int j = 0; j < J; ++j) {\n";
-    s += fmt::format("        const int kp = tid + {} * j;\n        if (kp >= KP) continue;\n", kThreads);
-    s += "        const V w = *reinterpret_cast<const V*>(slot + r * K + kp * 8);\n";
-    s += "        #pragma unroll\n        for (int v = 0; v < 8; ++v) {\n";
-    s += fmt::format("          const float x = {};\n", widened("w.v[v]", in));
-    s += fmt::format("          #pragma unroll\n          for (int m = 0; m < M; ++m) acc[m] += {} * x;\n        }}\n      }}\n", widened("a[m][j].v[v]", in));
-    s += "      #pragma unroll\n      for (int m = 0; m < M; ++m) {\n        float v = acc[m];\n";
-    s += "        #pragma unroll\n        for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);\n";
-    s += "        if (lane == 0) red[c & 1][warp][r][m] = v;\n      }\n    }\n";
-    // Every warp's sums are in (and the slot read): the slot's next chunk is issued, and the
-    // chunk's outputs finished (its sums double-buffered: the next chunk's writes follow the next
-    // barrier, which every thread reaches only after this loop).
-    s += "    __syncthreads();\n";
-    s += "    if (tid == 0 && c + S < chunks) {\n      coil_rt::before_bulk_writes();\n      issue(c + S);\n    }\n";
-    s += fmt::format("    for (int t = tid; t < RC * M; t += {}) {{\n", kThreads);
-    s += "      const int i = t / M, m = t % M, n = n_lo + c * RC + i;\n      if (i >= rows) continue;\n";
-    s += fmt::format("      float v = 0.f;\n      #pragma unroll\n      for (int w = 0; w < {}; ++w) v += red[c & 1][w][i][m];\n", kWarps);
-    if (call.gate) s += fmt::format("      float v2 = 0.f;\n      #pragma unroll\n      for (int w = 0; w < {}; ++w) v2 += red[c & 1][w][RC + i][m];\n", kWarps);
-    return s + element_tail(program, call, g, views, d_off) + "    }\n  }\n}\n";
-  }
   const int64_t units = (g.n + int64_t{groups} * out_per_warp - 1) / (int64_t{groups} * out_per_warp);
   info.launch.units = units;
   info.launch.per_block = 1;
   info.launch.max_blocks = units;
 
+  const char* t = storage_type(in);
   std::string s = fmt::format("// computes %{} ({}, M={} N={} K={})\n", fmt::join(call.origins, ", %"), to_string(config), g.m, g.n, g.k);
   s += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", kThreads, call.name, fmt::join(params, ", "));
   s += "  (void)E;\n";
@@ -403,6 +261,12 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
   s += "  const int group = warp / SPLIT, slice = warp % SPLIT;\n";
   s += "  const int n0 = (static_cast<int>(blockIdx.x) * GROUPS + group) * OUT;\n";
   s += "  __shared__ float part[SPLIT][GROUPS][OUT * P][M];\n";
+  // The weight row of product p (0: B, 1: the gate) at output n.
+  auto weight_row = [&](const std::string& p, const std::string& n) {
+    const std::string first_b = fmt::format("b{} + {}", views.b->buffer, offset_of(views.b));
+    const std::string base = call.gate ? fmt::format("({} == 0 ? {} : b{} + {})", p, first_b, call.gate->buffer, offset_of(&*call.gate)) : first_b;
+    return fmt::format("{} + int64_t({}) * {}", base, n, g.b_cs);
+  };
   // The warp's weight rows over its slice of K, asked of L2 before waiting for the kernel before
   // (the weight does not depend on it): the stream starts during that kernel's tail.
   if (vec * static_cast<int>(dtype_size(in)) == 16) {
@@ -412,6 +276,7 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
     s += fmt::format("    if (k0 < k1) coil_rt::prefetch_l2({} + k0, static_cast<unsigned>((k1 - k0) * {}));\n  }}\n",
                      weight_row("lane / OUT", "n0 + lane % OUT"), dtype_size(in));
   }
+  const std::string a_at = fmt::format("b{} + {}", views.a->buffer, offset_of(views.a));
   if (mma) {
     // Whether step u of the batch at i0 lies in K (parts that always hold left out).
     std::vector<std::string> inside;
@@ -517,7 +382,22 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
   s += "    if (n >= N) continue;\n";
   s += "    float v = 0.f;\n    #pragma unroll\n    for (int sl = 0; sl < SPLIT; ++sl) v += part[sl][og][j][m];\n";
   if (call.gate) s += "    float v2 = 0.f;\n    #pragma unroll\n    for (int sl = 0; sl < SPLIT; ++sl) v2 += part[sl][og][OUT + j][m];\n";
-  return s + element_tail(program, call, g, views, d_off) + "  }\n}\n";
+  if (g.alpha != 1) s += fmt::format("    v *= {:.9e}f;\n", g.alpha);
+  auto element = [&](const loop::View& v, const std::string& at) {
+    return widened(fmt::format("b{}[{} + {}]", v.buffer, offset_of(&v), at), program.buffers[static_cast<size_t>(v.buffer)].dtype);
+  };
+  if (views.bias) s += fmt::format("    v += {};\n", element(*views.bias, fmt::format("n * int64_t({})", *views.bias->strides.back().constant())));
+  if (views.c) s += fmt::format("    v += {};\n", element(*views.c, fmt::format("m * int64_t({}) + n * int64_t({})", g.c_rs, g.c_cs)));
+  switch (call.activation) {
+    case loop::Activation::none: break;
+    case loop::Activation::relu: s += "    v = coil_rt::maximum(v, 0.f);\n"; break;
+    case loop::Activation::gelu_tanh:
+      s += "    v = 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));\n";
+      break;
+  }
+  if (call.epilogue) return s + epilogue_code(program, call, g.n) + "  }\n}\n";
+  s += fmt::format("    b{}[{} + m * int64_t({}) + n * int64_t({})] = {};\n  }}\n}}\n", call.output, d_off, g.d_rs, g.d_cs, narrowed("v", out));
+  return s;
 }
 
 }  // namespace coil::codegen

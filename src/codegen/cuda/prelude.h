@@ -225,59 +225,6 @@ __forceinline__ void prefetch_l2(const void* p, unsigned bytes) {
 #endif
 }
 
-// Bulk copies from global into shared memory (sm_90 on), counted by a barrier in shared memory:
-// the staged few-row products (cuda_gemv.cc). One thread initializes the barriers, says how
-// many bytes a phase brings (expect_bytes, its arrival), and issues the copies; the readers wait
-// for the phase's parity.
-__forceinline__ unsigned shared_address(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
-__forceinline__ void barrier_init(unsigned long long* bar, unsigned count) {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(bar)), "r"(count) : "memory");
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-#else
-  (void)bar, (void)count;
-#endif
-}
-__forceinline__ void expect_bytes(unsigned long long* bar, unsigned bytes) {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(bar)), "r"(bytes) : "memory");
-#else
-  (void)bar, (void)bytes;
-#endif
-}
-// Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) read once (evict-first in L2).
-__forceinline__ void bulk_load(void* to, const void* from, unsigned bytes, unsigned long long* bar) {
-#if __CUDA_ARCH__ >= 900
-  unsigned long long policy;
-  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
-               ::"r"(shared_address(to)), "l"(from), "r"(bytes), "r"(shared_address(bar)), "l"(policy) : "memory");
-#else
-  (void)to, (void)from, (void)bytes, (void)bar;
-#endif
-}
-__forceinline__ void barrier_wait(unsigned long long* bar, unsigned parity) {
-#if __CUDA_ARCH__ >= 900
-  asm volatile(
-      "{\n"
-      "  .reg .pred ready;\n"
-      "  waiting:\n"
-      "  mbarrier.try_wait.parity.shared::cta.b64 ready, [%0], %1;\n"
-      "  @!ready bra waiting;\n"
-      "}\n" ::"r"(shared_address(bar)), "r"(parity) : "memory");
-#else
-  (void)bar, (void)parity;
-#endif
-}
-// Orders this thread's earlier shared-memory accesses (its barriers' initialization; after
-// __syncthreads, every thread's reads of a slot about to be refilled) before its later bulk
-// copies, which go through the async proxy.
-__forceinline__ void before_bulk_writes() {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-#endif
-}
-
 // A whole-vector load that asks L2 to evict the line after others (evict_last), as Inductor's
 // loads of inputs do: in a streaming kernel the output's lines then leave L2 first (measured on
 // an H100: bf16 layer_norm 16384x8192 0.1834 -> 0.1822 ms, x + yT 0.2741 -> 0.2715 ms; the
