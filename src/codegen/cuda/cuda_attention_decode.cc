@@ -101,7 +101,7 @@ std::string emit_decode_attention(const Shape& a, const loop::ExternCall& call, 
   const char* widen = a.half ? "coil_rt::f16_to_f32" : "coil_rt::bf16_to_f32";
   const char* narrow = a.half ? "coil_rt::f32_to_f16" : "coil_rt::f32_to_bf16";
   std::string s = fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", kThreads, call.name, fmt::join(params, ", "));
-  s += "  (void)E;\n";
+  s += "  coil_rt::after_previous();\n  (void)E;\n";
   s += fmt::format("  constexpr int L = {}, S = {}, HD = {}, KC = {}, SPLITS = {}, THREADS = {}, WARPS = {};\n", L, S, a.E, sp.keys, splits, kThreads,
                    kWarps);
   // Shared memory: the chunk's working set (queries, scores, values), its space then reused for
@@ -124,14 +124,6 @@ std::string emit_decode_attention(const Shape& a, const loop::ExternCall& call, 
   s += "  const int64_t bh = blockIdx.x / SPLITS;\n  const int split = static_cast<int>(blockIdx.x % SPLITS), k0 = split * KC;\n";
   s += batch_offset(a.q, "qb") + batch_offset(a.k, "kb") + batch_offset(a.v, "vb") + batch_offset(a.o, "ob");
   if (a.mask) s += batch_offset(*a.mask, "mb");
-  // The chunk's key and value rows asked of L2 before waiting for the kernel before, which may
-  // be writing some of them (the cache's new position): L2 is where every write lands, so a
-  // prefetch never brings stale data, and after the wait the loads below find the rows there.
-  if (vec)
-    s += fmt::format("#ifndef COIL_NO_KV_PREFETCH\n  if (tid < KC && k0 + tid < S) {{\n    coil_rt::prefetch_l2(b{} + kb + (k0 + tid) * int64_t({}), HD * 2);\n"
-                     "    coil_rt::prefetch_l2(b{} + vb + (k0 + tid) * int64_t({}), HD * 2);\n  }}\n#endif\n",
-                     a.k.buffer, stride(a.k, 2), a.v.buffer, stride(a.v, 2));
-  s += "  coil_rt::after_previous();\n";
   // The queries (f32) and the chunk's values (zeros past the keys' end) into shared memory.
   s += fmt::format("  for (int i = tid; i < L * HD; i += THREADS) qs[i / HD][i % HD] = {}(b{}[qb + (i / HD) * int64_t({}) + i % HD]);\n", widen,
                    a.q.buffer, stride(a.q, 2));
