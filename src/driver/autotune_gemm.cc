@@ -31,15 +31,16 @@ uint32_t alignment(const GemmPlace& p) {
   return cuda::pointer_alignment(reinterpret_cast<const void*>(uintptr_t{256} + static_cast<uintptr_t>(p.byte_offset)));
 }
 
-// A product's operands on scratch device memory: each buffer it touches, filled by `fill`, and
-// the pointers into them.
+// A product's operands on scratch device memory (the buffers at `sizes`): each buffer it
+// touches, filled by `fill`, and the pointers into them.
 struct Operands {
   const void *a = nullptr, *b = nullptr, *c = nullptr, *bias = nullptr;
   void* d = nullptr;
 };
 
 // Nothing where the device has no memory for the operands.
-std::optional<Operands> place(const GemmPlaces& where, const loop::Program& program, RandomFill& fill, cuda::DeviceScratch& memory) {
+std::optional<Operands> place(const GemmPlaces& where, const loop::Program& program, const std::map<std::string, int64_t>& sizes,
+                              RandomFill& fill, cuda::DeviceScratch& memory) {
   std::map<int, cuda::DevicePtr> base;
   bool room = true;
   auto at = [&](const GemmPlace& p) -> void* {
@@ -47,7 +48,7 @@ std::optional<Operands> place(const GemmPlaces& where, const loop::Program& prog
     auto [it, fresh] = base.try_emplace(p.buffer);
     if (fresh) {
       const loop::Buffer& buf = program.buffers[static_cast<size_t>(p.buffer)];
-      size_t bytes = buffer_bytes(buf, {});
+      size_t bytes = buffer_bytes(buf, sizes);
       it->second = memory.try_take(bytes);
       if (!it->second) {
         room = false;
@@ -81,10 +82,15 @@ size_t pick_algorithm(const std::vector<double>& ms, double margin) {
   return ms[best] < ms[0] * (1 - margin) ? best : 0;
 }
 
-std::vector<GemmTuning> tune_gemms(const loop::Program& program, bool tf32, const cuda::CublasLt& cublas,
-                                   const cuda::Context& context, const build::ArtifactCache& cache) {
+std::vector<GemmTuning> tune_gemms(const loop::Program& program, const std::vector<SymbolDecl>& symbols, bool tf32,
+                                   const cuda::CublasLt& cublas, const cuda::Context& context, const build::ArtifactCache& cache) {
   context.make_current();  // on this thread (compile_cuda runs the tuning beside NVRTC)
   std::vector<GemmTuning> out;
+  std::map<std::string, int64_t> sizes;  // the hints (a graph of static sizes: none)
+  for (const SymbolDecl& s : symbols) {
+    if (!s.hint) return out;
+    sizes[s.name] = *s.hint;
+  }
   std::map<std::string, std::optional<cuda::GemmAlgo>> done;  // key -> winner, for repeats in this graph
   cuda::DeviceScratch shared(context);
   cuda::DevicePtr workspace = 0;
@@ -93,7 +99,7 @@ std::vector<GemmTuning> tune_gemms(const loop::Program& program, bool tf32, cons
     const auto* call = std::get_if<loop::ExternCall>(&program.kernels[k]);
     if (!call || !loop::is_product(call->kind)) continue;
     if (!codegen::gemv_configs(program, *call, context.device()).empty()) continue;  // coil's kernel, tuned with the loop kernels
-    cuda::GemmProblem g = gemm_problem(*call, program, {}, tf32);
+    cuda::GemmProblem g = gemm_problem(*call, program, sizes, tf32);
     const double flops = 2.0 * static_cast<double>(g.batch) * static_cast<double>(g.m) * static_cast<double>(g.n) *
                          static_cast<double>(g.k);
     if (flops < kMinTunedFlops) continue;
@@ -117,7 +123,7 @@ std::vector<GemmTuning> tune_gemms(const loop::Program& program, bool tf32, cons
       // Without device memory for the operands (and the workspace), the heuristic's algorithm
       // stands, untuned and not cached.
       cuda::DeviceScratch memory(context);
-      std::optional<Operands> ops = place(where, program, fill, memory);
+      std::optional<Operands> ops = place(where, program, sizes, fill, memory);
       if (ops && !workspace) workspace = shared.try_take(kGemmWorkspace);
       if (!ops || !workspace) {
         t.note = "not tuned: no device memory for its operands";

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "build/cache.h"
+#include "coil/graph.h"
 #include "loop/kernel.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/cublaslt.h"
@@ -34,12 +35,14 @@ struct GemmTuning {
 // heuristic's first (index 0) by less than `margin` (a fraction), which then stays.
 size_t pick_algorithm(const std::vector<double>& ms, double margin);
 
-// Tunes every matrix product of `program` (static sizes: the graph has no symbols) that does
-// at least 2^28 flops and for which cuBLASLt offers more than one algorithm, from the tuning
-// cache where it has the product and by measuring where not. A product the graph repeats
-// (a model's layers) is measured once.
-std::vector<GemmTuning> tune_gemms(const loop::Program& program, bool tf32, const cuda::CublasLt& cublas,
-                                   const cuda::Context& context, const build::ArtifactCache& cache);
+// Tunes every matrix product of `program` that does at least 2^28 flops and for which cuBLASLt
+// offers more than one algorithm, from the tuning cache where it has the product and by measuring
+// where not. A product the graph repeats (a model's layers) is measured once. A graph of size
+// `symbols` has its products tuned at the symbols' hints (none where a symbol has no hint): the
+// winner holds for runs in the hints' size bucket (codegen::size_bucket), the heuristic's choice
+// elsewhere.
+std::vector<GemmTuning> tune_gemms(const loop::Program& program, const std::vector<SymbolDecl>& symbols, bool tf32,
+                                   const cuda::CublasLt& cublas, const cuda::Context& context, const build::ArtifactCache& cache);
 
 // "k3_addmm (cuBLASLt): 0.0610 ms #7, 0.0690 ms #0, ...; kept #7" (fastest first; #0 the
 // heuristic's first).

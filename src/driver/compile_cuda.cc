@@ -275,11 +275,13 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
     std::vector<ConvTuning> convs;
   };
   std::future<LibraryTunings> library_tuning;
-  if (options.autotune && symbols.empty() && (gpu->cublas || gpu->cudnn))
+  // (a graph of symbolic sizes: its products tuned at the hints; its convolutions not tuned)
+  if (options.autotune && (gpu->cublas || (gpu->cudnn && symbols.empty())))
     library_tuning = std::async(std::launch::async, [&] {
       LibraryTunings t;
-      if (gpu->cublas) t.gemms = tune_gemms(gen.lowered.program, options.allow_tf32, *gpu->cublas, *context, cache);
-      if (gpu->cudnn) t.convs = tune_convolutions(gen.lowered.program, options.allow_tf32, *gpu->cudnn, *context, cache);
+      if (gpu->cublas) t.gemms = tune_gemms(gen.lowered.program, gen.graph.symbols, options.allow_tf32, *gpu->cublas, *context, cache);
+      if (gpu->cudnn && symbols.empty())
+        t.convs = tune_convolutions(gen.lowered.program, options.allow_tf32, *gpu->cudnn, *context, cache);
       return t;
     });
   std::vector<build::BuildStats> stats;
@@ -378,6 +380,9 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
     else if (t.note.empty()) ++exe.stats.tuning_cache_hits;
   };
   gpu->gemm_algos.assign(nk, std::nullopt);
+  for (const auto& s : gen.graph.symbols)  // (tune_gemms tuned at the hints where it tuned at all)
+    if (s.hint) gpu->gemm_bucket.push_back(*s.hint);
+  gpu->gemm_bucket = codegen::size_bucket(gpu->gemm_bucket);
   for (auto& t : gemm_tunings) {
     gpu->gemm_algos[t.kernel] = t.winner;
     count(t);

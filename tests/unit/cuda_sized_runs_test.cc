@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "coil/coil.h"
 #include "runtime/cuda/gpu_plan.h"
@@ -39,6 +40,30 @@ TEST(CudaGpu, SizedRunsServeEverySizeAndCheckTheGivenValues) {
   const std::string outside = testing::message_of([&] { exe.run_on_stream(on_device(host), {}, nullptr, {{"N", -2}}); });
   EXPECT_NE(outside.find("outside the range"), std::string::npos) << outside;
   exe.synchronize();
+}
+
+// A graph of symbolic sizes has its products tuned at the hints (the tuner's pick preferred at
+// sizes in the hints' bucket, the heuristic's elsewhere), and a second compile reads the pick
+// from the tuning cache; every size's result matches the reference.
+TEST(CudaGpu, SymbolicProductsAreTunedAtTheHints) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const std::string cache = fresh_cache("symbolic_products");
+  Graph g = parse_graph(
+      "graph t {\n  sym N = 1024\n  %x = input() : bf16[N, 1024]\n  %w = input() : bf16[1024, 768]\n  %m = mm(%x, %w)\n"
+      "  return %m\n}\n");
+  auto report = [](const Executable& e) { return fmt::format("{}", fmt::join(e.stats.tuning, "\n")); };
+  Executable first = compile(g, {.cache_dir = cache, .device = "cuda"});
+  EXPECT_EQ(first.stats.tuned_kernels, 1) << report(first);
+  EXPECT_NE(report(first).find("(cuBLASLt)"), std::string::npos) << report(first);
+  EXPECT_EQ(first.gpu_plan->gemm_bucket, (std::vector<int64_t>{1024}));
+  Executable again = compile(g, {.cache_dir = cache, .device = "cuda"});
+  EXPECT_EQ(again.stats.tuned_kernels, 0) << report(again);
+  EXPECT_EQ(again.stats.tuning_cache_hits, 1) << report(again);
+  for (const Executable* exe : {&first, &again})
+    for (int64_t n : {1000, 1024, 37, 2053, 1}) {
+      TensorMap inputs = random_inputs(g, static_cast<uint64_t>(n), {{"N", n}});
+      expect_close(exe->run(inputs, {})[0], evaluate_reference(g, inputs)[0], fmt::format("N={}", n));
+    }
 }
 
 }  // namespace

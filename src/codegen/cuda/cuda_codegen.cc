@@ -66,14 +66,20 @@ std::vector<std::string> size_parameters(const std::vector<std::string>& used, c
   return params;
 }
 
-std::vector<int64_t> size_bucket(const CudaKernel& info, const std::vector<int64_t>& symbol_values) {
+std::vector<int64_t> size_bucket(const std::vector<int64_t>& values) {
   std::vector<int64_t> bucket;
-  for (int s : info.symbols) {
+  for (int64_t v : values) {
     int64_t p = 1;
-    while (p < symbol_values[static_cast<size_t>(s)] && p < (int64_t{1} << 62)) p *= 2;
+    while (p < v && p < (int64_t{1} << 62)) p *= 2;
     bucket.push_back(p);
   }
   return bucket;
+}
+
+std::vector<int64_t> size_bucket(const CudaKernel& info, const std::vector<int64_t>& symbol_values) {
+  std::vector<int64_t> values;
+  for (int s : info.symbols) values.push_back(symbol_values[static_cast<size_t>(s)]);
+  return size_bucket(values);
 }
 
 std::string to_string(const CudaConfig& c) {

@@ -85,6 +85,8 @@ std::vector<std::string> size_parameters(const std::vector<std::string>& used, c
 // The size bucket of a kernel's sizes: each of its size symbols' values (`symbol_values` in the
 // graph's order, info.symbols) rounded up to a power of two. Symbolic kernels are tuned per bucket.
 std::vector<int64_t> size_bucket(const CudaKernel& info, const std::vector<int64_t>& symbol_values);
+// The same for every value given (a whole graph's sizes).
+std::vector<int64_t> size_bucket(const std::vector<int64_t>& values);
 
 struct CudaSource {
   std::string prelude;

@@ -124,7 +124,8 @@ void GpuPlan::run_gemm(size_t k, const loop::ExternCall& call, const cuda::GemmP
   }
   cuda::GemmProblem g = gemm_problem(call, lowered.program, at.symbols, tf32);
   COIL_CHECK(g.k > 0) << "cublas_takes admits only products over a non-empty dim";
-  prepared = cublas->prepare(g, q.a, q.b, q.c, q.d, q.bias, kGemmWorkspace, gemm_algos[k] ? &*gemm_algos[k] : nullptr);
+  const bool tuned_here = gemm_algos[k] && (keep || codegen::size_bucket(at.values) == gemm_bucket);
+  prepared = cublas->prepare(g, q.a, q.b, q.c, q.d, q.bias, kGemmWorkspace, tuned_here ? &*gemm_algos[k] : nullptr);
   COIL_CHECK(cublas->run(*prepared, q.a, q.b, q.c, q.d, q.bias, ws, kGemmWorkspace, stream)) << call.name << ": a product prepared for its pointers did not run";
   if (keep) {
     gemm_calls_.put(k, std::move(prepared));

@@ -92,6 +92,9 @@ struct GpuPlan {
   // fall in one (codegen::size_bucket) launches it instead of functions[k] / kernels[k].
   std::vector<std::vector<SizedVariant>> variants;  // per program kernel; empty where none
   std::vector<std::optional<cuda::GemmAlgo>> gemm_algos;  // per program kernel: the tuner's pick, if any
+  // A graph of symbolic sizes: the size bucket of the hints its products were tuned at (their
+  // picks hold for runs in it; runs at other sizes take the heuristic's choice).
+  std::vector<int64_t> gemm_bucket;
   std::shared_ptr<const cuda::Cudnn> cudnn;    // when the program has convolutions
   std::vector<size_t> conv_plans;              // per program kernel: the tuner's cuDNN plan (0: the heuristic's first)
   bool tf32 = false;                           // f32 matrix products may use TF32
