@@ -103,7 +103,7 @@ std::vector<GemmTuning> tune_gemms(const loop::Program& program, const std::vect
     const double flops = 2.0 * static_cast<double>(g.batch) * static_cast<double>(g.m) * static_cast<double>(g.n) *
                          static_cast<double>(g.k);
     if (flops < kMinTunedFlops) continue;
-    const GemmPlaces where = gemm_places(*call, program);
+    const GemmPlaces where = gemm_places(*call, program, sizes);
     GemmTuning t;
     t.kernel = k;
     t.name = call->name;

@@ -62,10 +62,10 @@ cuda::GemmProblem gemm_problem(const loop::ExternCall& call, const loop::Program
   return g;
 }
 
-GemmPlaces gemm_places(const loop::ExternCall& call, const loop::Program& p) {
+GemmPlaces gemm_places(const loop::ExternCall& call, const loop::Program& p, const std::map<std::string, int64_t>& sizes) {
   auto at = [&](const loop::View* v) {
     if (!v) return GemmPlace{};
-    return GemmPlace{v->buffer, v->offset.eval({}) * static_cast<int64_t>(dtype_size(p.buffers[static_cast<size_t>(v->buffer)].dtype))};
+    return GemmPlace{v->buffer, v->offset.eval(sizes) * static_cast<int64_t>(dtype_size(p.buffers[static_cast<size_t>(v->buffer)].dtype))};
   };
   const GemmViews views = gemm_views(call);
   const loop::Buffer& out = p.buffers[static_cast<size_t>(call.output)];

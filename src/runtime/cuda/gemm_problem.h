@@ -27,7 +27,8 @@ cuda::GemmProblem gemm_problem(const loop::ExternCall& call, const loop::Program
                                bool tf32);
 
 // Where a product's operands lie in a graph of static sizes: a buffer and a byte offset into it
-// each (buffer -1: absent); D where the GPU plan writes it (the call's result view).
+// each (buffer -1: absent); D where the GPU plan writes it (the call's result view). Offsets
+// of symbolic views are taken at `sizes` (a value for each of their symbols).
 struct GemmPlace {
   int buffer = -1;
   int64_t byte_offset = 0;
@@ -35,6 +36,6 @@ struct GemmPlace {
 struct GemmPlaces {
   GemmPlace a, b, c, d, bias;
 };
-GemmPlaces gemm_places(const loop::ExternCall& call, const loop::Program& p);
+GemmPlaces gemm_places(const loop::ExternCall& call, const loop::Program& p, const std::map<std::string, int64_t>& sizes = {});
 
 }  // namespace coil
