@@ -158,11 +158,16 @@ def test_zoo_model_gradients_match_eager(device, name):
     assert not said["compile_errors"] and not said["fallback_ops"] and not said["other"], said
     assert set(got) == set(want) == set(reference) and want
     floor = 0.05 * max(r.abs().max().item() for r in reference.values())  # a gradient that cancels is rounding noise
+    # coil's error within 4x eager's (plus a floor): both sum long reductions (a convolution's
+    # weight gradient over batch and pixels, BatchNorm's statistics) in f32 in different orders,
+    # and eager's (oneDNN's blocked sums) depends on the CPU. 2x held on earlier hosts but not on a
+    # Zen 3 one (ResNet-50's conv1.weight 2.56x, MobileNetV3's running_var 2.58x).
+    factor = 4
     for key, r in reference.items():
         scale = max(r.abs().max().item(), floor)
         ours = (got[key].double() - r).abs().max().item()
         theirs = (want[key].double() - r).abs().max().item()
-        assert ours <= 2 * theirs + 1e-5 * scale, f"{key}: coil off f64 by {ours:.3g}, eager by {theirs:.3g} (scale {scale:.3g})"
+        assert ours <= factor * theirs + 1e-5 * scale, f"{key}: coil off f64 by {ours:.3g}, eager by {theirs:.3g} (scale {scale:.3g})"
     # BatchNorm's running statistics, judged the same way; a running mean against its channels'
     # deviation (a mean that is 0 in exact arithmetic, after a bias-free 1x1 convolution of
     # normalized values, is rounding noise of the values' size: eager CUDA's came out at 2e-16 and
@@ -174,4 +179,4 @@ def test_zoo_model_gradients_match_eager(device, name):
             scale = r.abs().max().item()
             if key.endswith("running_mean") and key.replace("running_mean", "running_var") in exact_buffers:
                 scale = max(scale, exact_buffers[key.replace("running_mean", "running_var")].max().item() ** 0.5)
-            assert ours <= 2 * theirs + 1e-6 * scale, f"{key}: coil off f64 by {ours:.3g}, eager by {theirs:.3g}"
+            assert ours <= factor * theirs + 1e-6 * scale, f"{key}: coil off f64 by {ours:.3g}, eager by {theirs:.3g}"
