@@ -72,14 +72,17 @@ bool calls_special(const ExprRef& e, std::set<const Expr*>& seen) {
 
 bool uses_special_functions(const loop::Program& p) {
   std::set<const Expr*> seen;
-  for (const auto& kernel : p.kernels) {
-    const auto* call = std::get_if<loop::ExternCall>(&kernel);
-    const loop::LoopKernel* k = call ? call->epilogue.get() : &std::get<loop::LoopKernel>(kernel);
-    if (!k) continue;
+  auto special = [&](const loop::LoopKernel* k) {
+    if (!k) return false;
     for (const auto& r : k->reductions)
       if (calls_special(r.value, seen)) return true;
     for (const auto& s : k->stores)
       if (calls_special(s.value, seen) || calls_special(s.dynamic, seen)) return true;
+    return false;
+  };
+  for (const auto& kernel : p.kernels) {
+    const auto* call = std::get_if<loop::ExternCall>(&kernel);
+    if (call ? special(call->epilogue.get()) || special(call->prologue.get()) : special(&std::get<loop::LoopKernel>(kernel))) return true;
   }
   return false;
 }

@@ -123,7 +123,7 @@ std::vector<TuningUnit> tuning_units(const loop::Program& program, const codegen
         else unit.others.emplace_back(bucket, static_cast<int>(c));
       }
     }
-    if (!symbolic && cached && *cached == kLibraryWinner && !(call && call->epilogue)) unit.winner = 0, unit.library = true;
+    if (!symbolic && cached && *cached == kLibraryWinner && !(call && loop::fused_with_loops(*call))) unit.winner = 0, unit.library = true;
     units.push_back(std::move(unit));
   }
   return units;

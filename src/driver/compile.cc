@@ -24,6 +24,7 @@
 #include "schedule/fuse_epilogues.h"
 #include "schedule/fuse_gemm_epilogues.h"
 #include "schedule/fuse_gemv_epilogues.h"
+#include "schedule/fuse_gemv_prologues.h"
 #include "schedule/fuse_siblings.h"
 #include "schedule/inline_pointwise.h"
 #include "schedule/flatten_dense_pointwise.h"
@@ -244,11 +245,13 @@ Generated generate(const Graph& graph, const Target& target) {
   out.lowered.program = schedule::simplify_indices(out.lowered.program);
   if (target.cuda)
     out.lowered.program = schedule::flatten_dense_pointwise(schedule::pad_gemm_outputs(schedule::externs_write_copies(out.lowered.program)));
-  // Pointwise kernels after products of a few rows run in coil's product kernel.
-  if (target.cuda && !target.externs_as_loops)
-    out.lowered.program = schedule::fuse_gemv_epilogues(out.lowered.program, [&](const loop::ExternCall& c, const loop::Program& p) {
-      return !codegen::gemv_configs(p, c, target.device).empty();
-    });
+  // Pointwise kernels after products of a few rows, and the row kernels before them, run in
+  // coil's product kernel.
+  if (target.cuda && !target.externs_as_loops) {
+    auto takes = [&](const loop::ExternCall& c, const loop::Program& p) { return !codegen::gemv_configs(p, c, target.device).empty(); };
+    out.lowered.program = schedule::fuse_gemv_epilogues(out.lowered.program, takes);
+    if (target.gemv_prologues) out.lowered.program = schedule::fuse_gemv_prologues(out.lowered.program, takes);
+  }
   dump("fusion", loop::to_string(out.lowered.program));
   out.stats.frontend_ms = ms_since(t0);
 

@@ -42,6 +42,9 @@ struct Target {
   std::function<void(const std::vector<std::pair<loop::ExternCall, loop::Program>>&)> prefetch_convolutions;
   std::string kernel_prefix;  // prepended to kernel names (several graphs in one unit)
   int cuda_candidate = -1;    // CompileOptions::cuda_candidate
+  // CUDA: row kernels run inside the few-row products that read them (schedule/fuse_gemv_prologues.h);
+  // COIL_GEMV_PROLOGUES=0 turns that off for the GPU compile (to measure both on one device).
+  bool gemv_prologues = true;
 };
 
 // Everything before the system compiler or NVRTC: the decomposed graph, the fused loop program

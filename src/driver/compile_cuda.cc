@@ -9,10 +9,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <future>
 #include <iostream>
 #include <map>
 #include <set>
+#include <string_view>
 #include <thread>
 #include <tuple>
 
@@ -67,7 +69,7 @@ template <typename Workspace>
 LibraryRival library_rival(const loop::Program& program, const TuningUnit& unit, bool tf32, const cuda::CublasLt* library,
                            Workspace&& workspace) {
   const auto* call = std::get_if<loop::ExternCall>(&program.kernels[unit.candidates.front().program_index]);
-  if (!call || !library || call->epilogue) return {};  // (cuBLASLt has no such epilogue)
+  if (!call || !library || loop::fused_with_loops(*call)) return {};  // (cuBLASLt has no such prologue or epilogue)
   const cuda::DevicePtr w = workspace();
   if (!w) return {};
   const cuda::GemmProblem g = gemm_problem(*call, program, {}, tf32);
@@ -94,6 +96,7 @@ Executable compile_cuda(const Graph& graph, const CompileOptions& options, std::
   target.device = context->device();
   target.cuda_candidate = options.cuda_candidate;
   target.externs_as_loops = options.externs_as_loops;
+  if (const char* prologues = std::getenv("COIL_GEMV_PROLOGUES")) target.gemv_prologues = std::string_view(prologues) != "0";
   // cuDNN, loaded when the graph has a convolution it may take; without it (not installed),
   // convolutions are im2col + cuBLASLt products or loop kernels.
   build::ArtifactCache cache = options.cache_dir.empty() ? build::ArtifactCache::from_environment() : build::ArtifactCache(options.cache_dir);

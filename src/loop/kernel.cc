@@ -66,14 +66,21 @@ std::string extern_str(const ExternCall& e) {
   for (int b : e.more_outputs) view += fmt::format(", buf{}", b);
   if (e.gate) epilogue += fmt::format(" gate=buf{}{} strides={}", e.gate->buffer, shape_str(e.gate->sizes), shape_str(e.gate->strides));
   std::string then;
-  if (e.epilogue) {
-    epilogue += fmt::format(" then({})", fmt::join(e.epilogue_inputs, ", "));
-    const std::string text = kernel_str(*e.epilogue);
+  auto indented = [&](const LoopKernel& k) {
+    const std::string text = kernel_str(k);
     for (size_t at = 0, end; at < text.size(); at = end + 1) {
       end = text.find('\n', at);
       if (end == std::string::npos) end = text.size();
       then += "    " + text.substr(at, end - at) + "\n";
     }
+  };
+  if (e.prologue) {
+    epilogue += " first(A)";
+    indented(*e.prologue);
+  }
+  if (e.epilogue) {
+    epilogue += fmt::format(" then({})", fmt::join(e.epilogue_inputs, ", "));
+    indented(*e.epilogue);
   }
   return fmt::format("extern {} {}({}) -> buf{}{} params=[{}]{}  # from {}\n{}", e.name, extern_name(e.kind), fmt::join(ins, ", "),
                      e.output, view, fmt::join(e.params, ", "), epilogue, fmt::join(e.origins, ", "), then);
@@ -121,7 +128,14 @@ void collect_loads(const ExprRef& e, std::set<int>& out) {
 Access access(const Kernel& k) {
   Access a;
   if (const auto* e = std::get_if<ExternCall>(&k)) {
-    for (const auto& v : e->inputs) a.reads.insert(v.buffer);
+    // (with a prologue, A is computed from the prologue's reads instead)
+    const int computed = e->prologue ? e->inputs[e->kind == ExternKind::addmm ? 1 : 0].buffer : -1;
+    for (const auto& v : e->inputs)
+      if (v.buffer != computed) a.reads.insert(v.buffer);
+    if (e->prologue) {
+      const Access more = access(*e->prologue);
+      a.reads.insert(more.reads.begin(), more.reads.end());
+    }
     for (const auto* v : {&e->residual, &e->scale, &e->shift, &e->residual_scale, &e->gate})
       if (*v) a.reads.insert((*v)->buffer);
     if (e->epilogue) {
@@ -232,6 +246,10 @@ void verify(const Program& p) {
                                                               e->epilogue->stores[0].buffer == e->output && e->epilogue->reductions.empty() &&
                                                               e->epilogue_inputs.size() == (e->gate ? 2u : 1u))))
           << e->name << ": a gate needs an epilogue; an epilogue is a pointwise kernel of one store, the output, after an mm or addmm";
+      COIL_CHECK(!e->prologue || ((e->kind == ExternKind::mm || e->kind == ExternKind::addmm) && !e->prologue->reductions.empty() &&
+                                  e->prologue->stores.size() == 1 && e->prologue->stores[0].inner &&
+                                  e->prologue->stores[0].buffer == e->inputs[e->kind == ExternKind::addmm ? 1 : 0].buffer))
+          << e->name << ": a prologue is a row kernel of one inner store, A's, before an mm or addmm";
       continue;
     }
     const auto& k = std::get<LoopKernel>(kernel);

@@ -112,10 +112,19 @@ struct ExternCall {
   std::optional<View> gate;
   std::shared_ptr<const LoopKernel> epilogue;
   std::vector<int> epilogue_inputs;
+  // mm, addmm as the few-row product kernel (schedule/fuse_gemv_prologues.h): the row kernel
+  // that wrote A (reductions over each row of A, then the row's elements as one inner store; an
+  // RMSNorm), which the product's kernel runs itself, into shared memory. A's buffer is then
+  // neither written nor read.
+  std::shared_ptr<const LoopKernel> prologue;
   std::vector<std::string> origins;
 };
 
 using Kernel = std::variant<LoopKernel, ExternCall>;
+
+// Whether only coil's few-row product kernel runs the call (cuBLASLt has no such prologue or
+// epilogue).
+inline bool fused_with_loops(const ExternCall& c) { return c.epilogue || c.prologue; }
 
 struct Buffer {
   enum class Role : uint8_t { input, weight, constant, temporary, output };

@@ -124,8 +124,9 @@ def normed_mlps(x, g, w1, w3, w2, b3):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("rows,dtype", [(1, torch.bfloat16), (4, torch.float16), (8, torch.bfloat16), (2, torch.float32)])
 def test_normed_products_follow_eager(device, rows, dtype):
-    """Norms ahead of the products (a kernel of their own: run inside the product's kernel, as a
-    prologue every block computed, they measured slower on the H200, bench/results/decode-2026-11-29-s16.md)."""
+    """Norms ahead of the products: the RMSNorm of one row runs inside the products' kernel (a
+    prologue each block computes, schedule/fuse_gemv_prologues.h); over more rows, and the
+    LayerNorm (a Welford pass), a kernel of their own."""
     if device == "cpu" and dtype != torch.float32:
         pytest.skip("the CPU slice runs f32")
     torch.manual_seed(10 + rows)

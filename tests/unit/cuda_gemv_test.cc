@@ -91,6 +91,26 @@ const Case kCases[] = {
      "  %x, %mu, %rstd = native_layer_norm(%h, [320], %g, %c, 1e-05)\n  %wt = permute(%w, [1, 0])\n  %y0 = addmm(%bias, %x, %wt)\n"
      "  %y = gelu(%y0, approximate=\"tanh\")\n  return %y\n",
      8},
+    // prologues (schedule/fuse_gemv_prologues.h): an RMSNorm over 8 rows of f16 before an addmm
+    // with tanh-GELU (tensor cores); a softmax (two reductions) over 3 rows before an mm; an f32
+    // RMSNorm of odd K (single elements); decoding's token of 2048 normed before its projection
+    {"  %h = input() : f16[8, 264]\n  %nw = input() : f16[264]\n  %w = input() : f16[90, 264]\n  %bias = input() : f16[90]\n"
+     "  %hf = _to_copy(%h, dtype=f32)\n  %sq = pow.Tensor_Scalar(%hf, 2)\n  %ms = mean.dim(%sq, [-1], true)\n  %e = add.Scalar(%ms, 1e-05)\n"
+     "  %rs = rsqrt(%e)\n  %n = mul.Tensor(%hf, %rs)\n  %nb = _to_copy(%n, dtype=f16)\n  %x = mul.Tensor(%nb, %nw)\n  %wt = permute(%w, [1, 0])\n"
+     "  %y0 = addmm(%bias, %x, %wt)\n  %y = gelu(%y0, approximate=\"tanh\")\n  return %y\n",
+     8},
+    {"  %h = input() : bf16[3, 200]\n  %x = _softmax(%h, -1, false)\n  %w = input() : bf16[77, 200]\n  %wt = permute(%w, [1, 0])\n"
+     "  %y = mm(%x, %wt)\n  return %y\n",
+     8},
+    {"  %h = input() : f32[2, 203]\n  %nw = input() : f32[203]\n  %w = input() : f32[45, 203]\n  %sq = pow.Tensor_Scalar(%h, 2)\n"
+     "  %ms = mean.dim(%sq, [-1], true)\n  %e = add.Scalar(%ms, 1e-05)\n  %rs = rsqrt(%e)\n  %n = mul.Tensor(%h, %rs)\n  %x = mul.Tensor(%n, %nw)\n"
+     "  %wt = permute(%w, [1, 0])\n  %y = mm(%x, %wt)\n  return %y\n",
+     1},
+    {"  %h = input() : bf16[1, 2048]\n  %nw = input() : bf16[2048]\n  %w = input() : bf16[200, 2048]\n  %hf = _to_copy(%h, dtype=f32)\n"
+     "  %sq = pow.Tensor_Scalar(%hf, 2)\n  %ms = mean.dim(%sq, [-1], true)\n  %e = add.Scalar(%ms, 1e-05)\n  %rs = rsqrt(%e)\n"
+     "  %n = mul.Tensor(%hf, %rs)\n  %nb = _to_copy(%n, dtype=bf16)\n  %x = mul.Tensor(%nb, %nw)\n  %wt = permute(%w, [1, 0])\n"
+     "  %y = mm(%x, %wt)\n  return %y\n",
+     8},
     // one product's erf-GELU with a bias row and a residual read by the epilogue, f32, 3 rows
     {"  %x = input() : f32[3, 200]\n  %w = input() : f32[90, 200]\n  %c = input() : f32[90]\n  %r = input() : f32[3, 90]\n"
      "  %wt = permute(%w, [1, 0])\n  %h = mm(%x, %wt)\n  %hc = add.Tensor(%h, %c)\n  %g = gelu(%hc)\n  %y = add.Tensor(%g, %r)\n  return %y\n",

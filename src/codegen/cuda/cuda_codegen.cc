@@ -281,8 +281,8 @@ CudaSource generate_cuda(const loop::Program& program, const std::vector<std::st
     };
     if (const auto* call = std::get_if<loop::ExternCall>(&program.kernels[i]); call && loop::is_product(call->kind)) {
       auto configs = gemv_configs(program, *call, device);
-      // (cuBLASLt runs it; a call with an epilogue of coil's has only this kernel)
-      COIL_CHECK(!configs.empty() || !call->epilogue) << call->name << ": a fused epilogue the few-row kernel cannot run";
+      // (cuBLASLt runs it; a call with a prologue or epilogue of coil's has only this kernel)
+      COIL_CHECK(!configs.empty() || !loop::fused_with_loops(*call)) << call->name << ": a fused prologue or epilogue the few-row kernel cannot run";
       if (configs.empty()) continue;
       src.bodies.push_back(emit_cuda_gemv(program, *call, pick(configs), info));
       src.kernels.push_back(std::move(info));

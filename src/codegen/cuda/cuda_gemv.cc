@@ -33,6 +33,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -93,10 +94,23 @@ std::optional<cuda::GemmProblem> single_problem(const loop::Program& program, co
   return g;
 }
 
+// A's row stride in shared memory where a prologue computes it: K and 16 bytes, so that the
+// tensor-core form's lanes reading 8 rows at one k fall in different banks.
+int64_t prologue_stride(const cuda::GemmProblem& g) { return g.k + 16 / static_cast<int64_t>(dtype_size(g.dtype)); }
+
+// The most bytes of A's rows a prologue computes in each block (its shared memory; the block's
+// share of the partial sums is at most 16 KiB more). Every block reads the rows: on the H200,
+// TinyLlama's decoding with its RMSNorms as prologues went 1134 -> 1164 tok/s at one row (4 KiB
+// a block) but 6717 -> 5816 at eight (32 KiB: the MLP's pair 16.0 -> 25.5 us, q/k/v 4.2 -> 8.2,
+// against 3.2 us a norm kernel saved), bench/results/decode-2026-11-30-s20.md.
+constexpr int64_t kPrologueBytes = 8 << 10;
+int64_t prologue_bytes(const cuda::GemmProblem& g) { return g.m * prologue_stride(g) * static_cast<int64_t>(dtype_size(g.dtype)); }
+
 // The problem of a call the kernel can take (a fused pair: the first's, the second's the same
 // but for B's place), else nothing.
 std::optional<cuda::GemmProblem> gemv_problem(const loop::Program& program, const loop::ExternCall& call) {
   auto g = single_problem(program, first_product(call));
+  if (g && call.prologue && prologue_bytes(*g) > kPrologueBytes) return std::nullopt;
   if (!g || !call.gate) return g;
   const auto h = single_problem(program, second_product(call));
   if (!h || h->m != g->m || h->n != g->n || h->k != g->k || h->dtype != g->dtype || h->b_cs != g->b_cs || h->a_rs != g->a_rs || h->a_cs != g->a_cs)
@@ -133,6 +147,131 @@ std::string epilogue_code(const loop::Program& program, const loop::ExternCall& 
   return s + fmt::format("    b{}[{}] = {};\n", st.buffer, index_expr(st.offset), value);
 }
 
+const char* combiner(loop::ReduceKind k) {
+  switch (k) {
+    case loop::ReduceKind::sum: return "coil_rt::Sum()";
+    case loop::ReduceKind::prod: return "coil_rt::Prod()";
+    case loop::ReduceKind::max: return "coil_rt::Max()";
+    default: return "coil_rt::Min()";
+  }
+}
+
+// Whether buffer b is never written while the plan runs: a graph input, weight or constant that
+// no kernel writes. (One computed over in place is another buffer, granted only where nothing
+// reads this one after its first writer: MemoryPlan's outputs_over_inputs.) So a kernel may
+// read it before the previous kernel ends; a run's first launch never overlaps the run before
+// (GpuPlan::run_steps), whose last kernel may have written it.
+bool never_written(const loop::Program& program, int b) {
+  const loop::Buffer::Role role = program.buffers[static_cast<size_t>(b)].role;
+  if (role != loop::Buffer::Role::input && role != loop::Buffer::Role::weight && role != loop::Buffer::Role::constant) return false;
+  return std::none_of(program.kernels.begin(), program.kernels.end(), [&](const loop::Kernel& k) { return loop::access(k).writes.count(b) > 0; });
+}
+
+// Every load of `e`, in the order of a walk from the root (repeats included).
+void all_loads(const loop::ExprRef& e, std::vector<loop::ExprRef>& out) {
+  if (e->kind() == loop::Expr::Kind::load) out.push_back(e);
+  for (const auto& o : e->operands()) all_loads(o, out);
+}
+
+// Registers a thread may hold A's loads in (PIT x M per load, PIT the block's steps along K).
+constexpr int64_t kPrologueRegisters = 64;
+
+// A call's prologue: the block computes A's M rows into the shared `pro` (row stride KP), each
+// reduction step a pass of the block's threads over every row at once (registers acc<i>[M], then
+// the block's combine), then the store's pass. Thread t takes elements t, t + 256, ... of each
+// row (PIT steps, unrolled so that their loads are in flight together); loop variables x* (the
+// row's point) and r0 (its element) as the row kernel had them. Where they fit in registers,
+// every load is issued once, before the passes, and those of buffers no kernel writes (the
+// norm's weight) before the wait for the previous kernel (`before`); the rest after it (`after`).
+struct Prologue {
+  std::string before, after;
+};
+Prologue prologue_code(const loop::Program& program, const loop::ExternCall& call) {
+  const loop::LoopKernel& p = *call.prologue;
+  const DType a_type = program.buffers[static_cast<size_t>(p.stores[0].buffer)].dtype;
+  const int64_t k = *p.inner[0].constant(), steps = (k + kThreads - 1) / kThreads;
+  int64_t m = 1;
+  for (const auto& d : p.outer) m *= *d.constant();
+  std::vector<loop::ExprRef> loads;
+  for (const auto& r : p.reductions) all_loads(r.value, loads);
+  all_loads(p.stores[0].value, loads);
+  std::vector<loop::ExprRef> staged;
+  for (const auto& l : loads)
+    if (std::none_of(staged.begin(), staged.end(), [&](const loop::ExprRef& o) { return o->buffer() == l->buffer() && o->offset() == l->offset(); }))
+      staged.push_back(l);
+  if (steps * m * static_cast<int64_t>(staged.size()) > kPrologueRegisters) staged.clear();
+  auto staged_index = [&](const loop::ExprRef& l) -> int {
+    for (size_t j = 0; j < staged.size(); ++j)
+      if (staged[j]->buffer() == l->buffer() && staged[j]->offset() == l->offset()) return static_cast<int>(j);
+    return -1;
+  };
+
+  Prologue out;
+  std::string& s = out.after;
+  s = fmt::format("  // A: %{} on the block's rows\n", fmt::join(p.origins, ", %"));
+  s += fmt::format("  __shared__ __align__(16) {} pro[M * KP];\n  __shared__ __align__(16) unsigned char pro_s[{} * 8];\n",
+                   storage_type(a_type), kWarps);
+  std::vector<std::string> names;
+  for (size_t b = 0; b < program.buffers.size(); ++b) names.push_back(fmt::format("b{}", b));
+  ExprPrinter printer(names);
+  printer.load_hook = [&](const loop::ExprRef& l) -> std::string {
+    const int j = staged_index(l);
+    return j < 0 ? "" : fmt::format("ld{}[it][m]", j);
+  };
+  const bool tail = k % kThreads != 0;
+  const std::string in = tail ? "        " : "      ";
+  // The steps along K, each of the M rows inside: `body` prints the statements at (m, r0).
+  auto pass = [&](std::string& to, const std::function<void(std::vector<std::string>&)>& body) {
+    to += fmt::format("  #pragma unroll\n  for (int it = 0; it < {}; ++it) {{\n    const int64_t r0 = int64_t(it) * {} + threadIdx.x;\n", steps, kThreads);
+    to += "    #pragma unroll\n    for (int m = 0; m < M; ++m) {\n";
+    if (tail) to += "      if (r0 < K) {\n";
+    to += in + "int64_t at = m;\n";
+    for (size_t d = p.outer.size(); d-- > 0;) {
+      const int64_t extent = *p.outer[d].constant();
+      to += d == 0 ? fmt::format("{}const int64_t {} = at;\n", in, loop::loop_var(0))
+                   : fmt::format("{0}const int64_t {1} = at % {2};\n{0}at /= {2};\n", in, loop::loop_var(static_cast<int>(d)), extent);
+    }
+    to += in + "(void)at;\n";
+    printer.reset();
+    std::vector<std::string> lines;
+    body(lines);
+    for (const auto& line : lines) to += line + "\n";
+    to += tail ? "      }\n    }\n  }\n" : "    }\n  }\n";
+  };
+  // The staged loads (past K: left unset, never read).
+  for (const bool early : {true, false}) {
+    std::vector<size_t> these;
+    for (size_t j = 0; j < staged.size(); ++j)
+      if (never_written(program, staged[j]->buffer()) == early) these.push_back(j);
+    if (these.empty()) continue;
+    std::string& to = early ? out.before : s;
+    for (size_t j : these)
+      to += fmt::format("  {} ld{}[{}][M];\n", storage_type(staged[j]->dtype()), j, steps);
+    pass(to, [&](std::vector<std::string>& lines) {
+      for (size_t j : these)
+        lines.push_back(fmt::format("{}ld{}[it][m] = b{}[{}];", in, j, staged[j]->buffer(), index_expr(staged[j]->offset())));
+    });
+  }
+  for (size_t i = 0; i < p.reductions.size(); ++i) {
+    const loop::ReduceStep& r = p.reductions[i];
+    const std::string acc = fmt::format("acc{}", i), t = value_type(r.acc);
+    s += fmt::format("  {} {}[M];\n  #pragma unroll\n  for (int m = 0; m < M; ++m) {}[m] = {};\n", t, acc, acc, reduce_init(r.kind, r.acc));
+    pass(s, [&](std::vector<std::string>& lines) {
+      const std::string v = printer.emit(r.value, lines, in);
+      lines.push_back(in + fold_statement(r.kind, r.acc, acc + "[m]", v));
+    });
+    s += fmt::format("  {} red{}[M];\n  #pragma unroll\n  for (int m = 0; m < M; ++m)\n", t, i);
+    s += fmt::format("    red{0}[m] = coil_rt::group_allreduce({1}[m], {2}, {3}, 32, 0xffffffffu, pro_s);\n", i, acc, combiner(r.kind), kThreads);
+    printer.reduced[static_cast<int>(i)] = fmt::format("red{}[m]", i);
+  }
+  pass(s, [&](std::vector<std::string>& lines) {
+    const std::string v = stored_value(printer, p.stores[0].value, a_type, lines, in);
+    lines.push_back(fmt::format("{}pro[m * KP + r0] = {};", in, v));
+  });
+  s += "  __syncthreads();\n";
+  return out;
+}
+
 // Elements of a 16-byte piece of every operand read in pieces (A, B), or 1 where an offset, a
 // stride or K does not allow pieces.
 int piece(const cuda::GemmProblem& g, const GemmViews& v, const loop::ExternCall& call) {
@@ -153,16 +292,6 @@ constexpr int64_t kEarlyPieces = 16;
 // pair with 8 went 15.9 -> 19.7 µs).
 int mma_batch(int weight_rows) { return weight_rows == 1 ? 8 : 4; }
 
-// Whether buffer b is never written while the plan runs: a graph input, weight or constant that
-// no kernel writes. (One computed over in place is another buffer, granted only where nothing
-// reads this one after its first writer: MemoryPlan's outputs_over_inputs.) So a kernel may
-// read it before the previous kernel ends; a run's first launch never overlaps the run before
-// (GpuPlan::run_steps), whose last kernel may have written it.
-bool never_written(const loop::Program& program, int b) {
-  const loop::Buffer::Role role = program.buffers[static_cast<size_t>(b)].role;
-  if (role != loop::Buffer::Role::input && role != loop::Buffer::Role::weight && role != loop::Buffer::Role::constant) return false;
-  return std::none_of(program.kernels.begin(), program.kernels.end(), [&](const loop::Kernel& k) { return loop::access(k).writes.count(b) > 0; });
-}
 
 }  // namespace
 
@@ -256,6 +385,7 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
   s += "  (void)E;\n";
   s += fmt::format("  constexpr int M = {}, N = {}, K = {}, VEC = {}, R = {}, P = {}, RP = R * P, OUT = {}, SPLIT = {}, GROUPS = {}, PER = {}, U = {};\n",
                    g.m, g.n, g.k, vec, r, products, out_per_warp, split, groups, per, batch);
+  if (call.prologue) s += fmt::format("  constexpr int KP = {};\n", prologue_stride(g));
   s += fmt::format("  typedef coil_rt::Vec<{}, VEC> V;\n", t);
   s += "  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;\n";
   s += "  const int group = warp / SPLIT, slice = warp % SPLIT;\n";
@@ -276,7 +406,15 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
     s += fmt::format("    if (k0 < k1) coil_rt::prefetch_l2({} + k0, static_cast<unsigned>((k1 - k0) * {}));\n  }}\n",
                      weight_row("lane / OUT", "n0 + lane % OUT"), dtype_size(in));
   }
-  const std::string a_at = fmt::format("b{} + {}", views.a->buffer, offset_of(views.a));
+  // A: its buffer, or the rows the prologue computed into shared memory (plain loads).
+  const bool pro = call.prologue != nullptr;
+  const std::string a_at = pro ? "pro" : fmt::format("b{} + {}", views.a->buffer, offset_of(views.a));
+  const int64_t a_rs = pro ? prologue_stride(g) : g.a_rs, a_cs = pro ? 1 : g.a_cs;
+  auto a_load = [&](const std::string& piece_at) {
+    return pro ? fmt::format("*reinterpret_cast<const V*>({})", piece_at) : fmt::format("coil_rt::load_keep(reinterpret_cast<const V*>({}))", piece_at);
+  };
+  const Prologue prologue = pro ? prologue_code(program, call) : Prologue{};
+  const std::string wait = prologue.before + "  coil_rt::after_previous();\n" + prologue.after;
   if (mma) {
     // Whether step u of the batch at i0 lies in K (parts that always hold left out).
     std::vector<std::string> inside;
@@ -298,16 +436,16 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
       s += "      #pragma unroll\n      for (int r = 0; r < RP; ++r) held[u][r] = in ? coil_rt::load_once(reinterpret_cast<const V*>(w[r] + k)) : V{};\n";
       s += "    }\n  }\n";
     }
-    s += "  coil_rt::after_previous();\n";
-    s += fmt::format("  const {0}* xr0 = {1} + int64_t(row) * {2};\n  const {0}* xr1 = {1} + int64_t(row + 8) * {2};\n  (void)xr1;\n", t, a_at, g.a_rs);
+    s += wait;
+    s += fmt::format("  const {0}* xr0 = {1} + int64_t(row) * {2};\n  const {0}* xr1 = {1} + int64_t(row + 8) * {2};\n  (void)xr1;\n", t, a_at, a_rs);
     s += "  float acc[RP][4];\n  #pragma unroll\n  for (int r = 0; r < RP; ++r) acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = 0.f;\n";
     s += "  for (int i0 = 0; i0 < PER; i0 += U) {\n    V wv[U][RP], xa[U], xb[U];\n";
     s += "    #pragma unroll\n    for (int u = 0; u < U; ++u) {\n      const int c = slice * PER + i0 + u, k = c * 32 + q * 8;\n";
     s += fmt::format("      const bool in = {};\n      (void)c, (void)k;\n", in_k);
     s += fmt::format("      #pragma unroll\n      for (int r = 0; r < RP; ++r) wv[u][r] = in ? {}coil_rt::load_once(reinterpret_cast<const V*>(w[r] + k)) : V{{}};\n",
                      early ? "i0 == 0 ? held[u][r] : " : "");
-    s += "      xa[u] = in && row < M ? coil_rt::load_keep(reinterpret_cast<const V*>(xr0 + k)) : V{};\n";
-    s += "      xb[u] = in && row + 8 < M ? coil_rt::load_keep(reinterpret_cast<const V*>(xr1 + k)) : V{};\n    }\n";
+    s += fmt::format("      xa[u] = in && row < M ? {} : V{{}};\n", a_load("xr0 + k"));
+    s += fmt::format("      xb[u] = in && row + 8 < M ? {} : V{{}};\n    }}\n", a_load("xr1 + k"));
     s += "    #pragma unroll\n    for (int u = 0; u < U; ++u) {\n";
     s += "      const uint32_t* a = reinterpret_cast<const uint32_t*>(&xa[u]);\n      const uint32_t* b = reinterpret_cast<const uint32_t*>(&xb[u]);\n";
     s += "      #pragma unroll\n      for (int r = 0; r < RP; ++r) {\n        const uint32_t* ww = reinterpret_cast<const uint32_t*>(&wv[u][r]);\n";
@@ -340,7 +478,7 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
       s += fmt::format("    const bool in = {};\n    (void)c, (void)k;\n", in_k.empty() ? "true" : in_k);
       s += "    #pragma unroll\n    for (int r = 0; r < RP; ++r) held[i][r] = in ? coil_rt::load_once(reinterpret_cast<const V*>(w[r] + k)) : V{};\n  }\n";
     }
-    s += "  coil_rt::after_previous();\n";
+    s += wait;
     s += "  float acc[RP][M];\n  #pragma unroll\n  for (int r = 0; r < RP; ++r)\n    #pragma unroll\n    for (int m = 0; m < M; ++m) acc[r][m] = 0.f;\n";
     // A step over K: its weight pieces (held, or loaded), then A's rows one at a time (the loop as
     // measured; the compiler keeps 4 steps' weight reads in flight).
@@ -354,7 +492,7 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
         if (!held)
           s += fmt::format("{0}V wv[RP];\n{0}#pragma unroll\n{0}for (int r = 0; r < RP; ++r) wv[r] = coil_rt::load_once(reinterpret_cast<const V*>(w[r] + k));\n", in2);
         s += fmt::format("{0}#pragma unroll\n{0}for (int m = 0; m < M; ++m) {{\n", in2);
-        s += fmt::format("{}  const V xv = coil_rt::load_keep(reinterpret_cast<const V*>({} + m * {} + k));\n", in2, a_at, g.a_rs);
+        s += fmt::format("{}  const V xv = {};\n", in2, a_load(fmt::format("{} + m * {} + k", a_at, a_rs)));
         s += fmt::format("{0}  #pragma unroll\n{0}  for (int v = 0; v < VEC; ++v) {{\n", in2);
         s += fmt::format("{}    const float x = {};\n", in2, as_float("xv.v[v]"));
         s += fmt::format("{0}    #pragma unroll\n{0}    for (int r = 0; r < RP; ++r) acc[r][m] += x * {1};\n", in2,
@@ -363,7 +501,7 @@ std::string emit_cuda_gemv(const loop::Program& program, const loop::ExternCall&
       } else {
         s += fmt::format("{0}float wf[RP];\n{0}#pragma unroll\n{0}for (int r = 0; r < RP; ++r) wf[r] = {1};\n", in2, as_float("w[r][k]"));
         s += fmt::format("{0}#pragma unroll\n{0}for (int m = 0; m < M; ++m) {{\n", in2);
-        s += fmt::format("{}  const float x = {};\n", in2, as_float(fmt::format("({})[m * int64_t({}) + k * int64_t({})]", a_at, g.a_rs, g.a_cs)));
+        s += fmt::format("{}  const float x = {};\n", in2, as_float(fmt::format("({})[m * int64_t({}) + k * int64_t({})]", a_at, a_rs, a_cs)));
         s += fmt::format("{0}  #pragma unroll\n{0}  for (int r = 0; r < RP; ++r) acc[r][m] += x * wf[r];\n{0}}}\n", in2);
       }
       if (!in_k.empty()) s += "    }\n";
