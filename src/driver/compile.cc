@@ -26,7 +26,6 @@
 #include "schedule/fuse_gemv_epilogues.h"
 #include "schedule/fuse_gemv_prologues.h"
 #include "schedule/fuse_siblings.h"
-#include "schedule/hoist_invariants.h"
 #include "schedule/inline_pointwise.h"
 #include "schedule/flatten_dense_pointwise.h"
 #include "schedule/pad_gemm_outputs.h"
@@ -238,8 +237,8 @@ Generated generate(const Graph& graph, const Target& target) {
   // parallel) kernel does them faster than a pass after the BLAS call.
   if (target.cuda) out.lowered.program = schedule::fuse_gemm_epilogues(out.lowered.program);
   out.lowered.program = schedule::fuse_siblings(
-      schedule::hoist_invariants(schedule::drop_dead_stores(schedule::fuse_epilogues(schedule::inline_pointwise(out.lowered.program)))),
-      target.cuda, target.cuda ? schedule::kGpuIndependentPoints : schedule::kCpuIndependentPoints);
+      schedule::drop_dead_stores(schedule::fuse_epilogues(schedule::inline_pointwise(out.lowered.program))), target.cuda,
+      target.cuda ? schedule::kGpuIndependentPoints : schedule::kCpuIndependentPoints);
   // cuDNN applies the batch norm, bias, shortcut and ReLU after a convolution in its kernel.
   if (target.cuda && target.library_convolution && !target.externs_as_loops)
     out.lowered.program = schedule::fuse_conv_epilogues(out.lowered.program, library_convolution, target.prefetch_convolutions);
