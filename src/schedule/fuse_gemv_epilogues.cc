@@ -68,15 +68,29 @@ bool contiguous_matrix(const loop::Buffer& b, int64_t m, int64_t n) {
 
 }  // namespace
 
+StepAccess step_access(const loop::Program& program) {
+  StepAccess a;
+  for (size_t k = 0; k < program.kernels.size(); ++k) {
+    a.steps.push_back(loop::access(program.kernels[k]));
+    for (int b : a.steps[k].reads) a.readers[b].push_back(k);
+    for (int b : a.steps[k].writes) a.writers[b].push_back(k);
+  }
+  return a;
+}
+
+loop::Program with_steps(const loop::Program& program, std::vector<std::optional<loop::Kernel>> kept) {
+  loop::Program result;
+  result.buffers = program.buffers;
+  for (auto& k : kept)
+    if (k) result.kernels.push_back(std::move(*k));
+  return result;
+}
+
 loop::Program fuse_gemv_epilogues(const loop::Program& program, const GemvTakes& takes) {
   const size_t nk = program.kernels.size();
-  std::vector<loop::Access> access;
-  std::map<int, std::vector<size_t>> readers, writers;
-  for (size_t k = 0; k < nk; ++k) {
-    access.push_back(loop::access(program.kernels[k]));
-    for (int b : access[k].reads) readers[b].push_back(k);
-    for (int b : access[k].writes) writers[b].push_back(k);
-  }
+  StepAccess found = step_access(program);
+  const std::vector<loop::Access>& access = found.steps;
+  std::map<int, std::vector<size_t>> &readers = found.readers, &writers = found.writers;
   // The product writing `buffer` that may join kernel `p`, else -1.
   auto product_for = [&](int buffer, size_t p, int64_t points) -> int {
     const auto& w = writers[buffer];
@@ -136,11 +150,7 @@ loop::Program fuse_gemv_epilogues(const loop::Program& program, const GemvTakes&
     out[static_cast<size_t>(joined[0])].reset();
     out[p] = std::move(fused);
   }
-  loop::Program result;
-  result.buffers = program.buffers;
-  for (auto& k : out)
-    if (k) result.kernels.push_back(std::move(*k));
-  return result;
+  return with_steps(program, std::move(out));
 }
 
 }  // namespace coil::schedule

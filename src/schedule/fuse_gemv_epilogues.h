@@ -15,12 +15,25 @@
 // The call then runs where P ran, and writes P's output.
 #pragma once
 #include <functional>
+#include <map>
+#include <optional>
+#include <vector>
 
 #include "loop/kernel.h"
 
 namespace coil::schedule {
 
 using GemvTakes = std::function<bool(const loop::ExternCall&, const loop::Program&)>;
+
+// What the few-row product passes ask of a program: each step's accesses, and per buffer the
+// steps reading and writing it, in order.
+struct StepAccess {
+  std::vector<loop::Access> steps;
+  std::map<int, std::vector<size_t>> readers, writers;
+};
+StepAccess step_access(const loop::Program& program);
+// The program's buffers with the steps `kept` holds, in order (an empty one dropped).
+loop::Program with_steps(const loop::Program& program, std::vector<std::optional<loop::Kernel>> kept);
 
 loop::Program fuse_gemv_epilogues(const loop::Program& program, const GemvTakes& takes);
 

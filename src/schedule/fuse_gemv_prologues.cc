@@ -84,13 +84,9 @@ bool reads_as_a(const loop::ExternCall& c, int buffer, const Rows& rows) {
 
 loop::Program fuse_gemv_prologues(const loop::Program& program, const GemvTakes& takes) {
   const size_t nk = program.kernels.size();
-  std::vector<loop::Access> access;
-  std::map<int, std::vector<size_t>> readers, writers;
-  for (size_t k = 0; k < nk; ++k) {
-    access.push_back(loop::access(program.kernels[k]));
-    for (int b : access[k].reads) readers[b].push_back(k);
-    for (int b : access[k].writes) writers[b].push_back(k);
-  }
+  StepAccess found = step_access(program);
+  const std::vector<loop::Access>& access = found.steps;
+  std::map<int, std::vector<size_t>> &readers = found.readers, &writers = found.writers;
   std::vector<std::optional<loop::Kernel>> out(program.kernels.begin(), program.kernels.end());
   for (size_t p = 0; p < nk; ++p) {
     const auto* pk = std::get_if<loop::LoopKernel>(&program.kernels[p]);
@@ -122,11 +118,7 @@ loop::Program fuse_gemv_prologues(const loop::Program& program, const GemvTakes&
     for (size_t i = 0; i < users.size(); ++i) out[users[i]] = std::move(fused[i]);
     out[p].reset();
   }
-  loop::Program result;
-  result.buffers = program.buffers;
-  for (auto& k : out)
-    if (k) result.kernels.push_back(std::move(*k));
-  return result;
+  return with_steps(program, std::move(out));
 }
 
 }  // namespace coil::schedule

@@ -292,7 +292,6 @@ constexpr int64_t kEarlyPieces = 16;
 // pair with 8 went 15.9 -> 19.7 µs).
 int mma_batch(int weight_rows) { return weight_rows == 1 ? 8 : 4; }
 
-
 }  // namespace
 
 std::vector<CudaConfig> gemv_configs(const loop::Program& program, const loop::ExternCall& call, const cuda::DeviceInfo& device) {
