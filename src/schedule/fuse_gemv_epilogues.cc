@@ -14,9 +14,6 @@ bool same_view(const loop::View& a, const loop::View& b) {
   return a.buffer == b.buffer && a.sizes == b.sizes && a.strides == b.strides && a.offset == b.offset;
 }
 
-// The operands of a product call: A and B (addmm: after the bias).
-const loop::View& a_of(const loop::ExternCall& c) { return c.inputs[c.kind == loop::ExternKind::addmm ? 1 : 0]; }
-const loop::View& b_of(const loop::ExternCall& c) { return c.inputs[c.kind == loop::ExternKind::addmm ? 2 : 1]; }
 
 void index_symbols(const loop::ExprRef& e, std::vector<std::string>& out) {
   if (e->kind() == loop::Expr::Kind::load || e->kind() == loop::Expr::Kind::index) e->offset().collect_symbols(out);

@@ -25,6 +25,10 @@ namespace coil::schedule {
 
 using GemvTakes = std::function<bool(const loop::ExternCall&, const loop::Program&)>;
 
+// The operands of a product call: A and B (addmm: after the bias).
+inline const loop::View& a_of(const loop::ExternCall& c) { return c.inputs[c.kind == loop::ExternKind::addmm ? 1 : 0]; }
+inline const loop::View& b_of(const loop::ExternCall& c) { return c.inputs[c.kind == loop::ExternKind::addmm ? 2 : 1]; }
+
 // What the few-row product passes ask of a program: each step's accesses, and per buffer the
 // steps reading and writing it, in order.
 struct StepAccess {

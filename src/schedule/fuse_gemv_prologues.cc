@@ -10,8 +10,6 @@ namespace coil::schedule {
 
 namespace {
 
-const loop::View& a_of(const loop::ExternCall& c) { return c.inputs[c.kind == loop::ExternKind::addmm ? 1 : 0]; }
-
 bool has_dynamic_load(const loop::ExprRef& e) {
   if (e->kind() == loop::Expr::Kind::load && e->dynamic()) return true;
   return std::any_of(e->operands().begin(), e->operands().end(), has_dynamic_load);
@@ -97,19 +95,19 @@ loop::Program fuse_gemv_prologues(const loop::Program& program, const GemvTakes&
     if (program.buffers[static_cast<size_t>(a)].role != loop::Buffer::Role::temporary || writers[a] != std::vector<size_t>{p}) continue;
     const auto& users = readers[a];
     if (users.empty()) continue;
+    const auto prologue = std::make_shared<const loop::LoopKernel>(*pk);
     std::vector<loop::ExternCall> fused;
     for (size_t u : users) {
       const auto* call = std::get_if<loop::ExternCall>(&program.kernels[u]);
       if (u <= p || !out[u] || !call || !reads_as_a(*call, a, *rows)) break;
-      // What P reads stays as it was until the reader.
+      // What P reads stays as it was until the reader, and the reader writes none of it (its
+      // blocks write while others still read A's rows).
       bool kept = true;
-      for (size_t k = p + 1; k < u && kept; ++k)
+      for (size_t k = p + 1; k <= u && kept; ++k)
         for (int b : access[k].writes) kept = kept && !access[p].reads.count(b);
-      // (its blocks write while others still read A's rows)
-      for (int b : access[u].writes) kept = kept && !access[p].reads.count(b);
       if (!kept) break;
       loop::ExternCall c = *call;
-      c.prologue = std::make_shared<const loop::LoopKernel>(*pk);
+      c.prologue = prologue;
       if (!takes(c, program)) break;
       c.origins.insert(c.origins.begin(), pk->origins.begin(), pk->origins.end());
       fused.push_back(std::move(c));
